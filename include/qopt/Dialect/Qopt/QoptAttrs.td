@@ -1,0 +1,102 @@
+//===- QoptAttrs.td - qopt state schemes and enums ---------*- tablegen -*-===//
+//
+// The storage scheme of each optimizer state and the master-weight format of
+// the parameter. numerics.md fixes what each scheme computes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef QOPT_DIALECT_QOPT_QOPTATTRS_TD
+#define QOPT_DIALECT_QOPT_QOPTATTRS_TD
+
+include "qopt/Dialect/Qopt/QoptDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Qopt_MasterFormat : I32EnumAttr<"MasterFormat",
+    "how the float32 master weight is kept beside a 16-bit parameter", [
+      I32EnumAttrCase<"none", 0>,
+      I32EnumAttrCase<"ecc_i8", 1>,
+      I32EnumAttrCase<"ecc_i16", 2>]> {
+  let cppNamespace = "::mlir::qopt";
+  let genSpecializedAttr = 0;
+}
+
+def Qopt_Companding : I32EnumAttr<"Companding",
+    "the companding function applied before linear 8-bit quantization", [
+      I32EnumAttrCase<"linear", 0>,
+      I32EnumAttrCase<"softsign", 1>,
+      I32EnumAttrCase<"sqrt", 2>]> {
+  let cppNamespace = "::mlir::qopt";
+  let genSpecializedAttr = 0;
+}
+
+def Qopt_Rounding : I32EnumAttr<"Rounding",
+    "how a scaled value is rounded to an integer code", [
+      I32EnumAttrCase<"half_up", 0>,
+      I32EnumAttrCase<"half_even", 1>]> {
+  let cppNamespace = "::mlir::qopt";
+  let genSpecializedAttr = 0;
+}
+
+def Qopt_ScaleDivisor : I32EnumAttr<"ScaleDivisor",
+    "which scale a group's values are divided by when quantized", [
+      I32EnumAttrCase<"absmax", 0>,
+      I32EnumAttrCase<"stored_scale", 1>]> {
+  let cppNamespace = "::mlir::qopt";
+  let genSpecializedAttr = 0;
+}
+
+def Qopt_MasterFormatAttr : EnumAttr<Qopt_Dialect, Qopt_MasterFormat, "master">;
+
+class Qopt_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Qopt_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Qopt_PlainSchemeAttr : Qopt_Attr<"PlainScheme", "plain"> {
+  let summary = "a state stored unquantized, as f32 or bf16";
+  let description = [{
+    `#qopt.plain<storage = bf16>` stores each element rounded to nearest even.
+  }];
+  let parameters = (ins "::mlir::FloatType":$storage);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Qopt_CodebookSchemeAttr : Qopt_Attr<"CodebookScheme", "codebook"> {
+  let summary = "blockwise 8-bit codes into a 256-entry run-time table (seed 000)";
+  let description = [{
+    `#qopt.codebook<block = 2048>`: a uint8 code per element, a float32 absmax
+    per block of `block` elements and a 256-entry ascending float32 table
+    (`qmap`) given at launch. Requantization takes the nearest table entry by
+    midpoints, the lower code on a tie.
+  }];
+  let parameters = (ins "int64_t":$block);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Qopt_GroupSchemeAttr : Qopt_Attr<"GroupScheme", "group"> {
+  let summary = "group-wise linear 8-bit codes with optional companding (FlashOptim)";
+  let description = [{
+    `#qopt.group<storage = si8, group_size = 32, companding = softsign,
+    scale = f16, rounding = half_up, divisor = absmax>`: one scale per group of
+    `group_size` consecutive elements, stored as `scale`; codes are si8 in
+    [-127, 127] or ui8 in [0, 255].
+  }];
+  let parameters = (ins
+    "::mlir::IntegerType":$storage,
+    "int64_t":$group_size,
+    EnumParameter<Qopt_Companding>:$companding,
+    "::mlir::FloatType":$scale,
+    EnumParameter<Qopt_Rounding>:$rounding,
+    EnumParameter<Qopt_ScaleDivisor>:$divisor);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Qopt_StateSchemeAttr : AnyAttrOf<[Qopt_PlainSchemeAttr,
+                                      Qopt_CodebookSchemeAttr,
+                                      Qopt_GroupSchemeAttr]>;
+
+#endif // QOPT_DIALECT_QOPT_QOPTATTRS_TD

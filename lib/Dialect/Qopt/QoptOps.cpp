@@ -1,0 +1,178 @@
+//===- QoptOps.cpp - qopt operations --------------------------------------===//
+//
+// Verifiers for the structure of an optimizer step: every state and the
+// parameter are stored exactly once, symbols resolve to the right kind of
+// declaration, and the master-weight format fits the parameter type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/Dialect/Qopt/QoptOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseMap.h"
+
+using namespace mlir;
+using namespace mlir::qopt;
+
+//===----------------------------------------------------------------------===//
+// OptimizerOp
+//===----------------------------------------------------------------------===//
+
+UpdateOp OptimizerOp::getUpdate() {
+  for (Operation &op : getBody().front())
+    if (auto update = dyn_cast<UpdateOp>(op))
+      return update;
+  return {};
+}
+
+UniformsOp OptimizerOp::getUniforms() {
+  for (Operation &op : getBody().front())
+    if (auto uniforms = dyn_cast<UniformsOp>(op))
+      return uniforms;
+  return {};
+}
+
+SmallVector<StateOp> mlir::qopt::getStates(OptimizerOp optimizer) {
+  SmallVector<StateOp> states;
+  for (Operation &op : optimizer.getBody().front())
+    if (auto state = dyn_cast<StateOp>(op))
+      states.push_back(state);
+  return states;
+}
+
+SmallVector<HyperOp> mlir::qopt::getHypers(OptimizerOp optimizer) {
+  SmallVector<HyperOp> hypers;
+  for (Operation &op : optimizer.getBody().front())
+    if (auto hyper = dyn_cast<HyperOp>(op))
+      hypers.push_back(hyper);
+  return hypers;
+}
+
+static bool isStreamFloat(Type type) {
+  return type.isF32() || type.isBF16() || type.isF16();
+}
+
+LogicalResult OptimizerOp::verify() {
+  if (!isStreamFloat(getParamType()))
+    return emitOpError("parameter type must be f32, bf16 or f16, got ")
+           << getParamType();
+  if (!isStreamFloat(getGradType()))
+    return emitOpError("gradient type must be f32, bf16 or f16, got ")
+           << getGradType();
+  if (getMaster() != MasterFormat::none && getParamType().isF32())
+    return emitOpError("error-correction bits need a bf16 or f16 parameter, "
+                       "got ")
+           << getParamType();
+
+  unsigned numUpdates = 0, numUniforms = 0;
+  for (Operation &op : getBody().front()) {
+    if (isa<UpdateOp>(op))
+      ++numUpdates;
+    else if (isa<UniformsOp>(op))
+      ++numUniforms;
+    else if (!isa<HyperOp, StateOp>(op))
+      return op.emitOpError("is not allowed directly in a qopt.optimizer");
+  }
+  if (numUpdates != 1)
+    return emitOpError("needs exactly one qopt.update, found ") << numUpdates;
+  if (numUniforms > 1)
+    return emitOpError("has more than one qopt.uniforms region");
+
+  // Every state is requantized exactly once and the parameter is stored once.
+  llvm::DenseMap<StringAttr, unsigned> stores;
+  unsigned paramStores = 0;
+  getUpdate().walk([&](Operation *op) {
+    if (auto store = dyn_cast<StoreStateOp>(op))
+      ++stores[store.getStateAttr().getAttr()];
+    else if (isa<StoreParamOp>(op))
+      ++paramStores;
+  });
+  for (StateOp state : getStates(*this)) {
+    unsigned count = stores.lookup(state.getSymNameAttr());
+    if (count != 1)
+      return state.emitOpError("must be stored exactly once in the update, "
+                               "found ")
+             << count << " stores";
+  }
+  if (paramStores != 1)
+    return emitOpError("the parameter must be stored exactly once in the "
+                       "update, found ")
+           << paramStores << " stores";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// HyperOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult HyperOp::verify() {
+  Type type = cast<TypedAttr>(getValue()).getType();
+  if (!type.isF64() && !type.isInteger(1))
+    return emitOpError("value must be an f64 number or a boolean, got ")
+           << type;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// UpdateOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult UpdateOp::verify() {
+  for (Operation &op : getBody().front()) {
+    if (op.getNumRegions() != 0)
+      return op.emitOpError("with regions is not allowed in a qopt.update");
+    if (isa<UniformOp>(op) || isa<HyperValueOp, StepCountOp>(op))
+      continue;
+    Dialect *dialect = op.getDialect();
+    StringRef ns = dialect ? dialect->getNamespace() : StringRef();
+    if (ns != "qopt" && ns != "arith" && ns != "math")
+      return op.emitOpError("is not allowed in a qopt.update; use qopt, arith "
+                            "and math operations");
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Symbol uses
+//===----------------------------------------------------------------------===//
+
+template <typename DeclOp>
+static FailureOr<DeclOp> lookupDecl(Operation *user, FlatSymbolRefAttr ref,
+                                    StringRef what,
+                                    SymbolTableCollection &symbolTable) {
+  auto optimizer = user->getParentOfType<OptimizerOp>();
+  if (!optimizer)
+    return user->emitOpError("must be inside a qopt.optimizer");
+  auto decl = symbolTable.lookupSymbolIn<DeclOp>(optimizer, ref.getAttr());
+  if (!decl)
+    return user->emitOpError("'") << ref.getValue() << "' is not a " << what
+                                  << " of @" << optimizer.getSymName();
+  return decl;
+}
+
+LogicalResult
+HyperValueOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto hyper = lookupDecl<HyperOp>(*this, getHyperAttr(), "hyperparameter",
+                                   symbolTable);
+  if (failed(hyper))
+    return failure();
+  Type declared = cast<TypedAttr>(hyper->getValue()).getType();
+  if (declared != getType())
+    return emitOpError("type ") << getType() << " does not match @"
+                                << getHyper() << " of type " << declared;
+  return success();
+}
+
+LogicalResult
+LoadStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return lookupDecl<StateOp>(*this, getStateAttr(), "state", symbolTable);
+}
+
+LogicalResult
+StoreStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return lookupDecl<StateOp>(*this, getStateAttr(), "state", symbolTable);
+}
+
+#define GET_OP_CLASSES
+#include "qopt/Dialect/Qopt/QoptOps.cpp.inc"

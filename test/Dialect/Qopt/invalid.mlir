@@ -1,0 +1,102 @@
+// RUN: qopt-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
+
+// expected-error @+1 {{error-correction bits need a bf16 or f16 parameter, got 'f32'}}
+qopt.optimizer @O param "p" : f32 master ecc_i8 grad "g" : f32 {
+  qopt.update {
+    %p = qopt.load_param : f32
+    qopt.store_param %p : f32
+  }
+}
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  // expected-error @+1 {{must be stored exactly once in the update, found 2 stores}}
+  qopt.state @m : #qopt.plain<storage = f32>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_state @m, %g : f32
+    qopt.store_state @m, %g : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  // expected-error @+1 {{must be stored exactly once in the update, found 0 stores}}
+  qopt.state @m : #qopt.plain<storage = f32>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{the parameter must be stored exactly once in the update, found 0 stores}}
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  qopt.update {
+    %g = qopt.load_grad : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{needs exactly one qopt.update, found 0}}
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+}
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  qopt.update {
+    // expected-error @+1 {{'m' is not a state of @O}}
+    %m = qopt.load_state @m : f32
+    qopt.store_param %m : f32
+  }
+}
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  qopt.hyper @lr = 1.0e-3 : f64
+  qopt.update {
+    // expected-error @+1 {{type 'i1' does not match @lr of type 'f64'}}
+    %h = qopt.hyper_value @lr : i1
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  // expected-error @+1 {{group_size must be a power of two in [2, 4096], got 48}}
+  qopt.state @m : #qopt.group<storage = si8, group_size = 48, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
+}
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  // expected-error @+1 {{sqrt companding needs unsigned (ui8) storage}}
+  qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = sqrt, scale = f16, rounding = half_up, divisor = absmax>
+}
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  // expected-error @+1 {{codebook block must be a power of two in [32, 4096], got 100}}
+  qopt.state @m : #qopt.codebook<block = 100>
+}
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    // expected-error @+1 {{is not allowed in a qopt.update; use qopt, arith and math operations}}
+    %x = "test.foo"(%g) : (f32) -> f32
+    qopt.store_param %x : f32
+  }
+}

@@ -1,0 +1,38 @@
+// RUN: qopt-opt %s | qopt-opt | FileCheck %s
+
+// CHECK-LABEL: qopt.optimizer @FlashAdamW param "p" : bf16 master ecc_i8 grad "g" : bf16
+qopt.optimizer @FlashAdamW param "p" : bf16 master ecc_i8 grad "g" : bf16 {
+  // CHECK: qopt.hyper @lr = 1.000000e-03 : f64
+  qopt.hyper @lr = 1.0e-3 : f64
+  qopt.hyper @beta1 = 0.9 : f64
+  // CHECK: qopt.hyper @nesterov = false
+  qopt.hyper @nesterov = false
+  // CHECK: qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
+  qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
+  // CHECK: qopt.state @c : #qopt.codebook<block = 2048>
+  qopt.state @c : #qopt.codebook<block = 2048>
+  // CHECK: qopt.state @b : #qopt.plain<storage = bf16>
+  qopt.state @b : #qopt.plain<storage = bf16>
+  // CHECK: qopt.update {
+  qopt.update {
+    // CHECK-NEXT: %[[G:.+]] = qopt.load_grad : f32
+    %g = qopt.load_grad : f32
+    // CHECK-NEXT: %[[P:.+]] = qopt.load_param : f32
+    %p = qopt.load_param : f32
+    // CHECK-NEXT: %[[M:.+]] = qopt.load_state @m : f32
+    %m = qopt.load_state @m : f32
+    // CHECK-NEXT: qopt.hyper_value @beta1 : f64
+    %b1 = qopt.hyper_value @beta1 : f64
+    // CHECK-NEXT: qopt.step_count : f64
+    %s = qopt.step_count : f64
+    %b1s = math.powf %b1, %s : f64
+    %b1f = arith.truncf %b1s : f64 to f32
+    %mn = arith.mulf %b1f, %m : f32
+    // CHECK: qopt.store_state @m, %{{.+}} : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_state @c, %g : f32
+    qopt.store_state @b, %g : f32
+    // CHECK: qopt.store_param %{{.+}} : f32
+    qopt.store_param %p : f32
+  }
+}
