@@ -4,9 +4,11 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "qopt/Dialect/Qopt/QoptDialect.h"
+#include "qopt/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
+  mlir::qopt::registerQoptTransformsPasses();
   mlir::DialectRegistry registry;
   registry.insert<mlir::qopt::QoptDialect>();
   mlir::registerAllDialects(registry);
