@@ -1,0 +1,71 @@
+//===- Frontend.cpp - Entry points of the qopt DSL frontend ---------------===//
+//
+// Lexer + Parser + Sema over one SourceMgr buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/Frontend/Frontend.h"
+#include "qopt/Frontend/Lexer.h"
+#include "qopt/Frontend/Parser.h"
+#include "qopt/Frontend/Sema.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir::qopt::frontend;
+
+std::unique_ptr<Spec> mlir::qopt::frontend::parseSpec(llvm::SourceMgr &sourceMgr,
+                                                      unsigned bufferId) {
+  DiagnosticEmitter diags(sourceMgr);
+  Lexer lexer(sourceMgr, bufferId, diags);
+  std::unique_ptr<Spec> spec = Parser(lexer, diags).parseSpec();
+  if (!spec || !checkSpec(*spec, diags))
+    return nullptr;
+  return spec;
+}
+
+std::unique_ptr<Spec>
+mlir::qopt::frontend::parseSpecFile(llvm::SourceMgr &sourceMgr,
+                                    llvm::StringRef path,
+                                    llvm::raw_ostream &errs) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
+  if (std::error_code ec = buffer.getError()) {
+    errs << "error: cannot read '" << path << "': " << ec.message() << "\n";
+    return nullptr;
+  }
+  unsigned bufferId =
+      sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  return parseSpec(sourceMgr, bufferId);
+}
+
+ParsedSpec mlir::qopt::frontend::parseSpecString(llvm::StringRef source,
+                                                 llvm::StringRef filename) {
+  ParsedSpec result;
+  result.sourceMgr = std::make_unique<llvm::SourceMgr>();
+  unsigned bufferId = result.sourceMgr->AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(source, filename), llvm::SMLoc());
+
+  struct Context {
+    std::vector<SpecDiagnostic> *out;
+  } context{&result.diagnostics};
+  result.sourceMgr->setDiagHandler(
+      [](const llvm::SMDiagnostic &d, void *ctx) {
+        SpecDiagnostic diag;
+        diag.kind = d.getKind() == llvm::SourceMgr::DK_Note
+                        ? SpecDiagnostic::Kind::Note
+                        : SpecDiagnostic::Kind::Error;
+        diag.line = d.getLineNo();
+        // SMDiagnostic columns are 0-based; ours, like the printed text, are
+        // 1-based.
+        diag.col = d.getColumnNo() + 1;
+        diag.message = d.getMessage().str();
+        llvm::raw_string_ostream os(diag.rendered);
+        d.print(/*ProgName=*/nullptr, os, /*ShowColors=*/false);
+        static_cast<Context *>(ctx)->out->push_back(std::move(diag));
+      },
+      &context);
+  result.spec = parseSpec(*result.sourceMgr, bufferId);
+  result.sourceMgr->setDiagHandler(nullptr, nullptr);
+  return result;
+}

@@ -1,0 +1,516 @@
+//===- Sema.cpp - Semantic checks of a qopt spec --------------------------===//
+//
+// Walks the declarations, then the update statements in order, keeping track
+// of which states and whether the parameter have been assigned so far. Every
+// rule of docs/dsl.md that the grammar does not enforce is checked here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/Frontend/Sema.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+
+using namespace mlir::qopt::frontend;
+
+namespace {
+
+/// A declared name or a `let`.
+struct Symbol {
+  RefKind kind;
+  unsigned index;
+  Loc loc;
+};
+
+/// How a declaration of `kind` is named in diagnostics.
+llvm::StringRef describeRefKind(RefKind kind) {
+  switch (kind) {
+  case RefKind::Hyper:
+    return "a hyperparameter";
+  case RefKind::Param:
+    return "the parameter";
+  case RefKind::Grad:
+    return "the gradient";
+  case RefKind::State:
+    return "a state";
+  case RefKind::Let:
+    return "a let";
+  case RefKind::Unresolved:
+    break;
+  }
+  return "a name";
+}
+
+llvm::StringRef describeType(ValueType type) {
+  return type == ValueType::Bool ? "a bool" : "a number";
+}
+
+Variability join(Variability a, Variability b) {
+  return a == Variability::PerElement || b == Variability::PerElement
+             ? Variability::PerElement
+             : Variability::Uniform;
+}
+
+class SemaChecker {
+public:
+  SemaChecker(Spec &spec, DiagnosticEmitter &diags)
+      : spec(spec), diags(diags) {}
+
+  bool run();
+
+private:
+  void declare(llvm::StringRef name, RefKind kind, unsigned index, Loc loc);
+  void checkDeclarations();
+  void checkScheme(const StateDecl &state);
+  void checkStatement(Stmt &stmt, unsigned index);
+  void checkAssignment(Stmt &stmt);
+
+  void checkExpr(Expr &e);
+  void checkName(NameExpr &e);
+  void checkUnary(UnaryExpr &e);
+  void checkBinary(BinaryExpr &e);
+  void checkCall(CallExpr &e);
+
+  /// Reports `e` if it is a bool; false when `e` is not a number (an
+  /// expression of Unknown type was reported already and is not again).
+  bool requireNumber(const Expr &e);
+  /// Reports `e` if it is a number; false when `e` is not a bool.
+  bool requireBool(const Expr &e);
+
+  void error(Loc loc, const llvm::Twine &msg) {
+    diags.error(loc, msg);
+    failed = true;
+  }
+
+  Spec &spec;
+  DiagnosticEmitter &diags;
+  bool failed = false;
+
+  /// Declarations, and the lets defined so far.
+  llvm::StringMap<Symbol> symbols;
+  /// The first `let` of each name, for "used before its definition".
+  llvm::StringMap<Loc> allLets;
+  /// Where each state, and the parameter, was assigned (invalid if not yet).
+  std::vector<Loc> stateAssignedAt;
+  Loc paramAssignedAt;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Declarations
+//===----------------------------------------------------------------------===//
+
+void SemaChecker::declare(llvm::StringRef name, RefKind kind, unsigned index,
+                          Loc loc) {
+  auto [it, inserted] = symbols.try_emplace(name, Symbol{kind, index, loc});
+  if (inserted)
+    return;
+  error(loc, "'" + name + "' is already declared as " +
+                 describeRefKind(it->second.kind));
+  diags.note(it->second.loc, "the previous declaration is here");
+}
+
+void SemaChecker::checkDeclarations() {
+  if (!spec.param)
+    error(spec.loc, "optimizer '" + spec.name +
+                        "' has no 'param' declaration; declare the parameter "
+                        "with 'param <name> : <type>;'");
+  if (!spec.grad)
+    error(spec.loc, "optimizer '" + spec.name +
+                        "' has no 'grad' declaration; declare the gradient "
+                        "with 'grad <name> : <type>;'");
+
+  // Declare in source order, so that the second of two equal names is the
+  // one reported.
+  struct Decl {
+    llvm::StringRef name;
+    RefKind kind;
+    unsigned index;
+    Loc loc;
+  };
+  std::vector<Decl> decls;
+  for (auto [i, hyper] : llvm::enumerate(spec.hypers))
+    decls.push_back({hyper.name, RefKind::Hyper, unsigned(i), hyper.loc});
+  if (spec.param)
+    decls.push_back({spec.param->name, RefKind::Param, 0, spec.param->loc});
+  if (spec.grad)
+    decls.push_back({spec.grad->name, RefKind::Grad, 0, spec.grad->loc});
+  for (auto [i, state] : llvm::enumerate(spec.states))
+    decls.push_back({state.name, RefKind::State, unsigned(i), state.loc});
+  std::stable_sort(decls.begin(), decls.end(), [](const Decl &a, const Decl &b) {
+    return a.loc.ptr.getPointer() < b.loc.ptr.getPointer();
+  });
+  for (const Decl &d : decls)
+    declare(d.name, d.kind, d.index, d.loc);
+
+  if (spec.param && spec.param->master != MasterFormat::None &&
+      spec.param->dtype == FloatType::F32)
+    error(spec.param->masterLoc,
+          "error-correction bits need a 16-bit parameter (bf16 or f16); an "
+          "f32 parameter is its own master weight");
+
+  for (const StateDecl &state : spec.states)
+    checkScheme(state);
+}
+
+void SemaChecker::checkScheme(const StateDecl &state) {
+  const StateScheme &scheme = state.scheme;
+  switch (scheme.kind) {
+  case SchemeKind::Plain:
+    return;
+  case SchemeKind::Codebook:
+    if (!llvm::isPowerOf2_64(scheme.blockSize) || scheme.blockSize < 32 ||
+        scheme.blockSize > kTileElements)
+      error(scheme.sizeLoc, "the codebook block size must be a power of two "
+                            "between 32 and " +
+                                llvm::Twine(kTileElements) + ", found " +
+                                llvm::Twine(scheme.blockSize));
+    return;
+  case SchemeKind::Group:
+    // A power of two in [2, 4096] is exactly a divisor of the 4096-element
+    // tile other than 1.
+    if (!llvm::isPowerOf2_64(scheme.groupSize) || scheme.groupSize < 2 ||
+        scheme.groupSize > kTileElements)
+      error(scheme.sizeLoc,
+            "the group size must be a power of two between 2 and " +
+                llvm::Twine(kTileElements) + " (a divisor of the " +
+                llvm::Twine(kTileElements) + "-element tile), found " +
+                llvm::Twine(scheme.groupSize));
+    if (scheme.isSigned && scheme.companding == Companding::Sqrt)
+      error(scheme.compandingLoc,
+            "'sqrt' companding needs an unsigned group (u8); a signed group "
+            "(i8) uses 'softsign' or 'linear'");
+    if (!scheme.isSigned && scheme.companding == Companding::Softsign)
+      error(scheme.compandingLoc,
+            "'softsign' companding needs a signed group (i8); an unsigned "
+            "group (u8) uses 'sqrt' or 'linear'");
+    return;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Statements
+//===----------------------------------------------------------------------===//
+
+bool SemaChecker::run() {
+  checkDeclarations();
+  stateAssignedAt.assign(spec.states.size(), Loc());
+
+  for (auto [i, stmt] : llvm::enumerate(spec.statements))
+    if (stmt.isLet())
+      allLets.try_emplace(stmt.name, stmt.loc);
+
+  for (auto [i, stmt] : llvm::enumerate(spec.statements))
+    checkStatement(stmt, i);
+
+  if (spec.param && !paramAssignedAt.isValid())
+    error(spec.param->loc, "the parameter '" + spec.param->name +
+                               "' is never assigned in the update block");
+  for (auto [i, state] : llvm::enumerate(spec.states)) {
+    // A duplicate state name resolves to the first declaration; the
+    // duplicate was reported already.
+    auto it = symbols.find(state.name);
+    if (it == symbols.end() || it->second.kind != RefKind::State ||
+        it->second.index != i)
+      continue;
+    if (!stateAssignedAt[i].isValid())
+      error(state.loc,
+            "state '" + state.name + "' is never assigned in the update block");
+  }
+  return !failed;
+}
+
+void SemaChecker::checkStatement(Stmt &stmt, unsigned index) {
+  // The value is checked first: it reads the names as they are before the
+  // statement (the old state, the parameter before its assignment).
+  checkExpr(*stmt.value);
+  if (!stmt.isLet()) {
+    checkAssignment(stmt);
+    return;
+  }
+
+  auto [it, inserted] =
+      symbols.try_emplace(stmt.name, Symbol{RefKind::Let, index, stmt.loc});
+  if (inserted)
+    return;
+  if (it->second.kind == RefKind::Let) {
+    error(stmt.loc, "let '" + stmt.name + "' is defined twice; a let is "
+                                          "defined once");
+    diags.note(it->second.loc, "the first definition is here");
+  } else {
+    error(stmt.loc, "'" + stmt.name + "' is already declared as " +
+                        describeRefKind(it->second.kind));
+    diags.note(it->second.loc, "the previous declaration is here");
+  }
+}
+
+void SemaChecker::checkAssignment(Stmt &stmt) {
+  if (stmt.name == "step") {
+    error(stmt.loc, "cannot assign 'step': it is the step count, which the "
+                    "runtime sets");
+    return;
+  }
+  auto it = symbols.find(stmt.name);
+  if (it == symbols.end()) {
+    error(stmt.loc, "unknown name '" + stmt.name + "'");
+    return;
+  }
+  const Symbol &symbol = it->second;
+  switch (symbol.kind) {
+  case RefKind::Hyper:
+    error(stmt.loc, "cannot assign the hyperparameter '" + stmt.name +
+                        "': hyperparameters are read-only");
+    diags.note(symbol.loc, "'" + stmt.name + "' is declared here");
+    return;
+  case RefKind::Grad:
+    error(stmt.loc, "cannot assign the gradient '" + stmt.name +
+                        "': the gradient is read-only");
+    diags.note(symbol.loc, "'" + stmt.name + "' is declared here");
+    return;
+  case RefKind::Let:
+    error(stmt.loc, "cannot assign '" + stmt.name +
+                        "': it is a let, which is defined once");
+    diags.note(symbol.loc, "'" + stmt.name + "' is defined here");
+    return;
+  case RefKind::Param:
+    if (paramAssignedAt.isValid()) {
+      error(stmt.loc, "the parameter '" + stmt.name +
+                          "' is assigned twice; it is assigned exactly once");
+      diags.note(paramAssignedAt, "the first assignment is here");
+      return;
+    }
+    paramAssignedAt = stmt.loc;
+    break;
+  case RefKind::State: {
+    Loc &assignedAt = stateAssignedAt[symbol.index];
+    if (assignedAt.isValid()) {
+      error(stmt.loc, "state '" + stmt.name +
+                          "' is assigned twice; a state is assigned exactly "
+                          "once");
+      diags.note(assignedAt, "the first assignment is here");
+      return;
+    }
+    assignedAt = stmt.loc;
+    break;
+  }
+  case RefKind::Unresolved:
+    return;
+  }
+  stmt.targetKind = symbol.kind;
+  stmt.targetIndex = symbol.index;
+  requireNumber(*stmt.value);
+}
+
+//===----------------------------------------------------------------------===//
+// Expressions
+//===----------------------------------------------------------------------===//
+
+bool SemaChecker::requireNumber(const Expr &e) {
+  if (e.getType() == ValueType::Bool)
+    error(e.getLoc(), "a bool is used where a number is needed");
+  return e.getType() == ValueType::Number;
+}
+
+bool SemaChecker::requireBool(const Expr &e) {
+  if (e.getType() == ValueType::Number)
+    error(e.getLoc(), "a number is used where a bool is needed");
+  return e.getType() == ValueType::Bool;
+}
+
+void SemaChecker::checkExpr(Expr &e) {
+  switch (e.getKind()) {
+  case Expr::Kind::Number:
+  case Expr::Kind::Step:
+    e.setType(ValueType::Number);
+    e.setVariability(Variability::Uniform);
+    return;
+  case Expr::Kind::Bool:
+    e.setType(ValueType::Bool);
+    e.setVariability(Variability::Uniform);
+    return;
+  case Expr::Kind::Name:
+    return checkName(llvm::cast<NameExpr>(e));
+  case Expr::Kind::Unary:
+    return checkUnary(llvm::cast<UnaryExpr>(e));
+  case Expr::Kind::Binary:
+    return checkBinary(llvm::cast<BinaryExpr>(e));
+  case Expr::Kind::Call:
+    return checkCall(llvm::cast<CallExpr>(e));
+  }
+}
+
+void SemaChecker::checkName(NameExpr &e) {
+  auto it = symbols.find(e.getName());
+  if (it == symbols.end()) {
+    auto let = allLets.find(e.getName());
+    if (let != allLets.end()) {
+      error(e.getLoc(),
+            "'" + e.getName() + "' is used before its definition");
+      diags.note(let->second, "'" + e.getName() + "' is defined here");
+    } else {
+      error(e.getLoc(), "unknown name '" + e.getName() + "'");
+    }
+    return; // Unknown type: users of `e` report nothing more.
+  }
+
+  const Symbol &symbol = it->second;
+  e.resolve(symbol.kind, symbol.index);
+  switch (symbol.kind) {
+  case RefKind::Hyper:
+    e.setType(spec.hypers[symbol.index].isBool ? ValueType::Bool
+                                               : ValueType::Number);
+    e.setVariability(Variability::Uniform);
+    return;
+  case RefKind::Param:
+    if (paramAssignedAt.isValid()) {
+      error(e.getLoc(), "the parameter is read after it is assigned");
+      diags.note(paramAssignedAt, "the parameter is assigned here");
+    }
+    e.setType(ValueType::Number);
+    e.setVariability(Variability::PerElement);
+    return;
+  case RefKind::Grad:
+    e.setType(ValueType::Number);
+    e.setVariability(Variability::PerElement);
+    return;
+  case RefKind::State:
+    e.setReadsAssignedValue(stateAssignedAt[symbol.index].isValid());
+    e.setType(ValueType::Number);
+    e.setVariability(Variability::PerElement);
+    return;
+  case RefKind::Let: {
+    const Expr &value = *spec.statements[symbol.index].value;
+    e.setType(value.getType());
+    e.setVariability(value.getVariability());
+    return;
+  }
+  case RefKind::Unresolved:
+    return;
+  }
+}
+
+void SemaChecker::checkUnary(UnaryExpr &e) {
+  Expr &operand = e.getOperand();
+  checkExpr(operand);
+  e.setVariability(operand.getVariability());
+  if (e.getOp() == UnaryOp::Neg) {
+    if (requireNumber(operand))
+      e.setType(ValueType::Number);
+  } else {
+    if (requireBool(operand))
+      e.setType(ValueType::Bool);
+  }
+}
+
+void SemaChecker::checkBinary(BinaryExpr &e) {
+  Expr &lhs = e.getLHS(), &rhs = e.getRHS();
+  checkExpr(lhs);
+  checkExpr(rhs);
+  e.setVariability(join(lhs.getVariability(), rhs.getVariability()));
+
+  switch (e.getOp()) {
+  case BinaryOp::And:
+  case BinaryOp::Or: {
+    bool ok = requireBool(lhs);
+    ok &= requireBool(rhs);
+    if (ok)
+      e.setType(ValueType::Bool);
+    return;
+  }
+  case BinaryOp::Lt:
+  case BinaryOp::Le:
+  case BinaryOp::Gt:
+  case BinaryOp::Ge:
+  case BinaryOp::Eq:
+  case BinaryOp::Ne: {
+    bool ok = requireNumber(lhs);
+    ok &= requireNumber(rhs);
+    if (ok)
+      e.setType(ValueType::Bool);
+    return;
+  }
+  case BinaryOp::Pow: {
+    bool ok = requireNumber(lhs);
+    ok &= requireNumber(rhs);
+    if (lhs.getType() == ValueType::Number && lhs.isPerElement()) {
+      error(lhs.getLoc(),
+            "power of a per-element value is not supported; write x * x");
+      ok = false;
+    }
+    if (rhs.getType() == ValueType::Number && rhs.isPerElement()) {
+      error(rhs.getLoc(), "a per-element exponent is not supported; '**' "
+                          "needs uniform operands");
+      ok = false;
+    }
+    if (ok)
+      e.setType(ValueType::Number);
+    return;
+  }
+  case BinaryOp::Add:
+  case BinaryOp::Sub:
+  case BinaryOp::Mul:
+  case BinaryOp::Div: {
+    bool ok = requireNumber(lhs);
+    ok &= requireNumber(rhs);
+    if (ok)
+      e.setType(ValueType::Number);
+    return;
+  }
+  }
+}
+
+void SemaChecker::checkCall(CallExpr &e) {
+  Variability variability = Variability::Uniform;
+  for (unsigned i = 0, n = e.getNumArgs(); i != n; ++i) {
+    checkExpr(e.getArg(i));
+    variability = join(variability, e.getArg(i).getVariability());
+  }
+  e.setVariability(variability);
+
+  Builtin builtin = symbolizeBuiltin(e.getCallee());
+  if (builtin == Builtin::Unknown) {
+    error(e.getLoc(), "unknown function '" + e.getCallee() +
+                          "'; the builtins are sqrt, abs, sign, min, max "
+                          "and select");
+    return;
+  }
+  e.setBuiltin(builtin);
+  unsigned arity = getBuiltinArity(builtin);
+  if (e.getNumArgs() != arity) {
+    error(e.getLoc(), "'" + e.getCallee() + "' takes " + llvm::Twine(arity) +
+                          (arity == 1 ? " argument" : " arguments") +
+                          ", found " + llvm::Twine(e.getNumArgs()));
+    return;
+  }
+
+  if (builtin != Builtin::Select) {
+    bool ok = true;
+    for (unsigned i = 0; i != arity; ++i)
+      ok &= requireNumber(e.getArg(i));
+    if (ok)
+      e.setType(ValueType::Number);
+    return;
+  }
+
+  bool ok = requireBool(e.getArg(0));
+  ValueType a = e.getArg(1).getType(), b = e.getArg(2).getType();
+  if (a == ValueType::Unknown || b == ValueType::Unknown)
+    return;
+  if (a != b) {
+    error(e.isTernary() ? e.getOpLoc() : e.getLoc(),
+          "the branches of " +
+                            llvm::Twine(e.isTernary() ? "'?:'" : "select") +
+                            " have different types: " + describeType(a) +
+                            " and " + describeType(b));
+    return;
+  }
+  if (ok)
+    e.setType(a);
+}
+
+bool mlir::qopt::frontend::checkSpec(Spec &spec, DiagnosticEmitter &diags) {
+  return SemaChecker(spec, diags).run();
+}
