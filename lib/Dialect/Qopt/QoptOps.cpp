@@ -49,6 +49,69 @@ SmallVector<HyperOp> mlir::qopt::getHypers(OptimizerOp optimizer) {
   return hypers;
 }
 
+SmallVector<StreamInfo> mlir::qopt::getStreams(OptimizerOp optimizer) {
+  MLIRContext *ctx = optimizer.getContext();
+  SmallVector<StreamInfo> streams;
+  std::string param = optimizer.getParamName().str();
+  streams.push_back({param, StreamRole::Param, optimizer.getParamType(), 1,
+                     true, -1});
+  if (optimizer.getMaster() != MasterFormat::none) {
+    unsigned width = optimizer.getMaster() == MasterFormat::ecc_i8 ? 8 : 16;
+    streams.push_back({param + ".ecc", StreamRole::ErrorBits,
+                       IntegerType::get(ctx, width, IntegerType::Signed), 1,
+                       true, -1});
+  }
+  streams.push_back({optimizer.getGradName().str(), StreamRole::Grad,
+                     optimizer.getGradType(), 1, false, -1});
+  int index = 0;
+  for (StateOp state : getStates(optimizer)) {
+    std::string name = state.getSymName().str();
+    Attribute scheme = state.getScheme();
+    if (auto plain = dyn_cast<PlainSchemeAttr>(scheme)) {
+      streams.push_back({name, StreamRole::State, plain.getStorage(), 1, true,
+                         index});
+    } else if (auto codebook = dyn_cast<CodebookSchemeAttr>(scheme)) {
+      streams.push_back({name + ".codes", StreamRole::StateCodes,
+                         IntegerType::get(ctx, 8, IntegerType::Unsigned), 1,
+                         true, index});
+      streams.push_back({name + ".absmax", StreamRole::StateAbsmax,
+                         Float32Type::get(ctx), codebook.getBlock(), true,
+                         index});
+    } else if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
+      streams.push_back({name + ".codes", StreamRole::StateCodes,
+                         group.getStorage(), 1, true, index});
+      streams.push_back({name + ".scales", StreamRole::StateScales,
+                         group.getScale(), group.getGroupSize(), true, index});
+    }
+    ++index;
+  }
+  return streams;
+}
+
+StringRef mlir::qopt::stringifyStreamRole(StreamRole role) {
+  switch (role) {
+  case StreamRole::Param: return "param";
+  case StreamRole::ErrorBits: return "error_bits";
+  case StreamRole::Grad: return "grad";
+  case StreamRole::State: return "state";
+  case StreamRole::StateCodes: return "state_codes";
+  case StreamRole::StateScales: return "state_scales";
+  case StreamRole::StateAbsmax: return "state_absmax";
+  }
+  llvm_unreachable("unknown stream role");
+}
+
+int64_t mlir::qopt::getMinGroupSize(OptimizerOp optimizer) {
+  int64_t result = 4096;
+  for (StateOp state : getStates(optimizer)) {
+    if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
+      result = std::min(result, codebook.getBlock());
+    if (auto group = dyn_cast<GroupSchemeAttr>(state.getScheme()))
+      result = std::min(result, group.getGroupSize());
+  }
+  return result;
+}
+
 static bool isStreamFloat(Type type) {
   return type.isF32() || type.isBF16() || type.isF16();
 }

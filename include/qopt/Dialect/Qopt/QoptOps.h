@@ -9,6 +9,7 @@
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/OpDefinition.h"
+#include <string>
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "qopt/Dialect/Qopt/QoptDialect.h"
@@ -28,6 +29,29 @@ namespace mlir::qopt {
 llvm::SmallVector<StateOp> getStates(OptimizerOp optimizer);
 /// Hyperparameters of `optimizer` in declaration order.
 llvm::SmallVector<HyperOp> getHypers(OptimizerOp optimizer);
+
+/// What one stream of a tensor holds (docs/abi.md).
+enum class StreamRole { Param, ErrorBits, Grad, State, StateCodes, StateScales,
+                        StateAbsmax };
+
+/// One buffer per tensor in the kernel ABI, in ABI order.
+struct StreamInfo {
+  std::string name;   ///< `p`, `p.ecc`, `g`, `m.codes`, `m.scales`, ...
+  StreamRole role;
+  Type storage;       ///< bf16, f16, f32, si8, ui8 or si16.
+  int64_t perElements;///< 1 for per-element streams, else the group/block size.
+  bool written;       ///< read-write (param, error bits, states) or read-only.
+  int stateIndex;     ///< index into getStates(), or -1.
+};
+
+/// The streams of `optimizer` in ABI order.
+llvm::SmallVector<StreamInfo> getStreams(OptimizerOp optimizer);
+
+/// The name of a stream role in manifests (`param`, `error_bits`, ...).
+llvm::StringRef stringifyStreamRole(StreamRole role);
+
+/// The smallest group or block size of the optimizer's states (4096 if none).
+int64_t getMinGroupSize(OptimizerOp optimizer);
 } // namespace mlir::qopt
 
 #endif // QOPT_DIALECT_QOPT_QOPTOPS_H

@@ -1,0 +1,31 @@
+//===- Passes.h - qopt conversions ------------------------------*- C++ -*-===//
+//
+// Declares the conversions out of the qopt dialect.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef QOPT_CONVERSION_PASSES_H
+#define QOPT_CONVERSION_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::qopt {
+
+/// Tile size of every kernel: threads-per-block * elements-per-thread must
+/// equal it, and every group and block size divides it (docs/abi.md).
+constexpr int64_t kTileElements = 4096;
+
+#define GEN_PASS_DECL
+#include "qopt/Conversion/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "qopt/Conversion/Passes.h.inc"
+
+} // namespace mlir::qopt
+
+#endif // QOPT_CONVERSION_PASSES_H

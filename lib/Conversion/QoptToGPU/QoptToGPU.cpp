@@ -1,0 +1,612 @@
+//===- QoptToGPU.cpp - qopt.optimizer to a multi-tensor GPU kernel --------===//
+//
+// Emits one gpu.func per qopt.optimizer with the calling convention of
+// docs/abi.md. The kernel is a persistent grid-stride loop over tiles; each
+// thread owns `elements-per-thread` consecutive elements of a tile as one
+// vector of f32 lanes, so every per-element operation of the update becomes
+// one vector operation and every stream access one (or a few) 16-byte
+// accesses. A partial last tile uses masked accesses. Group absmax is reduced
+// with warp shuffles, block absmax beyond a warp through shared memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StreamCodecs.h"
+
+#include "qopt/Conversion/Passes.h"
+#include "qopt/Dialect/Qopt/QoptOps.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace mlir::qopt {
+#define GEN_PASS_DEF_CONVERTQOPTTOGPU
+#include "qopt/Conversion/Passes.h.inc"
+} // namespace mlir::qopt
+
+using namespace mlir;
+using namespace mlir::qopt;
+
+namespace {
+
+/// Signless integer storage for a stream's element type (codes, error bits).
+static Type memoryType(Type storage) {
+  if (auto intType = dyn_cast<IntegerType>(storage))
+    return IntegerType::get(storage.getContext(), intType.getWidth());
+  return storage;
+}
+
+/// Builds the body of one kernel.
+class KernelEmitter {
+public:
+  KernelEmitter(OptimizerOp optimizer, OpBuilder &b, bool fast,
+                int64_t threads, int64_t lanes)
+      : optimizer(optimizer), b(b), loc(optimizer.getLoc()),
+        math(b, loc, fast), threads(threads), lanes(lanes),
+        tile(threads * lanes) {}
+
+  LogicalResult emit(gpu::GPUModuleOp module);
+
+private:
+  // Types.
+  Type f32() { return b.getF32Type(); }
+  Type i32() { return b.getI32Type(); }
+  Type i64() { return b.getI64Type(); }
+  Type globalPtr() { return LLVM::LLVMPointerType::get(b.getContext(), 1); }
+  Type sharedPtr() { return LLVM::LLVMPointerType::get(b.getContext(), 3); }
+  VectorType lanesOf(Type elem) { return VectorType::get({lanes}, elem); }
+
+  // Scalars.
+  Value constI64(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  }
+  Value constI32(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  }
+  Value indexToI64(Value v) {
+    return arith::IndexCastUIOp::create(b, loc, i64(), v);
+  }
+  Value gep(Value ptr, Type elem, Value index) {
+    return LLVM::GEPOp::create(b, loc, ptr.getType(), elem, ptr,
+                               ValueRange{index});
+  }
+  Value load(Type type, Value ptr, unsigned align) {
+    return LLVM::LoadOp::create(b, loc, type, ptr, align);
+  }
+  Value sharedArray(gpu::GPUModuleOp module, StringRef name, int64_t count);
+
+  // Streams of the current tile.
+  Value streamPtr(unsigned index);
+  Value loadElements(unsigned stream);
+  void storeElements(unsigned stream, Value value);
+  Value loadPerGroup(unsigned stream, int64_t groupSize);
+  void storePerGroup(unsigned stream, int64_t groupSize, Value value);
+  unsigned streamIndex(StreamRole role, int state = -1);
+
+  // Reductions.
+  Value reduceLanesMax(Value lanesValue);
+  Value reduceGroupMax(Value scalar, int64_t groupSize);
+
+  // The update.
+  LogicalResult emitTile();
+  FailureOr<Value> emitLoadState(StateOp state);
+  LogicalResult emitStoreState(StateOp state, Value value);
+  void emitStoreParam(Value value);
+  FailureOr<Value> emitArith(Operation *op, IRMapping &mapping);
+
+  OptimizerOp optimizer;
+  OpBuilder &b;
+  Location loc;
+  LaneMath math;
+  int64_t threads, lanes, tile;
+  SmallVector<StreamInfo> streams;
+  SmallVector<StateOp> states;
+
+  // Kernel-wide values.
+  Value tid;                       // i64
+  SmallVector<Value> uniformValues;// f32 scalars
+  llvm::DenseMap<int, Value> qmapShared, midShared; // per codebook state
+  SmallVector<Value> reductionSlots;                // one per block reduction
+  unsigned nextReductionSlot = 0;
+
+  // Per-tile values.
+  Value desc, numel, base, full, active, laneMask;
+};
+
+} // namespace
+
+Value KernelEmitter::sharedArray(gpu::GPUModuleOp module, StringRef name,
+                                 int64_t count) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  auto arrayType = LLVM::LLVMArrayType::get(f32(), count);
+  LLVM::GlobalOp::create(b, loc, arrayType, /*isConstant=*/false,
+                         LLVM::Linkage::Internal, name, Attribute(),
+                         /*alignment=*/16, /*addrSpace=*/3);
+  return Value();
+}
+
+unsigned KernelEmitter::streamIndex(StreamRole role, int state) {
+  for (auto [i, s] : llvm::enumerate(streams))
+    if (s.role == role && (state < 0 || s.stateIndex == state))
+      return i;
+  llvm_unreachable("stream not in the ABI");
+}
+
+Value KernelEmitter::streamPtr(unsigned index) {
+  Value addr = gep(desc, b.getI8Type(), constI64(16 + 8 * index));
+  return load(globalPtr(), addr, 8);
+}
+
+Value KernelEmitter::loadElements(unsigned stream) {
+  Type elem = memoryType(streams[stream].storage);
+  VectorType vecType = lanesOf(elem);
+  Value addr = gep(streamPtr(stream), elem, base);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, full,
+                                /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    scf::YieldOp::create(b, loc, load(vecType, addr, 16));
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vecType));
+    Value masked = LLVM::MaskedLoadOp::create(b, loc, vecType, addr, laneMask,
+                                              zero, b.getI32IntegerAttr(16));
+    scf::YieldOp::create(b, loc, masked);
+  }
+  return ifOp.getResult(0);
+}
+
+void KernelEmitter::storeElements(unsigned stream, Value value) {
+  Type elem = memoryType(streams[stream].storage);
+  Value addr = gep(streamPtr(stream), elem, base);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, full,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  LLVM::StoreOp::create(b, loc, value, addr, 16);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  LLVM::MaskedStoreOp::create(b, loc, value, addr, laneMask,
+                              b.getI32IntegerAttr(16));
+}
+
+Value KernelEmitter::loadPerGroup(unsigned stream, int64_t groupSize) {
+  Type elem = memoryType(streams[stream].storage);
+  // A thread past the end reads group 0 (which exists: a tile's tensor is not
+  // empty) so that it can still take part in the group's shuffles.
+  Value group = arith::DivUIOp::create(b, loc, base, constI64(groupSize));
+  Value safe = arith::SelectOp::create(b, loc, active, group, constI64(0));
+  Value scalar = load(elem, gep(streamPtr(stream), elem, safe),
+                      elem.getIntOrFloatBitWidth() / 8);
+  return widenToF32(math, scalar);
+}
+
+void KernelEmitter::storePerGroup(unsigned stream, int64_t groupSize,
+                                  Value value) {
+  Type elem = memoryType(streams[stream].storage);
+  Value group = arith::DivUIOp::create(b, loc, base, constI64(groupSize));
+  Value rem = arith::RemUIOp::create(b, loc, base, constI64(groupSize));
+  Value leader = arith::AndIOp::create(
+      b, loc, active,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem,
+                            constI64(0)));
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, leader,
+                                /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  LLVM::StoreOp::create(b, loc, value, gep(streamPtr(stream), elem, group),
+                        elem.getIntOrFloatBitWidth() / 8);
+}
+
+Value KernelEmitter::reduceLanesMax(Value lanesValue) {
+  Value acc = vector::ExtractOp::create(b, loc, lanesValue, 0);
+  for (int64_t i = 1; i < lanes; ++i)
+    acc = math.maximum(acc, vector::ExtractOp::create(b, loc, lanesValue, i));
+  return acc;
+}
+
+Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize) {
+  int64_t threadsPerGroup = groupSize / lanes;
+  Value width = constI32(32);
+  for (int64_t offset = 1; offset < std::min<int64_t>(threadsPerGroup, 32);
+       offset *= 2) {
+    auto shuffle = gpu::ShuffleOp::create(b, loc, scalar, constI32(offset),
+                                          width, gpu::ShuffleMode::XOR);
+    scalar = math.maximum(scalar, shuffle.getShuffleResult());
+  }
+  if (threadsPerGroup <= 32)
+    return scalar;
+
+  // Across warps: each warp's lane 0 writes its maximum, then every thread
+  // reads the maxima of its group's warps.
+  Value slots = reductionSlots[nextReductionSlot++];
+  int64_t warpsPerGroup = threadsPerGroup / 32;
+  Value warp = arith::DivUIOp::create(b, loc, tid, constI64(32));
+  Value laneId = arith::RemUIOp::create(b, loc, tid, constI64(32));
+  Value isLane0 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        laneId, constI64(0));
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, isLane0, false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    LLVM::StoreOp::create(b, loc, scalar, gep(slots, f32(), warp), 4);
+  }
+  gpu::BarrierOp::create(b, loc);
+  Value firstWarp = arith::MulIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, warp, constI64(warpsPerGroup)),
+      constI64(warpsPerGroup));
+  Value result;
+  for (int64_t j = 0; j < warpsPerGroup; ++j) {
+    Value index = arith::AddIOp::create(b, loc, firstWarp, constI64(j));
+    Value v = load(f32(), gep(slots, f32(), index), 4);
+    result = result ? math.maximum(result, v) : v;
+  }
+  // The slots are reused by the next tile.
+  gpu::BarrierOp::create(b, loc);
+  return result;
+}
+
+FailureOr<Value> KernelEmitter::emitLoadState(StateOp state) {
+  int index = llvm::find(states, state) - states.begin();
+  Attribute scheme = state.getScheme();
+  if (isa<PlainSchemeAttr>(scheme))
+    return widenToF32(math, loadElements(streamIndex(StreamRole::State, index)));
+  if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
+    Value codes = loadElements(streamIndex(StreamRole::StateCodes, index));
+    Value scale = loadPerGroup(streamIndex(StreamRole::StateScales, index),
+                               group.getGroupSize());
+    Value scaleLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), scale);
+    return dequantizeGroup(math, group, codes, scaleLanes);
+  }
+  auto codebook = cast<CodebookSchemeAttr>(scheme);
+  Value codes = loadElements(streamIndex(StreamRole::StateCodes, index));
+  Value absmax = loadPerGroup(streamIndex(StreamRole::StateAbsmax, index),
+                              codebook.getBlock());
+  // x = qmap[code] * absmax (seed 000), the table read from shared memory.
+  Value table = qmapShared.lookup(index);
+  Value entries = arith::ConstantOp::create(b, loc, b.getZeroAttr(lanesOf(f32())));
+  for (int64_t i = 0; i < lanes; ++i) {
+    Value code = vector::ExtractOp::create(b, loc, codes, i);
+    Value idx = arith::ExtUIOp::create(b, loc, i32(), code);
+    Value entry = load(f32(), gep(table, f32(), idx), 4);
+    entries = vector::InsertOp::create(b, loc, entry, entries, i);
+  }
+  Value absmaxLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax);
+  return math.mul(entries, absmaxLanes);
+}
+
+LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
+  int index = llvm::find(states, state) - states.begin();
+  Attribute scheme = state.getScheme();
+  Value zeros = math.constF(value, 0.0);
+  if (auto plain = dyn_cast<PlainSchemeAttr>(scheme)) {
+    storeElements(streamIndex(StreamRole::State, index),
+                  narrowFromF32(math, value, plain.getStorage()));
+    return success();
+  }
+  if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
+    // Lanes past the end of the tensor take no part in the absmax.
+    Value magnitude =
+        math.select(laneMask, groupMagnitude(math, group, value), zeros);
+    Value absmax = reduceGroupMax(reduceLanesMax(magnitude),
+                                  group.getGroupSize());
+    Value stored = groupStoredScale(math, group, absmax);
+    Value storedF32 = widenToF32(math, stored);
+    Value codes = quantizeGroup(
+        math, group, value,
+        vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax),
+        vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32));
+    storeElements(streamIndex(StreamRole::StateCodes, index), codes);
+    storePerGroup(streamIndex(StreamRole::StateScales, index),
+                  group.getGroupSize(), stored);
+    return success();
+  }
+  auto codebook = cast<CodebookSchemeAttr>(scheme);
+  // Seed 000: absmax over the block; c = x / max(absmax, 1e-30); the code is
+  // the number of midpoints strictly below c (torch.bucketize, right=False).
+  Value magnitude = math.select(laneMask, math.abs(value), zeros);
+  Value absmax = reduceGroupMax(reduceLanesMax(magnitude), codebook.getBlock());
+  Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
+  Value normalized = math.div(
+      value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
+  Value mids = midShared.lookup(index);
+  Value codes = arith::ConstantOp::create(
+      b, loc, b.getZeroAttr(lanesOf(b.getI8Type())));
+  for (int64_t i = 0; i < lanes; ++i) {
+    Value c = vector::ExtractOp::create(b, loc, normalized, i);
+    Value pos = constI32(0);
+    for (int64_t step = 128; step >= 1; step /= 2) {
+      Value candidate = arith::AddIOp::create(b, loc, pos, constI32(step));
+      Value midIndex = arith::SubIOp::create(b, loc, candidate, constI32(1));
+      Value mid = load(f32(), gep(mids, f32(), midIndex), 4);
+      Value below = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
+                                          mid, c);
+      pos = arith::SelectOp::create(b, loc, below, candidate, pos);
+    }
+    Value code = arith::TruncIOp::create(b, loc, b.getI8Type(), pos);
+    codes = vector::InsertOp::create(b, loc, code, codes, i);
+  }
+  storeElements(streamIndex(StreamRole::StateCodes, index), codes);
+  storePerGroup(streamIndex(StreamRole::StateAbsmax, index),
+                codebook.getBlock(), absmax);
+  return success();
+}
+
+void KernelEmitter::emitStoreParam(Value value) {
+  Type paramType = optimizer.getParamType();
+  Value x16 = narrowFromF32(math, value, paramType);
+  storeElements(streamIndex(StreamRole::Param), x16);
+  if (optimizer.getMaster() != MasterFormat::none)
+    storeElements(streamIndex(StreamRole::ErrorBits),
+                  splitMaster(math, value, x16, optimizer.getMaster()));
+}
+
+/// Vectorizes one arith/math operation of the update.
+FailureOr<Value> KernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
+  auto vectorize = [&](Type t) -> Type { return lanesOf(t); };
+  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    auto type = vectorize(constant.getType());
+    return Value(arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(cast<ShapedType>(type),
+                                       constant.getValue())));
+  }
+  auto operand = [&](unsigned i) { return mapping.lookup(op->getOperand(i)); };
+  if (isa<math::SqrtOp>(op))
+    return math.sqrt(operand(0));
+  if (isa<math::AbsFOp>(op))
+    return math.abs(operand(0));
+  if (isa<math::FloorOp>(op))
+    return math.floor(op->getNumOperands() ? operand(0) : Value());
+  if (isa<math::CopySignOp>(op))
+    return Value(LLVM::CallIntrinsicOp::create(
+                     b, loc, operand(0).getType(),
+                     b.getStringAttr("llvm.copysign"),
+                     ValueRange{operand(0), operand(1)})
+                     .getResult(0));
+  if (op->getDialect()->getNamespace() != "arith")
+    return op->emitOpError("is not supported in a per-element expression");
+  OperationState state(op->getLoc(), op->getName());
+  for (Value v : op->getOperands())
+    state.addOperands(mapping.lookup(v));
+  for (Type t : op->getResultTypes())
+    state.addTypes(vectorize(t));
+  state.addAttributes(op->getAttrs());
+  if (math.isFast() && op->hasAttr("fastmath"))
+    state.attributes.set("fastmath",
+                         arith::FastMathFlagsAttr::get(
+                             b.getContext(), arith::FastMathFlags::contract |
+                                                 arith::FastMathFlags::afn |
+                                                 arith::FastMathFlags::arcp));
+  return b.create(state)->getResult(0);
+}
+
+LogicalResult KernelEmitter::emitTile() {
+  IRMapping mapping;
+  SmallVector<std::pair<Operation *, Value>> stores;
+  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+    loc = op.getLoc();
+    if (isa<LoadGradOp>(op)) {
+      mapping.map(op.getResult(0),
+                  widenToF32(math, loadElements(streamIndex(StreamRole::Grad))));
+    } else if (isa<LoadParamOp>(op)) {
+      Value x16 = loadElements(streamIndex(StreamRole::Param));
+      Value x = optimizer.getMaster() == MasterFormat::none
+                    ? widenToF32(math, x16)
+                    : reconstructMaster(
+                          math, x16,
+                          loadElements(streamIndex(StreamRole::ErrorBits)),
+                          optimizer.getMaster());
+      mapping.map(op.getResult(0), x);
+    } else if (auto loadState = dyn_cast<LoadStateOp>(op)) {
+      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+          optimizer, loadState.getStateAttr());
+      FailureOr<Value> value = emitLoadState(state);
+      if (failed(value))
+        return failure();
+      mapping.map(op.getResult(0), *value);
+    } else if (auto uniform = dyn_cast<UniformOp>(op)) {
+      uint64_t index = uniform.getIndex();
+      if (index >= uniformValues.size())
+        return uniform.emitOpError("reads uniform ")
+               << index << " but the optimizer yields only "
+               << uniformValues.size();
+      mapping.map(op.getResult(0),
+                  vector::BroadcastOp::create(b, loc, lanesOf(f32()),
+                                              uniformValues[index]));
+    } else if (isa<StoreStateOp, StoreParamOp>(op)) {
+      stores.push_back({&op, mapping.lookup(op.getOperand(op.getNumOperands() - 1))});
+    } else if (isa<HyperValueOp, StepCountOp>(op)) {
+      return op.emitOpError("must be outlined first: run qopt-outline-uniforms");
+    } else {
+      FailureOr<Value> value = emitArith(&op, mapping);
+      if (failed(value))
+        return failure();
+      mapping.map(op.getResult(0), *value);
+    }
+  }
+  for (auto [op, value] : stores) {
+    loc = op->getLoc();
+    if (auto store = dyn_cast<StoreStateOp>(op)) {
+      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+          optimizer, store.getStateAttr());
+      if (failed(emitStoreState(state, value)))
+        return failure();
+    } else {
+      emitStoreParam(value);
+    }
+  }
+  return success();
+}
+
+LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
+  streams = getStreams(optimizer);
+  states = getStates(optimizer);
+  UniformsOp uniforms = optimizer.getUniforms();
+  unsigned numUniforms = 0;
+  if (uniforms)
+    numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
+
+  // Signature: descriptors, tile map, tile count, uniforms, one qmap per
+  // codebook state (docs/abi.md).
+  SmallVector<Type> args = {globalPtr(), globalPtr(), i64(), globalPtr()};
+  SmallVector<int> codebookStates;
+  for (auto [i, state] : llvm::enumerate(states))
+    if (isa<CodebookSchemeAttr>(state.getScheme())) {
+      codebookStates.push_back(i);
+      args.push_back(globalPtr());
+    }
+  b.setInsertionPointToEnd(module.getBody());
+  auto func = gpu::GPUFuncOp::create(b, loc, optimizer.getSymName(),
+                                     b.getFunctionType(args, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  Value descs = entry.getArgument(0), tileMap = entry.getArgument(1);
+  Value numTiles = entry.getArgument(2), uniformsPtr = entry.getArgument(3);
+
+  tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  for (unsigned i = 0; i < numUniforms; ++i)
+    uniformValues.push_back(
+        load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
+
+  // Shared memory: per codebook state its table and midpoints, filled once
+  // per block; per block reduction one slot per warp.
+  std::string prefix = ("__qopt_" + optimizer.getSymName()).str();
+  for (auto [k, stateIndex] : llvm::enumerate(codebookStates)) {
+    std::string qname = prefix + "_qmap" + std::to_string(stateIndex);
+    std::string mname = prefix + "_mid" + std::to_string(stateIndex);
+    sharedArray(module, qname, 256);
+    sharedArray(module, mname, 255);
+    Value qmap = LLVM::AddressOfOp::create(b, loc, sharedPtr(), qname);
+    Value mid = LLVM::AddressOfOp::create(b, loc, sharedPtr(), mname);
+    qmapShared[stateIndex] = qmap;
+    midShared[stateIndex] = mid;
+    Value table = entry.getArgument(4 + k);
+    auto fill = scf::ForOp::create(b, loc, tid, constI64(256), constI64(threads));
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(fill.getBody()->getTerminator());
+      Value i = fill.getInductionVar();
+      LLVM::StoreOp::create(b, loc, load(f32(), gep(table, f32(), i), 4),
+                            gep(qmap, f32(), i), 4);
+    }
+    gpu::BarrierOp::create(b, loc);
+    auto mids = scf::ForOp::create(b, loc, tid, constI64(255), constI64(threads));
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(mids.getBody()->getTerminator());
+      Value i = mids.getInductionVar();
+      Value next = arith::AddIOp::create(b, loc, i, constI64(1));
+      Value lo = load(f32(), gep(qmap, f32(), i), 4);
+      Value hi = load(f32(), gep(qmap, f32(), next), 4);
+      // mid[k] = (qmap[k] + qmap[k+1]) * 0.5, as seed 000 computes it.
+      LLVM::StoreOp::create(
+          b, loc, math.mul(math.add(lo, hi), math.constF(lo, 0.5)),
+          gep(mid, f32(), i), 4);
+    }
+  }
+  unsigned slot = 0;
+  for (StateOp state : states) {
+    int64_t size = 0;
+    if (auto g = dyn_cast<GroupSchemeAttr>(state.getScheme()))
+      size = g.getGroupSize();
+    if (auto c = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
+      size = c.getBlock();
+    if (size / lanes <= 32)
+      continue;
+    std::string name = prefix + "_warpmax" + std::to_string(slot++);
+    sharedArray(module, name, threads / 32);
+    reductionSlots.push_back(
+        LLVM::AddressOfOp::create(b, loc, sharedPtr(), name));
+  }
+  gpu::BarrierOp::create(b, loc);
+
+  // for (t = blockIdx.x; t < numTiles; t += gridDim.x)
+  Value first = indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  Value stride = indexToI64(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
+  auto loop = scf::ForOp::create(b, loc, first, numTiles, stride);
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  Value t = loop.getInductionVar();
+  Value tensor = arith::ExtSIOp::create(
+      b, loc, i64(), load(i32(), gep(tileMap, i32(), t), 4));
+  int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());
+  desc = gep(descs, b.getI8Type(),
+             arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
+  numel = load(i64(), desc, 8);
+  Value firstTile = load(i64(), gep(desc, b.getI8Type(), constI64(8)), 8);
+  Value tileInTensor = arith::SubIOp::create(b, loc, t, firstTile);
+  base = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, tileInTensor, constI64(tile)),
+      arith::MulIOp::create(b, loc, tid, constI64(lanes)));
+  Value end = arith::AddIOp::create(b, loc, base, constI64(lanes));
+  full = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, end, numel);
+  active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, base, numel);
+  SmallVector<int64_t> iota;
+  for (int64_t i = 0; i < lanes; ++i)
+    iota.push_back(i);
+  Value laneIndex = arith::AddIOp::create(
+      b, loc, vector::BroadcastOp::create(b, loc, lanesOf(i64()), base),
+      arith::ConstantOp::create(b, loc, b.getI64VectorAttr(iota)));
+  laneMask = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::slt, laneIndex,
+      vector::BroadcastOp::create(b, loc, lanesOf(i64()), numel));
+  if (failed(emitTile()))
+    return failure();
+  b.setInsertionPointToEnd(&entry);
+  gpu::ReturnOp::create(b, func.getLoc());
+  return success();
+}
+
+namespace {
+struct ConvertQoptToGPUPass
+    : public qopt::impl::ConvertQoptToGPUBase<ConvertQoptToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (mode != "strict" && mode != "fast") {
+      module.emitError("mode must be 'strict' or 'fast', got '") << mode << "'";
+      return signalPassFailure();
+    }
+    SmallVector<OptimizerOp> optimizers(module.getOps<OptimizerOp>());
+    for (OptimizerOp optimizer : optimizers) {
+      // Each thread's lanes must lie in one group; the tile must hold whole
+      // groups and blocks.
+      int64_t lanes = std::min<int64_t>(elementsPerThread,
+                                        getMinGroupSize(optimizer));
+      int64_t threads = threadsPerBlock;
+      if (threads % 32 != 0 || threads < 32 || threads > 1024) {
+        optimizer.emitError("threads-per-block must be a multiple of 32 in "
+                            "[32, 1024], got ")
+            << threads;
+        return signalPassFailure();
+      }
+      for (StateOp state : getStates(optimizer)) {
+        int64_t size = 0;
+        if (auto g = dyn_cast<GroupSchemeAttr>(state.getScheme()))
+          size = g.getGroupSize();
+        if (auto c = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
+          size = c.getBlock();
+        if (size && (threads * lanes) % size != 0) {
+          state.emitError("group or block of ")
+              << size << " elements does not divide the tile of "
+              << threads * lanes << " elements";
+          return signalPassFailure();
+        }
+      }
+      OpBuilder b(module.getContext());
+      b.setInsertionPointToEnd(module.getBody());
+      auto gpuModule = gpu::GPUModuleOp::create(
+          b, optimizer.getLoc(), (optimizer.getSymName() + "_kernels").str());
+      KernelEmitter emitter(optimizer, b, mode == "fast", threads, lanes);
+      if (failed(emitter.emit(gpuModule)))
+        return signalPassFailure();
+      optimizer.erase();
+    }
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(module.getContext()));
+  }
+};
+} // namespace

@@ -1,0 +1,307 @@
+//===- StreamCodecs.cpp - Per-element codecs of qopt streams --------------===//
+//
+// The arithmetic of numerics.md §2 and §3 on f32 lanes, in the reference's
+// order of operations. Intrinsics that the GPU-to-NVVM conversion would turn
+// into libdevice calls (sqrt, fabs, floor) are emitted as llvm.call_intrinsic
+// so that strict mode gets sqrt.rn and no library is needed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StreamCodecs.h"
+
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::qopt;
+
+/// `like`'s shape with element type `elem`.
+static Type withElement(Type like, Type elem) {
+  if (auto vec = dyn_cast<VectorType>(like))
+    return VectorType::get(vec.getShape(), elem);
+  return elem;
+}
+
+static Attribute splat(Type type, Attribute scalar) {
+  if (auto vec = dyn_cast<VectorType>(type))
+    return DenseElementsAttr::get(vec, scalar);
+  return scalar;
+}
+
+arith::FastMathFlagsAttr LaneMath::flags() {
+  auto f = fast ? arith::FastMathFlags::contract | arith::FastMathFlags::afn |
+                      arith::FastMathFlags::arcp
+                : arith::FastMathFlags::none;
+  return arith::FastMathFlagsAttr::get(b.getContext(), f);
+}
+
+Value LaneMath::constF(Value like, double value) {
+  Type type = withElement(like.getType(), b.getF32Type());
+  return arith::ConstantOp::create(
+      b, loc, cast<TypedAttr>(splat(type, b.getF32FloatAttr(value))));
+}
+
+Value LaneMath::constI(Type type, int64_t value) {
+  Type elem = getElementTypeOrSelf(type);
+  return arith::ConstantOp::create(
+      b, loc, cast<TypedAttr>(splat(type, b.getIntegerAttr(elem, value))));
+}
+
+Value LaneMath::add(Value a, Value c) {
+  return arith::AddFOp::create(b, loc, a, c, flags());
+}
+Value LaneMath::sub(Value a, Value c) {
+  return arith::SubFOp::create(b, loc, a, c, flags());
+}
+Value LaneMath::mul(Value a, Value c) {
+  return arith::MulFOp::create(b, loc, a, c, flags());
+}
+Value LaneMath::div(Value a, Value c) {
+  return arith::DivFOp::create(b, loc, a, c, flags());
+}
+
+Value LaneMath::perLane(Value a, llvm::function_ref<Value(Value)> fn) {
+  auto vec = dyn_cast<VectorType>(a.getType());
+  if (!vec)
+    return fn(a);
+  Value result = a;
+  for (int64_t i = 0, e = vec.getNumElements(); i < e; ++i) {
+    Value lane = vector::ExtractOp::create(b, loc, a, i);
+    result = vector::InsertOp::create(b, loc, fn(lane), result, i);
+  }
+  return result;
+}
+
+Value LaneMath::intrinsic(StringRef name, Value a) {
+  return LLVM::CallIntrinsicOp::create(b, loc, a.getType(),
+                                       b.getStringAttr(name), ValueRange{a})
+      .getResult(0);
+}
+
+Value LaneMath::sqrt(Value a) {
+  // sqrt.rn.f32 in strict mode; libdevice's __nv_sqrtf would give
+  // sqrt.approx unless __CUDA_PREC_SQRT is set, so call the intrinsic.
+  StringRef name = fast ? "llvm.nvvm.sqrt.approx.f" : "llvm.nvvm.sqrt.rn.f";
+  return perLane(a, [&](Value lane) { return intrinsic(name, lane); });
+}
+
+Value LaneMath::abs(Value a) { return intrinsic("llvm.fabs", a); }
+Value LaneMath::floor(Value a) { return intrinsic("llvm.floor", a); }
+Value LaneMath::roundEven(Value a) { return intrinsic("llvm.roundeven", a); }
+
+Value LaneMath::cmp(arith::CmpFPredicate pred, Value a, Value c) {
+  return arith::CmpFOp::create(b, loc, pred, a, c);
+}
+
+Value LaneMath::select(Value cond, Value a, Value c) {
+  return arith::SelectOp::create(b, loc, cond, a, c);
+}
+
+Value LaneMath::maxKeepNaN(Value a, Value c) {
+  return select(cmp(arith::CmpFPredicate::OLT, a, c), c, a);
+}
+
+Value LaneMath::maximum(Value a, Value c) {
+  return arith::MaximumFOp::create(b, loc, a, c);
+}
+
+Value LaneMath::exp2i(Value e) {
+  Type i32 = e.getType();
+  Value biased = arith::AddIOp::create(b, loc, e, constI(i32, 127));
+  Value bits = arith::ShLIOp::create(b, loc, biased, constI(i32, 23));
+  return arith::BitcastOp::create(b, loc,
+                                  withElement(i32, b.getF32Type()), bits);
+}
+
+Value mlir::qopt::widenToF32(LaneMath &m, Value stored) {
+  OpBuilder &b = m.builder();
+  Type elem = getElementTypeOrSelf(stored.getType());
+  if (elem.isF32())
+    return stored;
+  return arith::ExtFOp::create(
+      b, m.location(), withElement(stored.getType(), b.getF32Type()), stored);
+}
+
+Value mlir::qopt::narrowFromF32(LaneMath &m, Value x, Type storage) {
+  if (storage.isF32())
+    return x;
+  // arith.truncf rounds to nearest even: cvt.rn.bf16.f32 / cvt.rn.f16.f32.
+  return arith::TruncFOp::create(m.builder(), m.location(),
+                                 withElement(x.getType(), storage), x);
+}
+
+namespace {
+/// The format constants of numerics.md §3.
+struct SplitFormat {
+  int mbits, bias, expMask, nmax, rhoWidth;
+};
+} // namespace
+
+static SplitFormat getSplitFormat(Type x16, MasterFormat master) {
+  bool bf16 = getElementTypeOrSelf(x16).isBF16();
+  int rhoWidth = master == MasterFormat::ecc_i8 ? 8 : 16;
+  return {bf16 ? 7 : 10, bf16 ? 127 : 15, bf16 ? 0xFF : 0x1F,
+          rhoWidth == 8 ? 127 : 32767, rhoWidth};
+}
+
+/// l = E - mbits - 1: log2 of half an ULP of x16, where E is the unbiased
+/// exponent of |x16| and 1 - bias for zero and subnormals.
+static Value halfUlpLog2(LaneMath &m, Value x16, const SplitFormat &f) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  Type i16 = withElement(x16.getType(), b.getI16Type());
+  Type i32 = withElement(x16.getType(), b.getI32Type());
+  Value bits16 = arith::BitcastOp::create(b, loc, i16, x16);
+  Value bits = arith::ExtUIOp::create(b, loc, i32, bits16);
+  Value field = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, bits, m.constI(i32, f.mbits)),
+      m.constI(i32, f.expMask));
+  Value isZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, field,
+                                       m.constI(i32, 0));
+  Value e = arith::SelectOp::create(b, loc, isZero, m.constI(i32, 1), field);
+  // l = (e - bias) - mbits - 1
+  return arith::SubIOp::create(b, loc, e,
+                               m.constI(i32, f.bias + f.mbits + 1));
+}
+
+Value mlir::qopt::reconstructMaster(LaneMath &m, Value x16, Value rho,
+                                    MasterFormat master) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  SplitFormat f = getSplitFormat(x16.getType(), master);
+  Type i32 = withElement(x16.getType(), b.getI32Type());
+  Value l = halfUlpLog2(m, x16, f);
+  // h' = floor(l / 2); x32 = f32(x16) + ((rho / Nmax) * 2^h') * 2^(l - h')
+  Value h = arith::ShRSIOp::create(b, loc, l, m.constI(i32, 1));
+  Value rhoF = arith::SIToFPOp::create(
+      b, loc, withElement(x16.getType(), b.getF32Type()), rho);
+  Value frac = m.div(rhoF, m.constF(rhoF, f.nmax));
+  Value scaled = m.mul(m.mul(frac, m.exp2i(h)),
+                       m.exp2i(arith::SubIOp::create(b, loc, l, h)));
+  return m.add(widenToF32(m, x16), scaled);
+}
+
+Value mlir::qopt::splitMaster(LaneMath &m, Value x32, Value x16,
+                              MasterFormat master) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  SplitFormat f = getSplitFormat(x16.getType(), master);
+  Type i32 = withElement(x16.getType(), b.getI32Type());
+  Value e = m.sub(x32, widenToF32(m, x16));
+  Value l = halfUlpLog2(m, x16, f);
+  // h = floor(-l / 2); en = (e * 2^h) * 2^(-l - h)
+  Value negL = arith::SubIOp::create(b, loc, m.constI(i32, 0), l);
+  Value h = arith::ShRSIOp::create(b, loc, negL, m.constI(i32, 1));
+  Value en = m.mul(m.mul(e, m.exp2i(h)),
+                   m.exp2i(arith::SubIOp::create(b, loc, negL, h)));
+  // s = clamp(en, -1, 1) * Nmax; rho = copysign(floor(|s| + 0.5), s)
+  Value one = m.constF(en, 1.0), minusOne = m.constF(en, -1.0);
+  Value clamped = m.select(m.cmp(arith::CmpFPredicate::OLT, en, minusOne),
+                           minusOne,
+                           m.select(m.cmp(arith::CmpFPredicate::OGT, en, one),
+                                    one, en));
+  Value s = m.mul(clamped, m.constF(en, f.nmax));
+  Value r = m.floor(m.add(m.abs(s), m.constF(s, 0.5)));
+  Value zero = m.constF(s, 0.0);
+  r = m.select(m.cmp(arith::CmpFPredicate::OLT, s, zero),
+               arith::NegFOp::create(b, loc, r), r);
+  // A NaN error (x32 infinite or NaN) keeps no correction.
+  r = m.select(m.cmp(arith::CmpFPredicate::UNO, s, s), zero, r);
+  Value ri = arith::FPToSIOp::create(b, loc, i32, r);
+  return arith::TruncIOp::create(
+      b, loc, withElement(x16.getType(), b.getIntegerType(f.rhoWidth)), ri);
+}
+
+static double codeRange(GroupSchemeAttr scheme) {
+  return scheme.getStorage().isSigned() ? 127.0 : 255.0;
+}
+
+Value mlir::qopt::dequantizeGroup(LaneMath &m, GroupSchemeAttr scheme,
+                                  Value codes, Value scale) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  Type f32 = withElement(codes.getType(), b.getF32Type());
+  Value q = scheme.getStorage().isSigned()
+                ? Value(arith::SIToFPOp::create(b, loc, f32, codes))
+                : Value(arith::UIToFPOp::create(b, loc, f32, codes));
+  Value z = m.div(q, m.constF(q, codeRange(scheme)));
+  switch (scheme.getCompanding()) {
+  case Companding::softsign: {
+    // y = z / (2 - |z|); m = y * s
+    Value y = m.div(z, m.sub(m.constF(z, 2.0), m.abs(z)));
+    return m.mul(y, scale);
+  }
+  case Companding::sqrt: {
+    // u = (q / 255) * s; v = u * u
+    Value u = m.mul(z, scale);
+    return m.mul(u, u);
+  }
+  case Companding::linear:
+    return m.mul(z, scale);
+  }
+  llvm_unreachable("unknown companding");
+}
+
+Value mlir::qopt::groupMagnitude(LaneMath &m, GroupSchemeAttr scheme,
+                                 Value x) {
+  if (scheme.getCompanding() == Companding::sqrt)
+    return m.sqrt(x);
+  if (scheme.getStorage().isSigned())
+    return m.abs(x);
+  return x;
+}
+
+Value mlir::qopt::groupStoredScale(LaneMath &m, GroupSchemeAttr scheme,
+                                   Value absmax) {
+  Value s = absmax;
+  // The authors' kernel floors the scale at 1e-12 and stores that; seed 003
+  // stores the absmax itself.
+  if (scheme.getDivisor() == ScaleDivisor::absmax)
+    s = m.maxKeepNaN(absmax, m.constF(absmax, 1e-12));
+  return narrowFromF32(m, s, scheme.getScale());
+}
+
+Value mlir::qopt::quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
+                                Value absmax, Value storedScale) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  bool isSigned = scheme.getStorage().isSigned();
+  double range = codeRange(scheme);
+  Value t;
+  if (scheme.getDivisor() == ScaleDivisor::absmax) {
+    // Authors: s = max(absmax, 1e-12); signed: 127 * z with z = softsign(m/s);
+    // unsigned: 255 * u / s.
+    Value s = m.maxKeepNaN(absmax, m.constF(absmax, 1e-12));
+    if (isSigned) {
+      Value z = m.div(x, s);
+      if (scheme.getCompanding() == Companding::softsign)
+        z = m.div(m.mul(m.constF(z, 2.0), z),
+                  m.add(m.constF(z, 1.0), m.abs(z)));
+      t = m.mul(m.constF(z, range), z);
+    } else {
+      Value u = scheme.getCompanding() == Companding::sqrt ? m.sqrt(x) : x;
+      t = m.div(m.mul(m.constF(u, range), u), s);
+    }
+  } else {
+    // Seed 003: divide by the stored (rounded) scale, a zero scale taken as 1;
+    // y = g / safe, softsign 2y / (1 + |y|), then y * 127 (or * 255).
+    Value zero = m.constF(storedScale, 0.0);
+    Value safe = m.select(m.cmp(arith::CmpFPredicate::OEQ, storedScale, zero),
+                          m.constF(storedScale, 1.0), storedScale);
+    Value u = scheme.getCompanding() == Companding::sqrt ? m.sqrt(x) : x;
+    Value y = m.div(u, safe);
+    if (scheme.getCompanding() == Companding::softsign)
+      y = m.div(m.mul(m.constF(y, 2.0), y), m.add(m.constF(y, 1.0), m.abs(y)));
+    t = m.mul(y, m.constF(y, range));
+  }
+  Value q = scheme.getRounding() == Rounding::half_up
+                ? m.floor(m.add(t, m.constF(t, 0.5)))
+                : m.roundEven(t);
+  Value lo = m.constF(q, isSigned ? -range : 0.0), hi = m.constF(q, range);
+  q = m.select(m.cmp(arith::CmpFPredicate::OLT, q, lo), lo,
+               m.select(m.cmp(arith::CmpFPredicate::OGT, q, hi), hi, q));
+  q = m.select(m.cmp(arith::CmpFPredicate::UNO, q, q), m.constF(q, 0.0), q);
+  Type i32 = withElement(x.getType(), b.getI32Type());
+  Value qi = arith::FPToSIOp::create(b, loc, i32, q);
+  return arith::TruncIOp::create(b, loc,
+                                 withElement(x.getType(), b.getI8Type()), qi);
+}

@@ -1,0 +1,90 @@
+//===- StreamCodecs.h - Per-element codecs of qopt streams ------*- C++ -*-===//
+//
+// Emits, on vectors of float32 lanes, the arithmetic that turns stored values
+// into float32 and back: bf16/fp16 widening and rounding, the error-correction
+// split of the master weight, group (companded) and codebook (de)quantization.
+// Each function follows the formulas of numerics.md in their order of
+// operations; strict mode adds no fast-math flags.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef QOPT_LIB_CONVERSION_QOPTTOGPU_STREAMCODECS_H
+#define QOPT_LIB_CONVERSION_QOPTTOGPU_STREAMCODECS_H
+
+#include "qopt/Dialect/Qopt/QoptOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::qopt {
+
+/// Builds arithmetic on scalars or vectors of f32 lanes, with the fast-math
+/// flags of the kernel's mode.
+class LaneMath {
+public:
+  LaneMath(OpBuilder &b, Location loc, bool fast) : b(b), loc(loc), fast(fast) {}
+
+  OpBuilder &builder() { return b; }
+  Location location() { return loc; }
+  bool isFast() const { return fast; }
+
+  /// A float constant shaped like `like` (scalar or vector of f32/i32 lanes).
+  Value constF(Value like, double value);
+  Value constI(Type type, int64_t value);
+  Value add(Value a, Value c);
+  Value sub(Value a, Value c);
+  Value mul(Value a, Value c);
+  Value div(Value a, Value c);
+  /// IEEE square root (sqrt.rn), or the approximate one in fast mode.
+  Value sqrt(Value a);
+  Value abs(Value a);
+  Value floor(Value a);
+  Value roundEven(Value a);
+  /// `a < c ? c : a`, i.e. std::max(a, c) with a NaN in `a` kept.
+  Value maxKeepNaN(Value a, Value c);
+  /// IEEE 754-2019 maximum: NaN-propagating (torch.amax).
+  Value maximum(Value a, Value c);
+  Value select(Value cond, Value a, Value c);
+  Value cmp(arith::CmpFPredicate pred, Value a, Value c);
+  /// 2^e for an i32 (vector) exponent in the normal range, built from bits.
+  Value exp2i(Value e);
+  /// Applies a per-lane intrinsic that has no vector form.
+  Value perLane(Value a, llvm::function_ref<Value(Value)> fn);
+
+private:
+  arith::FastMathFlagsAttr flags();
+  Value intrinsic(StringRef name, Value a);
+  OpBuilder &b;
+  Location loc;
+  bool fast;
+};
+
+/// Widens a stored parameter, gradient or plain state (bf16, f16, f32) to f32.
+Value widenToF32(LaneMath &m, Value stored);
+/// Rounds f32 lanes to `storage` (bf16/f16: nearest even; f32: as is).
+Value narrowFromF32(LaneMath &m, Value x, Type storage);
+
+/// numerics.md §3: the float32 master weight from the 16-bit value `x16` and
+/// its error bits `rho` (si8/si16 lanes).
+Value reconstructMaster(LaneMath &m, Value x16, Value rho, MasterFormat master);
+/// numerics.md §3: the error bits of `x32` beside `x16 = round(x32)`, as
+/// si8/si16 lanes. NaN error (non-finite x32) gives rho = 0.
+Value splitMaster(LaneMath &m, Value x32, Value x16, MasterFormat master);
+
+/// numerics.md §2: dequantize group codes (si8/ui8 lanes) with the group's
+/// stored scale (f32 lanes, already widened).
+Value dequantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value codes,
+                      Value scale);
+/// The value a group scheme takes its absmax over (sqrt(v) for sqrt companding).
+Value groupMagnitude(LaneMath &m, GroupSchemeAttr scheme, Value x);
+/// The scale stored for a group whose absmax is `absmax` (f32, scalar).
+Value groupStoredScale(LaneMath &m, GroupSchemeAttr scheme, Value absmax);
+/// numerics.md §2: quantize `x` given the group's absmax (broadcast f32 lanes)
+/// and the stored scale widened back to f32; returns i8 lanes.
+Value quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
+                    Value absmax, Value storedScale);
+
+} // namespace mlir::qopt
+
+#endif // QOPT_LIB_CONVERSION_QOPTTOGPU_STREAMCODECS_H
