@@ -40,14 +40,20 @@ Parser::Parser(Lexer &lexer, DiagnosticEmitter &diags)
 // Tokens
 //===----------------------------------------------------------------------===//
 
+/// `'spelling'`, shortened to its first characters and `...` when it is long,
+/// so that a 100000-digit number does not make a 100000-character message.
+static std::string quote(llvm::StringRef spelling) {
+  constexpr size_t kMaxShown = 40;
+  if (spelling.size() <= kMaxShown)
+    return ("'" + spelling + "'").str();
+  return ("'" + spelling.take_front(kMaxShown - 3) + "...'").str();
+}
+
 std::string Parser::describeCurrent() const {
   switch (tok.kind) {
-  case TokenKind::Eof:
-  case TokenKind::Error:
-    return describeTokenKind(tok.kind).str();
   case TokenKind::Identifier:
   case TokenKind::Number:
-    return ("'" + tok.spelling + "'").str();
+    return quote(tok.spelling);
   default:
     return describeTokenKind(tok.kind).str();
   }
@@ -179,17 +185,17 @@ bool Parser::convertNumber(const Token &numberTok, double &value) {
                                     llvm::APFloat::rmNearestTiesToEven);
   if (!status) {
     llvm::consumeError(status.takeError());
-    errorAt(numberTok.loc, "invalid number '" + numberTok.spelling + "'");
+    errorAt(numberTok.loc, "invalid number " + quote(numberTok.spelling));
     return false;
   }
   if (*status & llvm::APFloat::opOverflow) {
     errorAt(numberTok.loc,
-            "number '" + numberTok.spelling + "' is too large for float64");
+            "number " + quote(numberTok.spelling) + " is too large for float64");
     return false;
   }
   if (f.isZero() && (*status & llvm::APFloat::opUnderflow)) {
-    errorAt(numberTok.loc, "number '" + numberTok.spelling +
-                               "' is too small for float64: it rounds to 0");
+    errorAt(numberTok.loc, "number " + quote(numberTok.spelling) +
+                               " is too small for float64: it rounds to 0");
     return false;
   }
   value = f.convertToDouble();
@@ -334,10 +340,10 @@ bool Parser::parseSize(uint64_t &value, Loc &loc, llvm::StringRef what) {
     return errorHere("expected " + what + " (an integer), found " +
                      describeCurrent());
   if (!llvm::all_of(tok.spelling, llvm::isDigit))
-    return errorHere(what + " must be an integer, found '" + tok.spelling +
-                     "'");
+    return errorHere(what + " must be an integer, found " +
+                     quote(tok.spelling));
   if (tok.spelling.getAsInteger(10, value))
-    return errorHere(what + " '" + tok.spelling + "' is too large");
+    return errorHere(what + " " + quote(tok.spelling) + " is too large");
   consume();
   return true;
 }
@@ -732,6 +738,8 @@ ExprPtr Parser::parsePrimary() {
     ExprPtr inner = parseExpr();
     if (!inner || !expect(TokenKind::RParen, "to close '('"))
       return nullptr;
+    // `(a + b) * c` starts at the parenthesis; diagnostics point there.
+    inner->setLoc(loc);
     return inner;
   }
   case TokenKind::Identifier: {

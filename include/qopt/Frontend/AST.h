@@ -146,8 +146,10 @@ public:
   Expr &operator=(const Expr &) = delete;
 
   Kind getKind() const { return kind; }
-  /// Where the expression starts (its first token).
+  /// Where the expression starts: its first token, including an opening
+  /// parenthesis around it.
   Loc getLoc() const { return loc; }
+  void setLoc(Loc l) { loc = l; }
 
   /// The height of the tree rooted here (1 for a leaf). The parser bounds it
   /// so that recursive walks over the tree cannot exhaust the stack.
