@@ -1,13 +1,23 @@
 //===- qopt-opt.cpp - The qopt compiler driver ----------------------------===//
+//
+// Two faces: with a .qopt spec or --emit, it compiles one optimizer to qopt
+// IR, gpu IR, LLVM IR, PTX, cubin or fatbin (plus the kernel's manifest);
+// otherwise it is an MlirOptMain driver with every qopt and upstream pass.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/Conversion/Passes.h"
+#include "qopt/Dialect/Qopt/QoptDialect.h"
+#include "qopt/Target/Compile.h"
+#include "qopt/Transforms/Passes.h"
+
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
-#include "qopt/Dialect/Qopt/QoptDialect.h"
-#include "qopt/Transforms/Passes.h"
-#include "qopt/Conversion/Passes.h"
+#include "llvm/ADT/StringRef.h"
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
@@ -18,6 +28,13 @@ int main(int argc, char **argv) {
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   mlir::registerAllToLLVMIRTranslations(registry);
+
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg = argv[i];
+    if (arg.ends_with(".qopt") || arg.starts_with("--emit") ||
+        arg.starts_with("-emit"))
+      return mlir::qopt::compileMain(argc, argv, registry);
+  }
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "qopt optimizer compiler\n", registry));
 }

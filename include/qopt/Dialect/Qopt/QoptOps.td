@@ -89,7 +89,7 @@ def Qopt_StateOp : Qopt_Op<"state", [Symbol, HasParent<"OptimizerOp">]> {
 }
 
 def Qopt_UpdateOp : Qopt_Op<"update", [
-    HasParent<"OptimizerOp">, SingleBlock, NoTerminator]> {
+    HasParent<"OptimizerOp">, IsolatedFromAbove, SingleBlock, NoTerminator]> {
   let summary = "the per-element update of one step";
   let description = [{
     Runs once per element, conceptually. Every `qopt.store_state` and the one
@@ -101,7 +101,8 @@ def Qopt_UpdateOp : Qopt_Op<"update", [
 }
 
 def Qopt_UniformsOp : Qopt_Op<"uniforms", [
-    HasParent<"OptimizerOp">, SingleBlockImplicitTerminator<"YieldOp">]> {
+    HasParent<"OptimizerOp">, IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
   let summary = "launch-uniform scalars, evaluated on the host in float64";
   let description = [{
     Produced by `qopt-outline-uniforms`. The region computes, from

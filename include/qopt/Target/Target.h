@@ -1,0 +1,70 @@
+//===- Target.h - From qopt IR to PTX, cubin, fatbin and manifests -*- C++ -*-===//
+//
+// The back half of qopt-opt: the pass pipelines that lower an outlined qopt
+// module through gpu/nvvm to PTX (upstream nvvm-attach-target,
+// convert-gpu-to-nvvm, gpu-module-to-binary), ptxas and fatbinary for cubin
+// and fatbin, and the JSON manifest of each kernel's ABI (docs/abi.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef QOPT_TARGET_TARGET_H
+#define QOPT_TARGET_TARGET_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/JSON.h"
+#include <string>
+
+namespace mlir::qopt {
+
+/// How kernels are generated.
+struct KernelOptions {
+  std::string chip = "sm_90";  ///< nvvm-attach-target chip (sm_80, sm_90, ...).
+  std::string mode = "strict"; ///< strict (bit-exact) or fast.
+  int64_t threadsPerBlock = 256;
+  int64_t elementsPerThread = 16;
+};
+
+/// Adds qopt-outline-uniforms (when no qopt.uniforms region exists yet is
+/// checked by the pass itself) and canonicalization/CSE of the update.
+void buildQoptOptimizationPipeline(OpPassManager &pm);
+
+/// Adds convert-qopt-to-gpu and the upstream passes down to gpu.module with
+/// NVVM/LLVM dialect ops (no binary yet).
+void buildQoptToNVVMPipeline(OpPassManager &pm, const KernelOptions &options);
+
+/// Lowers `module` (qopt dialect, uniforms outlined) to PTX text. The module
+/// is consumed. Emits diagnostics and fails on error.
+FailureOr<std::string> translateToPTX(ModuleOp module,
+                                      const KernelOptions &options);
+
+/// Lowers `module` to LLVM IR (NVPTX) text.
+FailureOr<std::string> translateToLLVMIR(ModuleOp module,
+                                         const KernelOptions &options);
+
+/// Path of a CUDA toolkit program (ptxas, fatbinary): $QOPT_CUDA_PATH/bin,
+/// $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, then /usr/local/cuda/bin.
+/// Empty if none is found.
+std::string findCudaProgram(llvm::StringRef name);
+
+/// Assembles PTX into a cubin for `chip` with ptxas. On failure, `error`
+/// holds ptxas' own message (or says that ptxas was not found).
+FailureOr<std::string> assemblePTX(llvm::StringRef ptx, llvm::StringRef chip,
+                                   std::string &error);
+
+/// Packs cubins (one per chip) and the PTX into a fatbin with fatbinary.
+FailureOr<std::string>
+createFatbin(llvm::StringRef ptx, llvm::StringRef ptxChip,
+             llvm::ArrayRef<std::pair<std::string, std::string>> cubins,
+             std::string &error);
+
+/// The manifest of the kernels in `module` (qopt dialect, uniforms outlined),
+/// one object per optimizer; `format` is ptx, cubin or fatbin.
+FailureOr<llvm::json::Value> buildManifest(ModuleOp module,
+                                           const KernelOptions &options,
+                                           llvm::StringRef format);
+
+} // namespace mlir::qopt
+
+#endif // QOPT_TARGET_TARGET_H

@@ -1,0 +1,287 @@
+//===- Compile.cpp - qopt-opt's compile mode ------------------------------===//
+//
+// spec.qopt -> (frontend) -> qopt IR -> outline uniforms -> gpu -> NVVM ->
+// PTX -> ptxas -> cubin -> fatbinary -> fatbin, with the manifest beside the
+// binary. Every failure is reported with its location and a non-zero exit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/Target/Compile.h"
+#include "qopt/Target/Target.h"
+#include "qopt/Conversion/Passes.h"
+
+#include "qopt/Dialect/Qopt/QoptOps.h"
+#include "qopt/Frontend/Frontend.h"
+#if __has_include("qopt/Frontend/MLIRGen.h")
+#include "qopt/Frontend/MLIRGen.h"
+#define QOPT_HAVE_MLIRGEN 1
+#endif
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::qopt;
+namespace cl = llvm::cl;
+
+namespace {
+enum class Emit { Qopt, GPU, LLVM, PTX, Cubin, Fatbin };
+} // namespace
+
+static cl::OptionCategory compileCategory("qopt-opt compile options");
+static cl::opt<std::string> inputFilename(cl::Positional,
+                                          cl::desc("<spec.qopt | input.mlir>"),
+                                          cl::init("-"),
+                                          cl::cat(compileCategory));
+static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
+                                           cl::value_desc("path"),
+                                           cl::init("-"),
+                                           cl::cat(compileCategory));
+static cl::opt<Emit> emitKind(
+    "emit", cl::desc("What to emit"), cl::init(Emit::Qopt),
+    cl::values(clEnumValN(Emit::Qopt, "qopt", "qopt IR, uniforms outlined"),
+               clEnumValN(Emit::GPU, "gpu", "gpu dialect kernels"),
+               clEnumValN(Emit::LLVM, "llvm", "LLVM IR for NVPTX"),
+               clEnumValN(Emit::PTX, "ptx", "PTX assembly"),
+               clEnumValN(Emit::Cubin, "cubin", "cubin (needs ptxas)"),
+               clEnumValN(Emit::Fatbin, "fatbin",
+                          "fatbin with sm_80 and sm_90 cubins and PTX "
+                          "(needs ptxas and fatbinary)")),
+    cl::cat(compileCategory));
+static cl::opt<std::string> arch("arch",
+                                 cl::desc("GPU architecture (sm_80, sm_90)"),
+                                 cl::init("sm_90"), cl::cat(compileCategory));
+static cl::opt<std::string> mode("mode",
+                                 cl::desc("strict (bit-exact) or fast"),
+                                 cl::init("strict"), cl::cat(compileCategory));
+static cl::opt<std::string> manifestFilename(
+    "manifest",
+    cl::desc("Where to write the kernel manifest (default: next to -o, "
+             "<stem>.manifest.json, for ptx/cubin/fatbin)"),
+    cl::value_desc("path"), cl::init(""), cl::cat(compileCategory));
+static cl::opt<int64_t> threadsPerBlock("threads-per-block",
+                                        cl::desc("Threads per block"),
+                                        cl::init(256),
+                                        cl::cat(compileCategory));
+
+/// Chips that a fatbin carries cubins for.
+static const char *const kFatbinChips[] = {"sm_80", "sm_90"};
+
+static bool isSupportedChip(llvm::StringRef chip) {
+  unsigned sm = 0;
+  return chip.consume_front("sm_") && !chip.getAsInteger(10, sm) && sm >= 80;
+}
+
+static LogicalResult writeOutput(llvm::StringRef path, llvm::StringRef data) {
+  std::string error;
+  auto output = openOutputFile(path, &error);
+  if (!output) {
+    llvm::errs() << "qopt-opt: error: " << error << "\n";
+    return failure();
+  }
+  output->os() << data;
+  output->keep();
+  return success();
+}
+
+/// Loads the input as a .qopt spec (through the frontend) or as MLIR.
+static OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
+                                       llvm::SourceMgr &sourceMgr) {
+  if (llvm::StringRef(inputFilename).ends_with(".qopt")) {
+    std::unique_ptr<frontend::Spec> spec =
+        frontend::parseSpecFile(sourceMgr, inputFilename, llvm::errs());
+    if (!spec)
+      return nullptr;
+#ifdef QOPT_HAVE_MLIRGEN
+    return frontend::mlirGen(context, *spec, sourceMgr);
+#else
+    llvm::errs() << "qopt-opt: error: this build has no MLIR generation\n";
+    return nullptr;
+#endif
+  }
+  std::string error;
+  auto file = openInputFile(inputFilename, &error);
+  if (!file) {
+    llvm::errs() << "qopt-opt: error: " << error << "\n";
+    return nullptr;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(sourceMgr, &context);
+}
+
+static std::string manifestPath() {
+  if (!manifestFilename.empty())
+    return manifestFilename;
+  if (outputFilename == "-")
+    return "";
+  llvm::SmallString<256> path(outputFilename);
+  llvm::sys::path::replace_extension(path, "manifest.json");
+  return std::string(path);
+}
+
+int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(compileCategory);
+  cl::ParseCommandLineOptions(argc, argv, "qopt-opt: compile a .qopt spec\n");
+
+  if (mode != "strict" && mode != "fast") {
+    llvm::errs() << "qopt-opt: error: --mode must be 'strict' or 'fast', got '"
+                 << mode << "'\n";
+    return 1;
+  }
+  if (!isSupportedChip(arch)) {
+    llvm::errs() << "qopt-opt: error: --arch must be sm_80 or newer (sm_80, "
+                    "sm_86, sm_89, sm_90, ...), got '"
+                 << arch << "'\n";
+    return 1;
+  }
+  if ((emitKind == Emit::Cubin || emitKind == Emit::Fatbin) &&
+      outputFilename == "-") {
+    llvm::errs() << "qopt-opt: error: --emit=cubin and --emit=fatbin write "
+                    "binary data; give an output file with -o\n";
+    return 1;
+  }
+
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = loadInput(context, sourceMgr);
+  if (!module || failed(verify(*module)))
+    return 1;
+
+  KernelOptions options;
+  options.chip = arch;
+  options.mode = mode;
+  options.threadsPerBlock = threadsPerBlock;
+
+  // Outline the uniforms unless the input already has them.
+  bool outlined = false;
+  module->walk([&](OptimizerOp op) { outlined |= bool(op.getUniforms()); });
+  if (!outlined) {
+    PassManager pm(&context);
+    buildQoptOptimizationPipeline(pm);
+    if (failed(pm.run(*module)))
+      return 1;
+  }
+  if (emitKind == Emit::Qopt) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    return failed(writeOutput(outputFilename, text)) ? 1 : 0;
+  }
+
+  // The manifest describes the kernel's ABI, so it is taken from the qopt IR.
+  std::optional<llvm::json::Value> manifest;
+  if (emitKind == Emit::PTX || emitKind == Emit::Cubin ||
+      emitKind == Emit::Fatbin) {
+    llvm::StringRef format = emitKind == Emit::PTX     ? "ptx"
+                             : emitKind == Emit::Cubin ? "cubin"
+                                                       : "fatbin";
+    FailureOr<llvm::json::Value> built = buildManifest(*module, options, format);
+    if (failed(built))
+      return 1;
+    manifest = std::move(*built);
+  }
+
+  std::string result;
+  switch (emitKind) {
+  case Emit::Qopt:
+    break;
+  case Emit::GPU: {
+    PassManager pm(&context);
+    ConvertQoptToGPUOptions toGPU;
+    toGPU.mode = options.mode;
+    toGPU.threadsPerBlock = options.threadsPerBlock;
+    pm.addPass(createConvertQoptToGPU(toGPU));
+    if (failed(pm.run(*module)))
+      return 1;
+    llvm::raw_string_ostream os(result);
+    module->print(os);
+    break;
+  }
+  case Emit::LLVM: {
+    FailureOr<std::string> ir = translateToLLVMIR(*module, options);
+    if (failed(ir))
+      return 1;
+    result = *ir;
+    break;
+  }
+  case Emit::PTX:
+  case Emit::Cubin: {
+    FailureOr<std::string> ptx = translateToPTX(*module, options);
+    if (failed(ptx))
+      return 1;
+    result = *ptx;
+    if (emitKind == Emit::Cubin) {
+      std::string error;
+      FailureOr<std::string> cubin = assemblePTX(result, arch, error);
+      if (failed(cubin)) {
+        llvm::errs() << "qopt-opt: error: cannot make a cubin: " << error
+                     << "\n";
+        return 1;
+      }
+      result = *cubin;
+    }
+    break;
+  }
+  case Emit::Fatbin: {
+    // PTX for the oldest chip (the driver JIT-compiles it for newer ones) and
+    // a cubin per chip, each from PTX generated for that chip.
+    std::vector<std::pair<std::string, std::string>> cubins;
+    std::string ptxForJit;
+    for (const char *chip : kFatbinChips) {
+      OwningOpRef<ModuleOp> clone = module->clone();
+      KernelOptions chipOptions = options;
+      chipOptions.chip = chip;
+      FailureOr<std::string> ptx = translateToPTX(*clone, chipOptions);
+      if (failed(ptx))
+        return 1;
+      std::string error;
+      FailureOr<std::string> cubin = assemblePTX(*ptx, chip, error);
+      if (failed(cubin)) {
+        llvm::errs() << "qopt-opt: error: cannot make a cubin for " << chip
+                     << ": " << error << "\n";
+        return 1;
+      }
+      cubins.push_back({chip, *cubin});
+      if (ptxForJit.empty())
+        ptxForJit = *ptx;
+    }
+    std::string error;
+    FailureOr<std::string> fatbin =
+        createFatbin(ptxForJit, kFatbinChips[0], cubins, error);
+    if (failed(fatbin)) {
+      llvm::errs() << "qopt-opt: error: cannot make a fatbin: " << error
+                   << "\n";
+      return 1;
+    }
+    result = *fatbin;
+    break;
+  }
+  }
+
+  if (failed(writeOutput(outputFilename, result)))
+    return 1;
+  if (manifest) {
+    std::string path = manifestPath();
+    if (!path.empty()) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << llvm::formatv("{0:2}", *manifest) << "\n";
+      if (failed(writeOutput(path, text)))
+        return 1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,215 @@
+//===- Manifest.cpp - The JSON manifest of each kernel's ABI --------------===//
+//
+// Written next to every binary so that the runtime, which has no LLVM or MLIR,
+// knows each kernel's arguments, streams, dtypes, group and block sizes, launch
+// shape and the expressions of its launch-uniform scalars (docs/abi.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/Target/Target.h"
+
+#include "qopt/Conversion/Passes.h"
+#include "qopt/Dialect/Qopt/QoptOps.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::qopt;
+namespace json = llvm::json;
+
+/// The manifest's name of a stream element type.
+static std::string dtypeName(Type type) {
+  if (type.isF32()) return "f32";
+  if (type.isBF16()) return "bf16";
+  if (type.isF16()) return "f16";
+  if (auto i = dyn_cast<IntegerType>(type))
+    return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth());
+  return "unknown";
+}
+
+/// One uniform value as an expression tree: a number, a hyperparameter name
+/// or "step", or [op, operands...].
+static FailureOr<json::Value> expressionOf(Value value) {
+  Operation *op = value.getDefiningOp();
+  if (!op)
+    return failure();
+  if (auto hyper = dyn_cast<HyperValueOp>(op))
+    return json::Value(hyper.getHyper().str());
+  if (isa<StepCountOp>(op))
+    return json::Value("step");
+  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    if (auto f = dyn_cast<FloatAttr>(constant.getValue()))
+      return json::Value(f.getValueAsDouble());
+    if (auto i = dyn_cast<IntegerAttr>(constant.getValue()))
+      return json::Value(i.getType().isInteger(1) ? double(i.getValue().getBoolValue())
+                                                  : double(i.getInt()));
+    return op->emitOpError("constant cannot be written to a manifest");
+  }
+  StringRef name = llvm::TypeSwitch<Operation *, StringRef>(op)
+      .Case<arith::AddFOp>([](auto) { return "add"; })
+      .Case<arith::SubFOp>([](auto) { return "sub"; })
+      .Case<arith::MulFOp>([](auto) { return "mul"; })
+      .Case<arith::DivFOp>([](auto) { return "div"; })
+      .Case<arith::NegFOp>([](auto) { return "neg"; })
+      .Case<math::PowFOp>([](auto) { return "pow"; })
+      .Case<math::SqrtOp>([](auto) { return "sqrt"; })
+      .Case<math::AbsFOp>([](auto) { return "abs"; })
+      .Case<arith::MaximumFOp, arith::MaxNumFOp>([](auto) { return "max"; })
+      .Case<arith::MinimumFOp, arith::MinNumFOp>([](auto) { return "min"; })
+      .Case<arith::SelectOp>([](auto) { return "select"; })
+      .Case<arith::AndIOp>([](auto) { return "and"; })
+      .Case<arith::OrIOp>([](auto) { return "or"; })
+      .Case<arith::XOrIOp>([](auto) { return "ne"; })
+      .Case<arith::UIToFPOp>([](auto) { return ""; })
+      .Case<arith::CmpFOp>([](arith::CmpFOp cmp) -> StringRef {
+        switch (cmp.getPredicate()) {
+        case arith::CmpFPredicate::OLT: case arith::CmpFPredicate::ULT: return "lt";
+        case arith::CmpFPredicate::OLE: case arith::CmpFPredicate::ULE: return "le";
+        case arith::CmpFPredicate::OGT: case arith::CmpFPredicate::UGT: return "gt";
+        case arith::CmpFPredicate::OGE: case arith::CmpFPredicate::UGE: return "ge";
+        case arith::CmpFPredicate::OEQ: case arith::CmpFPredicate::UEQ: return "eq";
+        case arith::CmpFPredicate::ONE: case arith::CmpFPredicate::UNE: return "ne";
+        default: return "?";
+        }
+      })
+      .Default([](Operation *) { return "?"; });
+  if (name == "?")
+    return op->emitOpError("cannot be evaluated by the runtime as a uniform "
+                           "scalar");
+  // A bool widened to a number is the bool itself (0.0 / 1.0).
+  if (name.empty())
+    return expressionOf(op->getOperand(0));
+  json::Array expr{json::Value(name.str())};
+  for (Value operand : op->getOperands()) {
+    FailureOr<json::Value> sub = expressionOf(operand);
+    if (failed(sub))
+      return failure();
+    expr.push_back(std::move(*sub));
+  }
+  return json::Value(std::move(expr));
+}
+
+static json::Object stateObject(StateOp state) {
+  json::Object object{{"name", state.getSymName().str()}};
+  Attribute scheme = state.getScheme();
+  if (auto plain = dyn_cast<PlainSchemeAttr>(scheme)) {
+    object["scheme"] = "plain";
+    object["dtype"] = dtypeName(plain.getStorage());
+  } else if (auto codebook = dyn_cast<CodebookSchemeAttr>(scheme)) {
+    object["scheme"] = "codebook";
+    object["block"] = codebook.getBlock();
+  } else if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
+    object["scheme"] = "group";
+    object["storage"] = dtypeName(group.getStorage());
+    object["group"] = group.getGroupSize();
+    object["companding"] = stringifyCompanding(group.getCompanding()).str();
+    object["scale_dtype"] = dtypeName(group.getScale());
+    object["rounding"] = stringifyRounding(group.getRounding()).str();
+    object["scale_divisor"] = stringifyScaleDivisor(group.getDivisor()).str();
+  }
+  return object;
+}
+
+FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
+                                                 const KernelOptions &options,
+                                                 StringRef format) {
+  json::Array kernels;
+  for (OptimizerOp optimizer : module.getOps<OptimizerOp>()) {
+    UniformsOp uniforms = optimizer.getUniforms();
+    if (!uniforms)
+      return optimizer.emitOpError("needs qopt-outline-uniforms before a "
+                                   "manifest can be written");
+    int64_t lanes = std::min<int64_t>(options.elementsPerThread,
+                                      getMinGroupSize(optimizer));
+    SmallVector<StreamInfo> streams = getStreams(optimizer);
+
+    json::Array hypers;
+    for (HyperOp hyper : getHypers(optimizer)) {
+      json::Object h{{"name", hyper.getSymName().str()}};
+      if (auto f = dyn_cast<FloatAttr>(hyper.getValue())) {
+        h["default"] = f.getValueAsDouble();
+      } else {
+        h["default"] = cast<BoolAttr>(hyper.getValue()).getValue() ? 1.0 : 0.0;
+        h["bool"] = true;
+      }
+      hypers.push_back(std::move(h));
+    }
+
+    json::Array states, tables;
+    SmallVector<std::string> args = {"descriptors", "tile_map", "num_tiles",
+                                     "uniforms"};
+    for (StateOp state : getStates(optimizer)) {
+      states.push_back(stateObject(state));
+      if (isa<CodebookSchemeAttr>(state.getScheme())) {
+        std::string table = (state.getSymName() + ".qmap").str();
+        tables.push_back(json::Object{
+            {"name", table}, {"dtype", "f32"}, {"count", 256}});
+        args.push_back(table);
+      }
+    }
+
+    json::Array streamArray;
+    for (const StreamInfo &s : streams) {
+      json::Object o{{"name", s.name},
+                     {"role", stringifyStreamRole(s.role).str()},
+                     {"dtype", dtypeName(s.storage)},
+                     {"per", s.perElements == 1 ? "element" : "group"},
+                     {"access", s.written ? "read_write" : "read"}};
+      if (s.perElements != 1)
+        o["group"] = s.perElements;
+      streamArray.push_back(std::move(o));
+    }
+
+    json::Array uniformArray;
+    Operation *yield = uniforms.getBody().front().getTerminator();
+    for (auto [i, value] : llvm::enumerate(yield->getOperands())) {
+      FailureOr<json::Value> expr = expressionOf(value);
+      if (failed(expr))
+        return failure();
+      uniformArray.push_back(json::Object{{"index", int64_t(i)},
+                                          {"expr", std::move(*expr)}});
+    }
+
+    json::Array argArray;
+    for (const std::string &a : args)
+      argArray.push_back(a);
+    std::string masterName =
+        optimizer.getMaster() == MasterFormat::none
+            ? "none"
+            : (optimizer.getMaster() == MasterFormat::ecc_i8 ? "ecc_int8"
+                                                             : "ecc_int16");
+    kernels.push_back(json::Object{
+        {"format", "qopt-manifest"},
+        {"version", 1},
+        {"optimizer", optimizer.getSymName().str()},
+        {"kernel", optimizer.getSymName().str()},
+        {"mode", options.mode},
+        {"arch", options.chip},
+        {"binary_format", format.str()},
+        {"param", json::Object{{"name", optimizer.getParamName().str()},
+                               {"dtype", dtypeName(optimizer.getParamType())},
+                               {"master", masterName}}},
+        {"grad", json::Object{{"name", optimizer.getGradName().str()},
+                              {"dtype", dtypeName(optimizer.getGradType())}}},
+        {"hypers", std::move(hypers)},
+        {"states", std::move(states)},
+        {"streams", std::move(streamArray)},
+        {"uniforms", std::move(uniformArray)},
+        {"tables", std::move(tables)},
+        {"args", std::move(argArray)},
+        {"launch",
+         json::Object{{"threads_per_block", options.threadsPerBlock},
+                      {"elements_per_thread", lanes},
+                      {"tile_elements", options.threadsPerBlock * lanes},
+                      {"descriptor_bytes", int64_t(16 + 8 * streams.size())},
+                      {"shared_bytes", 0},
+                      {"suggested_blocks_per_sm", 4}}}});
+  }
+  // docs/abi.md: one kernel per binary and manifest.
+  if (kernels.size() != 1)
+    return module.emitError("expected exactly one qopt.optimizer to write a "
+                            "manifest for, found ")
+           << kernels.size();
+  return std::move(kernels.front());
+}

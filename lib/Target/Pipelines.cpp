@@ -1,0 +1,97 @@
+//===- Pipelines.cpp - qopt IR to NVVM, LLVM IR and PTX -------------------===//
+//
+// The upstream path: nvvm-attach-target (the chip chosen; upstream defaults
+// to sm_50, which CUDA 13's ptxas rejects), scf-to-cf and convert-gpu-to-nvvm
+// inside each gpu.module, then gpu-module-to-binary{format=isa} for PTX.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/Target/Target.h"
+
+#include "qopt/Conversion/Passes.h"
+#include "qopt/Transforms/Passes.h"
+
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::qopt;
+
+void mlir::qopt::buildQoptOptimizationPipeline(OpPassManager &pm) {
+  pm.addPass(createOutlineUniforms());
+  pm.addPass(createCSEPass());
+  pm.addPass(createCanonicalizerPass());
+}
+
+void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
+                                         const KernelOptions &options) {
+  ConvertQoptToGPUOptions toGPU;
+  toGPU.mode = options.mode;
+  toGPU.threadsPerBlock = options.threadsPerBlock;
+  toGPU.elementsPerThread = options.elementsPerThread;
+  pm.addPass(createConvertQoptToGPU(toGPU));
+
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = "+ptx80";
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+
+  OpPassManager &gpuModule = pm.nest<gpu::GPUModuleOp>();
+  gpuModule.addPass(createSCFToControlFlowPass());
+  gpuModule.addPass(createConvertGpuOpsToNVVMOps());
+  gpuModule.addPass(createCanonicalizerPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+FailureOr<std::string>
+mlir::qopt::translateToPTX(ModuleOp module, const KernelOptions &options) {
+  PassManager pm(module.getContext());
+  buildQoptToNVVMPipeline(pm, options);
+  GpuModuleToBinaryPassOptions toBinary;
+  toBinary.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(toBinary));
+  if (failed(pm.run(module)))
+    return failure();
+
+  std::string ptx;
+  for (auto binary : module.getOps<gpu::BinaryOp>())
+    for (Attribute object : binary.getObjects())
+      ptx += cast<gpu::ObjectAttr>(object).getObject().getValue().str();
+  // gpu-module-to-binary null-terminates the assembly for the driver's JIT.
+  while (!ptx.empty() && ptx.back() == '\0')
+    ptx.pop_back();
+  if (ptx.empty())
+    return module.emitError("the module holds no qopt.optimizer to compile");
+  return ptx;
+}
+
+FailureOr<std::string>
+mlir::qopt::translateToLLVMIR(ModuleOp module, const KernelOptions &options) {
+  PassManager pm(module.getContext());
+  buildQoptToNVVMPipeline(pm, options);
+  if (failed(pm.run(module)))
+    return failure();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  for (auto gpuModule : module.getOps<gpu::GPUModuleOp>()) {
+    llvm::LLVMContext llvmContext;
+    std::unique_ptr<llvm::Module> llvmModule =
+        translateModuleToLLVMIR(gpuModule, llvmContext, gpuModule.getName());
+    if (!llvmModule)
+      return gpuModule.emitError("cannot translate to LLVM IR");
+    llvmModule->setTargetTriple(llvm::Triple("nvptx64-nvidia-cuda"));
+    llvmModule->print(os, nullptr);
+  }
+  return text;
+}
