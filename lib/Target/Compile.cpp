@@ -38,16 +38,20 @@ namespace {
 enum class Emit { Qopt, GPU, LLVM, PTX, Cubin, Fatbin };
 } // namespace
 
-static cl::OptionCategory compileCategory("qopt-opt compile options");
-static cl::opt<std::string> inputFilename(cl::Positional,
-                                          cl::desc("<spec.qopt | input.mlir>"),
-                                          cl::init("-"),
-                                          cl::cat(compileCategory));
-static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
-                                           cl::value_desc("path"),
-                                           cl::init("-"),
-                                           cl::cat(compileCategory));
-static cl::opt<Emit> emitKind(
+namespace {
+/// Command-line options of the compile mode. Constructed only in compile mode,
+/// so that they never meet MlirOptMain's options of the same names.
+struct CompileOptions {
+  cl::OptionCategory compileCategory{"qopt-opt compile options"};
+  cl::opt<std::string> inputFilename{cl::Positional,
+                                            cl::desc("<spec.qopt | input.mlir>"),
+                                            cl::init("-"),
+                                            cl::cat(compileCategory)};
+  cl::opt<std::string> outputFilename{"o", cl::desc("Output file"),
+                                             cl::value_desc("path"),
+                                             cl::init("-"),
+                                             cl::cat(compileCategory)};
+  cl::opt<Emit> emitKind{
     "emit", cl::desc("What to emit"), cl::init(Emit::Qopt),
     cl::values(clEnumValN(Emit::Qopt, "qopt", "qopt IR, uniforms outlined"),
                clEnumValN(Emit::GPU, "gpu", "gpu dialect kernels"),
@@ -55,24 +59,29 @@ static cl::opt<Emit> emitKind(
                clEnumValN(Emit::PTX, "ptx", "PTX assembly"),
                clEnumValN(Emit::Cubin, "cubin", "cubin (needs ptxas)"),
                clEnumValN(Emit::Fatbin, "fatbin",
-                          "fatbin with sm_80 and sm_90 cubins and PTX "
-                          "(needs ptxas and fatbinary)")),
-    cl::cat(compileCategory));
-static cl::opt<std::string> arch("arch",
-                                 cl::desc("GPU architecture (sm_80, sm_90)"),
-                                 cl::init("sm_90"), cl::cat(compileCategory));
-static cl::opt<std::string> mode("mode",
-                                 cl::desc("strict (bit-exact) or fast"),
-                                 cl::init("strict"), cl::cat(compileCategory));
-static cl::opt<std::string> manifestFilename(
+                            "fatbin with sm_80 and sm_90 cubins and PTX "
+                            "(needs ptxas and fatbinary)")),
+    cl::cat(compileCategory)};
+  cl::opt<std::string> arch{"arch",
+                                   cl::desc("GPU architecture (sm_80, sm_90)"),
+                                   cl::init("sm_90"), cl::cat(compileCategory)};
+  cl::opt<std::string> mode{"mode",
+                                   cl::desc("strict (bit-exact) or fast"),
+                                   cl::init("strict"), cl::cat(compileCategory)};
+  cl::opt<std::string> manifestFilename{
     "manifest",
     cl::desc("Where to write the kernel manifest (default: next to -o, "
              "<stem>.manifest.json, for ptx/cubin/fatbin)"),
-    cl::value_desc("path"), cl::init(""), cl::cat(compileCategory));
-static cl::opt<int64_t> threadsPerBlock("threads-per-block",
-                                        cl::desc("Threads per block"),
-                                        cl::init(256),
-                                        cl::cat(compileCategory));
+    cl::value_desc("path"), cl::init(""), cl::cat(compileCategory)};
+  cl::opt<int64_t> threadsPerBlock{"threads-per-block",
+                                          cl::desc("Threads per block"),
+                                          cl::init(256),
+                                          cl::cat(compileCategory)};
+
+};
+} // namespace
+
+static CompileOptions *opts = nullptr;
 
 /// Chips that a fatbin carries cubins for.
 static const char *const kFatbinChips[] = {"sm_80", "sm_90"};
@@ -97,9 +106,9 @@ static LogicalResult writeOutput(llvm::StringRef path, llvm::StringRef data) {
 /// Loads the input as a .qopt spec (through the frontend) or as MLIR.
 static OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
                                        llvm::SourceMgr &sourceMgr) {
-  if (llvm::StringRef(inputFilename).ends_with(".qopt")) {
+  if (llvm::StringRef(opts->inputFilename).ends_with(".qopt")) {
     std::unique_ptr<frontend::Spec> spec =
-        frontend::parseSpecFile(sourceMgr, inputFilename, llvm::errs());
+        frontend::parseSpecFile(sourceMgr, opts->inputFilename, llvm::errs());
     if (!spec)
       return nullptr;
 #ifdef QOPT_HAVE_MLIRGEN
@@ -110,7 +119,7 @@ static OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
 #endif
   }
   std::string error;
-  auto file = openInputFile(inputFilename, &error);
+  auto file = openInputFile(opts->inputFilename, &error);
   if (!file) {
     llvm::errs() << "qopt-opt: error: " << error << "\n";
     return nullptr;
@@ -120,33 +129,35 @@ static OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
 }
 
 static std::string manifestPath() {
-  if (!manifestFilename.empty())
-    return manifestFilename;
-  if (outputFilename == "-")
+  if (!opts->manifestFilename.empty())
+    return opts->manifestFilename;
+  if (opts->outputFilename == "-")
     return "";
-  llvm::SmallString<256> path(outputFilename);
+  llvm::SmallString<256> path(opts->outputFilename);
   llvm::sys::path::replace_extension(path, "manifest.json");
   return std::string(path);
 }
 
 int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(compileCategory);
+  CompileOptions compileOptions;
+  opts = &compileOptions;
+  cl::HideUnrelatedOptions(opts->compileCategory);
   cl::ParseCommandLineOptions(argc, argv, "qopt-opt: compile a .qopt spec\n");
 
-  if (mode != "strict" && mode != "fast") {
+  if (opts->mode != "strict" && opts->mode != "fast") {
     llvm::errs() << "qopt-opt: error: --mode must be 'strict' or 'fast', got '"
-                 << mode << "'\n";
+                 << opts->mode << "'\n";
     return 1;
   }
-  if (!isSupportedChip(arch)) {
+  if (!isSupportedChip(opts->arch)) {
     llvm::errs() << "qopt-opt: error: --arch must be sm_80 or newer (sm_80, "
                     "sm_86, sm_89, sm_90, ...), got '"
-                 << arch << "'\n";
+                 << opts->arch << "'\n";
     return 1;
   }
-  if ((emitKind == Emit::Cubin || emitKind == Emit::Fatbin) &&
-      outputFilename == "-") {
+  if ((opts->emitKind == Emit::Cubin || opts->emitKind == Emit::Fatbin) &&
+      opts->outputFilename == "-") {
     llvm::errs() << "qopt-opt: error: --emit=cubin and --emit=fatbin write "
                     "binary data; give an output file with -o\n";
     return 1;
@@ -161,9 +172,9 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     return 1;
 
   KernelOptions options;
-  options.chip = arch;
-  options.mode = mode;
-  options.threadsPerBlock = threadsPerBlock;
+  options.chip = opts->arch;
+  options.mode = opts->mode;
+  options.threadsPerBlock = opts->threadsPerBlock;
 
   // Outline the uniforms unless the input already has them.
   bool outlined = false;
@@ -174,19 +185,19 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     if (failed(pm.run(*module)))
       return 1;
   }
-  if (emitKind == Emit::Qopt) {
+  if (opts->emitKind == Emit::Qopt) {
     std::string text;
     llvm::raw_string_ostream os(text);
     module->print(os);
-    return failed(writeOutput(outputFilename, text)) ? 1 : 0;
+    return failed(writeOutput(opts->outputFilename, text)) ? 1 : 0;
   }
 
   // The manifest describes the kernel's ABI, so it is taken from the qopt IR.
   std::optional<llvm::json::Value> manifest;
-  if (emitKind == Emit::PTX || emitKind == Emit::Cubin ||
-      emitKind == Emit::Fatbin) {
-    llvm::StringRef format = emitKind == Emit::PTX     ? "ptx"
-                             : emitKind == Emit::Cubin ? "cubin"
+  if (opts->emitKind == Emit::PTX || opts->emitKind == Emit::Cubin ||
+      opts->emitKind == Emit::Fatbin) {
+    llvm::StringRef format = opts->emitKind == Emit::PTX     ? "ptx"
+                             : opts->emitKind == Emit::Cubin ? "cubin"
                                                        : "fatbin";
     FailureOr<llvm::json::Value> built = buildManifest(*module, options, format);
     if (failed(built))
@@ -195,7 +206,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   }
 
   std::string result;
-  switch (emitKind) {
+  switch (opts->emitKind) {
   case Emit::Qopt:
     break;
   case Emit::GPU: {
@@ -223,9 +234,9 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     if (failed(ptx))
       return 1;
     result = *ptx;
-    if (emitKind == Emit::Cubin) {
+    if (opts->emitKind == Emit::Cubin) {
       std::string error;
-      FailureOr<std::string> cubin = assemblePTX(result, arch, error);
+      FailureOr<std::string> cubin = assemblePTX(result, opts->arch, error);
       if (failed(cubin)) {
         llvm::errs() << "qopt-opt: error: cannot make a cubin: " << error
                      << "\n";
@@ -271,7 +282,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   }
   }
 
-  if (failed(writeOutput(outputFilename, result)))
+  if (failed(writeOutput(opts->outputFilename, result)))
     return 1;
   if (manifest) {
     std::string path = manifestPath();

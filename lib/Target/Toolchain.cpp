@@ -18,7 +18,13 @@ using namespace mlir;
 using namespace mlir::qopt;
 
 std::string mlir::qopt::findCudaProgram(llvm::StringRef name) {
-  for (const char *var : {"QOPT_CUDA_PATH", "CUDA_HOME", "CUDA_PATH"}) {
+  // QOPT_CUDA_PATH, when set, is the only place looked in.
+  if (const char *root = std::getenv("QOPT_CUDA_PATH")) {
+    llvm::SmallString<256> path(root);
+    llvm::sys::path::append(path, "bin", name);
+    return llvm::sys::fs::can_execute(path) ? std::string(path) : "";
+  }
+  for (const char *var : {"CUDA_HOME", "CUDA_PATH"}) {
     if (const char *root = std::getenv(var)) {
       llvm::SmallString<256> path(root);
       llvm::sys::path::append(path, "bin", name);
@@ -89,7 +95,7 @@ FailureOr<std::string> mlir::qopt::assemblePTX(llvm::StringRef ptx,
                                                std::string &error) {
   std::string ptxas = findCudaProgram("ptxas");
   if (ptxas.empty()) {
-    error = "ptxas was not found (looked in $QOPT_CUDA_PATH/bin, "
+    error = "ptxas was not found (looked in $QOPT_CUDA_PATH/bin if set, else "
             "$CUDA_HOME/bin, $CUDA_PATH/bin, PATH and /usr/local/cuda/bin); "
             "install the CUDA toolkit or emit PTX, which the driver compiles "
             "at load time";

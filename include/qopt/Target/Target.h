@@ -43,9 +43,9 @@ FailureOr<std::string> translateToPTX(ModuleOp module,
 FailureOr<std::string> translateToLLVMIR(ModuleOp module,
                                          const KernelOptions &options);
 
-/// Path of a CUDA toolkit program (ptxas, fatbinary): $QOPT_CUDA_PATH/bin,
-/// $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, then /usr/local/cuda/bin.
-/// Empty if none is found.
+/// Path of a CUDA toolkit program (ptxas, fatbinary): only $QOPT_CUDA_PATH/bin
+/// when that variable is set; else $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, then
+/// /usr/local/cuda/bin. Empty if none is found.
 std::string findCudaProgram(llvm::StringRef name);
 
 /// Assembles PTX into a cubin for `chip` with ptxas. On failure, `error`

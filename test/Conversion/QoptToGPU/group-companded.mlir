@@ -1,0 +1,48 @@
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=mode=fast | FileCheck %s --check-prefix=FAST
+
+// A companded group-32 momentum and a bf16 parameter with int8 error bits: the
+// kernel signature of docs/abi.md, 16 lanes per thread, a grid-stride loop
+// over tiles, 16-byte accesses with a masked tail, the group absmax over two
+// threads by one xor shuffle.
+
+// CHECK: module attributes {gpu.container_module}
+// CHECK-LABEL: gpu.module @Momentum_kernels
+// CHECK: gpu.func @Momentum(%[[DESCS:.+]]: !llvm.ptr<1>, %[[MAP:.+]]: !llvm.ptr<1>, %[[NTILES:.+]]: i64, %[[UNIF:.+]]: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// CHECK: %[[TID:.+]] = gpu.thread_id x
+// CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: %[[BID:.+]] = gpu.block_id x
+// CHECK: %[[GDIM:.+]] = gpu.grid_dim x
+// CHECK: scf.for %[[T:.+]] = %{{.+}} to %[[NTILES]] step %{{.+}} : i64 {
+// CHECK:   llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xbf16>
+// CHECK:   llvm.intr.masked.load %{{.+}}, %{{.+}}, %{{.+}} {alignment = 16 : i32} : (!llvm.ptr<1>, vector<16xi1>, vector<16xbf16>) -> vector<16xbf16>
+// CHECK:   llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xi8>
+// CHECK:   arith.divf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK:   gpu.shuffle xor %{{.+}}, %{{.+}}, %{{.+}} : f32
+// CHECK-NOT: gpu.shuffle
+// CHECK:   llvm.call_intrinsic "llvm.floor"
+// CHECK:   llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
+// CHECK:   llvm.intr.masked.store
+// CHECK:   arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+// CHECK:   llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xbf16>, !llvm.ptr<1>
+// CHECK: gpu.return
+
+// FAST: arith.mulf %{{.+}}, %{{.+}} fastmath<arcp,contract,afn> : vector<16xf32>
+// FAST-NOT: llvm.nvvm.sqrt.rn.f
+
+qopt.optimizer @Momentum param "p" : bf16 master ecc_i8 grad "g" : bf16 {
+  qopt.hyper @beta = 0.9 : f64
+  qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %b = qopt.hyper_value @beta : f64
+    %bf = arith.truncf %b : f64 to f32
+    %mn0 = arith.mulf %bf, %m : f32
+    %mn = arith.addf %mn0, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_param %pn : f32
+  }
+}

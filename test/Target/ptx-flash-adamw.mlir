@@ -1,0 +1,27 @@
+// RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx | FileCheck %s
+// RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --arch=sm_80 | FileCheck %s --check-prefix=SM80
+// RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --mode=fast | FileCheck %s --check-prefix=FAST
+
+// The strict FlashAdamW kernel in PTX: the chip asked for, 16-byte loads and
+// stores of the streams, the group-32 absmax by a butterfly shuffle, IEEE
+// square root and division, bf16 rounding to nearest even, and no contraction
+// into FMA anywhere.
+
+// CHECK: .target sm_90
+// CHECK: .visible .entry FlashAdamW(
+// CHECK: .maxntid 256, 1, 1
+// CHECK-DAG: ld.global.v4.b32
+// CHECK-DAG: st.global.v4.b32
+// CHECK-DAG: shfl.sync.bfly.b32
+// CHECK-DAG: sqrt.rn.f32
+// CHECK-DAG: div.rn.f32
+// CHECK-DAG: cvt.rn.bf16x2.f32
+// CHECK-DAG: cvt.rn.f16.f32
+// CHECK-NOT: sqrt.approx
+// CHECK-NOT: fma.rn
+
+// SM80: .target sm_80
+
+// FAST: .target sm_90
+// FAST-DAG: sqrt.approx.f32
+// FAST-DAG: fma.rn.f32
