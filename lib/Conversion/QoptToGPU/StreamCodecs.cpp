@@ -11,6 +11,8 @@
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::qopt;
 
@@ -204,8 +206,9 @@ Value mlir::qopt::splitMaster(LaneMath &m, Value x32, Value x16,
   Value zero = m.constF(s, 0.0);
   r = m.select(m.cmp(arith::CmpFPredicate::OLT, s, zero),
                arith::NegFOp::create(b, loc, r), r);
-  // A NaN error (x32 infinite or NaN) keeps no correction.
-  r = m.select(m.cmp(arith::CmpFPredicate::UNO, s, s), zero, r);
+  // A non-finite error (x16 infinite or NaN) keeps no correction.
+  Value inf = m.constF(e, std::numeric_limits<double>::infinity());
+  r = m.select(m.cmp(arith::CmpFPredicate::UEQ, m.abs(e), inf), zero, r);
   Value ri = arith::FPToSIOp::create(b, loc, i32, r);
   return arith::TruncIOp::create(
       b, loc, withElement(x16.getType(), b.getIntegerType(f.rhoWidth)), ri);

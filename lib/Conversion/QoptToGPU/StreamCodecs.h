@@ -69,7 +69,7 @@ Value narrowFromF32(LaneMath &m, Value x, Type storage);
 /// its error bits `rho` (si8/si16 lanes).
 Value reconstructMaster(LaneMath &m, Value x16, Value rho, MasterFormat master);
 /// numerics.md §3: the error bits of `x32` beside `x16 = round(x32)`, as
-/// si8/si16 lanes. NaN error (non-finite x32) gives rho = 0.
+/// si8/si16 lanes. A non-finite error (x16 infinite or NaN) gives rho = 0.
 Value splitMaster(LaneMath &m, Value x32, Value x16, MasterFormat master);
 
 /// numerics.md §2: dequantize group codes (si8/ui8 lanes) with the group's
