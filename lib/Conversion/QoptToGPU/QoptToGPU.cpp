@@ -319,7 +319,8 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
       Value candidate = arith::AddIOp::create(b, loc, pos, constI32(step));
       Value midIndex = arith::SubIOp::create(b, loc, candidate, constI32(1));
       Value mid = load(f32(), gep(mids, f32(), midIndex), 4);
-      Value below = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
+      // !(mid >= c): a NaN c takes the last code, as torch.bucketize does.
+      Value below = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ULT,
                                           mid, c);
       pos = arith::SelectOp::create(b, loc, below, candidate, pos);
     }

@@ -18,7 +18,7 @@
 // CHECK-COUNT-4: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 // CHECK: gpu.barrier
 // CHECK: arith.divf
-// CHECK-COUNT-8: arith.cmpf olt, %{{.+}}, %{{.+}} : f32
+// CHECK-COUNT-8: arith.cmpf ult, %{{.+}}, %{{.+}} : f32
 
 qopt.optimizer @Codebook param "p" : bf16 master none grad "g" : f32 {
   qopt.state @m : #qopt.codebook<block = 2048>
