@@ -287,6 +287,18 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   if (manifest) {
     std::string path = manifestPath();
     if (!path.empty()) {
+      // The binary written with -o, named relative to the manifest.
+      if (opts->outputFilename != "-") {
+        llvm::json::Object binary{
+            {"format", opts->emitKind == Emit::PTX     ? "ptx"
+                       : opts->emitKind == Emit::Cubin ? "cubin"
+                                                   : "fatbin"},
+            {"arch", opts->emitKind == Emit::Fatbin ? std::string(kFatbinChips[0])
+                                                : std::string(opts->arch)},
+            {"path", llvm::sys::path::filename(opts->outputFilename).str()}};
+        manifest->getAsObject()->insert(
+            {"binaries", llvm::json::Array{std::move(binary)}});
+      }
       std::string text;
       llvm::raw_string_ostream os(text);
       os << llvm::formatv("{0:2}", *manifest) << "\n";

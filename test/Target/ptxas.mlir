@@ -9,3 +9,11 @@
 // CHECK: "format": "qopt-manifest"
 // CHECK: "kernel": "FlashAdamW"
 // CHECK: "descriptor_bytes": 72
+
+// RUN: FileCheck %s --check-prefix=BIN --input-file=%t.sm90.manifest.json
+// The manifest names the binary beside it, relative to itself.
+// BIN: "binaries": [
+// BIN-NEXT: {
+// BIN-NEXT: "arch": "sm_90",
+// BIN-NEXT: "format": "ptx",
+// BIN-NEXT: "path": "ptxas.mlir.tmp.sm90.ptx"
