@@ -1,0 +1,794 @@
+//===- Kernel.cpp - A loaded kernel: validation, tables, launch -----------===//
+#include "Kernel.h"
+
+#include "DType.h"
+#include "Error.h"
+#include "StateLayout.h"
+#include "TileMap.h"
+
+#include <algorithm>
+#include <cstring>
+#include <dlfcn.h>
+#include <iomanip>
+
+namespace qopt::rt {
+
+namespace {
+
+/// Uncaptured staging slots per kernel before a step waits for the oldest.
+constexpr size_t kMaxSlots = 16;
+constexpr size_t kJitLogBytes = 32 * 1024;
+
+size_t align16(size_t n) { return (n + 15) & ~size_t(15); }
+
+std::string hexPtr(const void *p) {
+  std::ostringstream os;
+  os << "0x" << std::hex << reinterpret_cast<uintptr_t>(p);
+  return os.str();
+}
+
+std::string hexPtr(uint64_t p) { return hexPtr(reinterpret_cast<const void *>(p)); }
+
+/// "tensor 'w' (#3)" or "tensor #3".
+std::string tensorLabel(const qopt_tensor_list *t, size_t k) {
+  if (t->names && t->names[k])
+    return cat("tensor '", t->names[k], "' (#", k, ")");
+  return cat("tensor #", k);
+}
+
+/// "sm_90a" -> {90, 'a'}; {-1, 0} when not an sm name.
+std::pair<int, char> parseArch(const std::string &arch) {
+  if (arch.size() < 4 || arch.compare(0, 3, "sm_") != 0)
+    return {-1, 0};
+  int n = 0;
+  size_t i = 3;
+  for (; i < arch.size() && std::isdigit(static_cast<unsigned char>(arch[i])); ++i)
+    n = n * 10 + (arch[i] - '0');
+  char suffix = i < arch.size() ? arch[i] : 0;
+  return {n, suffix};
+}
+
+/// The layout of one step's staging buffer: uniforms, descriptors, tile map.
+struct StagingLayout {
+  size_t uniformBytes = 0; ///< num_uniforms * 4
+  size_t descOffset = 0;
+  size_t descBytes = 0;
+  size_t tileOffset = 0;
+  size_t total = 0;
+};
+
+StagingLayout stagingLayout(const Manifest &m, size_t numTensors,
+                            int64_t numTiles) {
+  StagingLayout l;
+  l.uniformBytes = m.uniforms.size() * sizeof(float);
+  l.descOffset = align16(std::max<size_t>(l.uniformBytes, 16));
+  l.descBytes = numTensors * static_cast<size_t>(m.launch.descriptor_bytes);
+  l.tileOffset = align16(l.descOffset + l.descBytes);
+  if (static_cast<uint64_t>(numTiles) > (SIZE_MAX - l.tileOffset) / 4)
+    fail(QOPT_ERROR_INVALID_ARGUMENT, numTiles, " tiles do not fit in memory");
+  l.total = l.tileOffset + static_cast<size_t>(numTiles) * sizeof(int32_t);
+  return l;
+}
+
+void buildDescriptors(const Manifest &m, const qopt_tensor_list *t,
+                      const CheckedList &c, unsigned char *out) {
+  size_t streams = m.streams.size();
+  size_t stride = static_cast<size_t>(m.launch.descriptor_bytes);
+  for (size_t k = 0; k < t->num_tensors; ++k) {
+    unsigned char *d = out + k * stride;
+    int64_t numel = t->numels[k];
+    std::memcpy(d, &numel, 8);
+    std::memcpy(d + 8, &c.firstTile[k], 8);
+    for (size_t j = 0; j < streams; ++j) {
+      uint64_t p = reinterpret_cast<uintptr_t>(t->data[k * streams + j]);
+      std::memcpy(d + 16 + 8 * j, &p, 8);
+    }
+  }
+}
+
+/// A buffer the step touches, for the overlap and pointer checks.
+struct Extent {
+  uint64_t begin = 0;
+  uint64_t bytes = 0;
+  bool written = false;
+  std::string label; ///< "tensor 'w' (#3), stream 'm.codes'"
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+void Kernel::loadImage(const ImageSource &src, std::string *jitLog) {
+  std::string fileData;
+  const std::string *data = src.data.get();
+  if (!data) {
+    fileData = readFile(src.path);
+    data = &fileData;
+  }
+  qopt_binary_format format = src.format == QOPT_BINARY_AUTO
+                                  ? detectFormat(data->data(), data->size())
+                                  : src.format;
+  // PTX must be NUL-terminated; std::string::c_str() is.
+  const void *image = data->c_str();
+
+  std::vector<char> infoLog(kJitLogBytes, 0), errorLog(kJitLogBytes, 0);
+  int options[] = {cu::CU_JIT_INFO_LOG_BUFFER,
+                   cu::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                   cu::CU_JIT_ERROR_LOG_BUFFER,
+                   cu::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                   cu::CU_JIT_LOG_VERBOSE};
+  void *values[] = {infoLog.data(),
+                    reinterpret_cast<void *>(uintptr_t(kJitLogBytes - 1)),
+                    errorLog.data(),
+                    reinterpret_cast<void *>(uintptr_t(kJitLogBytes - 1)),
+                    reinterpret_cast<void *>(uintptr_t(1))};
+  cu::CUmodule module = nullptr;
+  cu::CUresult r = cu::driver().cuModuleLoadDataEx(&module, image, 5, options,
+                                                   values);
+  std::string info(infoLog.data());
+  std::string err(errorLog.data());
+  if (r != cu::CUDA_SUCCESS) {
+    std::string msg = cat("cuModuleLoadDataEx failed for ", formatName(format),
+                          " ", src.origin(),
+                          src.arch.empty() ? "" : " (" + src.arch + ")",
+                          " on ", ctx_->arch(), ": ", cu::describe(r));
+    if (!err.empty())
+      msg += "\nJIT error log:\n" + err;
+    if (!info.empty())
+      msg += "\nJIT info log:\n" + info;
+    fail(QOPT_ERROR_MODULE_LOAD, msg);
+  }
+  cu::CUfunction fn = nullptr;
+  cu::CUresult g = cu::driver().cuModuleGetFunction(&fn, module,
+                                                    manifest_->entry.c_str());
+  if (g != cu::CUDA_SUCCESS) {
+    // The module is useless; unloading it cannot fix the error being reported.
+    (void)cu::driver().cuModuleUnload(module);
+    fail(QOPT_ERROR_NOT_FOUND, "entry point '", manifest_->entry,
+         "' of kernel '", manifest_->kernel, "' not found in ", src.origin(),
+         ": cuModuleGetFunction: ", cu::describe(g));
+  }
+  module_ = module;
+  function_ = fn;
+  format_ = format;
+  arch_ = src.arch;
+  origin_ = src.origin();
+  if (format == QOPT_BINARY_PTX && jitLog)
+    *jitLog = info;
+}
+
+void Kernel::finishCudaLoad() {
+  const qopt_launch_info &l = manifest_->launch;
+  if (l.shared_bytes > 48 * 1024) {
+    if (l.shared_bytes > ctx_->maxSharedOptin())
+      fail(QOPT_ERROR_UNSUPPORTED, "kernel '", manifest_->kernel, "' needs ",
+           l.shared_bytes, " bytes of shared memory per block; ",
+           ctx_->name(), " allows ", ctx_->maxSharedOptin());
+    QOPT_CU(cuFuncSetAttribute, function_,
+            cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            static_cast<int>(l.shared_bytes));
+  }
+  int64_t blocks = int64_t(ctx_->multiprocessors()) * l.suggested_blocks_per_sm;
+  maxBlocks_ = static_cast<int>(std::clamp<int64_t>(blocks, 1, INT32_MAX));
+}
+
+std::shared_ptr<Kernel> Kernel::create(ContextPtr ctx, const RegistryEntry &e) {
+  const Manifest &m = *e.manifest;
+  std::shared_ptr<Kernel> k(new Kernel(ctx, e.manifest));
+  if (ctx->backend() == QOPT_BACKEND_HOST) {
+    if (!m.host)
+      fail(QOPT_ERROR_UNSUPPORTED, "kernel '", m.kernel,
+           "' has no host implementation (", m.source,
+           " has no 'host' field): the host backend runs kernels from "
+           "qopt-opt's host lowering, or functions given to "
+           "qopt_kernel_create_host");
+    void *h = ::dlopen(m.host->library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char *why = ::dlerror();
+      fail(QOPT_ERROR_IO, "cannot load host library ", m.host->library,
+           " of kernel '", m.kernel, "': ", why ? why : "dlopen failed");
+    }
+    k->dlHandle_ = h;
+    void *sym = ::dlsym(h, m.host->symbol.c_str());
+    if (!sym)
+      fail(QOPT_ERROR_NOT_FOUND, "host library ", m.host->library,
+           " has no symbol '", m.host->symbol, "' (kernel '", m.kernel, "')");
+    k->hostFn_ = reinterpret_cast<qopt_host_kernel_fn>(sym);
+    k->format_ = QOPT_BINARY_HOST;
+    k->origin_ = m.host->library;
+    k->maxBlocks_ = 1;
+    return k;
+  }
+
+  // CUDA: rank the images the device can run, try them in order.
+  auto [dev, devSuffix] = std::pair<int, char>{ctx->ccNumber(), 0};
+  (void)devSuffix;
+  struct Candidate {
+    int rank;
+    int arch;
+    const ImageSource *src;
+  };
+  std::vector<Candidate> cands;
+  std::string skipped;
+  for (const ImageSource &s : e.images) {
+    auto [n, suffix] = parseArch(s.arch);
+    int rank = -1;
+    std::string why;
+    if (s.format == QOPT_BINARY_FATBIN || s.format == QOPT_BINARY_AUTO) {
+      rank = 2; // the driver picks inside it
+    } else if (n < 0) {
+      rank = s.format == QOPT_BINARY_CUBIN ? 1 : 3; // arch unknown: try
+    } else if (s.format == QOPT_BINARY_CUBIN) {
+      bool sameMajor = n / 10 == dev / 10;
+      if (n == dev)
+        rank = 0;
+      else if (suffix != 'a' && sameMajor && n % 10 <= dev % 10)
+        rank = 1;
+      else
+        why = cat("a cubin for ", s.arch, " does not run on ", ctx->arch());
+    } else if (s.format == QOPT_BINARY_PTX) {
+      if (suffix == 'a' ? n == dev : n <= dev)
+        rank = 3;
+      else
+        why = cat("PTX for ", s.arch, " needs a newer device than ",
+                  ctx->arch());
+    }
+    if (rank >= 0)
+      cands.push_back({rank, n, &s});
+    else
+      skipped += cat("\n  ", s.origin(), ": ", why);
+  }
+  if (cands.empty())
+    fail(QOPT_ERROR_NOT_FOUND, "kernel '", m.kernel, "' (", m.source,
+         ") has no binary for ", ctx->arch(),
+         e.images.empty() ? ": no cubin, fatbin or ptx beside the manifest "
+                            "and no 'binaries' listed"
+                          : ":",
+         skipped);
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Candidate &a, const Candidate &b) {
+                     return a.rank != b.rank ? a.rank < b.rank
+                                             : a.arch > b.arch;
+                   });
+  cu::ScopedContext scope(ctx->cuContext());
+  std::string attempts;
+  qopt_status lastStatus = QOPT_ERROR_MODULE_LOAD;
+  for (const Candidate &c : cands) {
+    try {
+      k->loadImage(*c.src, &k->jitLog_);
+      k->finishCudaLoad();
+      scope.pop();
+      return k;
+    } catch (const Error &err) {
+      if (err.status() == QOPT_ERROR_NO_DRIVER)
+        throw;
+      lastStatus = err.status();
+      attempts += cat("\n- ", err.what());
+      if (k->module_) {
+        (void)cu::driver().cuModuleUnload(k->module_);
+        k->module_ = nullptr;
+        k->function_ = nullptr;
+      }
+    }
+  }
+  fail(cands.size() == 1 ? lastStatus : QOPT_ERROR_MODULE_LOAD,
+       "could not load kernel '", m.kernel, "' on ", ctx->arch(), " (",
+       ctx->name(), "); tried:", attempts, skipped.empty() ? "" : "\nskipped:",
+       skipped);
+}
+
+std::shared_ptr<Kernel> Kernel::createFromImage(ContextPtr ctx, ManifestPtr m,
+                                                qopt_binary_format format,
+                                                const void *image,
+                                                size_t size) {
+  if (!image || size == 0)
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "empty image for kernel '", m->kernel,
+         "'");
+  if (ctx->backend() != QOPT_BACKEND_CUDA)
+    fail(QOPT_ERROR_UNSUPPORTED, "a PTX/cubin/fatbin image needs a CUDA "
+         "context; host kernels come from qopt_kernel_create_host or a "
+         "manifest's 'host' library");
+  if (format == QOPT_BINARY_HOST)
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "QOPT_BINARY_HOST is not an image "
+         "format; use qopt_kernel_create_host");
+  std::shared_ptr<Kernel> k(new Kernel(ctx, m));
+  ImageSource src;
+  src.format = format;
+  src.arch = m->arch;
+  src.data = std::make_shared<const std::string>(
+      static_cast<const char *>(image), size);
+  cu::ScopedContext scope(ctx->cuContext());
+  k->loadImage(src, &k->jitLog_);
+  k->finishCudaLoad();
+  scope.pop();
+  return k;
+}
+
+std::shared_ptr<Kernel> Kernel::createHost(ContextPtr ctx, ManifestPtr m,
+                                           qopt_host_kernel_fn fn) {
+  if (!fn)
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "host kernel function is NULL");
+  if (ctx->backend() != QOPT_BACKEND_HOST)
+    fail(QOPT_ERROR_UNSUPPORTED, "a host kernel needs a host context");
+  std::shared_ptr<Kernel> k(new Kernel(ctx, m));
+  k->hostFn_ = fn;
+  k->format_ = QOPT_BINARY_HOST;
+  k->origin_ = "<function>";
+  return k;
+}
+
+Kernel::~Kernel() {
+  // Destructors cannot report; every release below is attempted.
+  if (ctx_->backend() == QOPT_BACKEND_CUDA) {
+    try {
+      cu::ScopedContext scope(ctx_->cuContext());
+      for (Slot &s : slots_)
+        freeSlot(s);
+      if (module_)
+        (void)cu::driver().cuModuleUnload(module_);
+    } catch (...) {
+    }
+  }
+  if (dlHandle_)
+    ::dlclose(dlHandle_);
+}
+
+qopt_kernel_info Kernel::info() const {
+  qopt_kernel_info i{};
+  i.backend = ctx_->backend();
+  i.format = format_;
+  i.arch = arch_.c_str();
+  i.origin = origin_.c_str();
+  i.jit_log = jitLog_.c_str();
+  i.max_blocks = maxBlocks_;
+  return i;
+}
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+CheckedList Kernel::validate(const qopt_tensor_list *t,
+                             const void *const *tables, size_t numTables,
+                             const float *deviceUniforms) const {
+  const Manifest &m = *manifest_;
+  if (!t)
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "tensor list is NULL");
+  const size_t S = m.streams.size();
+  auto streamNames = [&] {
+    std::string s;
+    for (const StreamDesc &d : m.streams)
+      s += (s.empty() ? "" : ", ") + d.name;
+    return s;
+  };
+  if (t->num_streams != S)
+    fail(QOPT_ERROR_VALIDATION, "wrong stream count: the tensor list has ",
+         t->num_streams, " stream pointers per tensor, kernel '", m.kernel,
+         "' takes ", S, " (", streamNames(), ")");
+  if (t->num_tensors && (!t->numels || !t->data))
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "tensor list of ", t->num_tensors,
+         " tensors has NULL ", !t->numels ? "numels" : "data");
+  if (numTables != m.tables.size())
+    fail(QOPT_ERROR_VALIDATION, "wrong table count: kernel '", m.kernel,
+         "' takes ", m.tables.size(), " codebook table(s), got ", numTables);
+  if (numTables && !tables)
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "tables is NULL but num_tables is ",
+         numTables);
+
+  std::vector<Extent> extents;
+  for (size_t k = 0; k < t->num_tensors; ++k) {
+    int64_t numel = t->numels[k];
+    if (numel < 0)
+      fail(QOPT_ERROR_VALIDATION, tensorLabel(t, k), ": numel ", numel,
+           " is negative");
+    for (size_t j = 0; j < S; ++j) {
+      const StreamDesc &s = m.streams[j];
+      size_t idx = k * S + j;
+      const void *p = t->data[idx];
+      auto where = [&] {
+        return cat(tensorLabel(t, k), ", stream '", s.name, "'");
+      };
+      if (t->dtypes && t->dtypes[idx] != s.dtype)
+        fail(QOPT_ERROR_VALIDATION, where(), ": dtype ",
+             dtypeName(static_cast<qopt_dtype>(t->dtypes[idx])),
+             " given, the kernel expects ", dtypeName(s.dtype));
+      uint64_t need = streamBytes(s, numel);
+      if (t->bytes && t->bytes[idx] < need) {
+        std::string count =
+            s.per == QOPT_PER_ELEMENT
+                ? cat(numel, " elements")
+                : cat("ceil(", numel, " / ", s.perSize, ") = ",
+                      streamCount(s, numel),
+                      s.per == QOPT_PER_GROUP ? " groups" : " blocks");
+        fail(QOPT_ERROR_VALIDATION, where(), ": the buffer holds ",
+             t->bytes[idx], " bytes, the step needs ", need, " (", count,
+             " of ", dtypeName(s.dtype), ")");
+      }
+      if (need == 0)
+        continue; // an empty stream may be null or anything
+      if (!p)
+        fail(QOPT_ERROR_VALIDATION, where(), ": null pointer for ", need,
+             " bytes");
+      if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+        fail(QOPT_ERROR_VALIDATION, where(), ": pointer ", hexPtr(p),
+             " is not 16-byte aligned (address mod 16 = ",
+             reinterpret_cast<uintptr_t>(p) % 16, ")");
+      extents.push_back({reinterpret_cast<uintptr_t>(p), need,
+                         s.access == QOPT_ACCESS_READ_WRITE, where()});
+    }
+  }
+  for (size_t i = 0; i < numTables; ++i) {
+    const TableDesc &d = m.tables[i];
+    const void *p = tables[i];
+    if (!p)
+      fail(QOPT_ERROR_VALIDATION, "table '", d.name, "': null pointer");
+    if (reinterpret_cast<uintptr_t>(p) % 4 != 0)
+      fail(QOPT_ERROR_VALIDATION, "table '", d.name, "': pointer ", hexPtr(p),
+           " is not 4-byte aligned");
+    extents.push_back({reinterpret_cast<uintptr_t>(p),
+                       uint64_t(d.count) * sizeof(float), false,
+                       cat("table '", d.name, "'")});
+  }
+  if (deviceUniforms && !m.uniforms.empty()) {
+    if (reinterpret_cast<uintptr_t>(deviceUniforms) % 4 != 0)
+      fail(QOPT_ERROR_VALIDATION, "uniforms: pointer ", hexPtr(deviceUniforms),
+           " is not 4-byte aligned");
+    extents.push_back({reinterpret_cast<uintptr_t>(deviceUniforms),
+                       m.uniforms.size() * sizeof(float), false, "uniforms"});
+  }
+
+  // Overlaps: any pair where one side is written. Sorted by start, the
+  // interval reaching furthest (and the written one reaching furthest) so far
+  // is enough to find one such pair if any exists.
+  {
+    std::vector<size_t> order(extents.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return extents[a].begin < extents[b].begin;
+    });
+    long far = -1, farWritten = -1;
+    auto end = [&](long i) { return extents[i].begin + extents[i].bytes; };
+    for (size_t i : order) {
+      const Extent &e = extents[i];
+      long other = -1;
+      if (farWritten >= 0 && end(farWritten) > e.begin)
+        other = farWritten;
+      else if (e.written && far >= 0 && end(far) > e.begin)
+        other = far;
+      if (other >= 0) {
+        const Extent &o = extents[other];
+        fail(QOPT_ERROR_VALIDATION, "overlapping buffers: ", e.label, " [",
+             hexPtr(e.begin), ", +", e.bytes, " bytes) overlaps ", o.label,
+             " [", hexPtr(o.begin), ", +", o.bytes, " bytes)",
+             e.written && o.written ? "; both are written"
+                                    : "; one of them is written");
+      }
+      if (far < 0 || end(i) > end(far))
+        far = static_cast<long>(i);
+      if (e.written && (farWritten < 0 || end(i) > end(farWritten)))
+        farWritten = static_cast<long>(i);
+    }
+  }
+
+  // CUDA: every buffer must be device (or managed) memory of this device and
+  // lie inside its allocation.
+  if (ctx_->backend() == QOPT_BACKEND_CUDA && !extents.empty()) {
+    cu::ScopedContext scope(ctx_->cuContext());
+    for (const Extent &e : extents) {
+      unsigned memType = 0, managed = 0;
+      int ordinal = -1;
+      cu::CUdeviceptr start = 0;
+      size_t size = 0;
+      int attrs[] = {cu::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                     cu::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                     cu::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                     cu::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                     cu::CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+      void *data[] = {&memType, &managed, &ordinal, &start, &size};
+      cu::check(cu::driver().cuPointerGetAttributes(5, attrs, data, e.begin),
+                "cuPointerGetAttributes", cat("for ", e.label));
+      if (memType == 0)
+        fail(QOPT_ERROR_VALIDATION, e.label, ": pointer ", hexPtr(e.begin),
+             " is not CUDA memory (a host pointer, or freed?)");
+      if (!managed && memType == cu::CU_MEMORYTYPE_HOST)
+        fail(QOPT_ERROR_VALIDATION, e.label, ": pointer ", hexPtr(e.begin),
+             " is pinned host memory, not device memory");
+      if (!managed && ordinal != ctx_->ordinal())
+        fail(QOPT_ERROR_VALIDATION, e.label, ": pointer ", hexPtr(e.begin),
+             " is on device ", ordinal, ", the kernel runs on device ",
+             ctx_->ordinal());
+      if (start != 0 && size != 0 && e.begin + e.bytes > start + size)
+        fail(QOPT_ERROR_VALIDATION, e.label, ": ", e.bytes, " bytes from ",
+             hexPtr(e.begin), " run past the end of its allocation (",
+             size, " bytes from ", hexPtr(start), ") by ",
+             e.begin + e.bytes - (start + size), " bytes");
+    }
+    scope.pop();
+  }
+
+  CheckedList c;
+  c.firstTile.resize(t->num_tensors);
+  c.numTiles = computeFirstTiles(t->numels, t->num_tensors,
+                                 m.launch.tile_elements, c.firstTile.data());
+  return c;
+}
+
+//===----------------------------------------------------------------------===//
+// Steps
+//===----------------------------------------------------------------------===//
+
+void Kernel::step(const qopt_tensor_list *t,
+                  const std::vector<float> *hostUniforms,
+                  const float *deviceUniforms, const void *const *tables,
+                  size_t numTables, void *stream) {
+  if (!hostUniforms && !deviceUniforms && !manifest_->uniforms.empty())
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "device_uniforms is NULL but kernel '",
+         manifest_->kernel, "' reads ", manifest_->uniforms.size(),
+         " uniform(s)");
+  CheckedList c = validate(t, tables, numTables, deviceUniforms);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ctx_->backend() == QOPT_BACKEND_HOST)
+    stepHost(t, c, hostUniforms ? hostUniforms->data() : deviceUniforms,
+             tables);
+  else
+    stepCuda(t, c, hostUniforms, deviceUniforms, tables, stream);
+}
+
+void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,
+                      const float *uniforms, const void *const *tables) {
+  const Manifest &m = *manifest_;
+  if (!hostFn_)
+    fail(QOPT_ERROR_UNSUPPORTED, "kernel '", m.kernel,
+         "' has no host function");
+  if (c.numTiles == 0)
+    return;
+  scratch_.resize(t->num_tensors * size_t(m.launch.descriptor_bytes));
+  buildDescriptors(m, t, c, scratch_.data());
+  std::vector<int32_t> tileMap(static_cast<size_t>(c.numTiles));
+  fillTileMap(t->numels, c.firstTile.data(), t->num_tensors,
+              m.launch.tile_elements, tileMap.data());
+  std::vector<const float *> tablePtrs(m.tables.size());
+  for (size_t i = 0; i < m.tables.size(); ++i)
+    tablePtrs[i] = static_cast<const float *>(tables[i]);
+  static const float kNoUniform = 0.0f;
+  hostFn_(scratch_.data(), tileMap.data(), c.numTiles,
+          uniforms ? uniforms : &kNoUniform,
+          tablePtrs.empty() ? nullptr : tablePtrs.data(), 0, c.numTiles);
+}
+
+Kernel::Slot Kernel::makeSlot(size_t bytes) {
+  size_t cap = 4096;
+  while (cap < bytes)
+    cap *= 2;
+  Slot s;
+  try {
+    QOPT_CU(cuMemAlloc, &s.dev, cap);
+    QOPT_CU(cuMemHostAlloc, &s.host, cap, 0u);
+    QOPT_CU(cuEventCreate, &s.done, cu::CU_EVENT_DISABLE_TIMING);
+  } catch (...) {
+    freeSlot(s);
+    throw;
+  }
+  s.capacity = cap;
+  return s;
+}
+
+void Kernel::freeSlot(Slot &s) {
+  // Teardown: the first failure is not worth more than the others.
+  const cu::Driver &d = cu::driver();
+  if (s.done)
+    (void)d.cuEventDestroy(s.done);
+  if (s.host)
+    (void)d.cuMemFreeHost(s.host);
+  if (s.dev)
+    (void)d.cuMemFree(s.dev);
+  s = Slot();
+}
+
+bool Kernel::slotIdle(Slot &s) {
+  if (s.captured)
+    return false;
+  if (!s.pending)
+    return true;
+  cu::CUresult r = cu::driver().cuEventQuery(s.done);
+  if (r == cu::CUDA_SUCCESS) {
+    s.pending = false;
+    return true;
+  }
+  if (r == cu::CUDA_ERROR_NOT_READY)
+    return false;
+  cu::check(r, "cuEventQuery", "on a staging buffer's event");
+  return false;
+}
+
+void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
+                      const std::vector<float> *hostUniforms,
+                      const float *deviceUniforms, const void *const *tables,
+                      void *stream) {
+  const Manifest &m = *manifest_;
+  if (c.numTiles == 0)
+    return; // nothing to step; nothing launched
+  cu::CUstream cuStream = static_cast<cu::CUstream>(stream);
+  StagingLayout L = stagingLayout(m, t->num_tensors, c.numTiles);
+  scratch_.resize(L.descBytes);
+  buildDescriptors(m, t, c, scratch_.data());
+
+  cu::ScopedContext scope(ctx_->cuContext());
+  int capture = cu::CU_STREAM_CAPTURE_STATUS_NONE;
+  cu::check(cu::driver().cuStreamIsCapturing(cuStream, &capture),
+            "cuStreamIsCapturing");
+  if (capture != cu::CU_STREAM_CAPTURE_STATUS_NONE &&
+      capture != cu::CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    fail(QOPT_ERROR_CAPTURE, "the stream's capture sequence was invalidated "
+         "by an earlier call; end it and capture again");
+  bool capturing = capture == cu::CU_STREAM_CAPTURE_STATUS_ACTIVE;
+
+  auto holds = [&](const Slot &s) {
+    return s.tablesValid && s.numTensors == t->num_tensors &&
+           s.capacity >= L.total &&
+           std::memcmp(static_cast<unsigned char *>(s.host) + L.descOffset,
+                       scratch_.data(), L.descBytes) == 0;
+  };
+
+  // Pick a staging slot. Capture may not allocate or query events, so it
+  // takes a slot known to be idle (the spare every uncaptured step leaves).
+  long pick = -1;
+  if (capturing) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      Slot &s = slots_[i];
+      if (s.captured || s.pending || s.capacity < L.total)
+        continue;
+      if (pick < 0 || holds(s))
+        pick = static_cast<long>(i);
+    }
+    if (pick < 0)
+      fail(QOPT_ERROR_CAPTURE, "kernel '", m.kernel, "': no idle staging "
+           "buffer of ", L.total, " bytes reserved for stream capture; run "
+           "one step of this tensor list outside capture first (warm-up)");
+  } else {
+    size_t uncaptured = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      Slot &s = slots_[i];
+      if (s.captured)
+        continue;
+      ++uncaptured;
+      if (!slotIdle(s))
+        continue;
+      if (s.capacity >= L.total && (pick < 0 || holds(s)))
+        pick = static_cast<long>(i);
+    }
+    if (pick < 0) {
+      // Grow an idle slot that is too small, else add one, else wait.
+      for (size_t i = 0; i < slots_.size() && pick < 0; ++i) {
+        Slot &s = slots_[i];
+        if (!s.captured && !s.pending) {
+          Slot fresh = makeSlot(L.total);
+          freeSlot(s);
+          s = fresh;
+          pick = static_cast<long>(i);
+        }
+      }
+    }
+    if (pick < 0 && uncaptured < kMaxSlots) {
+      slots_.push_back(makeSlot(L.total));
+      pick = static_cast<long>(slots_.size() - 1);
+    }
+    if (pick < 0) {
+      // Back-pressure: the host is kMaxSlots steps ahead of the device.
+      for (size_t i = 0; i < slots_.size() && pick < 0; ++i) {
+        Slot &s = slots_[i];
+        if (s.captured)
+          continue;
+        QOPT_CU(cuEventSynchronize, s.done);
+        s.pending = false;
+        if (s.capacity < L.total) {
+          Slot fresh = makeSlot(L.total);
+          freeSlot(s);
+          s = fresh;
+        }
+        pick = static_cast<long>(i);
+      }
+    }
+    // Leave one idle slot of this size for a capture that may follow.
+    bool spare = false;
+    for (size_t i = 0; i < slots_.size() && !spare; ++i) {
+      const Slot &s = slots_[i];
+      spare = long(i) != pick && !s.captured && !s.pending &&
+              s.capacity >= L.total;
+    }
+    if (!spare && uncaptured + 1 < kMaxSlots)
+      slots_.push_back(makeSlot(L.total));
+  }
+
+  Slot &s = slots_[static_cast<size_t>(pick)];
+  auto *host = static_cast<unsigned char *>(s.host);
+  bool writeTables = !holds(s);
+  if (writeTables) {
+    std::memcpy(host + L.descOffset, scratch_.data(), L.descBytes);
+    fillTileMap(t->numels, c.firstTile.data(), t->num_tensors,
+                m.launch.tile_elements,
+                reinterpret_cast<int32_t *>(host + L.tileOffset));
+    s.tablesValid = true;
+    s.numTensors = t->num_tensors;
+  }
+  bool writeUniforms = hostUniforms && L.uniformBytes > 0;
+  if (writeUniforms)
+    std::memcpy(host, hostUniforms->data(), L.uniformBytes);
+  size_t copyBegin = writeUniforms ? 0 : L.descOffset;
+  size_t copyEnd = writeTables ? L.total : L.uniformBytes;
+  bool enqueued = false;
+  try {
+    if (copyEnd > copyBegin) {
+      enqueued = true;
+      cu::check(cu::driver().cuMemcpyHtoDAsync(s.dev + copyBegin,
+                                               host + copyBegin,
+                                               copyEnd - copyBegin, cuStream),
+                "cuMemcpyHtoDAsync", "uploading the descriptor table");
+    }
+    cu::CUdeviceptr dDesc = s.dev + L.descOffset;
+    cu::CUdeviceptr dTiles = s.dev + L.tileOffset;
+    cu::CUdeviceptr dUniforms =
+        hostUniforms ? s.dev : reinterpret_cast<uintptr_t>(deviceUniforms);
+    int64_t numTiles = c.numTiles;
+    std::vector<cu::CUdeviceptr> tablePtrs(m.tables.size());
+    for (size_t i = 0; i < m.tables.size(); ++i)
+      tablePtrs[i] = reinterpret_cast<uintptr_t>(tables[i]);
+    std::vector<void *> params;
+    for (const ArgDesc &a : m.args) {
+      switch (a.kind) {
+      case ArgDesc::Kind::Descriptors:
+        params.push_back(&dDesc);
+        break;
+      case ArgDesc::Kind::TileMap:
+        params.push_back(&dTiles);
+        break;
+      case ArgDesc::Kind::NumTiles:
+        params.push_back(&numTiles);
+        break;
+      case ArgDesc::Kind::Uniforms:
+        params.push_back(&dUniforms);
+        break;
+      case ArgDesc::Kind::Table:
+        params.push_back(&tablePtrs[a.table]);
+        break;
+      }
+    }
+    unsigned grid =
+        static_cast<unsigned>(std::min<int64_t>(numTiles, maxBlocks_));
+    const qopt_launch_info &l = m.launch;
+    cu::check(cu::driver().cuLaunchKernel(
+                  function_, grid, 1, 1,
+                  static_cast<unsigned>(l.threads_per_block), 1, 1,
+                  static_cast<unsigned>(l.shared_bytes), cuStream,
+                  params.data(), nullptr),
+              "cuLaunchKernel",
+              cat("for kernel '", m.kernel, "' (", grid, " blocks of ",
+                  l.threads_per_block, " threads, ", l.shared_bytes,
+                  " bytes of shared memory, ", numTiles, " tiles)"));
+  } catch (...) {
+    if (enqueued) {
+      // The copy may still read the pinned buffer: fence it, or retire it
+      // (a retired slot is never reused and is freed with the kernel).
+      if (!capturing &&
+          cu::driver().cuEventRecord(s.done, cuStream) == cu::CUDA_SUCCESS)
+        s.pending = true;
+      else
+        s.captured = true;
+    }
+    s.tablesValid = false;
+    throw;
+  }
+  if (capturing) {
+    s.captured = true; // the graph's copy node reads this pinned buffer
+  } else {
+    cu::check(cu::driver().cuEventRecord(s.done, cuStream), "cuEventRecord",
+              "after the launch");
+    s.pending = true;
+  }
+  scope.pop();
+}
+
+} // namespace qopt::rt

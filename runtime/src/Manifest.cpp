@@ -1,0 +1,963 @@
+//===- Manifest.cpp - Parse and check kernel manifests --------------------===//
+#include "Manifest.h"
+
+#include "DType.h"
+#include "Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace qopt::rt {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char *kAllDtypes = "f32, bf16, f16, int8, uint8, int16";
+
+/// Reads typed fields out of JSON objects; every error names the source and
+/// the dotted path of the field.
+class Reader {
+public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void error(const std::string &field,
+                          const std::string &message) const {
+    fail(QOPT_ERROR_MANIFEST, source_, ": field '", field, "': ", message);
+  }
+
+  static std::string join(const std::string &path, const std::string &key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  static std::string index(const std::string &path, size_t i) {
+    return cat(path, "[", i, "]");
+  }
+
+  /// The member `key` of `obj`, or null when absent and not required.
+  const json *member(const json &obj, const std::string &path,
+                     const char *key, bool required) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required)
+        error(join(path, key), "missing");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  void expectObject(const json &j, const std::string &field) const {
+    if (!j.is_object())
+      error(field, cat("expected an object, got ", j.type_name()));
+  }
+  void expectArray(const json &j, const std::string &field) const {
+    if (!j.is_array())
+      error(field, cat("expected an array, got ", j.type_name()));
+  }
+
+  std::string string(const json &obj, const std::string &path, const char *key,
+                     bool required, const std::string &def = {},
+                     bool allowEmpty = false) const {
+    const json *j = member(obj, path, key, required);
+    if (!j)
+      return def;
+    if (!j->is_string())
+      error(join(path, key), cat("expected a string, got ", j->type_name()));
+    std::string s = j->get<std::string>();
+    if (s.empty() && !allowEmpty)
+      error(join(path, key), "must not be empty");
+    return s;
+  }
+
+  int64_t integer(const json &obj, const std::string &path, const char *key,
+                  bool required, int64_t def, int64_t min, int64_t max) const {
+    const json *j = member(obj, path, key, required);
+    if (!j)
+      return def;
+    std::string field = join(path, key);
+    if (!j->is_number_integer())
+      error(field, cat("expected an integer, got ",
+                       j->is_number() ? j->dump() : j->type_name()));
+    int64_t v;
+    if (j->is_number_unsigned()) {
+      uint64_t u = j->get<uint64_t>();
+      if (u > static_cast<uint64_t>(INT64_MAX))
+        error(field, cat(u, " is out of range [", min, ", ", max, "]"));
+      v = static_cast<int64_t>(u);
+    } else {
+      v = j->get<int64_t>();
+    }
+    if (v < min || v > max)
+      error(field, cat(v, " is out of range [", min, ", ", max, "]"));
+    return v;
+  }
+
+  std::optional<double> number(const json &obj, const std::string &path,
+                               const char *key) const {
+    const json *j = member(obj, path, key, false);
+    if (!j)
+      return std::nullopt;
+    if (j->is_boolean())
+      return j->get<bool>() ? 1.0 : 0.0;
+    if (!j->is_number())
+      error(join(path, key), cat("expected a number, got ", j->type_name()));
+    return j->get<double>();
+  }
+
+  bool boolean(const json &obj, const std::string &path, const char *key,
+               bool def) const {
+    const json *j = member(obj, path, key, false);
+    if (!j)
+      return def;
+    if (!j->is_boolean())
+      error(join(path, key), cat("expected true or false, got ", j->dump()));
+    return j->get<bool>();
+  }
+
+  /// A dtype field restricted to `allowed`.
+  qopt_dtype dtype(const json &obj, const std::string &path, const char *key,
+                   bool required, std::initializer_list<qopt_dtype> allowed,
+                   const char *what, qopt_dtype def = QOPT_DTYPE_INVALID) const {
+    const json *j = member(obj, path, key, required);
+    if (!j)
+      return def;
+    std::string s = string(obj, path, key, true);
+    qopt_dtype d = parseDtype(s);
+    if (d == QOPT_DTYPE_INVALID)
+      error(join(path, key),
+            cat("unknown dtype \"", s, "\" (expected one of ", kAllDtypes, ")"));
+    if (std::find(allowed.begin(), allowed.end(), d) == allowed.end()) {
+      std::string list;
+      for (qopt_dtype a : allowed)
+        list += (list.empty() ? "" : ", ") + std::string(dtypeName(a));
+      error(join(path, key),
+            cat("dtype \"", s, "\" is not allowed for ", what, " (expected ",
+                list, ")"));
+    }
+    return d;
+  }
+
+  const std::string &source() const { return source_; }
+
+private:
+  std::string source_;
+};
+
+struct OpInfo {
+  const char *name;
+  Expr::Op op;
+  int minArity;
+  int maxArity; // -1: any number >= minArity
+};
+
+constexpr OpInfo kOps[] = {
+    {"add", Expr::Op::Add, 2, -1},      {"sub", Expr::Op::Sub, 2, 2},
+    {"mul", Expr::Op::Mul, 2, -1},      {"div", Expr::Op::Div, 2, 2},
+    {"pow", Expr::Op::Pow, 2, 2},       {"neg", Expr::Op::Neg, 1, 1},
+    {"sqrt", Expr::Op::Sqrt, 1, 1},     {"abs", Expr::Op::Abs, 1, 1},
+    {"sign", Expr::Op::Sign, 1, 1},     {"min", Expr::Op::Min, 2, -1},
+    {"max", Expr::Op::Max, 2, -1},      {"lt", Expr::Op::Lt, 2, 2},
+    {"le", Expr::Op::Le, 2, 2},         {"gt", Expr::Op::Gt, 2, 2},
+    {"ge", Expr::Op::Ge, 2, 2},         {"eq", Expr::Op::Eq, 2, 2},
+    {"ne", Expr::Op::Ne, 2, 2},         {"and", Expr::Op::And, 2, -1},
+    {"or", Expr::Op::Or, 2, -1},        {"not", Expr::Op::Not, 1, 1},
+    {"select", Expr::Op::Select, 3, 3},
+};
+
+const OpInfo &opInfo(Expr::Op op) {
+  for (const OpInfo &o : kOps)
+    if (o.op == op)
+      return o;
+  return kOps[0];
+}
+
+Expr parseExpr(const Reader &r, const json &j, const std::string &field,
+               const Manifest &m) {
+  Expr e;
+  if (j.is_number() || j.is_boolean()) {
+    e.kind = Expr::Kind::Literal;
+    e.value = j.is_boolean() ? (j.get<bool>() ? 1.0 : 0.0) : j.get<double>();
+    return e;
+  }
+  if (j.is_string()) {
+    std::string name = j.get<std::string>();
+    if (name == "step") {
+      e.kind = Expr::Kind::Step;
+      return e;
+    }
+    long h = m.findHyper(name);
+    if (h < 0) {
+      std::string known;
+      for (const HyperDesc &hd : m.hypers)
+        known += (known.empty() ? "" : ", ") + hd.name;
+      r.error(field, cat("unknown name \"", name,
+                         "\" (expected \"step\" or a hyperparameter: ",
+                         known.empty() ? "none declared" : known, ")"));
+    }
+    e.kind = Expr::Kind::Hyper;
+    e.hyper = static_cast<size_t>(h);
+    return e;
+  }
+  if (!j.is_array())
+    r.error(field, cat("expected a number, a name or [op, operands...], got ",
+                       j.type_name()));
+  if (j.empty() || !j[0].is_string())
+    r.error(field, "an operation must start with its name, e.g. [\"add\", 1, 2]");
+  std::string name = j[0].get<std::string>();
+  const OpInfo *info = nullptr;
+  for (const OpInfo &o : kOps)
+    if (name == o.name)
+      info = &o;
+  if (!info) {
+    std::string list;
+    for (const OpInfo &o : kOps)
+      list += (list.empty() ? "" : " ") + std::string(o.name);
+    r.error(Reader::index(field, 0),
+            cat("unknown op \"", name, "\" (expected one of: ", list, ")"));
+  }
+  int arity = static_cast<int>(j.size()) - 1;
+  if (arity < info->minArity ||
+      (info->maxArity >= 0 && arity > info->maxArity)) {
+    std::string want =
+        info->maxArity < 0
+            ? cat("at least ", info->minArity)
+            : cat(info->minArity);
+    r.error(field, cat("op \"", name, "\" takes ", want, " operand",
+                       info->minArity == 1 && info->maxArity == 1 ? "" : "s",
+                       ", got ", arity));
+  }
+  e.kind = Expr::Kind::Op;
+  e.op = info->op;
+  for (size_t i = 1; i < j.size(); ++i)
+    e.operands.push_back(parseExpr(r, j[i], Reader::index(field, i), m));
+  return e;
+}
+
+std::string dirName(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos)
+    return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string resolvePath(const std::string &base, const std::string &path) {
+  if (path.empty() || path[0] == '/' || base.empty())
+    return path;
+  return base + "/" + path;
+}
+
+/// Checks an architecture name: "sm_<digits>" with an optional 'a' or 'f'.
+bool validArch(const std::string &arch) {
+  if (arch.size() < 4 || arch.compare(0, 3, "sm_") != 0)
+    return false;
+  size_t i = 3;
+  while (i < arch.size() && std::isdigit(static_cast<unsigned char>(arch[i])))
+    ++i;
+  if (i == 3)
+    return false;
+  if (i == arch.size())
+    return true;
+  return i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f');
+}
+
+void parseLaunch(const Reader &r, const json &root, Manifest &m) {
+  const json *j = r.member(root, "", "launch", true);
+  r.expectObject(*j, "launch");
+  qopt_launch_info &l = m.launch;
+  l.threads_per_block = static_cast<int32_t>(
+      r.integer(*j, "launch", "threads_per_block", true, 0, 1, 1024));
+  l.elements_per_thread = static_cast<int32_t>(
+      r.integer(*j, "launch", "elements_per_thread", true, 0, 1, 1 << 16));
+  int64_t tile = int64_t(l.threads_per_block) * l.elements_per_thread;
+  l.tile_elements =
+      r.integer(*j, "launch", "tile_elements", false, tile, 1, INT64_MAX);
+  if (l.tile_elements != tile)
+    r.error("launch.tile_elements",
+            cat(l.tile_elements, " != threads_per_block * elements_per_thread = ",
+                l.threads_per_block, " * ", l.elements_per_thread, " = ", tile));
+  int64_t descBytes = 16 + 8 * static_cast<int64_t>(m.streams.size());
+  l.descriptor_bytes =
+      r.integer(*j, "launch", "descriptor_bytes", false, descBytes, 1, INT64_MAX);
+  if (l.descriptor_bytes != descBytes)
+    r.error("launch.descriptor_bytes",
+            cat(l.descriptor_bytes, " != 16 + 8 * num_streams = ", descBytes,
+                " (", m.streams.size(), " streams)"));
+  l.shared_bytes = r.integer(*j, "launch", "shared_bytes", false, 0, 0,
+                             int64_t(1) << 31);
+  l.suggested_blocks_per_sm = static_cast<int32_t>(r.integer(
+      *j, "launch", "suggested_blocks_per_sm", false, 1, 1, 1024));
+}
+
+/// The streams that param, grad and states imply, in ABI order.
+std::vector<StreamDesc> expectedStreams(const Manifest &m) {
+  std::vector<StreamDesc> out;
+  auto add = [&](std::string name, std::string state, qopt_stream_role role,
+                 qopt_dtype dtype, qopt_stream_per per, int64_t perSize,
+                 qopt_access access) {
+    out.push_back({std::move(name), std::move(state), role, dtype, per,
+                   perSize, access});
+  };
+  add(m.paramName, "", QOPT_ROLE_PARAM, m.paramDtype, QOPT_PER_ELEMENT, 1,
+      QOPT_ACCESS_READ_WRITE);
+  if (m.eccDtype != QOPT_DTYPE_INVALID)
+    add(m.paramName + ".ecc", "", QOPT_ROLE_ERROR_BITS, m.eccDtype,
+        QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE);
+  add(m.gradName, "", QOPT_ROLE_GRAD, m.gradDtype, QOPT_PER_ELEMENT, 1,
+      QOPT_ACCESS_READ);
+  for (const StateDesc &s : m.states) {
+    switch (s.scheme) {
+    case StateDesc::Scheme::Plain:
+      add(s.name, s.name, QOPT_ROLE_STATE, s.dtype, QOPT_PER_ELEMENT, 1,
+          QOPT_ACCESS_READ_WRITE);
+      break;
+    case StateDesc::Scheme::Group:
+      add(s.name + ".codes", s.name, QOPT_ROLE_STATE_CODES, s.dtype,
+          QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE);
+      add(s.name + ".scales", s.name, QOPT_ROLE_STATE_SCALES, s.scaleDtype,
+          QOPT_PER_GROUP, s.group, QOPT_ACCESS_READ_WRITE);
+      break;
+    case StateDesc::Scheme::Codebook:
+      add(s.name + ".codes", s.name, QOPT_ROLE_STATE_CODES, s.dtype,
+          QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE);
+      add(s.name + ".absmax", s.name, QOPT_ROLE_STATE_ABSMAX, QOPT_DTYPE_F32,
+          QOPT_PER_BLOCK, s.block, QOPT_ACCESS_READ_WRITE);
+      break;
+    }
+  }
+  return out;
+}
+
+qopt_stream_role parseRole(const Reader &r, const std::string &s,
+                           const std::string &field) {
+  for (qopt_stream_role role :
+       {QOPT_ROLE_PARAM, QOPT_ROLE_ERROR_BITS, QOPT_ROLE_GRAD, QOPT_ROLE_STATE,
+        QOPT_ROLE_STATE_CODES, QOPT_ROLE_STATE_SCALES, QOPT_ROLE_STATE_ABSMAX})
+    if (s == roleName(role))
+      return role;
+  r.error(field, cat("unknown role \"", s,
+                     "\" (expected param, error_bits, grad, state, "
+                     "state_codes, state_scales or state_absmax)"));
+}
+
+void parseStreams(const Reader &r, const json &root, Manifest &m) {
+  const json *j = r.member(root, "", "streams", true);
+  r.expectArray(*j, "streams");
+  for (size_t i = 0; i < j->size(); ++i) {
+    std::string path = Reader::index("streams", i);
+    const json &s = (*j)[i];
+    r.expectObject(s, path);
+    StreamDesc d;
+    d.name = r.string(s, path, "name", true);
+    d.role = parseRole(r, r.string(s, path, "role", true),
+                       Reader::join(path, "role"));
+    d.dtype = r.dtype(s, path, "dtype", true,
+                      {QOPT_DTYPE_F32, QOPT_DTYPE_BF16, QOPT_DTYPE_F16,
+                       QOPT_DTYPE_INT8, QOPT_DTYPE_UINT8, QOPT_DTYPE_INT16},
+                      "a stream");
+    std::string per = r.string(s, path, "per", false, "element");
+    if (per == "element") {
+      d.per = QOPT_PER_ELEMENT;
+    } else if (per == "group") {
+      d.per = QOPT_PER_GROUP;
+      d.perSize = r.integer(s, path, "group", true, 0, 1, INT64_MAX);
+    } else if (per == "block") {
+      d.per = QOPT_PER_BLOCK;
+      d.perSize = r.integer(s, path, "block", true, 0, 1, INT64_MAX);
+    } else {
+      r.error(Reader::join(path, "per"),
+              cat("unknown value \"", per,
+                  "\" (expected element, group or block)"));
+    }
+    std::string access = r.string(s, path, "access", true);
+    if (access == "read")
+      d.access = QOPT_ACCESS_READ;
+    else if (access == "read_write")
+      d.access = QOPT_ACCESS_READ_WRITE;
+    else
+      r.error(Reader::join(path, "access"),
+              cat("unknown value \"", access, "\" (expected read or read_write)"));
+    d.state = r.string(s, path, "state", false, "", true);
+    m.streams.push_back(std::move(d));
+  }
+  if (m.streams.empty())
+    r.error("streams", "must list at least the param and grad streams");
+  for (size_t i = 0; i < m.streams.size(); ++i)
+    for (size_t k = 0; k < i; ++k)
+      if (m.streams[i].name == m.streams[k].name)
+        r.error(cat("streams[", i, "].name"),
+                cat("\"", m.streams[i].name, "\" repeats streams[", k, "]"));
+}
+
+/// Checks the stream list against what param, grad and states imply.
+void checkStreams(const Reader &r, Manifest &m) {
+  std::vector<StreamDesc> want = expectedStreams(m);
+  auto names = [](const std::vector<StreamDesc> &v) {
+    std::string s;
+    for (const StreamDesc &d : v)
+      s += (s.empty() ? "" : ", ") + d.name;
+    return s;
+  };
+  size_t n = std::min(want.size(), m.streams.size());
+  for (size_t i = 0; i < n; ++i) {
+    StreamDesc &got = m.streams[i];
+    const StreamDesc &w = want[i];
+    std::string path = Reader::index("streams", i);
+    if (got.name != w.name)
+      r.error(Reader::join(path, "name"),
+              cat("\"", got.name, "\" where the ABI order (param, grad, states) "
+                  "puts \"", w.name, "\"; expected streams: ", names(want)));
+    if (got.role != w.role)
+      r.error(Reader::join(path, "role"),
+              cat("\"", roleName(got.role), "\" but stream \"", w.name,
+                  "\" has role \"", roleName(w.role), "\""));
+    if (got.dtype != w.dtype)
+      r.error(Reader::join(path, "dtype"),
+              cat("\"", dtypeName(got.dtype), "\" but its declaration gives \"",
+                  dtypeName(w.dtype), "\""));
+    if (got.per != w.per || got.perSize != w.perSize) {
+      const char *perName[] = {"", "element", "group", "block"};
+      r.error(Reader::join(path, "per"),
+              cat("\"", perName[got.per], "\"",
+                  got.per == QOPT_PER_ELEMENT ? "" : cat(" ", got.perSize),
+                  " but its declaration gives \"", perName[w.per], "\"",
+                  w.per == QOPT_PER_ELEMENT ? "" : cat(" ", w.perSize)));
+    }
+    if (got.access != w.access)
+      r.error(Reader::join(path, "access"),
+              cat("\"", got.access == QOPT_ACCESS_READ ? "read" : "read_write",
+                  "\" but a ", roleName(w.role), " stream is ",
+                  w.access == QOPT_ACCESS_READ ? "read" : "read_write"));
+    if (!got.state.empty() && got.state != w.state)
+      r.error(Reader::join(path, "state"),
+              cat("\"", got.state, "\" but the stream belongs to \"", w.state,
+                  "\""));
+    got.state = w.state;
+  }
+  if (want.size() != m.streams.size())
+    r.error("streams", cat(m.streams.size(), " entries but param, grad and "
+                           "states describe ", want.size(), ": ", names(want)));
+}
+
+void parseStates(const Reader &r, const json &root, Manifest &m) {
+  const json *j = r.member(root, "", "states", false);
+  if (!j)
+    return;
+  r.expectArray(*j, "states");
+  for (size_t i = 0; i < j->size(); ++i) {
+    std::string path = Reader::index("states", i);
+    const json &s = (*j)[i];
+    r.expectObject(s, path);
+    StateDesc d;
+    d.name = r.string(s, path, "name", true);
+    for (const StateDesc &o : m.states)
+      if (o.name == d.name)
+        r.error(Reader::join(path, "name"), cat("\"", d.name, "\" repeats"));
+    if (d.name == m.paramName || d.name == m.gradName)
+      r.error(Reader::join(path, "name"),
+              cat("\"", d.name, "\" is the param's or grad's name"));
+    std::string scheme = r.string(s, path, "scheme", true);
+    int64_t tile = m.launch.tile_elements;
+    if (scheme == "plain") {
+      d.scheme = StateDesc::Scheme::Plain;
+      d.dtype = r.dtype(s, path, "dtype", true,
+                        {QOPT_DTYPE_F32, QOPT_DTYPE_BF16, QOPT_DTYPE_F16},
+                        "a plain state");
+    } else if (scheme == "group") {
+      d.scheme = StateDesc::Scheme::Group;
+      d.dtype = r.dtype(s, path, "storage", true,
+                        {QOPT_DTYPE_INT8, QOPT_DTYPE_UINT8}, "group codes");
+      d.group = r.integer(s, path, "group", true, 0, 1, INT64_MAX);
+      d.scaleDtype = r.dtype(s, path, "scale_dtype", false,
+                             {QOPT_DTYPE_F16, QOPT_DTYPE_F32}, "group scales",
+                             QOPT_DTYPE_F16);
+      if (tile % d.group != 0)
+        r.error(Reader::join(path, "group"),
+                cat(d.group, " does not divide launch.tile_elements (", tile,
+                    "): groups would straddle tiles"));
+    } else if (scheme == "codebook") {
+      d.scheme = StateDesc::Scheme::Codebook;
+      d.dtype = r.dtype(s, path, "storage", false, {QOPT_DTYPE_UINT8},
+                        "codebook codes", QOPT_DTYPE_UINT8);
+      d.block = r.integer(s, path, "block", true, 0, 1, INT64_MAX);
+      if (tile % d.block != 0)
+        r.error(Reader::join(path, "block"),
+                cat(d.block, " does not divide launch.tile_elements (", tile,
+                    "): blocks would straddle tiles"));
+    } else {
+      r.error(Reader::join(path, "scheme"),
+              cat("unknown scheme \"", scheme,
+                  "\" (expected plain, group or codebook)"));
+    }
+    m.states.push_back(std::move(d));
+  }
+}
+
+void parseTables(const Reader &r, const json &root, Manifest &m) {
+  std::vector<size_t> codebooks;
+  for (size_t i = 0; i < m.states.size(); ++i)
+    if (m.states[i].scheme == StateDesc::Scheme::Codebook)
+      codebooks.push_back(i);
+  const json *j = r.member(root, "", "tables", false);
+  if (!j) {
+    // Default: one "<state>.qmap" per codebook state, in state order.
+    for (size_t s : codebooks) {
+      m.states[s].table = m.tables.size();
+      m.tables.push_back({m.states[s].name + ".qmap", m.states[s].name,
+                          QOPT_DTYPE_F32, 256});
+    }
+    return;
+  }
+  r.expectArray(*j, "tables");
+  for (size_t i = 0; i < j->size(); ++i) {
+    std::string path = Reader::index("tables", i);
+    const json &t = (*j)[i];
+    r.expectObject(t, path);
+    TableDesc d;
+    d.name = r.string(t, path, "name", true);
+    d.dtype = r.dtype(t, path, "dtype", false, {QOPT_DTYPE_F32}, "a table",
+                      QOPT_DTYPE_F32);
+    d.count = r.integer(t, path, "count", false, 256, 256, 256);
+    std::string derived = d.name.substr(0, d.name.find_last_of('.'));
+    d.state = r.string(t, path, "state", false, derived);
+    auto st = std::find_if(m.states.begin(), m.states.end(),
+                           [&](const StateDesc &s) { return s.name == d.state; });
+    if (st == m.states.end() || st->scheme != StateDesc::Scheme::Codebook)
+      r.error(Reader::join(path, "state"),
+              cat("\"", d.state, "\" is not a codebook state"));
+    for (const TableDesc &o : m.tables)
+      if (o.state == d.state)
+        r.error(path, cat("second table for state \"", d.state, "\""));
+    st->table = m.tables.size();
+    m.tables.push_back(std::move(d));
+  }
+  for (size_t s : codebooks) {
+    bool found = false;
+    for (const TableDesc &t : m.tables)
+      found |= t.state == m.states[s].name;
+    if (!found)
+      r.error("tables", cat("no table for codebook state \"", m.states[s].name,
+                            "\" (states[", s, "])"));
+  }
+}
+
+void parseArgs(const Reader &r, const json &root, Manifest &m) {
+  const json *j = r.member(root, "", "args", false);
+  if (!j) {
+    m.args = {{ArgDesc::Kind::Descriptors, 0},
+              {ArgDesc::Kind::TileMap, 0},
+              {ArgDesc::Kind::NumTiles, 0},
+              {ArgDesc::Kind::Uniforms, 0}};
+    for (size_t t = 0; t < m.tables.size(); ++t)
+      m.args.push_back({ArgDesc::Kind::Table, t});
+    return;
+  }
+  r.expectArray(*j, "args");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < j->size(); ++i) {
+    std::string field = Reader::index("args", i);
+    if (!(*j)[i].is_string())
+      r.error(field, cat("expected a string, got ", (*j)[i].type_name()));
+    std::string name = (*j)[i].get<std::string>();
+    if (!seen.insert(name).second)
+      r.error(field, cat("\"", name, "\" repeats"));
+    ArgDesc a;
+    if (name == "descriptors") {
+      a.kind = ArgDesc::Kind::Descriptors;
+    } else if (name == "tile_map") {
+      a.kind = ArgDesc::Kind::TileMap;
+    } else if (name == "num_tiles") {
+      a.kind = ArgDesc::Kind::NumTiles;
+    } else if (name == "uniforms") {
+      a.kind = ArgDesc::Kind::Uniforms;
+    } else {
+      auto t = std::find_if(m.tables.begin(), m.tables.end(),
+                            [&](const TableDesc &d) { return d.name == name; });
+      if (t == m.tables.end())
+        r.error(field, cat("unknown argument \"", name,
+                           "\" (expected descriptors, tile_map, num_tiles, "
+                           "uniforms or a table name)"));
+      a.kind = ArgDesc::Kind::Table;
+      a.table = static_cast<size_t>(t - m.tables.begin());
+    }
+    m.args.push_back(a);
+  }
+  std::vector<std::string> need = {"descriptors", "tile_map", "num_tiles",
+                                   "uniforms"};
+  for (const TableDesc &t : m.tables)
+    need.push_back(t.name);
+  for (const std::string &n : need)
+    if (!seen.count(n))
+      r.error("args", cat("missing \"", n, "\""));
+}
+
+void parseUniforms(const Reader &r, const json &root, Manifest &m) {
+  const json *j = r.member(root, "", "uniforms", false);
+  if (!j)
+    return;
+  r.expectArray(*j, "uniforms");
+  std::vector<std::optional<Expr>> slots(j->size());
+  for (size_t i = 0; i < j->size(); ++i) {
+    std::string path = Reader::index("uniforms", i);
+    const json &u = (*j)[i];
+    r.expectObject(u, path);
+    int64_t index = r.integer(u, path, "index", false, static_cast<int64_t>(i),
+                              0, static_cast<int64_t>(j->size()) - 1);
+    if (slots[index])
+      r.error(Reader::join(path, "index"), cat(index, " repeats"));
+    const json *e = r.member(u, path, "expr", true);
+    slots[index] = parseExpr(r, *e, Reader::join(path, "expr"), m);
+  }
+  for (auto &s : slots)
+    m.uniforms.push_back(std::move(*s));
+}
+
+void parseBinaries(const Reader &r, const json &root, Manifest &m) {
+  if (const json *j = r.member(root, "", "binaries", false)) {
+    r.expectArray(*j, "binaries");
+    m.binariesListed = true;
+    for (size_t i = 0; i < j->size(); ++i) {
+      std::string path = Reader::index("binaries", i);
+      const json &b = (*j)[i];
+      r.expectObject(b, path);
+      BinaryDesc d;
+      std::string format = r.string(b, path, "format", true);
+      if (format == "ptx")
+        d.format = QOPT_BINARY_PTX;
+      else if (format == "cubin")
+        d.format = QOPT_BINARY_CUBIN;
+      else if (format == "fatbin")
+        d.format = QOPT_BINARY_FATBIN;
+      else
+        r.error(Reader::join(path, "format"),
+                cat("unknown format \"", format,
+                    "\" (expected ptx, cubin or fatbin)"));
+      d.arch = r.string(b, path, "arch", false, m.arch);
+      if (!d.arch.empty() && !validArch(d.arch))
+        r.error(Reader::join(path, "arch"),
+                cat("\"", d.arch, "\" is not an architecture like sm_90"));
+      d.path = resolvePath(m.baseDir, r.string(b, path, "path", true));
+      m.binaries.push_back(std::move(d));
+    }
+  }
+  if (const json *h = r.member(root, "", "host", false)) {
+    r.expectObject(*h, "host");
+    HostDesc d;
+    d.library = resolvePath(m.baseDir, r.string(*h, "host", "library", true));
+    d.symbol = r.string(*h, "host", "symbol", false, m.kernel + "_host");
+    m.host = std::move(d);
+  }
+}
+
+} // namespace
+
+long Manifest::findHyper(std::string_view name) const {
+  for (size_t i = 0; i < hypers.size(); ++i)
+    if (hypers[i].name == name)
+      return static_cast<long>(i);
+  return -1;
+}
+
+ManifestPtr parseManifest(std::string_view text, const std::string &source) {
+  Reader r(source);
+  json root;
+  try {
+    root = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error &e) {
+    // Turn the byte offset into line:column.
+    size_t byte = std::min<size_t>(e.byte, text.size());
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i + 1 < byte; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    std::string what = e.what();
+    size_t colon = what.find(": ");
+    if (colon != std::string::npos)
+      what = what.substr(colon + 2);
+    fail(QOPT_ERROR_MANIFEST, source, ":", line, ":", col,
+         ": invalid JSON: ", what);
+  }
+  if (!root.is_object())
+    fail(QOPT_ERROR_MANIFEST, source,
+         ": the manifest must be a JSON object, got ", root.type_name());
+
+  auto m = std::make_shared<Manifest>();
+  m->source = source;
+  m->baseDir = dirName(source);
+
+  std::string format = r.string(root, "", "format", true);
+  if (format != "qopt-manifest")
+    r.error("format", cat("\"", format, "\" (expected \"qopt-manifest\")"));
+  int64_t version = r.integer(root, "", "version", true, 0, 0, INT64_MAX);
+  if (version != QOPT_MANIFEST_VERSION)
+    r.error("version", cat("unsupported version ", version,
+                           " (this runtime reads version ",
+                           QOPT_MANIFEST_VERSION, ")"));
+  m->kernel = r.string(root, "", "kernel", true);
+  m->entry = r.string(root, "", "entry", false, m->kernel);
+  m->optimizer = r.string(root, "", "optimizer", false, "", true);
+  m->mode = r.string(root, "", "mode", false, "", true);
+  if (!m->mode.empty() && m->mode != "strict" && m->mode != "fast")
+    r.error("mode", cat("\"", m->mode, "\" (expected strict or fast)"));
+  m->arch = r.string(root, "", "arch", false, "", true);
+  if (!m->arch.empty() && !validArch(m->arch))
+    r.error("arch", cat("\"", m->arch, "\" is not an architecture like sm_90"));
+
+  const json *param = r.member(root, "", "param", true);
+  r.expectObject(*param, "param");
+  m->paramName = r.string(*param, "param", "name", true);
+  m->paramDtype = r.dtype(*param, "param", "dtype", true,
+                          {QOPT_DTYPE_BF16, QOPT_DTYPE_F16, QOPT_DTYPE_F32},
+                          "a param");
+  std::string master = r.string(*param, "param", "master", false, "none");
+  if (master == "ecc_int8")
+    m->eccDtype = QOPT_DTYPE_INT8;
+  else if (master == "ecc_int16")
+    m->eccDtype = QOPT_DTYPE_INT16;
+  else if (master != "none")
+    r.error("param.master", cat("unknown value \"", master,
+                                "\" (expected none, ecc_int8 or ecc_int16)"));
+  if (m->eccDtype != QOPT_DTYPE_INVALID && m->paramDtype == QOPT_DTYPE_F32)
+    r.error("param.master", "error bits need a bf16 or f16 param, not f32");
+
+  const json *grad = r.member(root, "", "grad", true);
+  r.expectObject(*grad, "grad");
+  m->gradName = r.string(*grad, "grad", "name", true);
+  m->gradDtype = r.dtype(*grad, "grad", "dtype", true,
+                         {QOPT_DTYPE_BF16, QOPT_DTYPE_F16, QOPT_DTYPE_F32},
+                         "a grad");
+  if (m->gradName == m->paramName)
+    r.error("grad.name", cat("\"", m->gradName, "\" is the param's name"));
+
+  if (const json *h = r.member(root, "", "hypers", false)) {
+    r.expectArray(*h, "hypers");
+    for (size_t i = 0; i < h->size(); ++i) {
+      std::string path = Reader::index("hypers", i);
+      const json &e = (*h)[i];
+      r.expectObject(e, path);
+      HyperDesc d;
+      d.name = r.string(e, path, "name", true);
+      if (d.name == "step")
+        r.error(Reader::join(path, "name"), "\"step\" is reserved");
+      if (m->findHyper(d.name) >= 0)
+        r.error(Reader::join(path, "name"), cat("\"", d.name, "\" repeats"));
+      d.isBool = r.boolean(e, path, "bool", false);
+      if (auto v = r.number(e, path, "default")) {
+        d.hasDefault = true;
+        d.defaultValue = *v;
+        if (d.isBool && *v != 0.0 && *v != 1.0)
+          r.error(Reader::join(path, "default"),
+                  cat(*v, " for a bool hyperparameter (expected 0 or 1)"));
+      }
+      m->hypers.push_back(std::move(d));
+    }
+  }
+
+  parseStreams(r, root, *m);
+  parseLaunch(r, root, *m); // needs the stream count; states need the tile
+  parseStates(r, root, *m);
+  checkStreams(r, *m);
+  parseTables(r, root, *m);
+  parseArgs(r, root, *m);
+  parseUniforms(r, root, *m);
+  parseBinaries(r, root, *m);
+  return m;
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail(QOPT_ERROR_IO, "cannot open ", path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  if (in.bad())
+    fail(QOPT_ERROR_IO, "cannot read ", path);
+  return os.str();
+}
+
+ManifestPtr loadManifest(const std::string &path) {
+  return parseManifest(readFile(path), path);
+}
+
+double evaluate(const Expr &e, const std::vector<double> &h, double step) {
+  switch (e.kind) {
+  case Expr::Kind::Literal:
+    return e.value;
+  case Expr::Kind::Hyper:
+    return h[e.hyper];
+  case Expr::Kind::Step:
+    return step;
+  case Expr::Kind::Op:
+    break;
+  }
+  auto arg = [&](size_t i) { return evaluate(e.operands[i], h, step); };
+  auto truth = [](double v) { return v != 0.0; }; // NaN is true
+  auto b = [](bool v) { return v ? 1.0 : 0.0; };
+  switch (e.op) {
+  case Expr::Op::Add: {
+    double v = arg(0);
+    for (size_t i = 1; i < e.operands.size(); ++i)
+      v += arg(i);
+    return v;
+  }
+  case Expr::Op::Mul: {
+    double v = arg(0);
+    for (size_t i = 1; i < e.operands.size(); ++i)
+      v *= arg(i);
+    return v;
+  }
+  case Expr::Op::Sub:
+    return arg(0) - arg(1);
+  case Expr::Op::Div:
+    return arg(0) / arg(1);
+  case Expr::Op::Pow:
+    return std::pow(arg(0), arg(1));
+  case Expr::Op::Neg:
+    return -arg(0);
+  case Expr::Op::Sqrt:
+    return std::sqrt(arg(0));
+  case Expr::Op::Abs:
+    return std::fabs(arg(0));
+  case Expr::Op::Sign: {
+    double v = arg(0);
+    return v > 0 ? 1.0 : v < 0 ? -1.0 : v; // keeps 0, -0 and NaN
+  }
+  case Expr::Op::Min:
+  case Expr::Op::Max: {
+    // NaN-propagating, as torch.minimum/maximum.
+    double v = arg(0);
+    for (size_t i = 1; i < e.operands.size(); ++i) {
+      double w = arg(i);
+      if (std::isnan(v) || std::isnan(w))
+        v = std::nan("");
+      else
+        v = (e.op == Expr::Op::Min) ? (w < v ? w : v) : (w > v ? w : v);
+    }
+    return v;
+  }
+  case Expr::Op::Lt:
+    return b(arg(0) < arg(1));
+  case Expr::Op::Le:
+    return b(arg(0) <= arg(1));
+  case Expr::Op::Gt:
+    return b(arg(0) > arg(1));
+  case Expr::Op::Ge:
+    return b(arg(0) >= arg(1));
+  case Expr::Op::Eq:
+    return b(arg(0) == arg(1));
+  case Expr::Op::Ne:
+    return b(arg(0) != arg(1));
+  case Expr::Op::And: {
+    bool v = true;
+    for (size_t i = 0; i < e.operands.size(); ++i)
+      v = v && truth(arg(i));
+    return b(v);
+  }
+  case Expr::Op::Or: {
+    bool v = false;
+    for (size_t i = 0; i < e.operands.size(); ++i)
+      v = v || truth(arg(i));
+    return b(v);
+  }
+  case Expr::Op::Not:
+    return b(!truth(arg(0)));
+  case Expr::Op::Select:
+    return truth(arg(0)) ? arg(1) : arg(2);
+  }
+  return std::nan("");
+}
+
+std::string toString(const Expr &e, const std::vector<std::string> &names) {
+  switch (e.kind) {
+  case Expr::Kind::Literal: {
+    std::ostringstream os;
+    os.precision(17);
+    os << e.value;
+    return os.str();
+  }
+  case Expr::Kind::Hyper:
+    return "\"" + names[e.hyper] + "\"";
+  case Expr::Kind::Step:
+    return "\"step\"";
+  case Expr::Kind::Op:
+    break;
+  }
+  std::string s = cat("[\"", opInfo(e.op).name, "\"");
+  for (const Expr &o : e.operands)
+    s += ", " + toString(o, names);
+  return s + "]";
+}
+
+std::vector<double> resolveHypers(const Manifest &m, const qopt_hyper *hypers,
+                                  size_t numHypers) {
+  if (numHypers && !hypers)
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "hypers is NULL but num_hypers is ",
+         numHypers);
+  std::vector<double> values(m.hypers.size());
+  std::vector<bool> given(m.hypers.size(), false);
+  for (size_t i = 0; i < numHypers; ++i) {
+    if (!hypers[i].name)
+      fail(QOPT_ERROR_INVALID_ARGUMENT, "hypers[", i, "].name is NULL");
+    long k = m.findHyper(hypers[i].name);
+    if (k < 0) {
+      std::string known;
+      for (const HyperDesc &d : m.hypers)
+        known += (known.empty() ? "" : ", ") + d.name;
+      fail(QOPT_ERROR_NOT_FOUND, "unknown hyperparameter '", hypers[i].name,
+           "' for kernel '", m.kernel, "' (it has: ",
+           known.empty() ? "none" : known, ")");
+    }
+    if (given[k])
+      fail(QOPT_ERROR_INVALID_ARGUMENT, "hyperparameter '", hypers[i].name,
+           "' given twice");
+    const HyperDesc &d = m.hypers[k];
+    if (d.isBool && hypers[i].value != 0.0 && hypers[i].value != 1.0)
+      fail(QOPT_ERROR_INVALID_ARGUMENT, "hyperparameter '", d.name,
+           "' is a bool: expected 0 or 1, got ", hypers[i].value);
+    given[k] = true;
+    values[k] = hypers[i].value;
+  }
+  for (size_t k = 0; k < m.hypers.size(); ++k) {
+    if (given[k])
+      continue;
+    if (!m.hypers[k].hasDefault)
+      fail(QOPT_ERROR_INVALID_ARGUMENT, "hyperparameter '", m.hypers[k].name,
+           "' of kernel '", m.kernel, "' has no default and was not given");
+    values[k] = m.hypers[k].defaultValue;
+  }
+  return values;
+}
+
+std::vector<float> evaluateUniforms(const Manifest &m,
+                                    const qopt_hyper *hypers,
+                                    size_t numHypers, int64_t step) {
+  std::vector<double> values = resolveHypers(m, hypers, numHypers);
+  std::vector<float> out(m.uniforms.size());
+  for (size_t i = 0; i < m.uniforms.size(); ++i) {
+    double v = evaluate(m.uniforms[i], values, static_cast<double>(step));
+    if (std::isnan(v)) {
+      std::vector<std::string> names;
+      std::string env;
+      for (size_t k = 0; k < m.hypers.size(); ++k) {
+        names.push_back(m.hypers[k].name);
+        env += cat(m.hypers[k].name, "=", values[k], ", ");
+      }
+      fail(QOPT_ERROR_INVALID_ARGUMENT, "uniform ", i, " of kernel '",
+           m.kernel, "' is NaN: ", toString(m.uniforms[i], names), " with ",
+           env, "step=", step);
+    }
+    out[i] = static_cast<float>(v); // the one rounding to float32
+  }
+  return out;
+}
+
+} // namespace qopt::rt

@@ -1,0 +1,145 @@
+//===- Manifest.h - A kernel's manifest: streams, uniforms, launch shape --===//
+//
+// The parsed form of `<kernel>.manifest.json` (docs/abi.md). Parsing checks
+// every field and the consistency between param/grad/states and the stream
+// list, so the rest of the runtime can trust it; errors name the file and the
+// field. Manifests are immutable once parsed and shared by reference.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QOPT_RUNTIME_SRC_MANIFEST_H
+#define QOPT_RUNTIME_SRC_MANIFEST_H
+
+#include "qopt/runtime.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace qopt::rt {
+
+/// One node of a uniform expression tree (float64 semantics).
+struct Expr {
+  enum class Kind { Literal, Hyper, Step, Op };
+  enum class Op {
+    Add, Sub, Mul, Div, Pow, Neg, Sqrt, Abs, Sign, Min, Max,
+    Lt, Le, Gt, Ge, Eq, Ne, And, Or, Not, Select
+  };
+  Kind kind = Kind::Literal;
+  double value = 0;  ///< Literal
+  size_t hyper = 0;  ///< Hyper: index into Manifest::hypers
+  Op op = Op::Add;   ///< Op
+  std::vector<Expr> operands;
+};
+
+/// Evaluates `e` in float64 with hyperparameter values `hypers` (manifest
+/// order) and step `step`.
+double evaluate(const Expr &e, const std::vector<double> &hypers, double step);
+/// Prints `e` back in the manifest's JSON form (for messages).
+std::string toString(const Expr &e, const std::vector<std::string> &names);
+
+struct StreamDesc {
+  std::string name;
+  std::string state; ///< owning state, "" for param/error bits/grad
+  qopt_stream_role role = QOPT_ROLE_PARAM;
+  qopt_dtype dtype = QOPT_DTYPE_INVALID;
+  qopt_stream_per per = QOPT_PER_ELEMENT;
+  int64_t perSize = 1;
+  qopt_access access = QOPT_ACCESS_READ;
+};
+
+struct HyperDesc {
+  std::string name;
+  double defaultValue = 0;
+  bool hasDefault = false;
+  bool isBool = false;
+};
+
+struct StateDesc {
+  enum class Scheme { Plain, Group, Codebook };
+  std::string name;
+  Scheme scheme = Scheme::Plain;
+  qopt_dtype dtype = QOPT_DTYPE_INVALID;      ///< plain dtype or code storage
+  qopt_dtype scaleDtype = QOPT_DTYPE_INVALID; ///< group scales
+  int64_t group = 0;                          ///< group size
+  int64_t block = 0;                          ///< codebook block size
+  size_t table = 0;                           ///< codebook: index in tables
+};
+
+struct TableDesc {
+  std::string name;
+  std::string state;
+  qopt_dtype dtype = QOPT_DTYPE_F32;
+  int64_t count = 256;
+};
+
+struct BinaryDesc {
+  qopt_binary_format format = QOPT_BINARY_PTX;
+  std::string arch;  ///< e.g. "sm_90"; "" = the manifest's arch
+  std::string path;  ///< resolved against the manifest's directory
+};
+
+struct HostDesc {
+  std::string library; ///< resolved against the manifest's directory
+  std::string symbol;
+};
+
+/// One kernel argument, in the manifest's "args" order.
+struct ArgDesc {
+  enum class Kind { Descriptors, TileMap, NumTiles, Uniforms, Table };
+  Kind kind = Kind::Descriptors;
+  size_t table = 0; ///< Table: index into tables
+};
+
+struct Manifest {
+  std::string source;  ///< file name or caller-given name, for messages
+  std::string baseDir; ///< directory of `source` ("" = current directory)
+  std::string kernel, entry, optimizer, mode, arch;
+  std::string paramName, gradName;
+  qopt_dtype paramDtype = QOPT_DTYPE_INVALID;
+  qopt_dtype gradDtype = QOPT_DTYPE_INVALID;
+  qopt_dtype eccDtype = QOPT_DTYPE_INVALID; ///< INVALID without error bits
+  std::vector<HyperDesc> hypers;
+  std::vector<StateDesc> states;
+  std::vector<StreamDesc> streams;
+  std::vector<Expr> uniforms;
+  std::vector<TableDesc> tables;
+  std::vector<ArgDesc> args;
+  qopt_launch_info launch{};
+  bool binariesListed = false; ///< "binaries" present (else use defaults)
+  std::vector<BinaryDesc> binaries;
+  std::optional<HostDesc> host;
+
+  /// Index of hyperparameter `name`, or -1.
+  long findHyper(std::string_view name) const;
+};
+
+using ManifestPtr = std::shared_ptr<const Manifest>;
+
+/// Parses and checks a manifest. `source` names it in messages; its
+/// directory resolves relative binary paths. Throws Error(QOPT_ERROR_MANIFEST)
+/// naming the field.
+ManifestPtr parseManifest(std::string_view json, const std::string &source);
+
+/// Reads and parses a file. Throws Error(QOPT_ERROR_IO) if unreadable.
+ManifestPtr loadManifest(const std::string &path);
+
+/// Reads a whole file; throws Error(QOPT_ERROR_IO) naming it.
+std::string readFile(const std::string &path);
+
+/// Hyperparameter values in manifest order: given by name, else defaults.
+/// Throws NOT_FOUND for an unknown name, INVALID_ARGUMENT for a missing
+/// value without default, a repeated name or a bool that is not 0/1.
+std::vector<double> resolveHypers(const Manifest &m, const qopt_hyper *hypers,
+                                  size_t numHypers);
+
+/// Evaluates every uniform and rounds it to float32 (docs/abi.md).
+std::vector<float> evaluateUniforms(const Manifest &m,
+                                    const qopt_hyper *hypers,
+                                    size_t numHypers, int64_t step);
+
+} // namespace qopt::rt
+
+#endif // QOPT_RUNTIME_SRC_MANIFEST_H

@@ -1,0 +1,368 @@
+//===- ManifestTest.cpp - Manifest parsing, good and malformed ------------===//
+#include "TestUtil.h"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+
+using json = nlohmann::json;
+using namespace qopt::test;
+
+namespace {
+
+TEST(Manifest, ParsesTheFullAbiExample) {
+  qopt_manifest *m = parseOrDie(flashManifestJson(), "dir/FlashAdamW_strict.manifest.json");
+  ASSERT_NE(m, nullptr);
+  qopt_manifest_info info;
+  ASSERT_EQ(qopt_manifest_get_info(m, &info), QOPT_SUCCESS);
+  EXPECT_STREQ(info.kernel, "FlashAdamW_strict");
+  EXPECT_STREQ(info.entry, "FlashAdamW_strict");
+  EXPECT_STREQ(info.optimizer, "FlashAdamW");
+  EXPECT_STREQ(info.mode, "strict");
+  EXPECT_STREQ(info.arch, "sm_90");
+  EXPECT_STREQ(info.source, "dir/FlashAdamW_strict.manifest.json");
+  EXPECT_EQ(info.num_streams, 8u);
+  EXPECT_EQ(info.num_hypers, 3u);
+  EXPECT_EQ(info.num_uniforms, 1u);
+  EXPECT_EQ(info.num_tables, 1u);
+  EXPECT_EQ(info.num_args, 5u);
+  EXPECT_EQ(info.param_dtype, QOPT_DTYPE_BF16);
+  EXPECT_EQ(info.grad_dtype, QOPT_DTYPE_BF16);
+  EXPECT_EQ(info.error_bits_dtype, QOPT_DTYPE_INT8);
+  EXPECT_EQ(info.launch.threads_per_block, 256);
+  EXPECT_EQ(info.launch.elements_per_thread, 16);
+  EXPECT_EQ(info.launch.tile_elements, 4096);
+  EXPECT_EQ(info.launch.descriptor_bytes, 80);
+  EXPECT_EQ(info.launch.suggested_blocks_per_sm, 4);
+
+  struct Want {
+    const char *name, *state;
+    qopt_stream_role role;
+    qopt_dtype dtype;
+    qopt_stream_per per;
+    int64_t perSize;
+    qopt_access access;
+  } want[] = {
+      {"p", "", QOPT_ROLE_PARAM, QOPT_DTYPE_BF16, QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE},
+      {"p.ecc", "", QOPT_ROLE_ERROR_BITS, QOPT_DTYPE_INT8, QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE},
+      {"g", "", QOPT_ROLE_GRAD, QOPT_DTYPE_BF16, QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ},
+      {"m.codes", "m", QOPT_ROLE_STATE_CODES, QOPT_DTYPE_INT8, QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE},
+      {"m.scales", "m", QOPT_ROLE_STATE_SCALES, QOPT_DTYPE_F16, QOPT_PER_GROUP, 32, QOPT_ACCESS_READ_WRITE},
+      {"m2.codes", "m2", QOPT_ROLE_STATE_CODES, QOPT_DTYPE_UINT8, QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE},
+      {"m2.absmax", "m2", QOPT_ROLE_STATE_ABSMAX, QOPT_DTYPE_F32, QOPT_PER_BLOCK, 2048, QOPT_ACCESS_READ_WRITE},
+      {"m3", "m3", QOPT_ROLE_STATE, QOPT_DTYPE_F32, QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE},
+  };
+  for (size_t i = 0; i < 8; ++i) {
+    qopt_stream_info s;
+    ASSERT_EQ(qopt_manifest_get_stream(m, i, &s), QOPT_SUCCESS);
+    EXPECT_STREQ(s.name, want[i].name) << i;
+    EXPECT_STREQ(s.state, want[i].state) << i;
+    EXPECT_EQ(s.role, want[i].role) << i;
+    EXPECT_EQ(s.dtype, want[i].dtype) << i;
+    EXPECT_EQ(s.per, want[i].per) << i;
+    EXPECT_EQ(s.per_size, want[i].perSize) << i;
+    EXPECT_EQ(s.access, want[i].access) << i;
+  }
+  qopt_stream_info s;
+  EXPECT_EQ(qopt_manifest_get_stream(m, 8, &s), QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(qopt_last_error()).find("out of range"), std::string::npos);
+
+  qopt_hyper_info h;
+  ASSERT_EQ(qopt_manifest_get_hyper(m, 2, &h), QOPT_SUCCESS);
+  EXPECT_STREQ(h.name, "nesterov");
+  EXPECT_EQ(h.has_default, 1);
+  EXPECT_EQ(h.is_bool, 1);
+  EXPECT_EQ(h.default_value, 0.0);
+  ASSERT_EQ(qopt_manifest_get_hyper(m, 0, &h), QOPT_SUCCESS);
+  EXPECT_EQ(h.default_value, 0.001);
+
+  qopt_table_info t;
+  ASSERT_EQ(qopt_manifest_get_table(m, 0, &t), QOPT_SUCCESS);
+  EXPECT_STREQ(t.name, "m2.qmap");
+  EXPECT_STREQ(t.state, "m2");
+  EXPECT_EQ(t.count, 256);
+  EXPECT_EQ(qopt_manifest_destroy(m), QOPT_SUCCESS);
+  EXPECT_STREQ(qopt_last_error(), "");
+}
+
+TEST(Manifest, OptionalFieldsTakeTheirDefaults) {
+  json j = json::parse(flashManifestJson());
+  j.erase("tables");
+  j.erase("args");
+  j.erase("mode");
+  j["launch"].erase("tile_elements");
+  j["launch"].erase("descriptor_bytes");
+  j["launch"].erase("suggested_blocks_per_sm");
+  j["launch"].erase("shared_bytes");
+  qopt_manifest *m = parseOrDie(j.dump());
+  ASSERT_NE(m, nullptr);
+  qopt_manifest_info info;
+  ASSERT_EQ(qopt_manifest_get_info(m, &info), QOPT_SUCCESS);
+  EXPECT_EQ(info.num_tables, 1u); // derived: one table per codebook state
+  EXPECT_EQ(info.num_args, 5u);
+  EXPECT_EQ(info.launch.tile_elements, 4096);
+  EXPECT_EQ(info.launch.descriptor_bytes, 80);
+  EXPECT_EQ(info.launch.suggested_blocks_per_sm, 1);
+  EXPECT_STREQ(info.mode, "");
+  qopt_table_info t;
+  ASSERT_EQ(qopt_manifest_get_table(m, 0, &t), QOPT_SUCCESS);
+  EXPECT_STREQ(t.name, "m2.qmap");
+  qopt_manifest_destroy(m);
+}
+
+/// One malformed manifest: how to break the good one, and what the message
+/// must say.
+struct Malformed {
+  const char *what;
+  std::function<void(json &)> mutate;
+  const char *field;    ///< must appear as "field '<field>'"
+  const char *fragment; ///< and this text too
+};
+
+class MalformedManifest : public ::testing::TestWithParam<Malformed> {};
+
+TEST_P(MalformedManifest, NamesFileAndField) {
+  const Malformed &c = GetParam();
+  json j = json::parse(flashManifestJson());
+  c.mutate(j);
+  std::string text = j.dump(2);
+  qopt_manifest *m = nullptr;
+  qopt_status s = qopt_manifest_parse(text.data(), text.size(),
+                                      "bad.manifest.json", &m);
+  EXPECT_EQ(s, QOPT_ERROR_MANIFEST) << c.what;
+  EXPECT_EQ(m, nullptr);
+  std::string msg = qopt_last_error();
+  EXPECT_EQ(msg.rfind("bad.manifest.json: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find(std::string("field '") + c.field + "'"), std::string::npos)
+      << c.what << ": " << msg;
+  EXPECT_NE(msg.find(c.fragment), std::string::npos) << c.what << ": " << msg;
+}
+
+const Malformed kMalformed[] = {
+    {"wrong format", [](json &j) { j["format"] = "onnx"; }, "format",
+     "expected \"qopt-manifest\""},
+    {"newer version", [](json &j) { j["version"] = 2; }, "version",
+     "unsupported version 2"},
+    {"version as text", [](json &j) { j["version"] = "1"; }, "version",
+     "expected an integer, got string"},
+    {"no kernel", [](json &j) { j.erase("kernel"); }, "kernel", "missing"},
+    {"empty kernel", [](json &j) { j["kernel"] = ""; }, "kernel",
+     "must not be empty"},
+    {"bad arch", [](json &j) { j["arch"] = "ampere"; }, "arch",
+     "not an architecture"},
+    {"bad mode", [](json &j) { j["mode"] = "turbo"; }, "mode", "strict or fast"},
+    {"param not object", [](json &j) { j["param"] = "p"; }, "param",
+     "expected an object, got string"},
+    {"unknown dtype", [](json &j) { j["param"]["dtype"] = "fp8"; },
+     "param.dtype", "unknown dtype \"fp8\""},
+    {"dtype not allowed", [](json &j) { j["param"]["dtype"] = "int8"; },
+     "param.dtype", "not allowed for a param"},
+    {"bad master", [](json &j) { j["param"]["master"] = "ecc_int4"; },
+     "param.master", "ecc_int4"},
+    {"grad missing name", [](json &j) { j["grad"].erase("name"); },
+     "grad.name", "missing"},
+    {"hyper without name", [](json &j) { j["hypers"][1].erase("name"); },
+     "hypers[1].name", "missing"},
+    {"hyper repeats", [](json &j) { j["hypers"][1]["name"] = "lr"; },
+     "hypers[1].name", "repeats"},
+    {"hyper named step", [](json &j) { j["hypers"][0]["name"] = "step"; },
+     "hypers[0].name", "reserved"},
+    {"bool default 2", [](json &j) { j["hypers"][2]["default"] = 2; },
+     "hypers[2].default", "expected 0 or 1"},
+    {"default not number", [](json &j) { j["hypers"][0]["default"] = "1e-3"; },
+     "hypers[0].default", "expected a number"},
+    {"state scheme", [](json &j) { j["states"][0]["scheme"] = "lut"; },
+     "states[0].scheme", "unknown scheme \"lut\""},
+    {"group straddles", [](json &j) { j["states"][0]["group"] = 48; },
+     "states[0].group", "48 does not divide launch.tile_elements (4096)"},
+    {"block straddles", [](json &j) { j["states"][1]["block"] = 3000; },
+     "states[1].block", "does not divide"},
+    {"group not integer", [](json &j) { j["states"][0]["group"] = 32.5; },
+     "states[0].group", "expected an integer, got 32.5"},
+    {"stream dtype differs", [](json &j) { j["streams"][2]["dtype"] = "f16"; },
+     "streams[2].dtype", "its declaration gives \"bf16\""},
+    {"stream order", [](json &j) { std::swap(j["streams"][3], j["streams"][4]); },
+     "streams[3].name", "\"m.scales\" where the ABI order"},
+    {"stream role missing", [](json &j) { j["streams"][1].erase("role"); },
+     "streams[1].role", "missing"},
+    {"stream role unknown", [](json &j) { j["streams"][1]["role"] = "ecc"; },
+     "streams[1].role", "unknown role \"ecc\""},
+    {"stream group size", [](json &j) { j["streams"][4]["group"] = 64; },
+     "streams[4].per", "\"group\" 64 but its declaration gives \"group\" 32"},
+    {"stream access", [](json &j) { j["streams"][2]["access"] = "read_write"; },
+     "streams[2].access", "a grad stream is read"},
+    {"stream access value", [](json &j) { j["streams"][2]["access"] = "rw"; },
+     "streams[2].access", "expected read or read_write"},
+    {"stream per value", [](json &j) { j["streams"][4]["per"] = "tile"; },
+     "streams[4].per", "unknown value \"tile\""},
+    {"extra stream",
+     [](json &j) {
+       j["streams"].push_back({{"name", "v"}, {"role", "state"}, {"dtype", "f32"},
+                               {"access", "read_write"}});
+       j["launch"]["descriptor_bytes"] = 88;
+     },
+     "streams", "9 entries but param, grad and states describe 8"},
+    {"streams not array", [](json &j) { j["streams"] = json::object(); },
+     "streams", "expected an array, got object"},
+    {"uniform unknown op",
+     [](json &j) { j["uniforms"][0]["expr"] = {"exp", "beta1"}; },
+     "uniforms[0].expr[0]", "unknown op \"exp\""},
+    {"uniform arity",
+     [](json &j) { j["uniforms"][0]["expr"][2] = {"pow", "beta1"}; },
+     "uniforms[0].expr[2]", "op \"pow\" takes 2 operands, got 1"},
+    {"uniform unknown name",
+     [](json &j) { j["uniforms"][0]["expr"][2][1] = "gamma"; },
+     "uniforms[0].expr[2][1]", "unknown name \"gamma\""},
+    {"uniform null operand",
+     [](json &j) { j["uniforms"][0]["expr"][1] = nullptr; },
+     "uniforms[0].expr[1]", "got null"},
+    {"uniform index", [](json &j) { j["uniforms"][0]["index"] = 3; },
+     "uniforms[0].index", "out of range [0, 0]"},
+    {"tables count", [](json &j) { j["tables"][0]["count"] = 128; },
+     "tables[0].count", "128 is out of range [256, 256]"},
+    {"table for plain state", [](json &j) { j["tables"][0]["state"] = "m3"; },
+     "tables[0].state", "not a codebook state"},
+    {"args unknown",
+     [](json &j) { j["args"][4] = "m2.lut"; }, "args[4]",
+     "unknown argument \"m2.lut\""},
+    {"args missing table", [](json &j) { j["args"].erase(4); }, "args",
+     "missing \"m2.qmap\""},
+    {"no launch", [](json &j) { j.erase("launch"); }, "launch", "missing"},
+    {"threads per block", [](json &j) { j["launch"]["threads_per_block"] = 2048; },
+     "launch.threads_per_block", "2048 is out of range [1, 1024]"},
+    {"tile mismatch", [](json &j) { j["launch"]["tile_elements"] = 2048; },
+     "launch.tile_elements", "!= threads_per_block * elements_per_thread"},
+    {"descriptor bytes", [](json &j) { j["launch"]["descriptor_bytes"] = 56; },
+     "launch.descriptor_bytes", "56 != 16 + 8 * num_streams = 80"},
+    {"binary format",
+     [](json &j) { j["binaries"] = {{{"format", "elf"}, {"path", "x.o"}}}; },
+     "binaries[0].format", "unknown format \"elf\""},
+    {"host library missing",
+     [](json &j) { j["host"] = {{"symbol", "f"}}; }, "host.library",
+     "missing"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, MalformedManifest,
+                         ::testing::ValuesIn(kMalformed));
+
+TEST(Manifest, InvalidJsonGivesLineAndColumn) {
+  std::string text = "{\n  \"format\": \"qopt-manifest\",\n  \"version\": 1,,\n}";
+  qopt_manifest *m = nullptr;
+  EXPECT_EQ(qopt_manifest_parse(text.data(), text.size(), "broken.json", &m),
+            QOPT_ERROR_MANIFEST);
+  std::string msg = qopt_last_error();
+  EXPECT_EQ(msg.rfind("broken.json:3:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("invalid JSON"), std::string::npos) << msg;
+}
+
+TEST(Manifest, NotAnObject) {
+  std::string text = "[1, 2]";
+  qopt_manifest *m = nullptr;
+  EXPECT_EQ(qopt_manifest_parse(text.data(), text.size(), "list.json", &m),
+            QOPT_ERROR_MANIFEST);
+  EXPECT_NE(std::string(qopt_last_error()).find("list.json: the manifest must be a JSON object"),
+            std::string::npos)
+      << qopt_last_error();
+}
+
+TEST(Manifest, MissingFileIsAnIoError) {
+  qopt_manifest *m = nullptr;
+  EXPECT_EQ(qopt_manifest_load("/nonexistent/dir/x.manifest.json", &m),
+            QOPT_ERROR_IO);
+  EXPECT_NE(std::string(qopt_last_error()).find("/nonexistent/dir/x.manifest.json"),
+            std::string::npos);
+}
+
+TEST(Manifest, LoadFromFileNamesTheFileInErrors) {
+  std::string dir = makeTempDir();
+  json j = json::parse(sgdManifestJson());
+  j["streams"][1]["dtype"] = "bf16";
+  writeFile(dir + "/k.manifest.json", j.dump());
+  qopt_manifest *m = nullptr;
+  EXPECT_EQ(qopt_manifest_load((dir + "/k.manifest.json").c_str(), &m),
+            QOPT_ERROR_MANIFEST);
+  std::string msg = qopt_last_error();
+  EXPECT_EQ(msg.rfind(dir + "/k.manifest.json: field 'streams[1].dtype'", 0), 0u)
+      << msg;
+}
+
+TEST(Manifest, NullArgumentsAreRejected) {
+  qopt_manifest *m = nullptr;
+  EXPECT_EQ(qopt_manifest_parse(nullptr, 0, "x", &m), QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(qopt_last_error(), "json is NULL");
+  EXPECT_EQ(qopt_manifest_get_info(nullptr, nullptr), QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(qopt_manifest_destroy(nullptr), QOPT_SUCCESS);
+}
+
+//===--- Registry ---------------------------------------------------------===//
+
+TEST(Registry, AddsADirectoryInNameOrder) {
+  std::string dir = makeTempDir();
+  json a = json::parse(sgdManifestJson());
+  a["kernel"] = "zeta";
+  json b = json::parse(sgdManifestJson());
+  b["kernel"] = "alpha";
+  writeFile(dir + "/zeta.manifest.json", a.dump());
+  writeFile(dir + "/alpha.manifest.json", b.dump());
+  writeFile(dir + "/notes.json", "{}");
+  qopt_registry *r = nullptr;
+  ASSERT_EQ(qopt_registry_create(&r), QOPT_SUCCESS);
+  size_t added = 0;
+  ASSERT_EQ(qopt_registry_add_directory(r, dir.c_str(), &added), QOPT_SUCCESS)
+      << qopt_last_error();
+  EXPECT_EQ(added, 2u);
+  size_t n = 0;
+  ASSERT_EQ(qopt_registry_count(r, &n), QOPT_SUCCESS);
+  EXPECT_EQ(n, 2u);
+  const char *name = nullptr;
+  ASSERT_EQ(qopt_registry_kernel_name(r, 0, &name), QOPT_SUCCESS);
+  EXPECT_STREQ(name, "alpha");
+  ASSERT_EQ(qopt_registry_kernel_name(r, 1, &name), QOPT_SUCCESS);
+  EXPECT_STREQ(name, "zeta");
+  qopt_manifest *m = nullptr;
+  ASSERT_EQ(qopt_registry_get_manifest(r, "zeta", &m), QOPT_SUCCESS);
+  qopt_manifest_info info;
+  qopt_manifest_get_info(m, &info);
+  EXPECT_EQ(std::string(info.source), dir + "/zeta.manifest.json");
+  qopt_manifest_destroy(m);
+
+  EXPECT_EQ(qopt_registry_get_manifest(r, "beta", &m), QOPT_ERROR_NOT_FOUND);
+  EXPECT_NE(std::string(qopt_last_error()).find("no kernel 'beta' in the registry (it has: alpha, zeta)"),
+            std::string::npos)
+      << qopt_last_error();
+
+  // The same kernel twice names both files.
+  writeFile(dir + "/again.json", a.dump());
+  EXPECT_EQ(qopt_registry_add_manifest_file(r, (dir + "/again.json").c_str()),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  std::string msg = qopt_last_error();
+  EXPECT_NE(msg.find("kernel 'zeta' is defined twice"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir + "/zeta.manifest.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir + "/again.json"), std::string::npos) << msg;
+  qopt_registry_destroy(r);
+}
+
+TEST(Registry, ListedBinaryMustExist) {
+  std::string dir = makeTempDir();
+  json a = json::parse(sgdManifestJson());
+  a["binaries"] = {{{"format", "cubin"}, {"arch", "sm_90"}, {"path", "k.sm_90.cubin"}}};
+  writeFile(dir + "/k.manifest.json", a.dump());
+  qopt_registry *r = nullptr;
+  ASSERT_EQ(qopt_registry_create(&r), QOPT_SUCCESS);
+  EXPECT_EQ(qopt_registry_add_manifest_file(r, (dir + "/k.manifest.json").c_str()),
+            QOPT_ERROR_IO);
+  EXPECT_NE(std::string(qopt_last_error()).find(dir + "/k.sm_90.cubin"), std::string::npos)
+      << qopt_last_error();
+  qopt_registry_destroy(r);
+}
+
+TEST(Registry, MissingDirectoryIsAnIoError) {
+  qopt_registry *r = nullptr;
+  ASSERT_EQ(qopt_registry_create(&r), QOPT_SUCCESS);
+  EXPECT_EQ(qopt_registry_add_directory(r, "/nonexistent/kernels", nullptr),
+            QOPT_ERROR_IO);
+  EXPECT_NE(std::string(qopt_last_error()).find("/nonexistent/kernels"), std::string::npos);
+  qopt_registry_destroy(r);
+}
+
+} // namespace

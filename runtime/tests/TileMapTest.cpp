@@ -1,0 +1,76 @@
+//===- TileMapTest.cpp - Tile maps of lists of very different sizes -------===//
+#include "TestUtil.h"
+
+#include <vector>
+
+namespace {
+
+TEST(TileMap, VeryDifferentSizes) {
+  // Tiles of 4096: 0 -> 0 tiles, 1 -> 1, 4095 -> 1, 4096 -> 1, 4097 -> 2,
+  // 2^31 + 5 -> 2^19 + 1 = 524289, 3 -> 1, 0 -> 0, 2^20 -> 256.
+  const int64_t numels[] = {0, 1, 4095, 4096, 4097, 2147483653LL, 3, 0, 1 << 20};
+  const int64_t wantFirst[] = {0, 0, 1, 2, 3, 5, 524294, 524295, 524295};
+  const int64_t wantTotal = 524551;
+  int64_t total = -1;
+  ASSERT_EQ(qopt_tile_map_build(numels, 9, 4096, nullptr, nullptr, 0, &total),
+            QOPT_SUCCESS);
+  EXPECT_EQ(total, wantTotal);
+
+  std::vector<int64_t> first(9, -1);
+  std::vector<int32_t> map(static_cast<size_t>(wantTotal), -1);
+  ASSERT_EQ(qopt_tile_map_build(numels, 9, 4096, first.data(), map.data(),
+                                map.size(), &total),
+            QOPT_SUCCESS)
+      << qopt_last_error();
+  for (int k = 0; k < 9; ++k)
+    EXPECT_EQ(first[k], wantFirst[k]) << "tensor " << k;
+  // Every tile belongs to the tensor whose range holds it.
+  EXPECT_EQ(map[0], 1);
+  EXPECT_EQ(map[1], 2);
+  EXPECT_EQ(map[2], 3);
+  EXPECT_EQ(map[3], 4);
+  EXPECT_EQ(map[4], 4);
+  EXPECT_EQ(map[5], 5);
+  EXPECT_EQ(map[524293], 5);
+  EXPECT_EQ(map[524294], 6);
+  EXPECT_EQ(map[524295], 8);
+  EXPECT_EQ(map[524550], 8);
+  int64_t counts[9] = {};
+  for (int32_t k : map) {
+    ASSERT_GE(k, 0);
+    ASSERT_LT(k, 9);
+    ++counts[k];
+  }
+  const int64_t wantCounts[] = {0, 1, 1, 1, 2, 524289, 1, 0, 256};
+  for (int k = 0; k < 9; ++k)
+    EXPECT_EQ(counts[k], wantCounts[k]) << "tensor " << k;
+}
+
+TEST(TileMap, EmptyListHasNoTiles) {
+  int64_t total = -1;
+  ASSERT_EQ(qopt_tile_map_build(nullptr, 0, 1024, nullptr, nullptr, 0, &total),
+            QOPT_SUCCESS);
+  EXPECT_EQ(total, 0);
+}
+
+TEST(TileMap, Errors) {
+  const int64_t numels[] = {10, -3};
+  int64_t total = 0;
+  EXPECT_EQ(qopt_tile_map_build(numels, 2, 1024, nullptr, nullptr, 0, &total),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(qopt_last_error(), "tensor 1: numel -3 is negative");
+  EXPECT_EQ(qopt_tile_map_build(numels, 1, 0, nullptr, nullptr, 0, &total),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(qopt_last_error(), "tile_elements must be positive, got 0");
+  int32_t map[1];
+  const int64_t two[] = {2000, 1};
+  EXPECT_EQ(qopt_tile_map_build(two, 2, 1024, nullptr, map, 1, &total),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(qopt_last_error(), "tile_map_capacity 1 < 3 tiles");
+  const int64_t huge[] = {INT64_MAX, INT64_MAX};
+  EXPECT_EQ(qopt_tile_map_build(huge, 2, 1, nullptr, nullptr, 0, &total),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(qopt_last_error()).find("overflows int64"), std::string::npos);
+}
+
+} // namespace
