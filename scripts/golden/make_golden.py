@@ -46,15 +46,22 @@ _ST_DTYPE = {torch.float32: "F32", torch.float64: "F64", torch.bfloat16: "BF16",
              torch.int64: "I64"}
 
 
+WRITER = set()
+
+
 def save(tensors, path, metadata):
-    tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    # clone: the same input tensor may be stored under several names (safetensors refuses shared memory)
+    tensors = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
     meta = {k: (v if isinstance(v, str) else json.dumps(v, sort_keys=True)) for k, v in metadata.items()}
     try:
         from safetensors.torch import save_file
         save_file(tensors, path, metadata=meta)
+        WRITER.add("safetensors " + __import__("safetensors").__version__)
         return
-    except ImportError:
-        pass
+    except Exception as e:  # no package, or it refused something: the same format by hand
+        print(f"note: safetensors.torch.save_file unavailable or failed for {path} ({e!r}); "
+              "writing the format directly", file=sys.stderr)
+    WRITER.add("make_golden.py built-in writer")
     header = {"__metadata__": meta}
     blobs, off = [], 0
     for name in sorted(tensors):
@@ -413,6 +420,7 @@ def main():
     make_seed003(args.out, report, args.device)
     make_torch_optim(args.out)
     report["division_probe"] = probe_division(args.device)
+    report["safetensors_writer"] = sorted(WRITER)
     with open(os.path.join(args.out, "probe.json"), "w") as f:
         json.dump(report, f, indent=1, sort_keys=True)
     print(json.dumps(report, indent=1, sort_keys=True))

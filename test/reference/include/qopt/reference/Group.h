@@ -1,0 +1,76 @@
+//===- Group.h - Companded / linear group quantization (numerics.md §2) ---===//
+//
+// FlashOptim's group-wise 8-bit scheme and seed 003's re-implementation, every
+// difference between them an explicit option. Groups of `group` consecutive
+// elements (flat index), ceil(n / group) scales, the last group may be partial
+// (its scale comes from its valid elements only).
+//
+//===----------------------------------------------------------------------===//
+#ifndef QOPT_REFERENCE_GROUP_H
+#define QOPT_REFERENCE_GROUP_H
+
+#include <cstdint>
+#include <string>
+
+namespace qopt::ref {
+
+enum class Companding { Linear, Softsign, Sqrt };
+enum class ScaleDType { F16, F32 };
+/// HalfUp = floorf(x + 0.5f) in float32 (authors' kernel); HalfEven = torch.round (seed 003).
+enum class Rounding { HalfUp, HalfEven };
+/// Absmax: divide by the float32 absmax floored at 1e-12, store it rounded (authors).
+/// StoredScale: divide by the stored (rounded) scale, a zero stored scale read as 1 (seed 003).
+enum class ScaleDivisor { Absmax, StoredScale };
+
+/// One group scheme: `group<i8|u8, G, companding, scale=, round=, divide=>` of docs/dsl.md.
+///
+/// Quantize one group (s_div, s_store as chosen by `divisor`; t = sqrt(x) for Sqrt, else x):
+///   absmax  = max |t| (signed) or max(0, max t) (unsigned); NaN if any t is NaN
+///   Absmax:      s_div = max(absmax, 1e-12f); s_store = round_to_scale_dtype(s_div)
+///   StoredScale: s_store = round_to_scale_dtype(absmax); s_div = s_store == 0 ? 1 : s_store
+///   signed:   y = t / s_div; z = softsign ? (2*y) / (1 + |y|) : y; r = 127 * z     (§2, seed 003)
+///   unsigned, Absmax:      r = (255 * t) / s_div      (numerics.md §2 `255 * u / s`, left to right)
+///   unsigned, StoredScale: r = (t / s_div) * 255      (seed 003 `y = g / safe; y * 255.0`)
+///   q = clamp(round(r), -127..127 or 0..255); a NaN r gives q = 0 (reference choice: §2 is silent)
+/// Dequantize (the same for both divisors, numerics.md §2 inverse and seed 003 `dequantize`):
+///   signed:   z = q / 127; y = softsign ? z / (2 - |z|) : z; x = y * s
+///   unsigned: u = (q / 255) * s; x = sqrt-companded ? u * u : u
+/// with s = float32(stored scale). Every operation one float32 rounding, in this order.
+struct GroupScheme {
+  bool isSigned = true;
+  int64_t group = 32;
+  Companding companding = Companding::Linear;
+  ScaleDType scaleDType = ScaleDType::F16;
+  Rounding rounding = Rounding::HalfUp;
+  ScaleDivisor divisor = ScaleDivisor::Absmax;
+
+  /// FlashOptim's momentum: group<i8, 32, softsign> with the authors' defaults.
+  static GroupScheme momentum();
+  /// FlashOptim's variance: group<u8, 32, sqrt> with the authors' defaults.
+  static GroupScheme variance();
+  /// Seed 003's options (round=half_even, divide=stored_scale, scale=f16) for a signed/unsigned,
+  /// softsign/sqrt/linear scheme: seed003(true, Softsign) is its `momentum_companded`.
+  static GroupScheme seed003(bool isSigned, Companding companding);
+
+  int64_t numGroups(int64_t n) const { return n == 0 ? 0 : (n + group - 1) / group; }
+  /// "group<i8, 32, softsign, scale=f16, round=half_up, divide=absmax>"
+  std::string str() const;
+  /// Throws std::invalid_argument for group < 1, signed+sqrt, unsigned+softsign.
+  void validate() const;
+};
+
+/// Quantizes n float32 values. `codes` receives n int8 (signed) or uint8 (unsigned) values;
+/// `scales` receives numGroups(n) float16 bit patterns (uint16_t) or float32 values.
+void groupQuantize(const GroupScheme &scheme, const float *x, int64_t n, void *codes, void *scales);
+
+/// Dequantizes n values from codes and scales laid out as groupQuantize writes them.
+void groupDequantize(const GroupScheme &scheme, const void *codes, const void *scales, int64_t n,
+                     float *out);
+
+/// Seed 003's nmse: mean((x - x_hat)^2) / mean(x^2) in float64, 0 when mean(x^2) == 0, NaN for
+/// n == 0 (the mean of an empty tensor).
+double nmse(const float *x, const float *xHat, int64_t n);
+
+} // namespace qopt::ref
+
+#endif // QOPT_REFERENCE_GROUP_H

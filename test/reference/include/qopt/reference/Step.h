@@ -1,0 +1,161 @@
+//===- Step.h - Whole-tensor optimizer steps (numerics.md §4) -------------===//
+//
+// The reference steps over the ABI's streams (docs/abi.md). One call steps one
+// tensor (or a list of tensors, each independently):
+//   1. read the float32 master (16-bit value, + error bits when master = ecc),
+//      the gradient (converted exactly) and each state (dequantized);
+//   2. update every element in float32, one rounding per operation, in the order
+//      given per optimizer below;
+//   3. requantize each state (new scales/absmax), split the new master.
+// Uniform scalars are computed in float64 and rounded to float32 once, where they
+// meet a float32 value (PyTorch's rule for a Python scalar; docs/dsl.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef QOPT_REFERENCE_STEP_H
+#define QOPT_REFERENCE_STEP_H
+
+#include "qopt/reference/Buffer.h"
+#include "qopt/reference/Group.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qopt::ref {
+
+enum class Optimizer { AdamW, Adam, SGD, Lion };
+const char *optimizerName(Optimizer o);
+
+/// Hyperparameters (float64, like Python floats). Unused ones are ignored.
+struct Hyper {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.01;
+  double momentum = 0.0;  ///< SGD
+  double dampening = 0.0; ///< SGD
+  bool nesterov = false;  ///< SGD
+  bool decoupled = false; ///< SGD: decoupled decay p *= 1 - lr*wd instead of g += wd*p
+};
+
+/// How `float32 tensor / uniform` is evaluated. Ieee: one IEEE float32 division (numerics.md,
+/// docs/dsl.md strict mode, PyTorch on the CPU). ReciprocalMultiply: x * f32(1.0f / f32(d)), the
+/// reciprocal computed once in float32: what PyTorch's CUDA `div` does when the divisor is a CPU
+/// scalar (the seed 000 reference run on a GPU: `v_new / bc2`). See test/data/golden/README.md.
+enum class ScalarDivision { Ieee, ReciprocalMultiply };
+
+enum class Master { None, EccI8, EccI16 };
+
+enum class StateKind { PlainF32, PlainBF16, Codebook, Group };
+
+/// How one state is stored.
+struct StateScheme {
+  std::string name;
+  StateKind kind = StateKind::PlainF32;
+  int64_t block = 2048;       ///< Codebook block size
+  std::vector<float> qmap;    ///< Codebook table (256 ascending float32), an input of the step
+  GroupScheme group;          ///< Group options
+
+  static StateScheme plainF32(std::string name);
+  static StateScheme plainBF16(std::string name);
+  static StateScheme codebook(std::string name, int64_t block, std::vector<float> qmap);
+  static StateScheme grouped(std::string name, GroupScheme scheme);
+
+  /// dtype of the per-element stream: f32 / bf16 values, uint8 codes (codebook), int8/uint8 (group).
+  DType valueDType() const;
+  /// dtype of the per-group stream: f16/f32 scales, f32 absmax; None for plain states.
+  DType scaleDType() const;
+  int64_t numScales(int64_t n) const;
+  /// The value of a zero state's per-element stream (codes of 0; for a codebook, the code nearest 0).
+  uint8_t zeroCode() const;
+};
+
+/// One optimizer step specification: what a .qopt spec pins down.
+///
+/// Per element (p: float32 master, g: float32 gradient, uniforms in float64 then f32 once):
+///  AdamW (seed 000 / numerics.md §1 order; states m, v):
+///    m' = f32(b1)*m + f32(1-b1)*g
+///    v' = f32(b2)*v + (f32(1-b2)*g)*g
+///    d  = sqrt(v' / f32(bc2)) + f32(eps)          bc2 = 1 - b2^step (f64); `/` per ScalarDivision
+///    u  = (f32(lr/bc1) * m') / d                  bc1 = 1 - b1^step (f64)
+///    p' = p * f32(1 - lr*wd) - u
+///  Adam (L2; states m, v): g += f32(wd)*p first (skipped when wd == 0), then as AdamW with
+///    p' = p - u.
+///  SGD (torch.optim.SGD semantics; state "momentum_buffer" only when momentum != 0):
+///    coupled decay (wd != 0, !decoupled): g = g + f32(wd)*p
+///    buf' = step == 1 ? g : f32(mom)*buf + f32(1-dampening)*g
+///    d = nesterov ? g + f32(mom)*buf' : buf'            (d = g when momentum == 0)
+///    p' = decoupled ? p * f32(1 - lr*wd) - f32(lr)*d : p - f32(lr)*d
+///  Lion (numerics.md §4; state m):
+///    c = f32(b1)*m + f32(1-b1)*g; u = sign(c) (+-1, 0 for +-0, NaN for NaN)
+///    p' = p * f32(1 - lr*wd) - f32(lr)*u; m' = f32(b2)*m + f32(1-b2)*g
+struct StepSpec {
+  Optimizer optimizer = Optimizer::AdamW;
+  Hyper hyper;
+  DType param = DType::BF16; ///< f32, bf16 or f16
+  Master master = Master::None;
+  DType grad = DType::BF16;  ///< f32, bf16 or f16
+  std::vector<StateScheme> states;
+  ScalarDivision scalarDivision = ScalarDivision::Ieee;
+
+  /// Throws std::invalid_argument with a message naming the problem.
+  void validate() const;
+  /// The number of states the optimizer needs (AdamW/Adam 2, SGD 1 or 0, Lion 1).
+  size_t expectedStates() const;
+  /// dtype of the error-bits stream (I8, I16) or None.
+  DType eccDType() const;
+};
+
+/// FlashOptim's FlashAdamW: bf16 parameter with int8 error bits (or `master`), bf16 gradient,
+/// m = group<i8, 32, softsign>, v = group<u8, 32, sqrt>, authors' options.
+StepSpec flashAdamW(const Hyper &hyper = Hyper(), Master master = Master::EccI8);
+/// Seed 000's quantized_adamw_step: bf16 parameter, no master, `grad` gradient,
+/// m = codebook<block>(qmap1), v = codebook<block>(qmap2).
+StepSpec seed000AdamW(const std::vector<float> &qmap1, const std::vector<float> &qmap2,
+                      const Hyper &hyper = Hyper(), DType grad = DType::BF16, int64_t block = 2048);
+
+/// The streams of one tensor, in docs/abi.md order.
+struct StateBuffers {
+  Buffer values; ///< plain values (f32/bf16) or codes (int8/uint8)
+  Buffer scales; ///< group scales (f16 bits / f32) or codebook absmax (f32); empty when plain
+};
+struct TensorBuffers {
+  int64_t numel = 0;
+  Buffer param;                     ///< stream 0
+  Buffer ecc;                       ///< stream 1 with master ecc; empty otherwise
+  Buffer grad;                      ///< gradient
+  std::vector<StateBuffers> states; ///< one per state, declaration order
+
+  /// Pointers to the non-empty streams in ABI order, and their names
+  /// ("<param>", "<param>.ecc", "<grad>", "<state>" | "<state>.codes", "<state>.scales" | ".absmax").
+  std::vector<Buffer *> streams();
+  std::vector<std::string> streamNames(const StepSpec &spec, const std::string &paramName = "p",
+                                       const std::string &gradName = "g") const;
+};
+
+/// Zero-initialised streams for n elements (parameter 0, error bits 0, gradient 0, zero states).
+TensorBuffers makeTensor(const StepSpec &spec, int64_t n);
+/// Sets the master weight: splits x32 into the 16-bit parameter (+ error bits), or stores it as f32.
+void setMaster(const StepSpec &spec, TensorBuffers &t, const std::vector<float> &x32);
+/// Sets the gradient from float32 values (rounded to nearest even for bf16/f16 gradients).
+void setGrad(const StepSpec &spec, TensorBuffers &t, const std::vector<float> &g);
+/// Reads the float32 master weight (reconstructed from the parameter and its error bits).
+std::vector<float> readMaster(const StepSpec &spec, const TensorBuffers &t);
+/// Reads state `index` dequantized to float32.
+std::vector<float> readState(const StepSpec &spec, const TensorBuffers &t, size_t index);
+/// Replaces state `index` with float32 values (quantized per its scheme).
+void writeState(const StepSpec &spec, TensorBuffers &t, size_t index, const std::vector<float> &x);
+
+/// One optimizer step (`step` >= 1, the 1-based step count) on one tensor, in place.
+void step(const StepSpec &spec, TensorBuffers &t, int64_t step);
+/// One step on a list of tensors (each independently, as one launch does).
+void step(const StepSpec &spec, std::vector<TensorBuffers> &tensors, int64_t step);
+
+/// The float32 update of step 2 alone, for whole arrays (p, g, states in and out). Exposed for tests.
+void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<float> &p,
+                    std::vector<float> g, std::vector<std::vector<float>> &states);
+
+} // namespace qopt::ref
+
+#endif // QOPT_REFERENCE_STEP_H

@@ -1,0 +1,429 @@
+//===- Step.cpp - Whole-tensor optimizer steps (numerics.md §4) -----------===//
+#include "qopt/reference/Step.h"
+
+#include "qopt/reference/Codebook.h"
+#include "qopt/reference/Ecc.h"
+#include "qopt/reference/Float.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace qopt::ref {
+
+const char *optimizerName(Optimizer o) {
+  switch (o) {
+  case Optimizer::AdamW: return "AdamW";
+  case Optimizer::Adam: return "Adam";
+  case Optimizer::SGD: return "SGD";
+  case Optimizer::Lion: return "Lion";
+  }
+  return "?";
+}
+
+//===----------------------------------------------------------------------===//
+// State schemes
+//===----------------------------------------------------------------------===//
+
+StateScheme StateScheme::plainF32(std::string name) {
+  StateScheme s;
+  s.name = std::move(name);
+  s.kind = StateKind::PlainF32;
+  return s;
+}
+StateScheme StateScheme::plainBF16(std::string name) {
+  StateScheme s;
+  s.name = std::move(name);
+  s.kind = StateKind::PlainBF16;
+  return s;
+}
+StateScheme StateScheme::codebook(std::string name, int64_t block, std::vector<float> qmap) {
+  StateScheme s;
+  s.name = std::move(name);
+  s.kind = StateKind::Codebook;
+  s.block = block;
+  s.qmap = std::move(qmap);
+  return s;
+}
+StateScheme StateScheme::grouped(std::string name, GroupScheme scheme) {
+  StateScheme s;
+  s.name = std::move(name);
+  s.kind = StateKind::Group;
+  s.group = scheme;
+  return s;
+}
+
+DType StateScheme::valueDType() const {
+  switch (kind) {
+  case StateKind::PlainF32: return DType::F32;
+  case StateKind::PlainBF16: return DType::BF16;
+  case StateKind::Codebook: return DType::U8;
+  case StateKind::Group: return group.isSigned ? DType::I8 : DType::U8;
+  }
+  return DType::None;
+}
+
+DType StateScheme::scaleDType() const {
+  switch (kind) {
+  case StateKind::Codebook: return DType::F32;
+  case StateKind::Group: return group.scaleDType == ScaleDType::F16 ? DType::F16 : DType::F32;
+  default: return DType::None;
+  }
+}
+
+int64_t StateScheme::numScales(int64_t n) const {
+  switch (kind) {
+  case StateKind::Codebook: return n == 0 ? 0 : (n + block - 1) / block;
+  case StateKind::Group: return group.numGroups(n);
+  default: return 0;
+  }
+}
+
+uint8_t StateScheme::zeroCode() const {
+  if (kind != StateKind::Codebook)
+    return 0;
+  float zero = 0.0f, absmax = 0.0f;
+  uint8_t code = 0;
+  codebookQuantize(&zero, 1, 1, qmap.data(), &code, &absmax);
+  return code;
+}
+
+//===----------------------------------------------------------------------===//
+// Step specification
+//===----------------------------------------------------------------------===//
+
+size_t StepSpec::expectedStates() const {
+  switch (optimizer) {
+  case Optimizer::AdamW:
+  case Optimizer::Adam: return 2;
+  case Optimizer::SGD: return hyper.momentum != 0.0 ? 1 : 0;
+  case Optimizer::Lion: return 1;
+  }
+  return 0;
+}
+
+DType StepSpec::eccDType() const {
+  switch (master) {
+  case Master::None: return DType::None;
+  case Master::EccI8: return DType::I8;
+  case Master::EccI16: return DType::I16;
+  }
+  return DType::None;
+}
+
+void StepSpec::validate() const {
+  auto fail = [&](const std::string &msg) {
+    throw std::invalid_argument(std::string(optimizerName(optimizer)) + " step: " + msg);
+  };
+  if (!isFloatDType(param))
+    fail(std::string("parameter dtype must be f32, bf16 or f16, got ") + dtypeName(param));
+  if (!isFloatDType(grad))
+    fail(std::string("gradient dtype must be f32, bf16 or f16, got ") + dtypeName(grad));
+  if (master != Master::None && param == DType::F32)
+    fail("an f32 parameter takes no error-correction bits (master must be none)");
+  if (states.size() != expectedStates())
+    fail("needs " + std::to_string(expectedStates()) + " state(s), got " + std::to_string(states.size()));
+  for (const StateScheme &s : states) {
+    if (s.kind == StateKind::Codebook) {
+      if (s.qmap.size() != 256)
+        fail("state '" + s.name + "': a codebook needs a 256-entry qmap, got " +
+             std::to_string(s.qmap.size()));
+      if (s.block < 1)
+        fail("state '" + s.name + "': codebook block must be >= 1");
+    }
+    if (s.kind == StateKind::Group)
+      s.group.validate();
+  }
+}
+
+StepSpec flashAdamW(const Hyper &hyper, Master master) {
+  StepSpec s;
+  s.optimizer = Optimizer::AdamW;
+  s.hyper = hyper;
+  s.param = DType::BF16;
+  s.master = master;
+  s.grad = DType::BF16;
+  s.states = {StateScheme::grouped("m", GroupScheme::momentum()),
+              StateScheme::grouped("v", GroupScheme::variance())};
+  return s;
+}
+
+StepSpec seed000AdamW(const std::vector<float> &qmap1, const std::vector<float> &qmap2,
+                      const Hyper &hyper, DType grad, int64_t block) {
+  StepSpec s;
+  s.optimizer = Optimizer::AdamW;
+  s.hyper = hyper;
+  s.param = DType::BF16;
+  s.master = Master::None;
+  s.grad = grad;
+  s.states = {StateScheme::codebook("m", block, qmap1), StateScheme::codebook("v", block, qmap2)};
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Streams
+//===----------------------------------------------------------------------===//
+
+std::vector<Buffer *> TensorBuffers::streams() {
+  std::vector<Buffer *> out{&param};
+  if (!ecc.empty())
+    out.push_back(&ecc);
+  out.push_back(&grad);
+  for (StateBuffers &s : states) {
+    out.push_back(&s.values);
+    if (!s.scales.empty())
+      out.push_back(&s.scales);
+  }
+  return out;
+}
+
+std::vector<std::string> TensorBuffers::streamNames(const StepSpec &spec, const std::string &paramName,
+                                                    const std::string &gradName) const {
+  std::vector<std::string> out{paramName};
+  if (spec.master != Master::None)
+    out.push_back(paramName + ".ecc");
+  out.push_back(gradName);
+  for (const StateScheme &s : spec.states) {
+    switch (s.kind) {
+    case StateKind::PlainF32:
+    case StateKind::PlainBF16: out.push_back(s.name); break;
+    case StateKind::Codebook:
+      out.push_back(s.name + ".codes");
+      out.push_back(s.name + ".absmax");
+      break;
+    case StateKind::Group:
+      out.push_back(s.name + ".codes");
+      out.push_back(s.name + ".scales");
+      break;
+    }
+  }
+  return out;
+}
+
+static void checkTensor(const StepSpec &spec, const TensorBuffers &t) {
+  spec.validate();
+  auto fail = [&](const std::string &msg) {
+    throw std::invalid_argument(std::string(optimizerName(spec.optimizer)) + " step: " + msg);
+  };
+  auto expect = [&](const Buffer &b, DType dt, int64_t count, const std::string &what) {
+    if (b.dtype() != dt || b.count() != count)
+      fail(what + " stream is " + std::to_string(b.count()) + " x " + dtypeName(b.dtype()) + ", expected " +
+           std::to_string(count) + " x " + dtypeName(dt));
+  };
+  if (t.numel < 0)
+    fail("negative element count");
+  expect(t.param, spec.param, t.numel, "parameter");
+  if (spec.master != Master::None)
+    expect(t.ecc, spec.eccDType(), t.numel, "error-bits");
+  else if (!t.ecc.empty())
+    fail("error-bits stream given but master is none");
+  expect(t.grad, spec.grad, t.numel, "gradient");
+  if (t.states.size() != spec.states.size())
+    fail("has " + std::to_string(t.states.size()) + " state buffers, spec has " +
+         std::to_string(spec.states.size()));
+  for (size_t k = 0; k < spec.states.size(); ++k) {
+    const StateScheme &s = spec.states[k];
+    expect(t.states[k].values, s.valueDType(), t.numel, "state '" + s.name + "' value/code");
+    if (s.scaleDType() != DType::None)
+      expect(t.states[k].scales, s.scaleDType(), s.numScales(t.numel), "state '" + s.name + "' scale");
+  }
+}
+
+TensorBuffers makeTensor(const StepSpec &spec, int64_t n) {
+  spec.validate();
+  TensorBuffers t;
+  t.numel = n;
+  t.param = Buffer(spec.param, n);
+  if (spec.master != Master::None)
+    t.ecc = Buffer(spec.eccDType(), n);
+  t.grad = Buffer(spec.grad, n);
+  for (const StateScheme &s : spec.states) {
+    StateBuffers b;
+    b.values = Buffer(s.valueDType(), n);
+    const uint8_t zc = s.zeroCode();
+    if (zc != 0)
+      for (int64_t i = 0; i < n; ++i)
+        b.values.as<uint8_t>()[i] = zc;
+    if (s.scaleDType() != DType::None)
+      b.scales = Buffer(s.scaleDType(), s.numScales(n));
+    t.states.push_back(std::move(b));
+  }
+  return t;
+}
+
+void setMaster(const StepSpec &spec, TensorBuffers &t, const std::vector<float> &x32) {
+  if (static_cast<int64_t>(x32.size()) != t.numel)
+    throw std::invalid_argument("setMaster: " + std::to_string(x32.size()) + " values for " +
+                                std::to_string(t.numel) + " elements");
+  if (spec.master == Master::None) {
+    t.param = Buffer::fromFloats(spec.param, x32); // one rounding to nearest even
+    return;
+  }
+  t.param = Buffer(spec.param, t.numel);
+  t.ecc = Buffer(spec.eccDType(), t.numel);
+  eccEncode(x32.data(), t.numel, spec.param, spec.eccDType(), t.param.as<uint16_t>(), t.ecc.data());
+}
+
+void setGrad(const StepSpec &spec, TensorBuffers &t, const std::vector<float> &g) {
+  if (static_cast<int64_t>(g.size()) != t.numel)
+    throw std::invalid_argument("setGrad: " + std::to_string(g.size()) + " values for " +
+                                std::to_string(t.numel) + " elements");
+  t.grad = Buffer::fromFloats(spec.grad, g);
+}
+
+std::vector<float> readMaster(const StepSpec &spec, const TensorBuffers &t) {
+  if (spec.master == Master::None)
+    return t.param.toFloats();
+  std::vector<float> out(static_cast<size_t>(t.numel));
+  eccDecode(t.param.as<uint16_t>(), t.ecc.data(), t.numel, spec.param, spec.eccDType(), out.data());
+  return out;
+}
+
+std::vector<float> readState(const StepSpec &spec, const TensorBuffers &t, size_t index) {
+  const StateScheme &s = spec.states.at(index);
+  const StateBuffers &b = t.states.at(index);
+  std::vector<float> out(static_cast<size_t>(t.numel));
+  switch (s.kind) {
+  case StateKind::PlainF32:
+  case StateKind::PlainBF16: return b.values.toFloats();
+  case StateKind::Codebook:
+    codebookDequantize(b.values.as<uint8_t>(), b.scales.as<float>(), t.numel, s.block, s.qmap.data(),
+                       out.data());
+    break;
+  case StateKind::Group:
+    groupDequantize(s.group, b.values.data(), b.scales.data(), t.numel, out.data());
+    break;
+  }
+  return out;
+}
+
+void writeState(const StepSpec &spec, TensorBuffers &t, size_t index, const std::vector<float> &x) {
+  const StateScheme &s = spec.states.at(index);
+  StateBuffers &b = t.states.at(index);
+  if (static_cast<int64_t>(x.size()) != t.numel)
+    throw std::invalid_argument("writeState: wrong element count for state '" + s.name + "'");
+  switch (s.kind) {
+  case StateKind::PlainF32:
+  case StateKind::PlainBF16: b.values = Buffer::fromFloats(s.valueDType(), x); break;
+  case StateKind::Codebook:
+    codebookQuantize(x.data(), t.numel, s.block, s.qmap.data(), b.values.as<uint8_t>(), b.scales.as<float>());
+    break;
+  case StateKind::Group:
+    groupQuantize(s.group, x.data(), t.numel, b.values.data(), b.scales.data());
+    break;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The update
+//===----------------------------------------------------------------------===//
+
+/// sign(c): +-1, 0 for +-0 (as +0), NaN for NaN.
+static float signOf(float c) {
+  if (std::isnan(c))
+    return c;
+  return c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
+}
+
+void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<float> &p,
+                    std::vector<float> g, std::vector<std::vector<float>> &st) {
+  const Hyper &h = spec.hyper;
+  const double stepD = static_cast<double>(step);
+  switch (spec.optimizer) {
+  case Optimizer::AdamW:
+  case Optimizer::Adam: {
+    const bool decoupled = spec.optimizer == Optimizer::AdamW;
+    // Uniforms: float64 on the host, one rounding to float32 where they meet a float32 value.
+    const float b1 = toF32(h.beta1), omb1 = toF32(1.0 - h.beta1);     // beta1, (1 - beta1)
+    const float b2 = toF32(h.beta2), omb2 = toF32(1.0 - h.beta2);     // beta2, (1 - beta2)
+    const double bc1 = 1.0 - std::pow(h.beta1, stepD);                 // seed 000: 1 - beta1**step
+    const double bc2 = 1.0 - std::pow(h.beta2, stepD);                 // seed 000: 1 - beta2**step
+    const float bc2f = toF32(bc2);
+    const float recipBc2 = 1.0f / bc2f;                                // PyTorch CUDA: 1 / f32(bc2)
+    const float eps = toF32(h.eps);
+    const float stepSize = toF32(h.lr / bc1);                          // seed 000: (lr / bc1), float64
+    const float decay = toF32(1.0 - h.lr * h.weightDecay);             // seed 000: (1.0 - lr * wd)
+    const float wd = toF32(h.weightDecay);
+    std::vector<float> &m = st[0], &v = st[1];
+    for (int64_t i = 0; i < n; ++i) {
+      float gi = g[i];
+      if (!decoupled && h.weightDecay != 0.0)
+        gi = gi + wd * p[i];                                           // Adam (L2): g += wd * p
+      const float mNew = b1 * m[i] + omb1 * gi;                        // beta1 * m + (1 - beta1) * g
+      const float vNew = b2 * v[i] + (omb2 * gi) * gi;                 // beta2 * v + (1 - beta2) * g * g
+      const float vHat = spec.scalarDivision == ScalarDivision::Ieee ? vNew / bc2f
+                                                                     : vNew * recipBc2; // v_new / bc2
+      const float denom = std::sqrt(vHat) + eps;                       // (...).sqrt() + eps
+      const float upd = (stepSize * mNew) / denom;                     // (lr / bc1) * m_new / denom
+      p[i] = decoupled ? p[i] * decay - upd                            // p * (1 - lr * wd) - upd
+                       : p[i] - upd;
+      m[i] = mNew;
+      v[i] = vNew;
+    }
+    return;
+  }
+  case Optimizer::SGD: {
+    // torch.optim.SGD: d_p = g (+ wd * p); buf = d_p on the first step, else
+    // momentum * buf + (1 - dampening) * d_p; d_p = d_p + momentum * buf (Nesterov) or buf;
+    // p = p - lr * d_p. Decoupled decay (SGDW) scales p by (1 - lr * wd) first instead.
+    const float lr = toF32(h.lr), wd = toF32(h.weightDecay), mom = toF32(h.momentum);
+    const float omd = toF32(1.0 - h.dampening);
+    const float decay = toF32(1.0 - h.lr * h.weightDecay);
+    const bool coupled = !h.decoupled && h.weightDecay != 0.0;
+    const bool useMomentum = h.momentum != 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      float d = g[i];
+      if (coupled)
+        d = d + wd * p[i];                                             // g + wd * p
+      if (useMomentum) {
+        float &buf = st[0][i];
+        buf = step == 1 ? d : mom * buf + omd * d;                     // first step: buf = g
+        d = h.nesterov ? d + mom * buf : buf;                          // Nesterov: g + momentum * buf
+      }
+      p[i] = h.decoupled ? p[i] * decay - lr * d                       // p * (1 - lr * wd) - lr * d
+                         : p[i] - lr * d;                              // p - lr * d
+    }
+    return;
+  }
+  case Optimizer::Lion: {
+    // numerics.md §4: u = sign(beta1*m + (1-beta1)*g); p = p*(1 - lr*wd) - lr*u;
+    // m = beta2*m + (1-beta2)*g
+    const float b1 = toF32(h.beta1), omb1 = toF32(1.0 - h.beta1);
+    const float b2 = toF32(h.beta2), omb2 = toF32(1.0 - h.beta2);
+    const float lr = toF32(h.lr), decay = toF32(1.0 - h.lr * h.weightDecay);
+    std::vector<float> &m = st[0];
+    for (int64_t i = 0; i < n; ++i) {
+      const float c = b1 * m[i] + omb1 * g[i];
+      const float u = signOf(c);
+      p[i] = p[i] * decay - lr * u;
+      m[i] = b2 * m[i] + omb2 * g[i];
+    }
+    return;
+  }
+  }
+}
+
+void step(const StepSpec &spec, TensorBuffers &t, int64_t stepIndex) {
+  checkTensor(spec, t);
+  if (stepIndex < 1)
+    throw std::invalid_argument("step: the step count is 1-based, got " + std::to_string(stepIndex));
+  const int64_t n = t.numel;
+  // 1. load: the float32 master, the gradient, the dequantized states
+  std::vector<float> p = readMaster(spec, t);
+  std::vector<float> g = t.grad.toFloats();
+  std::vector<std::vector<float>> st;
+  for (size_t k = 0; k < spec.states.size(); ++k)
+    st.push_back(readState(spec, t, k));
+  // 2. update in float32
+  updateElements(spec, stepIndex, n, p, std::move(g), st);
+  // 3. store: requantize the states, split the master
+  for (size_t k = 0; k < spec.states.size(); ++k)
+    writeState(spec, t, k, st[k]);
+  setMaster(spec, t, p);
+}
+
+void step(const StepSpec &spec, std::vector<TensorBuffers> &tensors, int64_t stepIndex) {
+  for (TensorBuffers &t : tensors)
+    step(spec, t, stepIndex);
+}
+
+} // namespace qopt::ref

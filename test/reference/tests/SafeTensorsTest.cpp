@@ -1,0 +1,139 @@
+//===- SafeTensorsTest.cpp - safetensors reader / writer -------------------===//
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+using qopt::st::Error;
+using qopt::st::File;
+using qopt::st::Tensor;
+
+namespace {
+
+std::string tempPath(const std::string &name) {
+  return ::testing::TempDir() + "qopt_st_" + std::to_string(::getpid()) + "_" + name;
+}
+
+void writeRaw(const std::string &path, const std::string &header, const std::string &data, int64_t lenOverride = -1) {
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t len = lenOverride >= 0 ? static_cast<uint64_t>(lenOverride) : header.size();
+  for (int i = 0; i < 8; ++i)
+    out.put(static_cast<char>((len >> (8 * i)) & 0xff));
+  out << header << data;
+}
+
+/// Loads `path` and returns the Error message (fails the test if it loads).
+std::string loadError(const std::string &path) {
+  try {
+    File::load(path);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "loading " << path << " did not fail";
+  return "";
+}
+
+} // namespace
+
+TEST(SafeTensorsTest, RoundTripAllDtypesAndMetadata) {
+  File f;
+  f.put("a/f32", Tensor::make<float>("F32", {2, 3}, {1, 2, 3, 4, 5, 6.5f}));
+  f.put("b16", Tensor::make<uint16_t>("BF16", {3}, {0x3f80, 0xbf80, 0x7fc0}));
+  f.put("h", Tensor::make<uint16_t>("F16", {1}, {0x3c00}));
+  f.put("i8", Tensor::make<int8_t>("I8", {4}, {-127, 0, 1, 127}));
+  f.put("u8", Tensor::make<uint8_t>("U8", {2}, {0, 255}));
+  f.put("i16", Tensor::make<int16_t>("I16", {2}, {-32767, 32767}));
+  f.put("d", Tensor::make<double>("F64", {}, {0.125}));
+  f.put("empty", Tensor::make<float>("F32", {0}, {}));
+  f.metadata()["k"] = "{\"x\": 1}";
+  const std::string path = tempPath("rt.safetensors");
+  f.save(path);
+  const File g = File::load(path);
+  EXPECT_EQ(g.names(), f.names());
+  for (const std::string &n : f.names()) {
+    EXPECT_EQ(g.get(n).dtype, f.get(n).dtype) << n;
+    EXPECT_EQ(g.get(n).shape, f.get(n).shape) << n;
+    EXPECT_EQ(g.get(n).data, f.get(n).data) << n;
+  }
+  EXPECT_EQ(g.meta("k"), "{\"x\": 1}");
+  EXPECT_EQ(g.vec<float>("a/f32", "F32")[5], 6.5f);
+  EXPECT_EQ(g.vec<int16_t>("i16", "I16")[0], -32767);
+  EXPECT_EQ(g.get("d").numel(), 1);
+  EXPECT_TRUE(g.vec<float>("empty", "F32").empty());
+  // the header is padded to 8 bytes
+  std::ifstream in(path, std::ios::binary);
+  uint64_t len = 0;
+  for (int i = 0; i < 8; ++i)
+    len |= static_cast<uint64_t>(static_cast<uint8_t>(in.get())) << (8 * i);
+  EXPECT_EQ(len % 8, 0u);
+  std::remove(path.c_str());
+}
+
+TEST(SafeTensorsTest, ClearErrors) {
+  const std::string missing = tempPath("does_not_exist.safetensors");
+  EXPECT_NE(loadError(missing).find("cannot open"), std::string::npos);
+  EXPECT_NE(loadError(missing).find(missing), std::string::npos) << "the message names the file";
+
+  const std::string p = tempPath("bad.safetensors");
+  {
+    std::ofstream out(p, std::ios::binary);
+    out << "abc";
+  }
+  EXPECT_NE(loadError(p).find("shorter than the 8-byte header length"), std::string::npos);
+  writeRaw(p, "{}", "", 1000);
+  EXPECT_NE(loadError(p).find("runs past the end"), std::string::npos);
+  writeRaw(p, "{not json", "");
+  EXPECT_NE(loadError(p).find("not valid JSON"), std::string::npos);
+  writeRaw(p, "[1,2]", "");
+  EXPECT_NE(loadError(p).find("not a JSON object"), std::string::npos);
+  writeRaw(p, R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(4, '\0'));
+  EXPECT_NE(loadError(p).find("outside the 4 data bytes"), std::string::npos);
+  writeRaw(p, R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0'));
+  EXPECT_NE(loadError(p).find("do not match dtype F32 and shape [3]"), std::string::npos);
+  writeRaw(p, R"({"x":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})", std::string(1, '\0'));
+  EXPECT_NE(loadError(p).find("unknown safetensors dtype 'Q7'"), std::string::npos);
+  writeRaw(p, R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", "");
+  EXPECT_NE(loadError(p).find("negative dimension"), std::string::npos);
+  writeRaw(p, R"({"x":{"dtype":"F32","shape":[1]}})", std::string(4, '\0'));
+  EXPECT_NE(loadError(p).find("needs dtype, shape and data_offsets"), std::string::npos);
+  writeRaw(p,
+           R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           std::string(8, '\0'));
+  EXPECT_NE(loadError(p).find("overlap"), std::string::npos);
+  writeRaw(p, R"({"__metadata__":{"a":1}})", "");
+  EXPECT_NE(loadError(p).find("is not a string"), std::string::npos);
+
+  writeRaw(p, R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0'));
+  const File f = File::load(p);
+  try {
+    f.get("y");
+    ADD_FAILURE();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("no tensor named 'y'"), std::string::npos);
+  }
+  try {
+    f.get("x", "BF16");
+    ADD_FAILURE();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("has dtype F32, expected BF16"), std::string::npos);
+  }
+  try {
+    f.get("x", "F32", {3});
+    ADD_FAILURE();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("has shape [2], expected [3]"), std::string::npos);
+  }
+  EXPECT_THROW(f.vec<double>("x", "F32"), Error);
+  EXPECT_THROW(f.meta("nope"), Error);
+  EXPECT_THROW(Tensor::make<float>("F32", {3}, {1.0f}), Error);
+  std::remove(p.c_str());
+}
+
+TEST(SafeTensorsTest, ReadsFilesWrittenByPython) {
+  const File f = File::load(qopt::ref::test::goldenPath("dynamic_map.safetensors"));
+  EXPECT_EQ(f.get("signed", "F32", {256}).numel(), 256);
+  EXPECT_FALSE(f.meta("torch_cpu_capability").empty());
+}
