@@ -96,6 +96,8 @@ LoadResult load() {
     return r;
   }
 
+  resolve(handle, d.cuThreadExchangeStreamCaptureMode,
+          {"cuThreadExchangeStreamCaptureMode"});
   resolve(handle, d.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"});
   resolve(handle, d.cuMemcpyDtoH, {"cuMemcpyDtoH_v2"});
   resolve(handle, d.cuMemsetD32, {"cuMemsetD32_v2"});
@@ -179,6 +181,24 @@ void check(CUresult result, const char *call, const std::string &what) {
 void throwMissing(const char *name) {
   fail(QOPT_ERROR_UNSUPPORTED, "the CUDA driver ", loaded().driver.library,
        " has no ", name);
+}
+
+RelaxedCaptureScope::RelaxedCaptureScope() {
+  const Driver &d = driver();
+  if (!d.cuThreadExchangeStreamCaptureMode)
+    return; // drivers before CUDA 10.1: no capture modes to exchange
+  previous_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  check(d.cuThreadExchangeStreamCaptureMode(&previous_),
+        "cuThreadExchangeStreamCaptureMode");
+  exchanged_ = true;
+}
+
+RelaxedCaptureScope::~RelaxedCaptureScope() {
+  if (exchanged_) {
+    int mode = previous_;
+    // Restoring a mode this thread had cannot meaningfully fail.
+    (void)driver().cuThreadExchangeStreamCaptureMode(&mode);
+  }
 }
 
 ScopedContext::ScopedContext(CUcontext context) {

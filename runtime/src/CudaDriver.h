@@ -56,6 +56,7 @@ constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 constexpr int CU_STREAM_CAPTURE_STATUS_NONE = 0;
 constexpr int CU_STREAM_CAPTURE_STATUS_ACTIVE = 1;
 constexpr int CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
+constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 
 /// The resolved entry points. Required ones are never null once driver()
 /// returned; optional ones (used by tests and tools) may be.
@@ -102,7 +103,8 @@ struct Driver {
                                      CUdeviceptr) = nullptr;
   CUresult (*cuStreamIsCapturing)(CUstream, int *) = nullptr;
 
-  // Optional.
+  // Optional (missing ones are skipped or reported where needed).
+  CUresult (*cuThreadExchangeStreamCaptureMode)(int *) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
   CUresult (*cuMemsetD32)(CUdeviceptr, unsigned, size_t) = nullptr;
@@ -143,6 +145,23 @@ template <typename Fn> Fn require(Fn fn, const char *name) {
     throwMissing(name);
   return fn;
 }
+
+/// Puts the calling thread in relaxed stream-capture mode for a scope, so the
+/// runtime's own queries and allocations (pointer attributes, staging
+/// buffers: never part of a captured sequence) are not refused, and do not
+/// invalidate a capture, while this or another thread captures a stream. The
+/// previous mode is restored on exit.
+class RelaxedCaptureScope {
+public:
+  RelaxedCaptureScope();
+  ~RelaxedCaptureScope();
+  RelaxedCaptureScope(const RelaxedCaptureScope &) = delete;
+  RelaxedCaptureScope &operator=(const RelaxedCaptureScope &) = delete;
+
+private:
+  int previous_ = 0;
+  bool exchanged_ = false;
+};
 
 /// Makes a context current for a scope: pushes in the constructor, pops in
 /// pop() (checked) or, on an exception path, in the destructor.

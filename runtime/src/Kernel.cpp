@@ -476,6 +476,7 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
   // CUDA: every buffer must be device (or managed) memory of this device and
   // lie inside its allocation.
   if (ctx_->backend() == QOPT_BACKEND_CUDA && !extents.empty()) {
+    cu::RelaxedCaptureScope relaxed;
     cu::ScopedContext scope(ctx_->cuContext());
     for (const Extent &e : extents) {
       unsigned memType = 0, managed = 0;
@@ -495,7 +496,7 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
              " is not CUDA memory (a host pointer, or freed?)");
       if (!managed && memType == cu::CU_MEMORYTYPE_HOST)
         fail(QOPT_ERROR_VALIDATION, e.label, ": pointer ", hexPtr(e.begin),
-             " is pinned host memory, not device memory");
+             " is host memory, not device memory");
       if (!managed && ordinal != ctx_->ordinal())
         fail(QOPT_ERROR_VALIDATION, e.label, ": pointer ", hexPtr(e.begin),
              " is on device ", ordinal, ", the kernel runs on device ",
@@ -616,6 +617,7 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
   scratch_.resize(L.descBytes);
   buildDescriptors(m, t, c, scratch_.data());
 
+  cu::RelaxedCaptureScope relaxed;
   cu::ScopedContext scope(ctx_->cuContext());
   int capture = cu::CU_STREAM_CAPTURE_STATUS_NONE;
   cu::check(cu::driver().cuStreamIsCapturing(cuStream, &capture),

@@ -362,12 +362,15 @@ void parseStreams(const Reader &r, const json &root, Manifest &m) {
     std::string per = r.string(s, path, "per", false, "element");
     if (per == "element") {
       d.per = QOPT_PER_ELEMENT;
-    } else if (per == "group") {
-      d.per = QOPT_PER_GROUP;
-      d.perSize = r.integer(s, path, "group", true, 0, 1, INT64_MAX);
-    } else if (per == "block") {
-      d.per = QOPT_PER_BLOCK;
-      d.perSize = r.integer(s, path, "block", true, 0, 1, INT64_MAX);
+    } else if (per == "group" || per == "block") {
+      // "group" and "block" both mean ceil(numel / size) entries; the size
+      // may be under either key (qopt-opt writes "group" for both).
+      d.per = per == "group" ? QOPT_PER_GROUP : QOPT_PER_BLOCK;
+      const char *key = per == "group" ? "group" : "block";
+      const char *other = per == "group" ? "block" : "group";
+      if (!s.contains(key) && s.contains(other))
+        key = other;
+      d.perSize = r.integer(s, path, key, true, 0, 1, INT64_MAX);
     } else {
       r.error(Reader::join(path, "per"),
               cat("unknown value \"", per,
@@ -419,7 +422,10 @@ void checkStreams(const Reader &r, Manifest &m) {
       r.error(Reader::join(path, "dtype"),
               cat("\"", dtypeName(got.dtype), "\" but its declaration gives \"",
                   dtypeName(w.dtype), "\""));
-    if (got.per != w.per || got.perSize != w.perSize) {
+    auto perClass = [](qopt_stream_per p) {
+      return p == QOPT_PER_ELEMENT ? 0 : 1; // group and block count alike
+    };
+    if (perClass(got.per) != perClass(w.per) || got.perSize != w.perSize) {
       const char *perName[] = {"", "element", "group", "block"};
       r.error(Reader::join(path, "per"),
               cat("\"", perName[got.per], "\"",
@@ -437,6 +443,7 @@ void checkStreams(const Reader &r, Manifest &m) {
               cat("\"", got.state, "\" but the stream belongs to \"", w.state,
                   "\""));
     got.state = w.state;
+    got.per = w.per; // the declaration's name for it: group or block
   }
   if (want.size() != m.streams.size())
     r.error("streams", cat(m.streams.size(), " entries but param, grad and "

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -110,7 +111,13 @@ TEST_P(ErrorBits, HandComputed) {
   EXPECT_EQ(rho, c.rho) << c.what;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, ErrorBits, ::testing::ValuesIn(kCases));
+INSTANTIATE_TEST_SUITE_P(Cases, ErrorBits, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           std::string name;
+                           for (const char *c = info.param.what; *c; ++c)
+                             name += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
+                           return name;
+                         });
 
 TEST(ErrorBitsNaN, StaysNaN) {
   float nan = std::numeric_limits<float>::quiet_NaN();

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <functional>
 
 using json = nlohmann::json;
@@ -107,6 +108,25 @@ TEST(Manifest, OptionalFieldsTakeTheirDefaults) {
   qopt_table_info t;
   ASSERT_EQ(qopt_manifest_get_table(m, 0, &t), QOPT_SUCCESS);
   EXPECT_STREQ(t.name, "m2.qmap");
+  qopt_manifest_destroy(m);
+}
+
+TEST(Manifest, GroupAndBlockSizesMayUseEitherKey) {
+  // qopt-opt writes a codebook's absmax as {"per": "group", "group": B}.
+  json j = json::parse(flashManifestJson());
+  j["streams"][6] = {{"name", "m2.absmax"}, {"role", "state_absmax"}, {"dtype", "f32"},
+                     {"per", "group"}, {"group", 2048}, {"access", "read_write"}};
+  j["streams"][4] = {{"name", "m.scales"}, {"role", "state_scales"}, {"dtype", "f16"},
+                     {"per", "group"}, {"block", 32}, {"access", "read_write"}};
+  qopt_manifest *m = parseOrDie(j.dump());
+  ASSERT_NE(m, nullptr);
+  qopt_stream_info s;
+  ASSERT_EQ(qopt_manifest_get_stream(m, 6, &s), QOPT_SUCCESS);
+  EXPECT_EQ(s.per, QOPT_PER_BLOCK);
+  EXPECT_EQ(s.per_size, 2048);
+  ASSERT_EQ(qopt_manifest_get_stream(m, 4, &s), QOPT_SUCCESS);
+  EXPECT_EQ(s.per, QOPT_PER_GROUP);
+  EXPECT_EQ(s.per_size, 32);
   qopt_manifest_destroy(m);
 }
 
@@ -242,8 +262,15 @@ const Malformed kMalformed[] = {
      "missing"},
 };
 
+std::string caseName(const ::testing::TestParamInfo<Malformed> &info) {
+  std::string name;
+  for (const char *c = info.param.what; *c; ++c)
+    name += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, MalformedManifest,
-                         ::testing::ValuesIn(kMalformed));
+                         ::testing::ValuesIn(kMalformed), caseName);
 
 TEST(Manifest, InvalidJsonGivesLineAndColumn) {
   std::string text = "{\n  \"format\": \"qopt-manifest\",\n  \"version\": 1,,\n}";

@@ -79,7 +79,10 @@ TEST_P(StateLayoutSizes, CountsAndBytesOfEveryStream) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Numels, StateLayoutSizes, ::testing::ValuesIn(kSizes));
+INSTANTIATE_TEST_SUITE_P(Numels, StateLayoutSizes, ::testing::ValuesIn(kSizes),
+                         [](const ::testing::TestParamInfo<Sizes> &info) {
+                           return "numel_" + std::to_string(info.param.numel);
+                         });
 
 TEST(StateLayout, CodebookCodesStartAtTheCodeOfZero) {
   qopt_manifest *m = flashWithBlock(256);
