@@ -1,0 +1,290 @@
+//===- qopt/runtime.hpp - Thin C++ wrapper of the qopt runtime C API -----===//
+//
+// Header-only RAII over qopt/runtime.h: move-only owners for every handle,
+// std::string and std::vector at the edges, and qopt::Error (status + message)
+// thrown where the C API returns an error. No state of its own; everything it
+// does is one C call.
+//
+//   qopt::Context ctx(QOPT_BACKEND_CUDA, 0);
+//   qopt::Registry reg;
+//   reg.addDirectory("kernels/");
+//   qopt::Kernel k(ctx, reg, "FlashAdamW");
+//   qopt::TensorList list(k.manifest().numStreams());
+//   list.add("w", numel, {p, ecc, g, m_codes, m_scales, v_codes, v_scales});
+//   k.step(list, {{"lr", 1e-3}}, step, {}, stream);
+//
+//===----------------------------------------------------------------------===//
+#ifndef QOPT_RUNTIME_HPP
+#define QOPT_RUNTIME_HPP
+
+#include "qopt/runtime.h"
+
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace qopt {
+
+/// A failed C API call: its status and qopt_last_error() at the time.
+class Error : public std::runtime_error {
+public:
+  Error(qopt_status status, const std::string &message)
+      : std::runtime_error(message), status_(status) {}
+  qopt_status status() const noexcept { return status_; }
+
+private:
+  qopt_status status_;
+};
+
+/// Throws qopt::Error unless `status` is QOPT_SUCCESS.
+inline void check(qopt_status status) {
+  if (status != QOPT_SUCCESS)
+    throw Error(status, qopt_last_error());
+}
+
+namespace detail {
+/// A move-only owner of a C handle with a destroy function.
+template <typename T, qopt_status (*Destroy)(T *)> class Handle {
+public:
+  Handle() = default;
+  explicit Handle(T *h) : h_(h) {}
+  Handle(Handle &&o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Handle &operator=(Handle &&o) noexcept {
+    if (this != &o) {
+      reset();
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
+  Handle(const Handle &) = delete;
+  Handle &operator=(const Handle &) = delete;
+  ~Handle() { reset(); }
+  T *get() const noexcept { return h_; }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  void reset() noexcept {
+    if (h_)
+      (void)Destroy(h_); // destroy functions only fail on NULL
+    h_ = nullptr;
+  }
+
+protected:
+  T *h_ = nullptr;
+};
+} // namespace detail
+
+/// One backend on one device (see qopt_context_create).
+class Context : public detail::Handle<qopt_context, qopt_context_destroy> {
+public:
+  Context(qopt_backend backend, int32_t device) {
+    check(qopt_context_create(backend, device, &h_));
+  }
+  qopt_device_info deviceInfo() const {
+    qopt_device_info info;
+    check(qopt_context_get_device_info(h_, &info));
+    return info;
+  }
+};
+
+/// A parsed manifest (see qopt_manifest_parse).
+class Manifest : public detail::Handle<qopt_manifest, qopt_manifest_destroy> {
+public:
+  /// Adopts a handle the C API returned (a new reference).
+  explicit Manifest(qopt_manifest *m) : Handle(m) {}
+  static Manifest parse(const std::string &json,
+                        const std::string &sourceName = "<memory>") {
+    qopt_manifest *m = nullptr;
+    check(qopt_manifest_parse(json.data(), json.size(), sourceName.c_str(), &m));
+    return Manifest(m);
+  }
+  static Manifest load(const std::string &path) {
+    qopt_manifest *m = nullptr;
+    check(qopt_manifest_load(path.c_str(), &m));
+    return Manifest(m);
+  }
+  qopt_manifest_info info() const {
+    qopt_manifest_info i;
+    check(qopt_manifest_get_info(h_, &i));
+    return i;
+  }
+  size_t numStreams() const { return info().num_streams; }
+  qopt_stream_info stream(size_t index) const {
+    qopt_stream_info s;
+    check(qopt_manifest_get_stream(h_, index, &s));
+    return s;
+  }
+  qopt_hyper_info hyper(size_t index) const {
+    qopt_hyper_info h;
+    check(qopt_manifest_get_hyper(h_, index, &h));
+    return h;
+  }
+  qopt_table_info table(size_t index) const {
+    qopt_table_info t;
+    check(qopt_manifest_get_table(h_, index, &t));
+    return t;
+  }
+  /// The float32 uniforms for these hyperparameters and step.
+  std::vector<float> evaluateUniforms(const std::vector<qopt_hyper> &hypers,
+                                      int64_t step) const {
+    std::vector<float> out(info().num_uniforms);
+    check(qopt_manifest_evaluate_uniforms(h_, hypers.data(), hypers.size(),
+                                          step, out.data(), out.size()));
+    return out;
+  }
+  /// Sizes and initial values of every stream for `numel` elements.
+  std::vector<qopt_buffer_layout>
+  stateLayout(int64_t numel,
+              const std::vector<const float *> &hostTables = {}) const {
+    std::vector<qopt_buffer_layout> out(numStreams());
+    check(qopt_manifest_state_layout(
+        h_, numel, hostTables.empty() ? nullptr : hostTables.data(),
+        hostTables.size(), out.data(), out.size()));
+    return out;
+  }
+};
+
+/// Kernels by name (see qopt_registry_create).
+class Registry : public detail::Handle<qopt_registry, qopt_registry_destroy> {
+public:
+  Registry() { check(qopt_registry_create(&h_)); }
+  void addManifestFile(const std::string &path) {
+    check(qopt_registry_add_manifest_file(h_, path.c_str()));
+  }
+  size_t addDirectory(const std::string &dir) {
+    size_t n = 0;
+    check(qopt_registry_add_directory(h_, dir.c_str(), &n));
+    return n;
+  }
+  void add(const Manifest &m, qopt_binary_format format = QOPT_BINARY_AUTO,
+           const void *image = nullptr, size_t size = 0) {
+    check(qopt_registry_add_manifest(h_, m.get(), format, image, size));
+  }
+  std::vector<std::string> kernelNames() const {
+    size_t n = 0;
+    check(qopt_registry_count(h_, &n));
+    std::vector<std::string> names;
+    for (size_t i = 0; i < n; ++i) {
+      const char *name = nullptr;
+      check(qopt_registry_kernel_name(h_, i, &name));
+      names.emplace_back(name);
+    }
+    return names;
+  }
+  Manifest manifest(const std::string &kernel) const {
+    qopt_manifest *m = nullptr;
+    check(qopt_registry_get_manifest(h_, kernel.c_str(), &m));
+    return Manifest(m);
+  }
+};
+
+/// The tensors of a step, owning the flat arrays of qopt_tensor_list.
+class TensorList {
+public:
+  explicit TensorList(size_t numStreams) : numStreams_(numStreams) {}
+  /// Adds a tensor: `data` holds its stream pointers in ABI order; `bytes`
+  /// and `dtypes`, when given for every tensor, are checked by validation.
+  TensorList &add(std::string name, int64_t numel, std::vector<void *> data,
+                  std::vector<uint64_t> bytes = {},
+                  std::vector<qopt_dtype> dtypes = {}) {
+    if (data.size() != numStreams_)
+      throw Error(QOPT_ERROR_INVALID_ARGUMENT,
+                  "tensor '" + name + "': " + std::to_string(data.size()) +
+                      " stream pointers, the kernel takes " +
+                      std::to_string(numStreams_));
+    names_.push_back(std::move(name));
+    numels_.push_back(numel);
+    data_.insert(data_.end(), data.begin(), data.end());
+    bool withBytes = bytes.size() == numStreams_;
+    bool withDtypes = dtypes.size() == numStreams_;
+    allBytes_ = allBytes_ && withBytes;
+    allDtypes_ = allDtypes_ && withDtypes;
+    for (size_t j = 0; j < numStreams_; ++j) {
+      bytes_.push_back(withBytes ? bytes[j] : 0);
+      dtypes_.push_back(withDtypes ? static_cast<int32_t>(dtypes[j]) : 0);
+    }
+    return *this;
+  }
+  size_t size() const { return numels_.size(); }
+  /// The C view; valid until the list changes.
+  const qopt_tensor_list *view() {
+    namePtrs_.clear();
+    for (const std::string &n : names_)
+      namePtrs_.push_back(n.c_str());
+    list_.num_tensors = numels_.size();
+    list_.num_streams = numStreams_;
+    list_.numels = numels_.data();
+    list_.data = data_.data();
+    list_.bytes = allBytes_ && !numels_.empty() ? bytes_.data() : nullptr;
+    list_.dtypes = allDtypes_ && !numels_.empty() ? dtypes_.data() : nullptr;
+    list_.names = namePtrs_.data();
+    return &list_;
+  }
+
+private:
+  size_t numStreams_;
+  std::vector<std::string> names_;
+  std::vector<const char *> namePtrs_;
+  std::vector<int64_t> numels_;
+  std::vector<void *> data_;
+  std::vector<uint64_t> bytes_;
+  std::vector<int32_t> dtypes_;
+  bool allBytes_ = true, allDtypes_ = true;
+  qopt_tensor_list list_{};
+};
+
+/// A kernel loaded on a context (see qopt_kernel_create).
+class Kernel : public detail::Handle<qopt_kernel, qopt_kernel_destroy> {
+public:
+  Kernel(Context &ctx, const Registry &reg, const std::string &name) {
+    check(qopt_kernel_create(ctx.get(), reg.get(), name.c_str(), &h_));
+  }
+  Kernel(Context &ctx, const Manifest &m, qopt_binary_format format,
+         const void *image, size_t size) {
+    check(qopt_kernel_create_from_image(ctx.get(), m.get(), format, image,
+                                        size, &h_));
+  }
+  Kernel(Context &ctx, const Manifest &m, qopt_host_kernel_fn fn) {
+    check(qopt_kernel_create_host(ctx.get(), m.get(), fn, &h_));
+  }
+  Manifest manifest() const {
+    qopt_manifest *m = nullptr;
+    check(qopt_kernel_get_manifest(h_, &m));
+    return Manifest(m);
+  }
+  qopt_kernel_info info() const {
+    qopt_kernel_info i;
+    check(qopt_kernel_get_info(h_, &i));
+    return i;
+  }
+  void validate(TensorList &list,
+                const std::vector<const void *> &tables = {}) {
+    check(qopt_validate(h_, list.view(), tables.data(), tables.size()));
+  }
+  /// One step of every tensor in `list` on `stream` (a CUstream or nullptr).
+  void step(TensorList &list, const std::vector<qopt_hyper> &hypers,
+            int64_t step, const std::vector<const void *> &tables = {},
+            void *stream = nullptr) {
+    check(qopt_step(h_, list.view(), hypers.data(), hypers.size(), step,
+                    tables.data(), tables.size(), stream));
+  }
+  /// One step reading the uniforms from a caller-owned device buffer.
+  void stepDeviceUniforms(TensorList &list, const float *deviceUniforms,
+                          const std::vector<const void *> &tables = {},
+                          void *stream = nullptr) {
+    check(qopt_step_device_uniforms(h_, list.view(), deviceUniforms,
+                                    tables.data(), tables.size(), stream));
+  }
+};
+
+/// Splits float32 masters into 16-bit parameters and error bits (host).
+inline void errorBitsInit(qopt_dtype paramDtype, qopt_dtype eccDtype,
+                          const float *master, int64_t numel, void *paramOut,
+                          void *eccOut) {
+  check(qopt_error_bits_init(paramDtype, eccDtype, master, numel, paramOut,
+                             eccOut));
+}
+
+} // namespace qopt
+
+#endif // QOPT_RUNTIME_HPP
