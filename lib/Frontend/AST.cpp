@@ -218,8 +218,8 @@ void SpecPrinter::printAnnotation(const Expr &e) {
 }
 
 void SpecPrinter::printExpr(const Expr &e, bool inPerElement) {
-  bool wrap = inPerElement && e.getType() != ValueType::Unknown &&
-              e.isUniform();
+  bool wrap =
+      inPerElement && e.getType() != ValueType::Unknown && e.isUniform();
   if (wrap)
     os << "{";
   printExprBody(e);

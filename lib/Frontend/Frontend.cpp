@@ -14,8 +14,8 @@
 
 using namespace mlir::qopt::frontend;
 
-std::unique_ptr<Spec> mlir::qopt::frontend::parseSpec(llvm::SourceMgr &sourceMgr,
-                                                      unsigned bufferId) {
+std::unique_ptr<Spec>
+mlir::qopt::frontend::parseSpec(llvm::SourceMgr &sourceMgr, unsigned bufferId) {
   DiagnosticEmitter diags(sourceMgr);
   Lexer lexer(sourceMgr, bufferId, diags);
   std::unique_ptr<Spec> spec = Parser(lexer, diags).parseSpec();
@@ -24,10 +24,8 @@ std::unique_ptr<Spec> mlir::qopt::frontend::parseSpec(llvm::SourceMgr &sourceMgr
   return spec;
 }
 
-std::unique_ptr<Spec>
-mlir::qopt::frontend::parseSpecFile(llvm::SourceMgr &sourceMgr,
-                                    llvm::StringRef path,
-                                    llvm::raw_ostream &errs) {
+std::unique_ptr<Spec> mlir::qopt::frontend::parseSpecFile(
+    llvm::SourceMgr &sourceMgr, llvm::StringRef path, llvm::raw_ostream &errs) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
   if (std::error_code ec = buffer.getError()) {

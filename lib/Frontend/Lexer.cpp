@@ -159,8 +159,7 @@ void Lexer::skipWhitespaceAndComments() {
       ++curPtr;
       ++curLine;
       curLineStart = curPtr;
-    } else if (c == ' ' || c == '\t' || c == '\r' || c == '\f' ||
-               c == '\v') {
+    } else if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
       ++curPtr;
     } else if (c == '/' && curPtr + 1 != bufferEnd && curPtr[1] == '/') {
       while (curPtr != bufferEnd && *curPtr != '\n')

@@ -128,10 +128,9 @@ Attribute MLIRGenImpl::getScheme(const StateScheme &scheme) {
         scheme.divisor == frontend::ScaleDivisor::StoredScale
             ? qopt::ScaleDivisor::stored_scale
             : qopt::ScaleDivisor::absmax;
-    return GroupSchemeAttr::get(&context, storage,
-                                static_cast<int64_t>(scheme.groupSize),
-                                companding, getFloatType(scheme.scaleType),
-                                rounding, divisor);
+    return GroupSchemeAttr::get(
+        &context, storage, static_cast<int64_t>(scheme.groupSize), companding,
+        getFloatType(scheme.scaleType), rounding, divisor);
   }
   }
   llvm_unreachable("unknown scheme kind");
@@ -150,18 +149,17 @@ OwningOpRef<ModuleOp> MLIRGenImpl::run() {
     master = qopt::MasterFormat::ecc_i8;
   else if (spec.param->master == frontend::MasterFormat::EccI16)
     master = qopt::MasterFormat::ecc_i16;
-  auto optimizer = OptimizerOp::create(
-      builder, loc(spec.loc), spec.name, spec.param->name,
-      getFloatType(spec.param->dtype), master, spec.grad->name,
-      getFloatType(spec.grad->dtype));
+  auto optimizer =
+      OptimizerOp::create(builder, loc(spec.loc), spec.name, spec.param->name,
+                          getFloatType(spec.param->dtype), master,
+                          spec.grad->name, getFloatType(spec.grad->dtype));
   builder.setInsertionPointToEnd(&optimizer.getBody().emplaceBlock());
 
   for (const HyperDecl &hyper : spec.hypers) {
     TypedAttr value =
-        hyper.isBool
-            ? TypedAttr(builder.getIntegerAttr(builder.getI1Type(),
-                                               hyper.defaultValue != 0.0))
-            : TypedAttr(builder.getF64FloatAttr(hyper.defaultValue));
+        hyper.isBool ? TypedAttr(builder.getIntegerAttr(
+                           builder.getI1Type(), hyper.defaultValue != 0.0))
+                     : TypedAttr(builder.getF64FloatAttr(hyper.defaultValue));
     HyperOp::create(builder, loc(hyper.loc), hyper.name, value);
   }
   for (const StateDecl &state : spec.states)
@@ -183,8 +181,8 @@ OwningOpRef<ModuleOp> MLIRGenImpl::run() {
     if (store.state < 0)
       StoreParamOp::create(builder, store.loc, store.value);
     else
-      StoreStateOp::create(builder, store.loc,
-                           spec.states[store.state].name, store.value);
+      StoreStateOp::create(builder, store.loc, spec.states[store.state].name,
+                           store.value);
   }
 
   if (failed(verify(*module)))
@@ -220,8 +218,8 @@ Value MLIRGenImpl::getConstant(double value, Type type, Location l) {
   auto it = constants.find(key);
   if (it != constants.end())
     return it->second;
-  Value c = arith::ConstantOp::create(builder, l,
-                                      builder.getFloatAttr(type, f));
+  Value c =
+      arith::ConstantOp::create(builder, l, builder.getFloatAttr(type, f));
   constants[key] = c;
   return c;
 }
@@ -277,8 +275,8 @@ Value MLIRGenImpl::genName(const NameExpr &e) {
     Value &value = hyperValues[e.getRefIndex()];
     if (!value) {
       const HyperDecl &hyper = spec.hypers[e.getRefIndex()];
-      Type type = hyper.isBool ? Type(builder.getI1Type())
-                               : Type(builder.getF64Type());
+      Type type =
+          hyper.isBool ? Type(builder.getI1Type()) : Type(builder.getF64Type());
       value = HyperValueOp::create(builder, l, type, hyper.name);
     }
     return value;
@@ -366,8 +364,7 @@ Value MLIRGenImpl::genBinary(const BinaryExpr &e) {
   case BinaryOp::Ge:
   case BinaryOp::Eq:
   case BinaryOp::Ne:
-    return arith::CmpFOp::create(builder, l, getPredicate(e.getOp()), lhs,
-                                 rhs);
+    return arith::CmpFOp::create(builder, l, getPredicate(e.getOp()), lhs, rhs);
   case BinaryOp::And:
     return arith::AndIOp::create(builder, l, lhs, rhs);
   case BinaryOp::Or:
@@ -387,7 +384,8 @@ Value MLIRGenImpl::genSign(Value x, Location l) {
       arith::CmpFOp::create(builder, l, arith::CmpFPredicate::OLT, x, zero);
   Value positive =
       arith::CmpFOp::create(builder, l, arith::CmpFPredicate::OGT, x, zero);
-  Value notPositive = arith::SelectOp::create(builder, l, negative, minusOne, x);
+  Value notPositive =
+      arith::SelectOp::create(builder, l, negative, minusOne, x);
   return arith::SelectOp::create(builder, l, positive, one, notPositive);
 }
 

@@ -189,8 +189,8 @@ bool Parser::convertNumber(const Token &numberTok, double &value) {
     return false;
   }
   if (*status & llvm::APFloat::opOverflow) {
-    errorAt(numberTok.loc,
-            "number " + quote(numberTok.spelling) + " is too large for float64");
+    errorAt(numberTok.loc, "number " + quote(numberTok.spelling) +
+                               " is too large for float64");
     return false;
   }
   if (f.isZero() && (*status & llvm::APFloat::opUnderflow)) {

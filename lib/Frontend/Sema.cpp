@@ -140,9 +140,10 @@ void SemaChecker::checkDeclarations() {
     decls.push_back({spec.grad->name, RefKind::Grad, 0, spec.grad->loc});
   for (auto [i, state] : llvm::enumerate(spec.states))
     decls.push_back({state.name, RefKind::State, unsigned(i), state.loc});
-  std::stable_sort(decls.begin(), decls.end(), [](const Decl &a, const Decl &b) {
-    return a.loc.ptr.getPointer() < b.loc.ptr.getPointer();
-  });
+  std::stable_sort(decls.begin(), decls.end(),
+                   [](const Decl &a, const Decl &b) {
+                     return a.loc.ptr.getPointer() < b.loc.ptr.getPointer();
+                   });
   for (const Decl &d : decls)
     declare(d.name, d.kind, d.index, d.loc);
 
@@ -237,8 +238,9 @@ void SemaChecker::checkStatement(Stmt &stmt, unsigned index) {
   if (inserted)
     return;
   if (it->second.kind == RefKind::Let) {
-    error(stmt.loc, "let '" + stmt.name + "' is defined twice; a let is "
-                                          "defined once");
+    error(stmt.loc, "let '" + stmt.name +
+                        "' is defined twice; a let is "
+                        "defined once");
     diags.note(it->second.loc, "the first definition is here");
   } else {
     error(stmt.loc, "'" + stmt.name + "' is already declared as " +
@@ -347,8 +349,7 @@ void SemaChecker::checkName(NameExpr &e) {
   if (it == symbols.end()) {
     auto let = allLets.find(e.getName());
     if (let != allLets.end()) {
-      error(e.getLoc(),
-            "'" + e.getName() + "' is used before its definition");
+      error(e.getLoc(), "'" + e.getName() + "' is used before its definition");
       diags.note(let->second, "'" + e.getName() + "' is defined here");
     } else {
       error(e.getLoc(), "unknown name '" + e.getName() + "'");
@@ -501,10 +502,9 @@ void SemaChecker::checkCall(CallExpr &e) {
     return;
   if (a != b) {
     error(e.isTernary() ? e.getOpLoc() : e.getLoc(),
-          "the branches of " +
-                            llvm::Twine(e.isTernary() ? "'?:'" : "select") +
-                            " have different types: " + describeType(a) +
-                            " and " + describeType(b));
+          "the branches of " + llvm::Twine(e.isTernary() ? "'?:'" : "select") +
+              " have different types: " + describeType(a) + " and " +
+              describeType(b));
     return;
   }
   if (ok)

@@ -19,9 +19,9 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
-static llvm::cl::opt<std::string>
-    inputFilename(llvm::cl::Positional, llvm::cl::desc("<spec.qopt>"),
-                  llvm::cl::init("-"));
+static llvm::cl::opt<std::string> inputFilename(llvm::cl::Positional,
+                                                llvm::cl::desc("<spec.qopt>"),
+                                                llvm::cl::init("-"));
 
 static llvm::cl::opt<bool>
     dumpAST("dump", llvm::cl::desc("Print the checked syntax tree"),

@@ -251,7 +251,21 @@ private:
   ExprPtr operand;
 };
 
-enum class BinaryOp { Add, Sub, Mul, Div, Pow, Lt, Le, Gt, Ge, Eq, Ne, And, Or };
+enum class BinaryOp {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  Eq,
+  Ne,
+  And,
+  Or
+};
 
 /// `lhs op rhs`. The expression's location is the start of `lhs`; the
 /// operator's is getOpLoc().

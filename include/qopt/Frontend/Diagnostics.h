@@ -1,4 +1,4 @@
-//===- Diagnostics.h - Source locations and diagnostics of the DSL -*- C++ -*-===//
+//===- Diagnostics.h - Locations and diagnostics of the DSL ----*- C++ -*-===//
 //
 // A location in a .qopt file and the small emitter that the lexer, the parser
 // and Sema report through. Diagnostics go through llvm::SourceMgr, so they read
