@@ -324,6 +324,10 @@ Kernel::~Kernel() {
   if (ctx_->backend() == QOPT_BACKEND_CUDA) {
     try {
       cu::ScopedContext scope(ctx_->cuContext());
+      // A copy still reading a pinned buffer must finish before it is freed.
+      for (Slot &s : slots_)
+        if (s.pending && !s.captured)
+          (void)cu::driver().cuEventSynchronize(s.done);
       for (Slot &s : slots_)
         freeSlot(s);
       if (module_)

@@ -120,6 +120,10 @@ struct DeviceList {
       }
     }
     list = {numels.size(), 2, numels.data(), data.data(), nullptr, nullptr, nullptr};
+    // The uploads are ordered with the legacy stream only; finish them before
+    // a test steps on a stream of its own.
+    cu::CUresult r = cu::require(cu::driver().cuCtxSynchronize, "cuCtxSynchronize")();
+    EXPECT_EQ(r, cu::CUDA_SUCCESS) << cu::describe(r);
   }
   /// Applies p -= u * g on the host copies (the expected result).
   void apply(float u) {
@@ -438,6 +442,7 @@ TEST_F(Gpu, CapturedStepReplaysInACudaGraph) {
   DevBuf uni(16);
   float u = 0.25f;
   uni.upload(&u, 4);
+  sync();
   ASSERT_EQ(qopt_step_device_uniforms(k, &l.list, static_cast<const float *>(uni.ptr()),
                                       nullptr, 0, stream),
             QOPT_SUCCESS)
@@ -453,6 +458,7 @@ TEST_F(Gpu, CapturedStepReplaysInACudaGraph) {
   for (float lr : {0.5f, 0.125f, 2.0f}) {
     CU_OK(streamSync(stream));
     uni.upload(&lr, 4);
+    sync(); // the upload went through the legacy stream
     CU_OK(graphLaunch(exec, stream));
     l.apply(lr);
   }
