@@ -12,17 +12,17 @@ mkdir -p "$out"
 qopt="$build/bin/qopt-opt"
 have_ptxas=0
 if command -v ptxas >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/ptxas ]; then have_ptxas=1; fi
-printf '%-22s %-8s %s\n' spec format output
+# One binary and one manifest per spec: a fatbin (sm_80 and sm_90 cubins and
+# PTX for newer chips) where the CUDA toolkit is present, PTX otherwise.
+printf '%-22s %s\n' spec kernel
 for spec in specs/*.qopt; do
   name=$(basename "$spec" .qopt)
-  "$qopt" "$spec" --emit=ptx -o "$out/$name.ptx"
-  printf '%-22s %-8s %s\n' "$name" ptx "$out/$name.ptx ($(wc -l <"$out/$name.ptx") lines)"
   if [ "$have_ptxas" = 1 ]; then
-    for arch in sm_80 sm_90; do
-      "$qopt" "$spec" --emit=cubin --arch="$arch" -o "$out/$name.$arch.cubin"
-      printf '%-22s %-8s %s\n' "$name" "$arch" "$out/$name.$arch.cubin ($(stat -c %s "$out/$name.$arch.cubin") bytes)"
-    done
     "$qopt" "$spec" --emit=fatbin -o "$out/$name.fatbin"
+    printf '%-22s %s\n' "$name" "$out/$name.fatbin ($(stat -c %s "$out/$name.fatbin") bytes) + $name.manifest.json"
+  else
+    "$qopt" "$spec" --emit=ptx -o "$out/$name.ptx"
+    printf '%-22s %s\n' "$name" "$out/$name.ptx + $name.manifest.json"
   fi
 done
 if [ -x "$build/bin/qopt-main" ]; then
