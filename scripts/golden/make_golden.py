@@ -164,7 +164,7 @@ def seed000_intermediates(inp, hypers, qmap1, qmap2, device):
     denom = v_div.sqrt() + eps
     upd = (lr / bc1) * m_new / denom
     p_f32 = inp["p"].to(device).float() * (1.0 - lr * wd) - upd
-    return {k: t.cpu() for k, t in dict(m_new=m_new, v_new=v_new, v_div=v_div, denom=denom, upd=upd,
+    return {k: t.cpu() for k, t in dict(m_new=m_new, v_new=v_new, v_div=v_div, denom=denom,
                                         p_f32=p_f32).items()}
 
 
@@ -189,11 +189,12 @@ def make_seed000(device, out_dir, report):
             tag = "cuda" if dev.startswith("cuda") else "cpu"
             for k, v in r.items():
                 tensors[f"{name}/{tag}/{k}"] = v
-        if diag:
+        if diag:  # True: the intermediates; "division": only v_new and v_new / bc2
             for dev in (device, "cpu"):
                 tag = "cuda" if dev.startswith("cuda") else "cpu"
                 for k, v in seed000_intermediates(inp, hypers, qmap1, qmap2, dev).items():
-                    tensors[f"{name}/{tag}/diag/{k}"] = v
+                    if diag is True or k in ("v_new", "v_div"):
+                        tensors[f"{name}/{tag}/diag/{k}"] = v
         cases[name] = dict(step=inp["step"], grad_dtype=str(inp["g"].dtype).replace("torch.", ""), **hypers)
         same = {k: bits_equal(res[device][k], res["cpu"][k]) for k in res["cpu"]}
         report.setdefault("seed000_cuda_vs_cpu_bit_equal", {})[name] = same
@@ -206,7 +207,7 @@ def make_seed000(device, out_dir, report):
     for k in (1, 2, 3):
         inp["g"] = (torch.randn(N000, generator=gen) * 1e-2).to(torch.bfloat16)
         inp["step"] = k
-        res = store(f"chain{k}", dict(inp), DEFAULT_HYPERS)[device]
+        res = store(f"chain{k}", dict(inp), DEFAULT_HYPERS, diag="division" if k < 3 else False)[device]
         # recompute the stored codes of m_out/v_out from the step's float32 moments, on the device
         inter = seed000_intermediates(inp, DEFAULT_HYPERS, qmap1, qmap2, device)
         for st, qm, new in (("m", qmap1, inter["m_new"]), ("v", qmap2, inter["v_new"])):
@@ -387,10 +388,17 @@ def probe_division(device):
             scalar = vd / divisor
             true_div = vd / torch.tensor(divisor, dtype=torch.float32, device=dev)
             inv = float(torch.tensor(1.0, dtype=torch.float32) / torch.tensor(divisor, dtype=torch.float32))
-            recip = vd * inv
+            recip = vd * inv                              # x * (1.0f / f32(d))
+            recip64 = vd * float(torch.tensor(1.0 / divisor, dtype=torch.float32))  # x * f32(1.0 / d)
             rows[label] = dict(n=v.numel(),
                                differs_from_true_division=int((scalar != true_div).sum()),
-                               differs_from_f32_reciprocal_multiply=int((scalar != recip).sum()))
+                               differs_from_f32_reciprocal_multiply=int((scalar != recip).sum()),
+                               differs_from_f64_reciprocal_multiply=int((scalar != recip64).sum()))
+        # float32 sqrt against the correctly rounded one (float64 sqrt rounded once to float32 is
+        # correctly rounded: float64 has more than 2 * 24 + 2 bits)
+        exact = v.double().sqrt().float()
+        rows["sqrt"] = dict(n=v.numel(), differs_from_correctly_rounded=int((vd.sqrt().cpu() != exact).sum()),
+                            differs_via_torch_sqrt=int((torch.sqrt(vd).cpu() != exact).sum()))
         out[dev] = rows
     return out
 

@@ -103,7 +103,7 @@ std::vector<float> torchLinspace(float start, float end, int64_t steps, const Li
       vector(i + w);
     }
   for (; i < steps; ++i)
-    out[i] = formula(i, w > 1 ? model.fmaScalar : false);
+    out[i] = formula(i, model.fmaScalar);
   return out;
 }
 

@@ -338,7 +338,9 @@ void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<f
     const double bc1 = 1.0 - std::pow(h.beta1, stepD);                 // seed 000: 1 - beta1**step
     const double bc2 = 1.0 - std::pow(h.beta2, stepD);                 // seed 000: 1 - beta2**step
     const float bc2f = toF32(bc2);
-    const float recipBc2 = 1.0f / bc2f;                                // PyTorch CUDA: 1 / f32(bc2)
+    const float recipBc2 = spec.scalarDivision == ScalarDivision::ReciprocalF64
+                               ? toF32(1.0 / bc2)                      // PyTorch 2.11 CUDA
+                               : 1.0f / bc2f;                          // float32 reciprocal
     const float eps = toF32(h.eps);
     const float stepSize = toF32(h.lr / bc1);                          // seed 000: (lr / bc1), float64
     const float decay = toF32(1.0 - h.lr * h.weightDecay);             // seed 000: (1.0 - lr * wd)

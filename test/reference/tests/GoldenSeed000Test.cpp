@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 using namespace qopt::ref;
 using namespace qopt::ref::test;
 using json = nlohmann::json;
@@ -30,7 +32,7 @@ const Golden &golden() {
 
 /// How each device's PyTorch evaluates `v_new / bc2` (a float32 tensor divided by a Python float).
 ScalarDivision divisionFor(const std::string &device) {
-  return device == "cuda" ? ScalarDivision::ReciprocalMultiply : ScalarDivision::Ieee;
+  return device == "cuda" ? ScalarDivision::ReciprocalF64 : ScalarDivision::Ieee;
 }
 
 StepSpec specFor(const std::string &name, const std::string &device, double beta1Override = -1) {
@@ -111,7 +113,12 @@ TEST(GoldenSeed000Test, AdamWStepBitForBit) {
 }
 
 TEST(GoldenSeed000Test, IntermediatesBitForBit) {
-  // The float32 moments and the parameter before its bf16 rounding, from the seed's own lines.
+  // The float32 moments and the parameter before its bf16 rounding, from the seed's own lines
+  // (seed000_intermediates in make_golden.py), on both devices.
+  // Measured: PyTorch 2.11's CPU sqrt (AVX512) is not correctly rounded everywhere: in a few dozen of
+  // 4096 elements its `(v_new / bc2).sqrt() + eps` is one float32 ULP below IEEE sqrtf(.) + eps.
+  // The CUDA run is IEEE throughout. So on the CPU every p_f32 difference must sit on such an
+  // element; on CUDA there must be none.
   for (const std::string device : {"cpu", "cuda"})
     for (const std::string name : {"rand10", "hyp1000"}) {
       SCOPED_TRACE(name + " on " + device);
@@ -119,12 +126,65 @@ TEST(GoldenSeed000Test, IntermediatesBitForBit) {
       const TensorBuffers t = inputsFor(spec, name);
       std::vector<float> p = readMaster(spec, t);
       std::vector<std::vector<float>> st = {readState(spec, t, 0), readState(spec, t, 1)};
-      updateElements(spec, golden().meta.at(name).at("step").get<int64_t>(), t.numel, p, t.grad.toFloats(), st);
+      const int64_t stepIndex = golden().meta.at(name).at("step").get<int64_t>();
+      updateElements(spec, stepIndex, t.numel, p, t.grad.toFloats(), st);
       const std::string d = name + "/" + device + "/diag/";
-      EXPECT_EQ(countBitDiffs(st[0], golden().file.vec<float>(d + "m_new", "F32")), 0);
-      EXPECT_EQ(countBitDiffs(st[1], golden().file.vec<float>(d + "v_new", "F32")), 0);
-      EXPECT_EQ(countBitDiffs(p, golden().file.vec<float>(d + "p_f32", "F32")), 0);
+      const qopt::st::File &f = golden().file;
+      EXPECT_EQ(countBitDiffs(st[0], f.vec<float>(d + "m_new", "F32")), 0);
+      EXPECT_EQ(countBitDiffs(st[1], f.vec<float>(d + "v_new", "F32")), 0);
+      const std::vector<float> vDiv = f.vec<float>(d + "v_div", "F32"), denom = f.vec<float>(d + "denom", "F32");
+      std::vector<bool> sqrtOff(vDiv.size(), false);
+      int64_t sqrtOffCount = 0;
+      for (size_t i = 0; i < vDiv.size(); ++i) {
+        sqrtOff[i] = floatBits(std::sqrt(vDiv[i]) + static_cast<float>(spec.hyper.eps)) != floatBits(denom[i]);
+        sqrtOffCount += sqrtOff[i];
+      }
+      const std::vector<float> pf = f.vec<float>(d + "p_f32", "F32");
+      int64_t pDiffs = 0, unexplained = 0;
+      for (size_t i = 0; i < pf.size(); ++i)
+        if (floatBits(p[i]) != floatBits(pf[i])) {
+          ++pDiffs;
+          unexplained += !sqrtOff[i];
+        }
+      std::printf("[ measured ] %s on %s: PyTorch denominators off IEEE sqrtf+eps: %lld of %zu; p_f32 "
+                  "differences %lld (all on those elements: %s)\n",
+                  name.c_str(), device.c_str(), static_cast<long long>(sqrtOffCount), vDiv.size(),
+                  static_cast<long long>(pDiffs), unexplained == 0 ? "yes" : "NO");
+      EXPECT_EQ(unexplained, 0);
+      if (device == "cuda") {
+        EXPECT_EQ(sqrtOffCount, 0);
+        EXPECT_EQ(pDiffs, 0);
+      }
     }
+}
+
+TEST(GoldenSeed000Test, DivisionRulePerDevice) {
+  // The seed's `v_new / bc2` (float32 tensor / Python float) as each device's PyTorch evaluates it,
+  // from the seed's own values (make_golden.py keeps v_new and v_new / bc2): the CPU divides
+  // (ScalarDivision::Ieee); CUDA multiplies by float32(1.0 / bc2) computed in float64
+  // (ScalarDivision::ReciprocalF64), not by the float32 reciprocal 1.0f / float32(bc2).
+  int64_t f32RecipMismatches = 0;
+  for (const std::string device : {"cpu", "cuda"})
+    for (const std::string name : {"chain1", "chain2", "rand10", "hyp1000"}) {
+      SCOPED_TRACE(name + " on " + device);
+      const qopt::st::File &f = golden().file;
+      const std::string d = name + "/" + device + "/diag/";
+      const std::vector<float> vNew = f.vec<float>(d + "v_new", "F32"), vDiv = f.vec<float>(d + "v_div", "F32");
+      const StepSpec spec = specFor(name, device);
+      const double bc2 = 1.0 - std::pow(spec.hyper.beta2, golden().meta.at(name).at("step").get<double>());
+      const float bc2f = static_cast<float>(bc2), r64 = static_cast<float>(1.0 / bc2), r32 = 1.0f / bc2f;
+      int64_t diffs = 0;
+      for (size_t i = 0; i < vNew.size(); ++i) {
+        const float q = spec.scalarDivision == ScalarDivision::Ieee ? vNew[i] / bc2f : vNew[i] * r64;
+        diffs += floatBits(q) != floatBits(vDiv[i]);
+        if (device == "cuda")
+          f32RecipMismatches += floatBits(vNew[i] * r32) != floatBits(vDiv[i]);
+      }
+      EXPECT_EQ(diffs, 0);
+    }
+  std::printf("[ measured ] cuda v_new / bc2 elements that a float32 reciprocal would get wrong: %lld\n",
+              static_cast<long long>(f32RecipMismatches));
+  EXPECT_GT(f32RecipMismatches, 0);
 }
 
 TEST(GoldenSeed000Test, ChainCodesMatchTheNextStepsInputs) {
@@ -157,7 +217,7 @@ TEST(GoldenSeed000Test, NegativeControls) {
   for (const std::string device : {"cpu", "cuda"})
     for (const std::string &other : caseNames()) {
       StepSpec spec = specFor(other, device);
-      spec.scalarDivision = spec.scalarDivision == ScalarDivision::Ieee ? ScalarDivision::ReciprocalMultiply
+      spec.scalarDivision = spec.scalarDivision == ScalarDivision::Ieee ? ScalarDivision::ReciprocalF64
                                                                         : ScalarDivision::Ieee;
       TensorBuffers t = inputsFor(spec, other);
       std::vector<float> p = readMaster(spec, t);

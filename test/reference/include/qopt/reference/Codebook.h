@@ -34,17 +34,20 @@ void codebookQuantize(const float *x, int64_t n, int64_t block, const float *qma
 void codebookDequantize(const uint8_t *codes, const float *absmax, int64_t n, int64_t block,
                         const float *qmap, float *out);
 
-/// How torch.linspace(start, end, steps) is evaluated on the CPU that made a table. torch's
-/// CPU kernel computes `start + step*i` below steps/2 and `end - step*(steps-1-i)` above, but in
-/// its vectorized loop (2 vectors of `vectorWidth` floats per iteration, scalar tail) lane k of a
-/// vector is `base + k*step` with base the vector's first element; the compiler may fuse the
-/// multiply-adds. Measured: Debian's torch 1.13 on AVX2 = {8, true, false, true}; see
-/// test/data/golden/README.md for the golden machine's.
+/// How torch.linspace(start, end, steps) is evaluated on the CPU that made a table: `start + step*i`
+/// below steps/2 and `end - step*(steps-1-i)` from there on, step = (end - start) / (steps - 1) in
+/// float32, each multiply-add fused or not. Older torch CPU kernels also had a vectorized loop (two
+/// vectors of `vectorWidth` floats per iteration, scalar tail) whose lane k is `base + k*step`.
+/// Measured (test/data/golden/README.md): torch 2.11 on the golden machine (AVX512) = torch211(),
+/// every element by the fused formula; Debian's torch 1.13 on AVX2 = torch113Avx2().
 struct LinspaceModel {
-  int vectorWidth = 8;    ///< floats per vector; 1 = the plain scalar formula everywhere
-  bool fmaBase = true;    ///< `start + step*i` / `end - step*j` of a vector's base fused
+  int vectorWidth = 1;    ///< floats per vector; 1 = every element by the scalar formula
+  bool fmaBase = true;    ///< a vector's first element `start + step*i` / `end - step*j` fused
   bool fmaLane = false;   ///< `base + k*step` of lanes k >= 2 fused
-  bool fmaScalar = true;  ///< the scalar tail's formula fused
+  bool fmaScalar = true;  ///< the scalar formula fused (tail, or every element when vectorWidth == 1)
+
+  static LinspaceModel torch211() { return LinspaceModel{1, true, false, true}; }
+  static LinspaceModel torch113Avx2() { return LinspaceModel{8, true, false, true}; }
 };
 
 /// float32 values of torch.linspace(start, end, steps) under `model`.
