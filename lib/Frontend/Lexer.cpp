@@ -130,6 +130,11 @@ Lexer::Lexer(llvm::SourceMgr &sourceMgr, unsigned bufferId,
   bufferEnd = buffer->getBufferEnd();
   curPtr = bufferStart;
   curLineStart = bufferStart;
+  // A UTF-8 byte order mark is not part of the spec. Columns still count it,
+  // as SourceMgr does.
+  if (llvm::StringRef(bufferStart, bufferEnd - bufferStart)
+          .starts_with("\xEF\xBB\xBF"))
+    curPtr += 3;
 }
 
 llvm::StringRef Lexer::getBufferName() const {
