@@ -516,6 +516,14 @@ TEST_F(Gpu, TensorPastTwoToThe31Elements) {
       count -= piece;
     }
   };
+  {
+    // Diagnostic only: does one copy across the 8 GiB offset work here?
+    std::vector<float> probe(8192);
+    cu::CUresult r = cu::require(d.cuMemcpyDtoH, "cuMemcpyDtoH")(
+        probe.data(), p.p + ((size_t(1) << 33) - 16384), probe.size() * 4);
+    std::printf("[ probe    ] cuMemcpyDtoH of 32 KiB across offset 8 GiB of one "
+                "allocation: %s\n", cu::describe(r).c_str());
+  }
   expectHalf(0, 4096);
   expectHalf((int64_t(1) << 31) - 4096, 8192); // across 2^31
   expectHalf(n - 4101, 4101);                   // the partial last tile
