@@ -373,8 +373,8 @@ Value MLIRGenImpl::genBinary(const BinaryExpr &e) {
   llvm_unreachable("unknown binary operator");
 }
 
-/// sign(x): 1 above zero, -1 below, and x itself for ±0 and NaN, so that a
-/// NaN propagates instead of turning into 0.
+/// sign(x) as torch.sign computes it, (x > 0) - (x < 0): 1 above zero, -1
+/// below, +0 for ±0 and for NaN (checked on PyTorch 2.11, CPU and CUDA).
 Value MLIRGenImpl::genSign(Value x, Location l) {
   Type type = x.getType();
   Value zero = getConstant(0.0, type, l);
@@ -385,7 +385,7 @@ Value MLIRGenImpl::genSign(Value x, Location l) {
   Value positive =
       arith::CmpFOp::create(builder, l, arith::CmpFPredicate::OGT, x, zero);
   Value notPositive =
-      arith::SelectOp::create(builder, l, negative, minusOne, x);
+      arith::SelectOp::create(builder, l, negative, minusOne, zero);
   return arith::SelectOp::create(builder, l, positive, one, notPositive);
 }
 
