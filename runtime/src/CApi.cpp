@@ -18,6 +18,7 @@
 #include "StateLayout.h"
 #include "TileMap.h"
 
+#include <algorithm>
 #include <new>
 
 using namespace qopt::rt;

@@ -4,6 +4,7 @@
 #include "Error.h"
 
 #include <cstring>
+#include <string>
 #include <thread>
 
 namespace qopt::rt {

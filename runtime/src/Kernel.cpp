@@ -7,9 +7,11 @@
 #include "TileMap.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <dlfcn.h>
 #include <iomanip>
+#include <sstream>
 
 namespace qopt::rt {
 
