@@ -95,7 +95,7 @@ size_t StepSpec::expectedStates() const {
   switch (optimizer) {
   case Optimizer::AdamW:
   case Optimizer::Adam: return 2;
-  case Optimizer::SGD: return hyper.momentum != 0.0 ? 1 : 0;
+  case Optimizer::SGD: return 1; // 0 is also accepted when momentum == 0 (see validate)
   case Optimizer::Lion: return 1;
   }
   return 0;
@@ -120,8 +120,11 @@ void StepSpec::validate() const {
     fail(std::string("gradient dtype must be f32, bf16 or f16, got ") + dtypeName(grad));
   if (master != Master::None && param == DType::F32)
     fail("an f32 parameter takes no error-correction bits (master must be none)");
-  if (states.size() != expectedStates())
-    fail("needs " + std::to_string(expectedStates()) + " state(s), got " + std::to_string(states.size()));
+  const bool sgdWithoutBuffer = optimizer == Optimizer::SGD && hyper.momentum == 0.0 && states.empty();
+  if (states.size() != expectedStates() && !sgdWithoutBuffer)
+    fail("needs " + std::to_string(expectedStates()) + " state(s)" +
+         (optimizer == Optimizer::SGD ? " (or none when momentum == 0)" : "") + ", got " +
+         std::to_string(states.size()));
   for (const StateScheme &s : states) {
     if (s.kind == StateKind::Codebook) {
       if (s.qmap.size() != 256)
@@ -348,8 +351,8 @@ void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<f
     std::vector<float> &m = st[0], &v = st[1];
     for (int64_t i = 0; i < n; ++i) {
       float gi = g[i];
-      if (!decoupled && h.weightDecay != 0.0)
-        gi = gi + wd * p[i];                                           // Adam (L2): g += wd * p
+      if (!decoupled)
+        gi = gi + wd * p[i];                                           // Adam (L2): g + wd * p
       const float mNew = b1 * m[i] + omb1 * gi;                        // beta1 * m + (1 - beta1) * g
       const float vNew = b2 * v[i] + (omb2 * gi) * gi;                 // beta2 * v + (1 - beta2) * g * g
       const float vHat = spec.scalarDivision == ScalarDivision::Ieee ? vNew / bc2f
@@ -364,14 +367,17 @@ void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<f
     return;
   }
   case Optimizer::SGD: {
-    // torch.optim.SGD: d_p = g (+ wd * p); buf = d_p on the first step, else
+    // torch.optim.SGD: d_p = g + wd * p; buf = d_p on the first step, else
     // momentum * buf + (1 - dampening) * d_p; d_p = d_p + momentum * buf (Nesterov) or buf;
     // p = p - lr * d_p. Decoupled decay (SGDW) scales p by (1 - lr * wd) first instead.
+    // As in specs/flash_sgd.qopt: the L2 term is added even when wd == 0 (torch skips it; the two
+    // differ only for a non-finite p or a -0 gradient), and with a buffer state the buffer formula
+    // is used whatever the momentum (torch keeps no buffer when momentum == 0).
     const float lr = toF32(h.lr), wd = toF32(h.weightDecay), mom = toF32(h.momentum);
     const float omd = toF32(1.0 - h.dampening);
     const float decay = toF32(1.0 - h.lr * h.weightDecay);
-    const bool coupled = !h.decoupled && h.weightDecay != 0.0;
-    const bool useMomentum = h.momentum != 0.0;
+    const bool coupled = !h.decoupled;
+    const bool useMomentum = !st.empty();
     for (int64_t i = 0; i < n; ++i) {
       float d = g[i];
       if (coupled)

@@ -19,7 +19,7 @@ StepSpec plainSpec(Optimizer o, const Hyper &h) {
   s.grad = DType::F32;
   if (o == Optimizer::AdamW || o == Optimizer::Adam)
     s.states = {StateScheme::plainF32("exp_avg"), StateScheme::plainF32("exp_avg_sq")};
-  else if (o == Optimizer::Lion || (o == Optimizer::SGD && h.momentum != 0.0))
+  else if (o == Optimizer::Lion || (o == Optimizer::SGD && h.momentum != 0.0)) // torch: no buffer at momentum 0
     s.states = {StateScheme::plainF32(o == Optimizer::Lion ? "m" : "momentum_buffer")};
   return s;
 }
@@ -200,6 +200,22 @@ TEST(StepTest, SgdSemanticsByHand) {
   EXPECT_EQ(one(h, 8.0f, {1.0f}), 8.0f * 0.75f - 0.5f);
   h.decoupled = false;
   EXPECT_EQ(one(h, 8.0f, {1.0f}), 8.0f - 0.5f * 5.0f);
+  // With a buffer state at momentum 0 (specs/flash_sgd.qopt's ABI): step 1 buf = g = 1, p = 3.5;
+  // step 2 buf = 0 * 1 + (1 - 0.5) * 2 = 1, p = 3.5 - 0.5 = 3 (torch, keeping no buffer, ignores
+  // dampening here and would give 2.5).
+  StepSpec s = plainSpec(Optimizer::SGD, Hyper());
+  s.hyper.lr = 0.5;
+  s.hyper.weightDecay = 0;
+  s.hyper.momentum = 0;
+  s.hyper.dampening = 0.5;
+  s.states = {StateScheme::plainF32("buf")};
+  TensorBuffers t = makeTensor(s, 1);
+  setMaster(s, t, {4.0f});
+  setGrad(s, t, {1.0f});
+  step(s, t, 1);
+  setGrad(s, t, {2.0f});
+  step(s, t, 2);
+  EXPECT_EQ(readMaster(s, t)[0], 3.0f);
 }
 
 TEST(StepTest, AgainstTorchOptimInFloat32) {

@@ -84,10 +84,11 @@ struct StateScheme {
 ///    d  = sqrt(v' / f32(bc2)) + f32(eps)          bc2 = 1 - b2^step (f64); `/` per ScalarDivision
 ///    u  = (f32(lr/bc1) * m') / d                  bc1 = 1 - b1^step (f64)
 ///    p' = p * f32(1 - lr*wd) - u
-///  Adam (L2; states m, v): g += f32(wd)*p first (skipped when wd == 0), then as AdamW with
-///    p' = p - u.
-///  SGD (torch.optim.SGD semantics; state "momentum_buffer" only when momentum != 0):
-///    coupled decay (wd != 0, !decoupled): g = g + f32(wd)*p
+///  Adam (L2; states m, v): g = g + f32(wd)*p first (always, as specs/flash_adam.qopt; torch skips
+///    it when wd == 0), then as AdamW with p' = p - u.
+///  SGD (torch.optim.SGD semantics, specs/flash_sgd.qopt / flash_sgdw.qopt; one buffer state, or
+///    none when momentum == 0, torch's buffer-less SGD, where d = g):
+///    coupled decay (!decoupled): g = g + f32(wd)*p
 ///    buf' = step == 1 ? g : f32(mom)*buf + f32(1-dampening)*g
 ///    d = nesterov ? g + f32(mom)*buf' : buf'            (d = g when momentum == 0)
 ///    p' = decoupled ? p * f32(1 - lr*wd) - f32(lr)*d : p - f32(lr)*d
@@ -105,7 +106,7 @@ struct StepSpec {
 
   /// Throws std::invalid_argument with a message naming the problem.
   void validate() const;
-  /// The number of states the optimizer needs (AdamW/Adam 2, SGD 1 or 0, Lion 1).
+  /// The number of states the optimizer needs (AdamW/Adam 2, SGD 1 (0 allowed at momentum 0), Lion 1).
   size_t expectedStates() const;
   /// dtype of the error-bits stream (I8, I16) or None.
   DType eccDType() const;
