@@ -837,7 +837,7 @@ double evaluate(const Expr &e, const std::vector<double> &h, double step) {
     return std::fabs(arg(0));
   case Expr::Op::Sign: {
     double v = arg(0);
-    return v > 0 ? 1.0 : v < 0 ? -1.0 : v; // keeps 0, -0 and NaN
+    return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; // +0 for ±0 and NaN, as torch.sign
   }
   case Expr::Op::Min:
   case Expr::Op::Max: {

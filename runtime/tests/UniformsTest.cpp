@@ -103,6 +103,8 @@ TEST(Uniforms, EveryOperation) {
       json::array({"div", 1, 0}),                                   // inf
       json::array({"sub", 3, 5}),                                   // -2
       json::array({"mul", true, 4}),                                // 4
+      json::array({"sign", -0.0}),                                  // +0
+      json::array({"sign", json::array({"sqrt", -1.0})}),           // NaN -> +0
   });
   qopt_manifest *m = withUniforms(e);
   ASSERT_NE(m, nullptr);
@@ -112,10 +114,12 @@ TEST(Uniforms, EveryOperation) {
       << qopt_last_error();
   std::vector<float> want = {-0.001f, 2.5f, -1.0f, 0.0f, -1.0f, 0.5f, 1.0f,
                              0.0f,    1.0f, 1.0f,  1.0f, 0.0f,  1.0f, 0.0f,
-                             1.0f,    3.0f, 0.9f,  0.125f, INFINITY, -2.0f, 4.0f};
+                             1.0f,    3.0f, 0.9f,  0.125f, INFINITY, -2.0f, 4.0f,
+                             0.0f,    0.0f};
   ASSERT_EQ(want.size(), out.size());
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_EQ(out[i], want[i]) << "uniform " << i << ": " << e[i].dump();
+  EXPECT_FALSE(std::signbit(out[21])) << "sign(-0.0) is +0, as torch.sign";
   // With nesterov on, the selects flip.
   qopt_hyper h[] = {{"nesterov", 1.0}};
   ASSERT_EQ(qopt_manifest_evaluate_uniforms(m, h, 1, 4, out.data(), out.size()),
