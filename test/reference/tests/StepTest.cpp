@@ -101,7 +101,17 @@ TEST(StepTest, ZeroGradientsForFiveSteps) {
         }
         if (wd != 0.0)
           continue;
-        EXPECT_EQ(countBitDiffs(readMaster(spec, t), master0), 0) << "step " << k;
+        // The float32 master does not move, except (int8 only, EccTest.ReencodingAfterZeroUpdate) where
+        // rho was +-Nmax and the value re-encodes onto a power of two.
+        const std::vector<float> now = readMaster(spec, t);
+        for (int64_t i = 0; i < 1000; ++i) {
+          if (floatBits(now[i]) == floatBits(master0[i]))
+            continue;
+          ASSERT_EQ(master, Master::EccI8) << "element " << i << " step " << k;
+          ASSERT_EQ(std::abs(before.ecc.as<int8_t>()[i]), 127) << "element " << i;
+          ASSERT_EQ(t.param.as<uint16_t>()[i] & 0x7f, 0) << "element " << i;
+          master0[i] = now[i];
+        }
         if (master == Master::None) {
           EXPECT_EQ(t.param, before.param);
           continue;
