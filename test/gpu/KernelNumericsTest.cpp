@@ -1,0 +1,287 @@
+//===- KernelNumericsTest.cpp - Shipped kernels vs the C++ reference ------===//
+//
+// Each shipped spec's strict kernel, as qopt-opt compiled it, steps a list of
+// tensors of very different sizes (partial tiles, groups and blocks included)
+// for several steps on the GPU; the C++ reference (test/reference), which
+// shares no code with the compiler, steps copies of the same buffers. Every
+// byte of every stream (parameter, error bits, codes, scales, absmax) must
+// agree after every step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaDriver.h"
+#include "qopt/reference/Codebook.h"
+#include "qopt/reference/Step.h"
+#include "qopt/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ref = qopt::ref;
+namespace cu = qopt::rt::cu;
+
+namespace {
+
+std::string kernelDir() {
+  const char *dir = std::getenv("QOPT_TEST_KERNEL_DIR");
+  return dir && *dir ? dir : QOPT_DEFAULT_KERNEL_DIR;
+}
+
+bool haveGpu(std::string &why) {
+  int32_t n = 0;
+  if (qopt_cuda_device_count(&n) != QOPT_SUCCESS) {
+    why = std::string("no CUDA driver: ") + qopt_last_error();
+    return false;
+  }
+  if (n == 0) {
+    why = "the CUDA driver reports no device";
+    return false;
+  }
+  return true;
+}
+
+#define CU_CHECK(call)                                                         \
+  do {                                                                         \
+    cu::CUresult r_ = (call);                                                  \
+    ASSERT_EQ(r_, cu::CUDA_SUCCESS) << #call << ": " << cu::describe(r_);      \
+  } while (0)
+
+/// One device copy of a reference buffer.
+struct DeviceBuffer {
+  cu::CUdeviceptr ptr = 0;
+  size_t bytes = 0;
+  ~DeviceBuffer() {
+    if (ptr)
+      (void)cu::driver().cuMemFree(ptr);
+  }
+};
+
+/// A shipped spec and the reference step that specifies it.
+struct Case {
+  std::string spec;                    // file stem in specs/
+  std::function<ref::StepSpec()> make; // the reference's description
+  std::vector<qopt_hyper> hypers;      // values given to the kernel
+};
+
+ref::Hyper adamHyper() {
+  ref::Hyper h;
+  h.lr = 2e-3;
+  h.beta1 = 0.9;
+  h.beta2 = 0.999;
+  h.eps = 1e-8;
+  h.weightDecay = 0.05;
+  return h;
+}
+const std::vector<qopt_hyper> kAdamHypers = {{"lr", 2e-3},          {"beta1", 0.9},
+                                             {"beta2", 0.999},      {"eps", 1e-8},
+                                             {"weight_decay", 0.05}};
+
+ref::StepSpec linearAdamW() {
+  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
+  for (ref::StateScheme &st : s.states)
+    st.group.companding = ref::Companding::Linear;
+  return s;
+}
+
+ref::StepSpec sgd(bool decoupled) {
+  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
+  s.optimizer = ref::Optimizer::SGD;
+  s.hyper.lr = 0.05;
+  s.hyper.momentum = 0.9;
+  s.hyper.dampening = 0.1;
+  s.hyper.nesterov = true;
+  s.hyper.weightDecay = 0.01;
+  s.hyper.decoupled = decoupled;
+  s.states.resize(1);
+  s.states[0].name = "buf";
+  return s;
+}
+const std::vector<qopt_hyper> kSgdHypers = {{"lr", 0.05},       {"momentum", 0.9},
+                                            {"dampening", 0.1}, {"weight_decay", 0.01},
+                                            {"nesterov", 1.0}};
+
+ref::StepSpec lion() {
+  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
+  s.optimizer = ref::Optimizer::Lion;
+  s.hyper.lr = 1e-3;
+  s.hyper.beta1 = 0.9;
+  s.hyper.beta2 = 0.99;
+  s.hyper.weightDecay = 0.1;
+  s.states.resize(1);
+  return s;
+}
+
+ref::StepSpec adam() {
+  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
+  s.optimizer = ref::Optimizer::Adam;
+  return s;
+}
+
+ref::StepSpec seed000(int64_t block) {
+  return ref::seed000AdamW(ref::createDynamicMap(/*isSigned=*/true),
+                           ref::createDynamicMap(/*isSigned=*/false), adamHyper(),
+                           ref::DType::BF16, block);
+}
+
+std::vector<Case> cases() {
+  return {
+      {"flash_adamw", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI8); },
+       kAdamHypers},
+      {"flash_adamw_ecc16", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI16); },
+       kAdamHypers},
+      {"flash_adamw_bf16", [] { return ref::flashAdamW(adamHyper(), ref::Master::None); },
+       kAdamHypers},
+      {"flash_adamw_linear", linearAdamW, kAdamHypers},
+      {"flash_adam", adam, kAdamHypers},
+      {"flash_sgd", [] { return sgd(/*decoupled=*/false); }, kSgdHypers},
+      {"flash_sgdw", [] { return sgd(/*decoupled=*/true); }, kSgdHypers},
+      {"flash_lion", lion,
+       {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.1}}},
+      {"adamw8bit_block2048", [] { return seed000(2048); }, kAdamHypers},
+      {"adamw8bit_block256", [] { return seed000(256); }, kAdamHypers},
+  };
+}
+
+class KernelNumerics : public ::testing::TestWithParam<Case> {};
+
+TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
+  std::string why;
+  if (!haveGpu(why))
+    GTEST_SKIP() << "GPU test skipped: " << why;
+  const Case &c = GetParam();
+  ref::StepSpec spec = c.make();
+
+  qopt_context *ctx = nullptr;
+  ASSERT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx), QOPT_SUCCESS) << qopt_last_error();
+  qopt_manifest *manifest = nullptr;
+  std::string manifestPath = kernelDir() + "/" + c.spec + ".manifest.json";
+  ASSERT_EQ(qopt_manifest_load(manifestPath.c_str(), &manifest), QOPT_SUCCESS)
+      << qopt_last_error();
+  qopt_registry *registry = nullptr;
+  ASSERT_EQ(qopt_registry_create(&registry), QOPT_SUCCESS);
+  ASSERT_EQ(qopt_registry_add_manifest_file(registry, manifestPath.c_str()), QOPT_SUCCESS)
+      << qopt_last_error();
+  qopt_manifest_info info{};
+  ASSERT_EQ(qopt_manifest_get_info(manifest, &info), QOPT_SUCCESS);
+  qopt_kernel *kernel = nullptr;
+  ASSERT_EQ(qopt_kernel_create(ctx, registry, info.kernel, &kernel), QOPT_SUCCESS)
+      << qopt_last_error();
+
+  // Sizes: one element, a partial group, a full tile, a tile and a bit,
+  // several tiles with a partial block, and a larger tensor.
+  const std::vector<int64_t> sizes = {1, 31, 4096, 4097, 3 * 4096 + 17, 70001};
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<ref::TensorBuffers> tensors;
+  for (int64_t n : sizes) {
+    tensors.push_back(ref::makeTensor(spec, n));
+    std::vector<float> x(n);
+    for (float &v : x)
+      v = 0.5f * normal(rng);
+    ref::setMaster(spec, tensors.back(), x);
+  }
+
+  // Device copies of every stream, in ABI order.
+  std::vector<std::vector<DeviceBuffer>> device(sizes.size());
+  std::vector<void *> pointers;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<ref::Buffer *> streams = tensors[k].streams();
+    ASSERT_EQ(streams.size(), info.num_streams) << "reference and manifest disagree on streams";
+    device[k].resize(streams.size());
+    for (size_t s = 0; s < streams.size(); ++s) {
+      DeviceBuffer &d = device[k][s];
+      d.bytes = streams[s]->bytes();
+      CU_CHECK(cu::driver().cuMemAlloc(&d.ptr, std::max<size_t>(d.bytes, 16)));
+      pointers.push_back(reinterpret_cast<void *>(d.ptr));
+    }
+  }
+  // Codebook tables, one per codebook state, in state order.
+  std::vector<DeviceBuffer> tables;
+  std::vector<const void *> tablePointers;
+  for (const ref::StateScheme &st : spec.states)
+    if (st.kind == ref::StateKind::Codebook) {
+      tables.emplace_back();
+      tables.back().bytes = 1024;
+      CU_CHECK(cu::driver().cuMemAlloc(&tables.back().ptr, 1024));
+      CU_CHECK(cu::driver().cuMemcpyHtoD(tables.back().ptr, st.qmap.data(), 1024));
+      tablePointers.push_back(reinterpret_cast<void *>(tables.back().ptr));
+    }
+  auto upload = [&](size_t k, size_t s) {
+    ref::Buffer *b = tensors[k].streams()[s];
+    if (b->bytes())
+      ASSERT_EQ(cu::driver().cuMemcpyHtoD(device[k][s].ptr, b->data(), b->bytes()),
+                cu::CUDA_SUCCESS);
+  };
+  for (size_t k = 0; k < sizes.size(); ++k)
+    for (size_t s = 0; s < device[k].size(); ++s)
+      upload(k, s);
+
+  qopt_tensor_list list{};
+  list.num_tensors = sizes.size();
+  list.num_streams = info.num_streams;
+  list.numels = sizes.data();
+  list.data = pointers.data();
+
+  const int gradStream = spec.master == ref::Master::None ? 1 : 2;
+  for (int64_t step = 1; step <= 4; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<float> g(sizes[k]);
+      float scale = step == 3 ? 1e-3f : 1e-2f; // a step with smaller gradients
+      for (float &v : g)
+        v = scale * normal(rng);
+      ref::setGrad(spec, tensors[k], g);
+      upload(k, gradStream);
+    }
+    ref::step(spec, tensors, step);
+    ASSERT_EQ(qopt_step(kernel, &list, c.hypers.data(), c.hypers.size(), step,
+                        tablePointers.data(), tablePointers.size(), nullptr),
+              QOPT_SUCCESS)
+        << qopt_last_error();
+    CU_CHECK(cu::driver().cuCtxSynchronize());
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<ref::Buffer *> streams = tensors[k].streams();
+      std::vector<std::string> names = tensors[k].streamNames(spec);
+      for (size_t s = 0; s < streams.size(); ++s) {
+        const ref::Buffer &want = *streams[s];
+        std::vector<uint8_t> got(want.bytes());
+        if (!got.empty())
+          CU_CHECK(cu::driver().cuMemcpyDtoH(got.data(), device[k][s].ptr, got.size()));
+        if (got == want.raw())
+          continue;
+        size_t esize = ref::dtypeSize(want.dtype());
+        size_t first = 0;
+        size_t mismatches = 0;
+        for (size_t i = 0; i < got.size(); i += esize)
+          if (std::memcmp(&got[i], &want.raw()[i], esize) != 0) {
+            if (!mismatches)
+              first = i / esize;
+            ++mismatches;
+          }
+        ADD_FAILURE() << c.spec << ": tensor of " << sizes[k] << " elements, stream "
+                      << names[s] << ": " << mismatches << " of " << want.count()
+                      << " elements differ, the first at index " << first;
+      }
+    }
+    if (HasFailure())
+      break;
+  }
+
+  qopt_kernel_destroy(kernel);
+  qopt_registry_destroy(registry);
+  qopt_manifest_destroy(manifest);
+  qopt_context_destroy(ctx);
+}
+
+INSTANTIATE_TEST_SUITE_P(ShippedSpecs, KernelNumerics, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           return info.param.spec;
+                         });
+
+} // namespace
