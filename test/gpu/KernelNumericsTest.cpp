@@ -159,6 +159,12 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
 
   qopt_context *ctx = nullptr;
   ASSERT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx), QOPT_SUCCESS) << qopt_last_error();
+  // The test's own allocations use the device's primary context, as PyTorch's do.
+  cu::CUdevice dev = 0;
+  cu::CUcontext primary = nullptr;
+  CU_CHECK(cu::driver().cuDeviceGet(&dev, 0));
+  CU_CHECK(cu::driver().cuDevicePrimaryCtxRetain(&primary, dev));
+  CU_CHECK(cu::driver().cuCtxPushCurrent(primary));
   qopt_manifest *manifest = nullptr;
   std::string manifestPath = kernelDir() + "/" + c.spec + ".manifest.json";
   ASSERT_EQ(qopt_manifest_load(manifestPath.c_str(), &manifest), QOPT_SUCCESS)
@@ -273,10 +279,15 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
       break;
   }
 
+  device.clear();
+  tables.clear();
   qopt_kernel_destroy(kernel);
   qopt_registry_destroy(registry);
   qopt_manifest_destroy(manifest);
   qopt_context_destroy(ctx);
+  cu::CUcontext popped = nullptr;
+  (void)cu::driver().cuCtxPopCurrent(&popped);
+  (void)cu::driver().cuDevicePrimaryCtxRelease(dev);
 }
 
 INSTANTIATE_TEST_SUITE_P(ShippedSpecs, KernelNumerics, ::testing::ValuesIn(cases()),
