@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -56,6 +57,11 @@ bool haveGpu(std::string &why) {
 struct DeviceBuffer {
   cu::CUdeviceptr ptr = 0;
   size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  // A vector that grows moves its buffers; the old copies must not free them.
+  DeviceBuffer(DeviceBuffer &&o) noexcept : ptr(o.ptr), bytes(o.bytes) { o.ptr = 0; }
   ~DeviceBuffer() {
     if (ptr)
       (void)cu::driver().cuMemFree(ptr);
@@ -262,17 +268,27 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
         if (got == want.raw())
           continue;
         size_t esize = ref::dtypeSize(want.dtype());
-        size_t first = 0;
         size_t mismatches = 0;
+        std::string examples;
         for (size_t i = 0; i < got.size(); i += esize)
           if (std::memcmp(&got[i], &want.raw()[i], esize) != 0) {
-            if (!mismatches)
-              first = i / esize;
-            ++mismatches;
+            if (++mismatches <= 4) {
+              examples += " [" + std::to_string(i / esize) + "] got 0x";
+              char hex[8];
+              for (size_t b = esize; b-- > 0;) {
+                std::snprintf(hex, sizeof hex, "%02x", got[i + b]);
+                examples += hex;
+              }
+              examples += " want 0x";
+              for (size_t b = esize; b-- > 0;) {
+                std::snprintf(hex, sizeof hex, "%02x", want.raw()[i + b]);
+                examples += hex;
+              }
+            }
           }
         ADD_FAILURE() << c.spec << ": tensor of " << sizes[k] << " elements, stream "
                       << names[s] << ": " << mismatches << " of " << want.count()
-                      << " elements differ, the first at index " << first;
+                      << " elements differ:" << examples;
       }
     }
     if (HasFailure())
