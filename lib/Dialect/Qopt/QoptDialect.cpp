@@ -32,6 +32,12 @@ void QoptDialect::initialize() {
       >();
 }
 
+/// Folded qopt values (uniforms with a constant value) become arith constants.
+Operation *QoptDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                            Type type, Location loc) {
+  return arith::ConstantOp::materialize(builder, value, type, loc);
+}
+
 /// Every group and block size must divide the 4096-element tile, so that no
 /// group or block straddles two tiles of a multi-tensor launch.
 static constexpr int64_t kTileElements = 4096;

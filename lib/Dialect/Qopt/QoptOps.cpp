@@ -9,8 +9,11 @@
 #include "qopt/Dialect/Qopt/QoptOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 using namespace mlir;
 using namespace mlir::qopt;
@@ -235,6 +238,80 @@ LoadStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 LogicalResult
 StoreStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return lookupDecl<StateOp>(*this, getStateAttr(), "state", symbolTable);
+}
+
+
+//===----------------------------------------------------------------------===//
+// Canonicalization
+//===----------------------------------------------------------------------===//
+
+/// The value that `qopt.uniform index` reads, or null.
+static Value getYieldedUniform(UniformOp op) {
+  auto optimizer = op->getParentOfType<OptimizerOp>();
+  if (!optimizer || !optimizer.getUniforms())
+    return {};
+  Operation *yield = optimizer.getUniforms().getBody().front().getTerminator();
+  uint64_t index = op.getIndex();
+  if (index >= yield->getNumOperands())
+    return {};
+  return yield->getOperand(index);
+}
+
+OpFoldResult UniformOp::fold(FoldAdaptor) {
+  Value yielded = getYieldedUniform(*this);
+  if (!yielded)
+    return {};
+  FloatAttr f;
+  if (matchPattern(yielded, m_Constant(&f))) {
+    // (float)double: the one rounding the runtime applies.
+    return FloatAttr::get(getType(), static_cast<float>(f.getValueAsDouble()));
+  }
+  BoolAttr flag;
+  if (matchPattern(yielded, m_Constant(&flag)))
+    return FloatAttr::get(getType(), flag.getValue() ? 1.0f : 0.0f);
+  return {};
+}
+
+namespace {
+/// Removes yielded uniforms that no qopt.uniform reads, renumbering the rest,
+/// so that the launch evaluates and uploads only what the kernel uses.
+struct DropUnusedUniforms : public OpRewritePattern<OptimizerOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(OptimizerOp optimizer,
+                                PatternRewriter &rewriter) const override {
+    UniformsOp uniforms = optimizer.getUniforms();
+    if (!uniforms)
+      return rewriter.notifyMatchFailure(optimizer, "no qopt.uniforms");
+    Operation *yield = uniforms.getBody().front().getTerminator();
+    SmallVector<UniformOp> reads;
+    optimizer.getUpdate().walk([&](UniformOp op) { reads.push_back(op); });
+    llvm::SmallBitVector used(yield->getNumOperands());
+    for (UniformOp op : reads)
+      if (op.getIndex() < yield->getNumOperands())
+        used.set(op.getIndex());
+    if (used.all())
+      return rewriter.notifyMatchFailure(optimizer, "every uniform is read");
+    SmallVector<int64_t> newIndex(yield->getNumOperands(), -1);
+    SmallVector<Value> kept;
+    for (unsigned i = 0, e = yield->getNumOperands(); i < e; ++i)
+      if (used.test(i)) {
+        newIndex[i] = kept.size();
+        kept.push_back(yield->getOperand(i));
+      }
+    rewriter.setInsertionPoint(yield);
+    rewriter.replaceOpWithNewOp<YieldOp>(yield, kept);
+    for (UniformOp op : reads)
+      rewriter.modifyOpInPlace(op, [&] {
+        op.setIndex(static_cast<uint64_t>(newIndex[op.getIndex()]));
+      });
+    return success();
+  }
+};
+} // namespace
+
+void OptimizerOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<DropUnusedUniforms>(context);
 }
 
 #define GET_OP_CLASSES

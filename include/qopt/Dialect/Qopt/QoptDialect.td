@@ -26,6 +26,7 @@ def Qopt_Dialect : Dialect {
   }];
   let cppNamespace = "::mlir::qopt";
   let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
 }
 

@@ -52,6 +52,8 @@ def Qopt_OptimizerOp : Qopt_Op<"optimizer", [
     `grad` $grad_name `:` $grad_type attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
+  // Drops yielded uniforms that no qopt.uniform reads and renumbers the rest.
+  let hasCanonicalizer = 1;
   let extraClassDeclaration = [{
     /// The update region's op (verified to exist exactly once).
     UpdateOp getUpdate();
@@ -150,6 +152,9 @@ def Qopt_UniformOp : Qopt_Op<"uniform", [Pure]> {
   let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$index);
   let results = (outs F32:$result);
   let assemblyFormat = "$index attr-dict `:` type($result)";
+  // A uniform whose value is a constant folds to that constant rounded to
+  // float32 once, as the runtime would round it.
+  let hasFolder = 1;
 }
 
 def Qopt_LoadGradOp : Qopt_Op<"load_grad", [Pure]> {
