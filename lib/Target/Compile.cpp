@@ -1,14 +1,16 @@
 //===- Compile.cpp - qopt-opt's compile mode ------------------------------===//
 //
 // spec.qopt -> (frontend) -> qopt IR -> outline uniforms -> gpu -> NVVM ->
-// PTX -> ptxas -> cubin -> fatbinary -> fatbin, with the manifest beside the
-// binary. Every failure is reported with its location and a non-zero exit.
+// PTX -> ptxas -> cubin -> fatbinary -> fatbin, or -> host object -> c++
+// -shared -> host library, with the manifest beside the binary. Every failure
+// is reported with its location and a non-zero exit.
 //
 //===----------------------------------------------------------------------===//
 
 #include "qopt/Target/Compile.h"
 #include "qopt/Target/Target.h"
 #include "qopt/Conversion/Passes.h"
+#include "qopt/Target/Host.h"
 
 #include "qopt/Dialect/Qopt/QoptOps.h"
 #include "qopt/Frontend/Frontend.h"
@@ -35,7 +37,8 @@ using namespace mlir::qopt;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Emit { Qopt, GPU, LLVM, PTX, Cubin, Fatbin };
+enum class Emit { Qopt, GPU, LLVM, PTX, Cubin, Fatbin, HostLLVM, HostObject,
+                   HostLibrary };
 } // namespace
 
 namespace {
@@ -60,7 +63,14 @@ struct CompileOptions {
                clEnumValN(Emit::Cubin, "cubin", "cubin (needs ptxas)"),
                clEnumValN(Emit::Fatbin, "fatbin",
                             "fatbin with sm_80 and sm_90 cubins and PTX "
-                            "(needs ptxas and fatbinary)")),
+                            "(needs ptxas and fatbinary)"),
+               clEnumValN(Emit::HostLLVM, "host-llvm",
+                          "optimized LLVM IR of the host function"),
+               clEnumValN(Emit::HostObject, "host-object",
+                          "host object file (ELF, PIC)"),
+               clEnumValN(Emit::HostLibrary, "host-library",
+                          "host shared library and its manifest (needs "
+                          "c++)")),
     cl::cat(compileCategory)};
   cl::opt<std::string> arch{"arch",
                                    cl::desc("GPU architecture (sm_80, sm_90)"),
@@ -77,7 +87,15 @@ struct CompileOptions {
                                           cl::desc("Threads per block"),
                                           cl::init(256),
                                           cl::cat(compileCategory)};
-
+  cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
+                                 cl::desc("LLVM optimization level of host "
+                                          "code (-O0 to -O3)"),
+                                 cl::init(2), cl::cat(compileCategory)};
+  cl::opt<std::string> hostCpu{
+    "host-cpu",
+    cl::desc("CPU of host code: empty for the triple's baseline, 'native', "
+             "or an LLVM CPU name"),
+    cl::init(""), cl::cat(compileCategory)};
 };
 } // namespace
 
@@ -156,10 +174,21 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
                  << opts->arch << "'\n";
     return 1;
   }
-  if ((opts->emitKind == Emit::Cubin || opts->emitKind == Emit::Fatbin) &&
+  bool host = opts->emitKind == Emit::HostLLVM ||
+              opts->emitKind == Emit::HostObject ||
+              opts->emitKind == Emit::HostLibrary;
+  if ((opts->emitKind == Emit::Cubin || opts->emitKind == Emit::Fatbin ||
+       opts->emitKind == Emit::HostObject ||
+       opts->emitKind == Emit::HostLibrary) &&
       opts->outputFilename == "-") {
-    llvm::errs() << "qopt-opt: error: --emit=cubin and --emit=fatbin write "
-                    "binary data; give an output file with -o\n";
+    llvm::errs() << "qopt-opt: error: --emit=cubin, fatbin, host-object and "
+                    "host-library write binary data; give an output file "
+                    "with -o\n";
+    return 1;
+  }
+  if (host && opts->hostOptLevel > 3) {
+    llvm::errs() << "qopt-opt: error: -O must be 0 to 3, got "
+                 << opts->hostOptLevel << "\n";
     return 1;
   }
 
@@ -204,6 +233,20 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
       return 1;
     manifest = std::move(*built);
   }
+  if (opts->emitKind == Emit::HostLibrary) {
+    FailureOr<llvm::json::Value> built = buildManifest(*module, options, "host");
+    if (failed(built))
+      return 1;
+    manifest = std::move(*built);
+    makeHostManifest(*manifest,
+                     llvm::sys::path::filename(opts->outputFilename));
+  }
+  HostOptions hostOptions;
+  hostOptions.mode = options.mode;
+  hostOptions.threadsPerBlock = options.threadsPerBlock;
+  hostOptions.elementsPerThread = options.elementsPerThread;
+  hostOptions.optLevel = opts->hostOptLevel;
+  hostOptions.cpu = opts->hostCpu;
 
   std::string result;
   switch (opts->emitKind) {
@@ -280,6 +323,28 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     result = *fatbin;
     break;
   }
+  case Emit::HostLLVM:
+  case Emit::HostObject:
+  case Emit::HostLibrary: {
+    FailureOr<std::string> code =
+        opts->emitKind == Emit::HostLLVM
+            ? translateToHostLLVMIR(*module, hostOptions)
+            : translateToHostObject(*module, hostOptions);
+    if (failed(code))
+      return 1;
+    result = *code;
+    if (opts->emitKind == Emit::HostLibrary) {
+      std::string error;
+      FailureOr<std::string> library = linkHostLibrary(result, error);
+      if (failed(library)) {
+        llvm::errs() << "qopt-opt: error: cannot make the host library: "
+                     << error << "\n";
+        return 1;
+      }
+      result = *library;
+    }
+    break;
+  }
   }
 
   if (failed(writeOutput(opts->outputFilename, result)))
@@ -288,7 +353,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     std::string path = manifestPath();
     if (!path.empty()) {
       // The binary written with -o, named relative to the manifest.
-      if (opts->outputFilename != "-") {
+      if (opts->outputFilename != "-" && !host) {
         llvm::json::Object binary{
             {"format", opts->emitKind == Emit::PTX     ? "ptx"
                        : opts->emitKind == Emit::Cubin ? "cubin"

@@ -34,4 +34,50 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def ConvertQoptToHost : Pass<"convert-qopt-to-host", "::mlir::ModuleOp"> {
+  let summary = "Lower each qopt.optimizer to one multi-tensor host function";
+  let description = [{
+    Turns each `qopt.optimizer` (after `qopt-outline-uniforms`) into an
+    `llvm.func @<name>_host` with the runtime's `qopt_host_kernel_fn`
+    signature (docs/abi.md): descriptors, tile map, tile count, uniforms, the
+    array of codebook tables, and the tile range `[tile_begin, tile_end)` it
+    processes. The descriptors and tiles are the GPU kernel's: the tile is
+    `threads-per-block * min(elements-per-thread, smallest group)` elements,
+    as the manifest's `launch` says.
+
+    Each tile runs in two phases on vectors of `min(elements-per-thread,
+    smallest group)` f32 lanes (masked in a partial last chunk). Phase 1
+    computes the update chunk by chunk, stores the parameter and plain states
+    and keeps each group or codebook state's new values in a tile-sized stack
+    buffer. Phase 2 takes, per group or block, the NaN-propagating absmax of
+    the buffered values (a NaN absmax is stored as the quiet NaN 0x7fc00000,
+    as the reference's), then quantizes and stores codes and scale. Every
+    per-element operation, its order and its NaN rule are the GPU kernel's
+    (StreamCodecs.h), with bf16/f16 conversions done on the bits.
+
+    `mode=strict` adds no fast-math flags: one IEEE rounding per operation,
+    `llvm.sqrt` (correctly rounded); `mode=fast` marks the update's arithmetic
+    `contract afn arcp`.
+
+    ```mlir
+    llvm.func @FlashAdamW_host(%descs: !llvm.ptr, %tile_map: !llvm.ptr,
+        %num_tiles: i64, %uniforms: !llvm.ptr, %tables: !llvm.ptr,
+        %tile_begin: i64, %tile_end: i64)
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"strict\"",
+           "Arithmetic mode: strict (bit-exact with the reference) or fast">,
+    Option<"threadsPerBlock", "threads-per-block", "int64_t", /*default=*/"256",
+           "The GPU kernel's threads per block; fixes the tile with "
+           "elements-per-thread">,
+    Option<"elementsPerThread", "elements-per-thread", "int64_t",
+           /*default=*/"16", "Vector lanes (at most the smallest group)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
+  ];
+}
+
 #endif // QOPT_CONVERSION_PASSES_TD

@@ -80,6 +80,9 @@ Value LaneMath::intrinsic(StringRef name, Value a) {
 }
 
 Value LaneMath::sqrt(Value a) {
+  // x86 sqrtss/sqrtps are correctly rounded; fast mode adds no estimate.
+  if (target == Target::Host)
+    return intrinsic("llvm.sqrt", a);
   // sqrt.rn.f32 in strict mode; libdevice's __nv_sqrtf would give
   // sqrt.approx unless __CUDA_PREC_SQRT is set, so call the intrinsic.
   StringRef name = fast ? "llvm.nvvm.sqrt.approx.f" : "llvm.nvvm.sqrt.rn.f";
@@ -114,11 +117,120 @@ Value LaneMath::exp2i(Value e) {
                                   withElement(i32, b.getF32Type()), bits);
 }
 
+/// `x` reinterpreted as integers of the same width.
+static Value bitsOf(LaneMath &m, Value x, unsigned width) {
+  OpBuilder &b = m.builder();
+  return arith::BitcastOp::create(
+      b, m.location(), withElement(x.getType(), b.getIntegerType(width)), x);
+}
+
+/// Exact bf16/f16 -> f32 from the bits, with no subnormal f32 operand (so a
+/// caller's flush-to-zero mode cannot change it).
+static Value widenHost(LaneMath &m, Value stored) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  Type i32 = withElement(stored.getType(), b.getI32Type());
+  Type f32 = withElement(stored.getType(), b.getF32Type());
+  Value h = arith::ExtUIOp::create(b, loc, i32, bitsOf(m, stored, 16));
+  auto c = [&](int64_t v) { return m.constI(i32, v); };
+  if (getElementTypeOrSelf(stored.getType()).isBF16())
+    return arith::BitcastOp::create(
+        b, loc, f32, arith::ShLIOp::create(b, loc, h, c(16)));
+  Value sign = arith::ShLIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, h, c(0x8000)), c(16));
+  Value exp = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, h, c(10)), c(0x1f));
+  Value mant = arith::AndIOp::create(b, loc, h, c(0x3ff));
+  Value mant23 = arith::ShLIOp::create(b, loc, mant, c(13));
+  // Normal: rebias the exponent; inf/NaN: all-ones exponent, same payload.
+  Value normal = arith::OrIOp::create(
+      b, loc,
+      arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, exp, c(112)),
+                            c(23)),
+      mant23);
+  Value special = arith::OrIOp::create(b, loc, mant23, c(0x7f800000));
+  // Zero and subnormal: mant * 2^-24, both factors and the product normal.
+  Value tiny = arith::BitcastOp::create(
+      b, loc, i32,
+      arith::MulFOp::create(b, loc, arith::UIToFPOp::create(b, loc, f32, mant),
+                            m.constF(mant, 0x1p-24)));
+  auto eq = [&](Value a, int64_t v) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, a, c(v));
+  };
+  Value magnitude = arith::SelectOp::create(
+      b, loc, eq(exp, 0), tiny,
+      arith::SelectOp::create(b, loc, eq(exp, 0x1f), special, normal));
+  return arith::BitcastOp::create(
+      b, loc, f32, arith::OrIOp::create(b, loc, magnitude, sign));
+}
+
+/// f32 -> bf16/f16 rounded to nearest even from the bits, as the reference's
+/// floatToBf16Bits / floatToF16Bits.
+static Value narrowHost(LaneMath &m, Value x, Type storage) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  Type i32 = withElement(x.getType(), b.getI32Type());
+  Type i16 = withElement(x.getType(), b.getI16Type());
+  auto c = [&](int64_t v) { return m.constI(i32, v); };
+  auto cmp = [&](arith::CmpIPredicate p, Value a, int64_t v) {
+    return arith::CmpIOp::create(b, loc, p, a, c(v));
+  };
+  auto sel = [&](Value cond, Value a, Value e) {
+    return arith::SelectOp::create(b, loc, cond, a, e);
+  };
+  using P = arith::CmpIPredicate;
+  Value u = bitsOf(m, x, 32);
+  Value a = arith::AndIOp::create(b, loc, u, c(0x7fffffff));
+  Value isNaN = cmp(P::ugt, a, 0x7f800000);
+  Value h;
+  if (storage.isBF16()) {
+    // u + 0x7fff + lsb, then the high half; a carry is the next binade.
+    Value lsb = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, u, c(16)), c(1));
+    Value rounded = arith::ShRUIOp::create(
+        b, loc,
+        arith::AddIOp::create(b, loc, arith::AddIOp::create(b, loc, u, c(0x7fff)),
+                              lsb),
+        c(16));
+    h = sel(isNaN, c(0x7fc0), rounded);
+  } else {
+    Value sign = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, u, c(16)), c(0x8000));
+    // Normal f16: rebias, round the 13 dropped bits to nearest even.
+    Value lsb = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, a, c(13)), c(1));
+    Value normal = arith::SubIOp::create(
+        b, loc,
+        arith::ShRUIOp::create(
+            b, loc,
+            arith::AddIOp::create(b, loc, arith::AddIOp::create(b, loc, a, c(0xfff)),
+                                  lsb),
+            c(13)),
+        c(112 << 10));
+    // Below 2^-14: adding 0.5 rounds |x| to a multiple of 2^-24 (the f16
+    // subnormal unit) in the current rounding mode, nearest even.
+    Value half = m.constF(x, 0.5);
+    Value sum = arith::AddFOp::create(
+        b, loc, arith::BitcastOp::create(b, loc, x.getType(), a), half);
+    Value tiny = arith::SubIOp::create(b, loc, bitsOf(m, sum, 32),
+                                       c(0x3f000000));
+    Value magnitude =
+        sel(isNaN, c(0x7e00),
+            sel(cmp(P::uge, a, 0x477ff000), c(0x7c00),
+                sel(cmp(P::uge, a, 0x38800000), normal, tiny)));
+    h = arith::OrIOp::create(b, loc, magnitude, sign);
+  }
+  return arith::BitcastOp::create(b, loc, withElement(x.getType(), storage),
+                                  arith::TruncIOp::create(b, loc, i16, h));
+}
+
 Value mlir::qopt::widenToF32(LaneMath &m, Value stored) {
   OpBuilder &b = m.builder();
   Type elem = getElementTypeOrSelf(stored.getType());
   if (elem.isF32())
     return stored;
+  if (m.getTarget() == LaneMath::Target::Host)
+    return widenHost(m, stored);
   return arith::ExtFOp::create(
       b, m.location(), withElement(stored.getType(), b.getF32Type()), stored);
 }
@@ -126,6 +238,8 @@ Value mlir::qopt::widenToF32(LaneMath &m, Value stored) {
 Value mlir::qopt::narrowFromF32(LaneMath &m, Value x, Type storage) {
   if (storage.isF32())
     return x;
+  if (m.getTarget() == LaneMath::Target::Host)
+    return narrowHost(m, x, storage);
   // arith.truncf rounds to nearest even: cvt.rn.bf16.f32 / cvt.rn.f16.f32.
   return arith::TruncFOp::create(m.builder(), m.location(),
                                  withElement(x.getType(), storage), x);

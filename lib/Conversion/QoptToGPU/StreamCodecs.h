@@ -23,11 +23,19 @@ namespace mlir::qopt {
 /// flags of the kernel's mode.
 class LaneMath {
 public:
-  LaneMath(OpBuilder &b, Location loc, bool fast) : b(b), loc(loc), fast(fast) {}
+  /// What the lanes run on: it picks the square root intrinsic and how 16-bit
+  /// floats convert (the host converts with integer operations, exactly as
+  /// the reference does, so that no compiler-rt routine is needed).
+  enum class Target { NVVM, Host };
+
+  LaneMath(OpBuilder &b, Location loc, bool fast,
+           Target target = Target::NVVM)
+      : b(b), loc(loc), fast(fast), target(target) {}
 
   OpBuilder &builder() { return b; }
   Location location() { return loc; }
   bool isFast() const { return fast; }
+  Target getTarget() const { return target; }
 
   /// A float constant shaped like `like` (scalar or vector of f32/i32 lanes).
   Value constF(Value like, double value);
@@ -36,7 +44,8 @@ public:
   Value sub(Value a, Value c);
   Value mul(Value a, Value c);
   Value div(Value a, Value c);
-  /// IEEE square root (sqrt.rn), or the approximate one in fast mode.
+  /// IEEE square root (sqrt.rn; llvm.sqrt on the host), or the approximate
+  /// one in fast mode.
   Value sqrt(Value a);
   Value abs(Value a);
   Value floor(Value a);
@@ -58,11 +67,14 @@ private:
   OpBuilder &b;
   Location loc;
   bool fast;
+  Target target;
 };
 
 /// Widens a stored parameter, gradient or plain state (bf16, f16, f32) to f32.
 Value widenToF32(LaneMath &m, Value stored);
-/// Rounds f32 lanes to `storage` (bf16/f16: nearest even; f32: as is).
+/// Rounds f32 lanes to `storage` (bf16/f16: nearest even; f32: as is). On
+/// the host a NaN becomes 0x7fc0 in bf16 and keeps only its sign in f16
+/// (0x7e00 | sign), as the reference and PyTorch store it.
 Value narrowFromF32(LaneMath &m, Value x, Type storage);
 
 /// numerics.md §3: the float32 master weight from the 16-bit value `x16` and

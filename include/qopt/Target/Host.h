@@ -1,0 +1,59 @@
+//===- Host.h - From qopt IR to host objects and shared libraries -*- C++ -*-===//
+//
+// The host half of qopt-opt's back end: convert-qopt-to-host and the upstream
+// passes down to the LLVM dialect, LLVM's optimizer and TargetMachine for the
+// host triple (an ELF object), the system `c++ -shared` for the library the
+// runtime dlopens, and the manifest's "host" field (docs/abi.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef QOPT_TARGET_HOST_H
+#define QOPT_TARGET_HOST_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/JSON.h"
+#include <string>
+
+namespace mlir::qopt {
+
+/// How host code is generated.
+struct HostOptions {
+  std::string mode = "strict"; ///< strict (bit-exact) or fast.
+  /// The GPU kernel's launch shape: the host function walks the same tiles
+  /// (threads * min(elements, smallest group) elements), as the manifest says.
+  int64_t threadsPerBlock = 256;
+  int64_t elementsPerThread = 16;
+  unsigned optLevel = 2; ///< LLVM optimization level, 0 to 3.
+  /// The CPU to generate code for: empty for the triple's baseline (portable
+  /// objects; x86-64 is SSE2), "native" for this machine, or an LLVM CPU name.
+  std::string cpu;
+};
+
+/// Adds convert-qopt-to-host and the upstream conversions to the LLVM dialect
+/// (scf to cf, vector, arith and cf to LLVM, cast reconciliation).
+void buildQoptToHostPipeline(OpPassManager &pm, const HostOptions &options);
+
+/// Lowers `module` (qopt dialect, uniforms outlined) to optimized LLVM IR for
+/// the host triple, as text. The module is consumed.
+FailureOr<std::string> translateToHostLLVMIR(ModuleOp module,
+                                             const HostOptions &options);
+
+/// Lowers `module` to a relocatable (PIC) object file for the host triple.
+FailureOr<std::string> translateToHostObject(ModuleOp module,
+                                             const HostOptions &options);
+
+/// Links an object into a shared library with the system's `c++ -shared`
+/// (found on PATH). On failure, `error` says what is missing or holds the
+/// linker's message.
+FailureOr<std::string> linkHostLibrary(llvm::StringRef object,
+                                       std::string &error);
+
+/// Turns a kernel manifest (buildManifest) into the host backend's: a "host"
+/// field naming `library` (relative to the manifest) and `<kernel>_host`, and
+/// no GPU architecture.
+void makeHostManifest(llvm::json::Value &manifest, llvm::StringRef library);
+
+} // namespace mlir::qopt
+
+#endif // QOPT_TARGET_HOST_H
