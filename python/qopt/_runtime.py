@@ -1,0 +1,189 @@
+"""Kernel directories, manifests, contexts and loaded kernels, cached for the process.
+
+Kernel directories, searched in order for ``<spec>.manifest.json`` (spec = the file stem in specs/,
+e.g. ``flash_adamw``):
+1. ``$QOPT_KERNEL_DIR`` (one directory, or several separated by ``os.pathsep``), for both backends;
+2. otherwise the directories bundled in the package (``qopt/kernels/{fatbin,ptx}`` for CUDA,
+   ``qopt/kernels/host`` then the CUDA ones for the host backend);
+3. otherwise the build tree of the source checkout (``<repo>/build/kernels/...``, same sub-folders).
+
+For the host backend a CUDA manifest is still found (it describes the streams, so state can be
+created), but stepping with it fails with QOPT_ERROR_UNSUPPORTED until a manifest with a ``host``
+field (the host backend, docs/abi.md) is in one of the directories.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import threading
+from ctypes import byref, c_void_p
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from . import _capi as C
+
+_lock = threading.RLock()
+
+
+def kernel_dirs(backend: int) -> List[Path]:
+    env = os.environ.get("QOPT_KERNEL_DIR")
+    if env:
+        return [Path(d) for d in env.split(os.pathsep) if d]
+    sub = ["fatbin", "ptx"] if backend == C.BACKEND_CUDA else ["host", "fatbin", "ptx"]
+    bundled = Path(__file__).resolve().parent / "kernels"
+    dirs = [bundled / s for s in sub if (bundled / s).is_dir()]
+    if dirs:
+        return dirs
+    build = C.build_dir() / "kernels"
+    return [build / s for s in sub]
+
+
+def find_manifest(spec: str, backend: int) -> Path:
+    dirs = kernel_dirs(backend)
+    for d in dirs:
+        p = d / f"{spec}.manifest.json"
+        if p.is_file():
+            return p
+    tried = ", ".join(str(d) for d in dirs)
+    raise FileNotFoundError(
+        f"qopt: no kernel '{spec}' ({spec}.manifest.json) in {tried}; build the kernels "
+        f"(ninja -C build) or set QOPT_KERNEL_DIR to the directory that holds them")
+
+
+class StreamSpec:
+    __slots__ = ("index", "name", "state", "role", "dtype", "per", "per_size")
+
+    def __init__(self, index, info: C.StreamInfo):
+        self.index = index
+        self.name = info.name.decode()
+        self.state = (info.state or b"").decode()
+        self.role = info.role
+        self.dtype = info.dtype
+        self.per = info.per
+        self.per_size = info.per_size
+
+
+class KernelSpec:
+    """What the optimizers need from one manifest: streams, hyperparameters, tables, uniforms."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.registry = _registry_for(path.parent)
+        name = json.loads(path.read_text())["kernel"]
+        manifest = c_void_p()
+        with _lock:
+            if name not in _registry_kernels[path.parent]:
+                C.call("qopt_registry_add_manifest_file", self.registry, str(path).encode())
+                _registry_kernels[path.parent].add(name)
+        C.call("qopt_registry_get_manifest", self.registry, name.encode(), byref(manifest))
+        self.manifest = manifest  # kept for the process's life
+        info = C.ManifestInfo()
+        C.call("qopt_manifest_get_info", manifest, byref(info))
+        self.kernel = info.kernel.decode()
+        self.num_streams = info.num_streams
+        self.num_uniforms = info.num_uniforms
+        self.param_dtype = info.param_dtype
+        self.grad_dtype = info.grad_dtype
+        self.error_bits_dtype = info.error_bits_dtype
+        self.tile_elements = info.launch.tile_elements
+        self.streams = []
+        for i in range(info.num_streams):
+            s = C.StreamInfo()
+            C.call("qopt_manifest_get_stream", manifest, i, byref(s))
+            self.streams.append(StreamSpec(i, s))
+        self.hypers: Dict[str, Tuple[float, bool, bool]] = {}
+        for i in range(info.num_hypers):
+            h = C.HyperInfo()
+            C.call("qopt_manifest_get_hyper", manifest, i, byref(h))
+            self.hypers[h.name.decode()] = (h.default_value, bool(h.has_default), bool(h.is_bool))
+        self.tables = []
+        for i in range(info.num_tables):
+            t = C.TableInfo()
+            C.call("qopt_manifest_get_table", manifest, i, byref(t))
+            self.tables.append((t.name.decode(), t.state.decode()))
+        # The uniform expressions (not in the C API): for evaluating them on the device.
+        doc = json.loads(path.read_text())
+        uniforms = doc.get("uniforms", [])
+        self.uniform_exprs = [None] * len(uniforms)
+        for pos, u in enumerate(uniforms):
+            self.uniform_exprs[u.get("index", pos)] = u["expr"]
+        self.param_stream = next(s.index for s in self.streams if s.role == C.ROLE_PARAM)
+        self.grad_stream = next(s.index for s in self.streams if s.role == C.ROLE_GRAD)
+
+    def state_layout(self, numel: int, host_tables: Optional[List[ctypes.Array]] = None):
+        out = (C.BufferLayout * self.num_streams)()
+        if host_tables:
+            arr = (ctypes.POINTER(ctypes.c_float) * len(host_tables))(
+                *[ctypes.cast(t, ctypes.POINTER(ctypes.c_float)) for t in host_tables])
+            C.call("qopt_manifest_state_layout", self.manifest, numel, arr, len(host_tables), out,
+                   self.num_streams)
+        else:
+            C.call("qopt_manifest_state_layout", self.manifest, numel, None, 0, out,
+                   self.num_streams)
+        return list(out)
+
+    def evaluate_uniforms(self, hypers: "ctypes.Array", num_hypers: int, step: int) -> List[float]:
+        out = (ctypes.c_float * max(1, self.num_uniforms))()
+        C.call("qopt_manifest_evaluate_uniforms", self.manifest, hypers, num_hypers, step, out,
+               self.num_uniforms)
+        return list(out)[: self.num_uniforms]
+
+
+_registries: Dict[Path, c_void_p] = {}
+_registry_kernels: Dict[Path, set] = {}
+_specs: Dict[Tuple[str, int], KernelSpec] = {}
+_contexts: Dict[Tuple[int, int], c_void_p] = {}
+_kernels: Dict[Tuple[int, int, str], c_void_p] = {}
+
+
+def _registry_for(directory: Path) -> c_void_p:
+    with _lock:
+        reg = _registries.get(directory)
+        if reg is None:
+            reg = c_void_p()
+            C.call("qopt_registry_create", byref(reg))
+            _registries[directory] = reg
+            _registry_kernels[directory] = set()
+        return reg
+
+
+def kernel_spec(spec: str, backend: int) -> KernelSpec:
+    with _lock:
+        key = (spec, backend)
+        ks = _specs.get(key)
+        if ks is None:
+            ks = KernelSpec(find_manifest(spec, backend))
+            _specs[key] = ks
+        return ks
+
+
+def context(backend: int, device: int) -> c_void_p:
+    with _lock:
+        ctx = _contexts.get((backend, device))
+        if ctx is None:
+            ctx = c_void_p()
+            C.call("qopt_context_create", backend, device, byref(ctx))
+            _contexts[(backend, device)] = ctx
+        return ctx
+
+
+def kernel(ks: KernelSpec, backend: int, device: int) -> c_void_p:
+    """A loaded kernel, kept for the process's life (graphs captured with it stay replayable)."""
+    with _lock:
+        key = (backend, device, str(ks.path))
+        k = _kernels.get(key)
+        if k is None:
+            ctx = context(backend, device)
+            k = c_void_p()
+            C.call("qopt_kernel_create", ctx, ks.registry, ks.kernel.encode(), byref(k))
+            _kernels[key] = k
+        return k
+
+
+def cuda_device_count() -> int:
+    n = ctypes.c_int32(0)
+    if C.lib().qopt_cuda_device_count(byref(n)) != C.SUCCESS:
+        return 0
+    return n.value

@@ -1,0 +1,949 @@
+"""torch.optim.Optimizer classes that step their parameters with qopt's fused multi-tensor kernels.
+
+One launch per parameter group (more only when the group's parameters live on several devices or
+have taken different numbers of steps), on ``torch.cuda.current_stream()``; no host sync. The
+optimizer state is the kernel's own quantized state (codes, scales or absmax, error bits), created
+lazily from ``qopt_manifest_state_layout`` and kept as it is in ``state_dict``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from ctypes import byref, c_char_p, c_int32, c_int64, c_uint64, c_void_p
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+import torch
+
+from . import _capi as C
+from . import _runtime as R
+from .codebook import create_dynamic_map
+
+__all__ = ["QoptOptimizer", "FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion",
+           "AdamW8bit", "STATE_FORMAT", "STATE_FORMAT_VERSION"]
+
+STATE_FORMAT = "qopt-optimizer-state"
+STATE_FORMAT_VERSION = 1
+
+TORCH_DTYPES = {C.DTYPE_F32: torch.float32, C.DTYPE_BF16: torch.bfloat16, C.DTYPE_F16: torch.float16,
+                C.DTYPE_INT8: torch.int8, C.DTYPE_UINT8: torch.uint8, C.DTYPE_INT16: torch.int16}
+QOPT_DTYPES = {v: k for k, v in TORCH_DTYPES.items()}
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """The local shard of a DTensor (FSDP2), else the tensor itself."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if to_local is not None else t
+
+
+def _backend_of(t: torch.Tensor) -> Tuple[int, int]:
+    if t.device.type == "cuda":
+        return C.BACKEND_CUDA, t.device.index if t.device.index is not None else torch.cuda.current_device()
+    if t.device.type == "cpu":
+        return C.BACKEND_HOST, 0
+    raise TypeError(f"qopt: parameters on device '{t.device}' are not supported (CUDA or CPU only)")
+
+
+def _fill(t: torch.Tensor, bits: int) -> None:
+    """Fills t with the bit pattern `bits` (one element's bits, as qopt_buffer_layout gives)."""
+    if bits == 0 or t.numel() == 0:
+        t.zero_()
+        return
+    size = t.element_size()
+    view = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[size]
+    if size > 1 and bits >= 1 << (8 * size - 1):
+        bits -= 1 << (8 * size)  # the signed integer with the same bits
+    t.view(view).fill_(bits)
+
+
+# --------------------------------------------------------------------- uniforms on the device
+
+_BINARY = {"sub", "div", "pow", "lt", "le", "gt", "ge", "eq", "ne"}
+
+
+def _is_dynamic(expr, dynamic_names) -> bool:
+    if isinstance(expr, str):
+        return expr in dynamic_names
+    if isinstance(expr, list):
+        return any(_is_dynamic(a, dynamic_names) for a in expr[1:])
+    return False
+
+
+def _eval_device(expr, env: Dict[str, Any], device) -> Any:
+    """Evaluates a manifest uniform expression in float64; tensors (0-dim, float64) where the
+    value depends on `step` or a tensor hyperparameter, Python floats elsewhere."""
+    if isinstance(expr, bool):
+        return 1.0 if expr else 0.0
+    if isinstance(expr, (int, float)):
+        return float(expr)
+    if isinstance(expr, str):
+        return env[expr]
+    op, args = expr[0], [_eval_device(a, env, device) for a in expr[1:]]
+    if not any(isinstance(a, torch.Tensor) for a in args):
+        return _eval_host_op(op, args)
+    T = [a if isinstance(a, torch.Tensor) else torch.tensor(a, dtype=torch.float64, device=device)
+         for a in args]
+
+    def fold(fn):
+        acc = T[0]
+        for x in T[1:]:
+            acc = fn(acc, x)
+        return acc
+
+    if op == "add":
+        return fold(torch.add)
+    if op == "mul":
+        return fold(torch.mul)
+    if op == "sub":
+        return T[0] - T[1]
+    if op == "div":
+        return T[0] / T[1]
+    if op == "pow":
+        return torch.pow(T[0], T[1])
+    if op == "neg":
+        return -T[0]
+    if op == "sqrt":
+        return torch.sqrt(T[0])
+    if op == "abs":
+        return torch.abs(T[0])
+    if op == "sign":
+        return torch.sign(T[0]) + 0.0  # +0 for -0 (and for NaN, as the runtime)
+    if op == "min":
+        return fold(torch.minimum)
+    if op == "max":
+        return fold(torch.maximum)
+    if op in ("lt", "le", "gt", "ge", "eq", "ne"):
+        return getattr(torch, op)(T[0], T[1]).to(torch.float64)
+    if op == "and":
+        return fold(lambda a, b: ((a != 0) & (b != 0)).to(torch.float64))
+    if op == "or":
+        return fold(lambda a, b: ((a != 0) | (b != 0)).to(torch.float64))
+    if op == "not":
+        return (T[0] == 0).to(torch.float64)
+    if op == "select":
+        return torch.where(T[0] != 0, T[1], T[2])
+    raise ValueError(f"qopt: unknown uniform operator '{op}'")
+
+
+def _eval_host_op(op: str, a: List[float]) -> float:
+    import operator
+    try:
+        if op == "add":
+            return sum(a[1:], a[0])
+        if op == "mul":
+            r = a[0]
+            for x in a[1:]:
+                r *= x
+            return r
+        if op == "sub":
+            return a[0] - a[1]
+        if op == "div":
+            return a[0] / a[1]
+        if op == "pow":
+            return math.pow(a[0], a[1])
+    except (ZeroDivisionError, ValueError, OverflowError):
+        t = _eval_device([op] + a, {}, "cpu")  # IEEE semantics through torch
+        return float(t)
+    if op == "neg":
+        return -a[0]
+    if op == "sqrt":
+        return math.sqrt(a[0]) if a[0] >= 0 else math.nan
+    if op == "abs":
+        return abs(a[0])
+    if op == "sign":
+        return 0.0 if a[0] == 0 or math.isnan(a[0]) else math.copysign(1.0, a[0])
+    if op in ("min", "max"):
+        if any(math.isnan(x) for x in a):
+            return math.nan
+        return min(a) if op == "min" else max(a)
+    cmp = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+           "eq": operator.eq, "ne": operator.ne}
+    if op in cmp:
+        return 1.0 if cmp[op](a[0], a[1]) else 0.0
+    if op == "and":
+        return 1.0 if all(x != 0 for x in a) else 0.0
+    if op == "or":
+        return 1.0 if any(x != 0 for x in a) else 0.0
+    if op == "not":
+        return 1.0 if a[0] == 0 else 0.0
+    if op == "select":
+        return a[1] if a[0] != 0 else a[2]
+    raise ValueError(f"qopt: unknown uniform operator '{op}'")
+
+
+# ---------------------------------------------------------------------------- one launch
+
+class _Launch:
+    """The tensors of one kernel launch (one group, one device, one step count), with the ctypes
+    arrays of qopt_tensor_list built once and patched only where a pointer changed."""
+
+    def __init__(self, opt: "QoptOptimizer", ks: R.KernelSpec, backend: int, device: int,
+                 params: List[torch.Tensor], names: List[str]):
+        self.opt, self.ks, self.backend, self.device = opt, ks, backend, device
+        self.params = params
+        self.kernel: Optional[c_void_p] = None
+        n, S = len(params), ks.num_streams
+        self.n, self.S = n, S
+        self.numels = (c_int64 * max(n, 1))()
+        self.data = (c_void_p * max(n * S, 1))()
+        self.bytes = (c_uint64 * max(n * S, 1))()
+        self.dtypes = (c_int32 * max(n * S, 1))()
+        self._names = [s.encode() for s in names]
+        self.names = (c_char_p * max(n, 1))(*self._names)
+        self.pptr = [0] * n
+        self.gptr = [0] * n
+        self.states = [opt.state[p] for p in params]
+        keys = opt._stream_keys(ks)
+        for i, (p, st) in enumerate(zip(params, self.states)):
+            lp = _local(p)
+            self.numels[i] = lp.numel()
+            for s in ks.streams:
+                j = i * S + s.index
+                self.dtypes[j] = s.dtype
+                if s.role in (C.ROLE_PARAM, C.ROLE_GRAD):
+                    self.bytes[j] = lp.numel() * C.DTYPE_SIZES[s.dtype]
+                    continue
+                t = st[keys[s.name]]
+                self.data[j] = t.data_ptr()
+                self.bytes[j] = t.numel() * t.element_size()
+        self.list = C.TensorList(n, S, self.numels, self.data, self.bytes, self.dtypes, self.names)
+        # hyperparameters and tables
+        self.hyper_names = list(ks.hypers)
+        self._hyper_bytes = [h.encode() for h in self.hyper_names]
+        self.hypers = (C.Hyper * max(len(self.hyper_names), 1))()
+        for i, b in enumerate(self._hyper_bytes):
+            self.hypers[i].name = b
+        self.tables = opt._device_tables(ks, params[0].device if params else None)
+        self.table_ptrs = (c_void_p * max(len(self.tables), 1))(*[t.data_ptr() for t in self.tables])
+        self.step_tensors = [st["step"] for st in self.states]
+        self.step = int(self.step_tensors[0].item()) if self.step_tensors else 0
+        self.uniforms: Optional[torch.Tensor] = None
+        self.device_obj = params[0].device
+
+    def _kernel(self) -> c_void_p:
+        if self.kernel is None:
+            self.kernel = R.kernel(self.ks, self.backend, self.device)
+        return self.kernel
+
+    def run(self, group: Dict[str, Any]) -> None:
+        ks, S, data = self.ks, self.S, self.data
+        ps, gs = ks.param_stream, ks.grad_stream
+        want_p = TORCH_DTYPES[ks.param_dtype]
+        want_g = TORCH_DTYPES[ks.grad_dtype]
+        keep: List[torch.Tensor] = []           # temporaries that must live until the launch
+        copy_back: List[Tuple[torch.Tensor, torch.Tensor]] = []
+        for i, p in enumerate(self.params):
+            lp = _local(p)
+            g = _local(p.grad)
+            if g.dtype is not want_g or lp.dtype is not want_p:
+                self.opt._dtype_error(p, lp.dtype, g.dtype, ks)
+            if g.numel() != lp.numel():
+                raise RuntimeError(f"qopt: {self._names[i].decode()}: gradient has {g.numel()} "
+                                   f"elements, parameter {lp.numel()}")
+            if not g.is_contiguous() or g.data_ptr() % 16:
+                g = g.contiguous() if not g.is_contiguous() else g.clone()
+                keep.append(g)
+            gp = g.data_ptr()
+            if gp != self.gptr[i]:
+                data[i * S + gs] = gp
+                self.gptr[i] = gp
+            if not lp.is_contiguous() or lp.data_ptr() % 16:
+                staged = lp.contiguous() if not lp.is_contiguous() else lp.clone()
+                keep.append(staged)
+                copy_back.append((lp, staged))
+                pp = staged.data_ptr()
+            else:
+                pp = lp.data_ptr()
+            if pp != self.pptr[i]:
+                data[i * S + ps] = pp
+                self.pptr[i] = pp
+
+        step = self.step + 1
+        lr = group["lr"]
+        hv = self.opt._kernel_hypers(group)
+        capturable = bool(group.get("capturable", False))
+        use_device_uniforms = capturable or isinstance(lr, torch.Tensor)
+        stream = None
+        if self.backend == C.BACKEND_CUDA:
+            stream = torch.cuda.current_stream(self.device_obj).cuda_stream
+            if not use_device_uniforms and torch.cuda.is_current_stream_capturing():
+                raise RuntimeError(
+                    f"Attempting CUDA graph capture of step() for an instance of "
+                    f"{type(self.opt).__name__} but param_groups' capturable is False. Construct "
+                    f"the optimizer with capturable=True to capture it.")
+        if use_device_uniforms:
+            self._device_uniforms(hv, step, capturable)
+            status = C.lib().qopt_step_device_uniforms(
+                self._kernel(), byref(self.list), c_void_p(self.uniforms.data_ptr()),
+                self.table_ptrs, len(self.tables), c_void_p(stream) if stream else None)
+            C.check(status, "qopt_step_device_uniforms")
+        else:
+            hy = self.hypers
+            for i, name in enumerate(self.hyper_names):
+                hy[i].value = hv[name]
+            status = C.lib().qopt_step(self._kernel(), byref(self.list), hy, len(self.hyper_names),
+                                       step, self.table_ptrs, len(self.tables),
+                                       c_void_p(stream) if stream else None)
+            C.check(status, "qopt_step")
+        for dst, src in copy_back:
+            dst.copy_(src)
+        self.step = step
+        if self.step_tensors:
+            torch._foreach_add_(self.step_tensors, 1)
+
+    def _device_uniforms(self, hv: Dict[str, Any], step: int, capturable: bool) -> None:
+        ks, dev = self.ks, self.device_obj
+        if self.uniforms is None:
+            self.uniforms = torch.zeros(max(ks.num_uniforms, 1), dtype=torch.float32, device=dev)
+        env: Dict[str, Any] = {}
+        dynamic = set()
+        for name, v in hv.items():
+            if isinstance(v, torch.Tensor):
+                env[name] = v.to(device=dev, dtype=torch.float64)
+                dynamic.add(name)
+            else:
+                env[name] = float(v)
+        if capturable:
+            # the step counter lives on the device: replays of a captured step advance it
+            env["step"] = self.step_tensors[0].to(dtype=torch.float64) + 1.0
+            dynamic.add("step")
+        else:
+            env["step"] = float(step)
+        # Uniforms that depend on neither `step` nor a tensor hyperparameter: the runtime's own
+        # host evaluation (the same float32 values qopt_step would use).
+        static_hv = {k: (1.0 if isinstance(v, torch.Tensor) else float(v)) for k, v in hv.items()}
+        for i, name in enumerate(self.hyper_names):
+            self.hypers[i].value = static_hv[name]
+        host = ks.evaluate_uniforms(self.hypers, len(self.hyper_names), max(step, 1))
+        parts = []
+        for i, expr in enumerate(ks.uniform_exprs):
+            if _is_dynamic(expr, dynamic):
+                v = _eval_device(expr, env, dev)
+                parts.append(v if isinstance(v, torch.Tensor)
+                             else torch.tensor(v, dtype=torch.float64, device=dev))
+            else:
+                parts.append(torch.tensor(host[i], dtype=torch.float64, device=dev))
+        if parts:
+            self.uniforms.copy_(torch.stack([p.reshape(()) for p in parts]))
+
+
+class _GroupCache:
+    __slots__ = ("generation", "ids", "launches")
+
+    def __init__(self, generation, ids, launches):
+        self.generation, self.ids, self.launches = generation, ids, launches
+
+
+# ------------------------------------------------------------------------- the base class
+
+class QoptOptimizer(torch.optim.Optimizer):
+    """Base class: a torch.optim.Optimizer whose step is one qopt kernel launch per group.
+
+    Subclasses set the kernel (a spec stem, e.g. ``flash_adamw``), the names of the state keys and
+    the map from a param group to the kernel's hyperparameters.
+    """
+
+    #: manifest stream name -> state_dict key
+    STREAM_KEYS: Dict[str, str] = {}
+    #: manifest table name -> state key (codebook tables)
+    TABLE_KEYS: Dict[str, str] = {}
+
+    def __init__(self, params, defaults: Dict[str, Any], spec: str):
+        self._spec = spec
+        self._generation = 0
+        self._cache: Dict[int, _GroupCache] = {}
+        self._tables_host: Optional[List[List[float]]] = None
+        self._tables_dev: Dict[Any, List[torch.Tensor]] = {}
+        super().__init__(params, defaults)
+
+    # ---- kernel and dtype checks
+    @property
+    def kernel_name(self) -> str:
+        """The registry key of the kernel (e.g. ``FlashAdamW``)."""
+        return self._kernel_spec(C.BACKEND_HOST).kernel
+
+    @property
+    def spec(self) -> str:
+        """The spec file stem the kernel was compiled from (specs/<spec>.qopt)."""
+        return self._spec
+
+    def _kernel_spec(self, backend: int) -> R.KernelSpec:
+        return R.kernel_spec(self._spec, backend)
+
+    def _dtype_error(self, p, pdtype, gdtype, ks: R.KernelSpec):
+        want_p = TORCH_DTYPES[ks.param_dtype]
+        want_g = TORCH_DTYPES[ks.grad_dtype]
+        what = (f"parameter dtype {pdtype}" if pdtype is not want_p
+                else f"gradient dtype {gdtype} (parameter {pdtype})")
+        raise TypeError(
+            f"{type(self).__name__}: a parameter of shape {tuple(p.shape)} has {what}; the "
+            f"{ks.kernel} kernel ({self._spec}) steps {want_p} parameters with {want_g} "
+            f"gradients only. Cast the model (e.g. model.to(torch.bfloat16)); qopt does not "
+            f"cast silently.")
+
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        self._validate_group(group)
+        lr = group["lr"]
+        group.setdefault("initial_lr", lr.clone() if isinstance(lr, torch.Tensor) else lr)
+        for p in group["params"]:
+            lp = _local(p)
+            backend, _ = _backend_of(lp)
+            ks = self._kernel_spec(backend)
+            if lp.dtype is not TORCH_DTYPES[ks.param_dtype]:
+                self._dtype_error(p, lp.dtype, None, ks)
+        self._generation += 1
+
+    # ---- to be provided by subclasses
+    def _validate_group(self, group: Dict[str, Any]) -> None:
+        _check_lr(group["lr"])
+
+    def _kernel_hypers(self, group: Dict[str, Any]) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def _host_tables(self, ks: R.KernelSpec) -> List[List[float]]:
+        return []
+
+    # ---- state
+    def _stream_keys(self, ks: R.KernelSpec) -> Dict[str, str]:
+        return {s.name: self.STREAM_KEYS.get(s.name, s.name) for s in ks.streams
+                if s.role not in (C.ROLE_PARAM, C.ROLE_GRAD)}
+
+    def _table_keys(self, ks: R.KernelSpec) -> List[str]:
+        return [self.TABLE_KEYS.get(name, name) for name, _ in ks.tables]
+
+    def _device_tables(self, ks: R.KernelSpec, device) -> List[torch.Tensor]:
+        if not ks.tables:
+            return []
+        key = str(device)
+        if key not in self._tables_dev:
+            host = self._host_tables(ks)
+            self._tables_dev[key] = [torch.tensor(t, dtype=torch.float32, device=device) for t in host]
+        return self._tables_dev[key]
+
+    def _expected_state(self, p: torch.Tensor, ks: R.KernelSpec) -> Dict[str, Tuple[tuple, torch.dtype, Any]]:
+        """state key -> (shape, dtype, buffer layout) for parameter p."""
+        lp = _local(p)
+        host = self._host_tables(ks)
+        arrays = [(ctypes.c_float * 256)(*t) for t in host]
+        layout = ks.state_layout(lp.numel(), arrays if arrays else None)
+        keys = self._stream_keys(ks)
+        out = {}
+        for s, b in zip(ks.streams, layout):
+            if s.role in (C.ROLE_PARAM, C.ROLE_GRAD):
+                continue
+            shape = tuple(lp.shape) if s.per == C.PER_ELEMENT else (b.count,)
+            out[keys[s.name]] = (shape, TORCH_DTYPES[b.dtype], b)
+        return out
+
+    def _init_param_state(self, p: torch.Tensor, group: Dict[str, Any]) -> Dict[str, Any]:
+        lp = _local(p)
+        backend, _ = _backend_of(lp)
+        ks = self._kernel_spec(backend)
+        state = self.state[p]
+        for key, (shape, dtype, b) in self._expected_state(p, ks).items():
+            t = torch.empty(shape, dtype=dtype, device=lp.device)
+            if b.init == C.INIT_FILL:
+                _fill(t, b.fill_bits)
+            elif b.init in (C.INIT_FROM_MASTER, C.INIT_CALLER):
+                t.zero_()  # the master is the parameter itself: rho = 0
+            else:
+                raise RuntimeError(f"qopt: unexpected initial value kind {b.init} for {key}")
+            state[key] = t
+        for key, table in zip(self._table_keys(ks), self._device_tables(ks, lp.device)):
+            state[key] = table
+        if group.get("capturable", False):
+            state["step"] = torch.zeros((), dtype=torch.float32, device=lp.device)
+        else:
+            state["step"] = torch.zeros((), dtype=torch.int64)
+        return state
+
+    @torch.no_grad()
+    def init_state(self) -> None:
+        """Creates the state of every parameter that requires grad and has none yet (the step
+        creates it lazily for the parameters that have a gradient)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and len(self.state.get(p, {})) == 0:
+                    self._init_param_state(p, group)
+        self._generation += 1
+
+    # ---- the step
+    def _build(self, gi: int, group: Dict[str, Any], plist: List[torch.Tensor]) -> _GroupCache:
+        index = {id(p): i for i, p in enumerate(group["params"])}
+        parts: Dict[Tuple[int, int, int], List[torch.Tensor]] = {}
+        for p in plist:
+            st = self.state.get(p)
+            if not st:
+                st = self._init_param_state(p, group)
+            backend, dev = _backend_of(_local(p))
+            step = int(st["step"].item())
+            parts.setdefault((backend, dev, step), []).append(p)
+        launches = []
+        for (backend, dev, _), ps in parts.items():
+            ks = self._kernel_spec(backend)
+            names = [f"param_groups[{gi}][{index[id(p)]}] {list(p.shape)}" for p in ps]
+            launches.append(_Launch(self, ks, backend, dev, ps, names))
+        return _GroupCache(self._generation, [id(p) for p in plist], launches)
+
+    @torch.no_grad()
+    def step(self, closure: Optional[Callable[[], Any]] = None):
+        """Performs one optimization step (one kernel launch per parameter group)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for gi, group in enumerate(self.param_groups):
+            plist = [p for p in group["params"] if p.grad is not None]
+            if not plist:
+                continue
+            cache = self._cache.get(gi)
+            ids = [id(p) for p in plist]
+            if cache is None or cache.generation != self._generation or cache.ids != ids:
+                cache = self._build(gi, group, plist)
+                self._cache[gi] = cache
+            for launch in cache.launches:
+                launch.run(group)
+            if len(cache.launches) > 1:
+                # parameters whose step counts now agree go into one launch next time
+                steps = {ln.step for ln in cache.launches}
+                if len(steps) < len(cache.launches):
+                    self._cache.pop(gi, None)
+        return loss
+
+    # ---- checkpoints
+    def state_dict(self) -> Dict[str, Any]:
+        """PyTorch's layout ({"state", "param_groups"}) plus a "qopt" record with the format
+        version and the kernel. The quantized state is kept as it is (codes, scales or absmax,
+        error bits, the codebook tables, the step); tensors are referenced, not copied."""
+        mapping: Dict[int, int] = {}
+        groups = []
+        start = 0
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            for i, p in enumerate(g["params"], start):
+                mapping.setdefault(id(p), i)
+            packed["params"] = [mapping[id(p)] for p in g["params"]]
+            start += len(packed["params"])
+            groups.append(packed)
+        state = {mapping[id(p)]: dict(s) for p, s in self.state.items() if id(p) in mapping and s}
+        ks = self._kernel_spec(C.BACKEND_HOST)
+        return {"state": state, "param_groups": groups,
+                "qopt": {"format": STATE_FORMAT, "version": STATE_FORMAT_VERSION,
+                         "optimizer": type(self).__name__, "kernel": ks.kernel, "spec": self._spec}}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Loads a state_dict of this optimizer class and kernel. Every state tensor must have the
+        shape and dtype the kernel expects; anything else is refused with a ValueError (nothing is
+        loaded then). Tensors are copied to the parameter's device; the dict is not modified."""
+        name = type(self).__name__
+        meta = state_dict.get("qopt") if isinstance(state_dict, dict) else None
+        if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
+            raise ValueError(f"{name}.load_state_dict: not a qopt optimizer state (no 'qopt' record "
+                             f"with format '{STATE_FORMAT}'); qopt loads only its own checkpoints")
+        if meta.get("version") != STATE_FORMAT_VERSION:
+            raise ValueError(f"{name}.load_state_dict: state format version {meta.get('version')} "
+                             f"is not supported (this qopt reads version {STATE_FORMAT_VERSION})")
+        ks_host = self._kernel_spec(C.BACKEND_HOST)
+        if meta.get("kernel") != ks_host.kernel:
+            raise ValueError(f"{name}.load_state_dict: the state was saved by {meta.get('optimizer')} "
+                             f"with kernel {meta.get('kernel')}, this optimizer uses kernel "
+                             f"{ks_host.kernel}; their states differ")
+        groups = self.param_groups
+        saved_groups = state_dict["param_groups"]
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for g, sg in zip(groups, saved_groups):
+            if len(g["params"]) != len(sg["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                                 "the size of optimizer's group")
+        id_map = {}
+        for g, sg in zip(groups, saved_groups):
+            for p, i in zip(g["params"], sg["params"]):
+                id_map[i] = (p, sg)
+        new_state: Dict[torch.Tensor, Dict[str, Any]] = {}
+        for idx, saved in state_dict["state"].items():
+            if idx not in id_map:
+                raise ValueError(f"{name}.load_state_dict: state for parameter {idx}, which no "
+                                 f"parameter group lists")
+            p, g = id_map[idx]
+            new_state[p] = self._load_param_state(p, g, idx, saved)
+        # Everything checked: commit.
+        self.state.clear()
+        for p, st in new_state.items():
+            self.state[p] = st
+        for g, sg in zip(groups, saved_groups):
+            for k, v in sg.items():
+                if k != "params":
+                    g[k] = v.clone() if isinstance(v, torch.Tensor) else v
+        self._cache.clear()
+        self._generation += 1
+
+    def _load_param_state(self, p, group, idx, saved: Dict[str, Any]) -> Dict[str, Any]:
+        name = type(self).__name__
+        lp = _local(p)
+        backend, _ = _backend_of(lp)
+        ks = self._kernel_spec(backend)
+        expected = self._expected_state(p, ks)
+        table_keys = self._table_keys(ks)
+        allowed = set(expected) | set(table_keys) | {"step"}
+        unknown = sorted(set(saved) - allowed)
+        missing = sorted((set(expected) | {"step"}) - set(saved))
+        where = f"{name}.load_state_dict: parameter {idx} (shape {list(lp.shape)})"
+        if unknown:
+            raise ValueError(f"{where}: unexpected state keys {unknown} for kernel {ks.kernel}")
+        if missing:
+            raise ValueError(f"{where}: missing state keys {missing} for kernel {ks.kernel}")
+        out: Dict[str, Any] = {}
+        for key, (shape, dtype, _) in expected.items():
+            t = saved[key]
+            if not isinstance(t, torch.Tensor):
+                raise ValueError(f"{where}: '{key}' is a {type(t).__name__}, expected a tensor")
+            if t.dtype != dtype or tuple(t.shape) != shape:
+                raise ValueError(f"{where}: '{key}' is {t.dtype} of shape {list(t.shape)}, the "
+                                 f"kernel {ks.kernel} needs {dtype} of shape {list(shape)}")
+            out[key] = t.to(device=lp.device, copy=True).contiguous()
+        tables = self._device_tables(ks, lp.device)
+        for key, table in zip(table_keys, tables):
+            if key in saved:
+                t = saved[key]
+                if (not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.numel() != 256
+                        or not torch.equal(t.detach().cpu().view(torch.int32),
+                                           table.detach().cpu().view(torch.int32))):
+                    raise ValueError(f"{where}: codebook table '{key}' differs from this "
+                                     f"optimizer's table (a checkpoint of another quantization map)")
+            out[key] = table
+        step = saved["step"]
+        step_val = int(step.item()) if isinstance(step, torch.Tensor) else int(step)
+        if step_val < 0 or (isinstance(step, torch.Tensor) and float(step.item()) != step_val):
+            raise ValueError(f"{where}: step {step} is not a non-negative integer")
+        if group.get("capturable", False):
+            out["step"] = torch.tensor(float(step_val), dtype=torch.float32, device=lp.device)
+        else:
+            out["step"] = torch.tensor(step_val, dtype=torch.int64)
+        return out
+
+    def __getstate__(self):
+        d = super().__getstate__()
+        d = dict(self.__dict__) if d is None else dict(d)
+        for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size"):
+            if k in self.__dict__:
+                d[k] = self.__dict__[k]
+        d.pop("_cache", None)
+        d.pop("_tables_dev", None)
+        return d
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._cache = {}
+        self._tables_dev = {}
+        self._generation = getattr(self, "_generation", 0) + 1
+        self._tables_host = None
+
+    # ---- accounting
+    def state_bytes(self) -> int:
+        """Bytes of optimizer state (per-parameter tensors; shared codebook tables counted once)."""
+        seen = set()
+        total = 0
+        for st in self.state.values():
+            for k, v in st.items():
+                if isinstance(v, torch.Tensor) and k != "step" and v.data_ptr() not in seen:
+                    seen.add(v.data_ptr())
+                    total += v.numel() * v.element_size()
+        return total
+
+
+# ------------------------------------------------------------------------ validation
+
+def _check_lr(lr) -> None:
+    if isinstance(lr, torch.Tensor):
+        if lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        return
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def _check_betas(betas, upper_inclusive=False) -> None:
+    for i, b in enumerate(betas):
+        ok = 0.0 <= b <= 1.0 if upper_inclusive else 0.0 <= b < 1.0
+        if not ok:
+            raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+
+
+def _check_eps(eps) -> None:
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+
+
+def _check_wd(wd) -> None:
+    if not 0.0 <= wd:
+        raise ValueError(f"Invalid weight_decay value: {wd}")
+
+
+def _reject_flashoptim_flags(cls: str, quantize, compress_state_dict, check_numerics, fused) -> None:
+    if quantize is not True:
+        raise ValueError(f"{cls}: quantize={quantize!r} is not supported; qopt's kernels keep "
+                         f"8-bit states (quantize=True)")
+    if compress_state_dict is not True:
+        raise ValueError(f"{cls}: compress_state_dict={compress_state_dict!r} is not supported; "
+                         f"state_dict keeps the quantized state (compress_state_dict=True)")
+    if check_numerics:
+        raise ValueError(f"{cls}: check_numerics=True is not supported")
+    if fused is not True:
+        raise ValueError(f"{cls}: fused={fused!r} is not supported; every step is one fused launch")
+
+
+def _wd_for_kernel(group, decouple_lr: bool):
+    """With decouple_lr the decay is wd * lr / initial_lr; the kernel multiplies lr * wd, so it
+    gets wd / initial_lr."""
+    wd = group["weight_decay"]
+    if decouple_lr and wd != 0:
+        init = group.get("initial_lr", group["lr"])
+        init = float(init) if isinstance(init, torch.Tensor) else init
+        return wd / init if init != 0 else 0.0
+    return wd
+
+
+# ------------------------------------------------------------------------- the optimizers
+
+_FLASH_ADAM_KEYS = {"p.ecc": "error_bits", "m.codes": "exp_avg::quantized",
+                    "m.scales": "exp_avg::scales", "v.codes": "exp_avg_sq::quantized",
+                    "v.scales": "exp_avg_sq::scales"}
+
+
+class FlashAdamW(QoptOptimizer):
+    """AdamW with FlashOptim's compressed state: companded 8-bit moments in groups of 32 with
+    float16 scales, and a bf16 parameter whose error bits keep a 24- or 32-bit master weight.
+
+    Arguments follow FlashOptim's ``FlashAdamW``. ``master_weight_bits``: 24 (int8 error bits,
+    kernel ``flash_adamw``), 32 (int16, ``flash_adamw_ecc16``) or None (no master weight,
+    ``flash_adamw_bf16``). ``capturable`` (as torch.optim.AdamW): the step counter lives on the
+    device and the per-step scalars are computed there, so the step can be captured in a CUDA
+    graph; a tensor ``lr`` takes the same path (no host sync).
+    """
+
+    STREAM_KEYS = _FLASH_ADAM_KEYS
+    _SPECS = {24: "flash_adamw", 32: "flash_adamw_ecc16", None: "flash_adamw_bf16"}
+    _DECOUPLED = True
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, decouple_lr: bool = False,
+                 quantize: bool = True, compress_state_dict: bool = True,
+                 master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
+                 fused: bool = True, *, capturable: bool = False):
+        cls = type(self).__name__
+        _check_lr(lr)
+        _check_eps(eps)
+        _check_betas(betas)
+        _check_wd(weight_decay)
+        _reject_flashoptim_flags(cls, quantize, compress_state_dict, check_numerics, fused)
+        if master_weight_bits not in self._SPECS:
+            raise ValueError(f"{cls}: master_weight_bits={master_weight_bits!r} is not supported; "
+                             f"this optimizer has kernels for {sorted(self._SPECS, key=str)}")
+        self.master_weight_bits = master_weight_bits
+        self._decouple_lr = decouple_lr
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        capturable=capturable)
+        super().__init__(params, defaults, self._SPECS[master_weight_bits])
+
+    def _validate_group(self, group):
+        _check_lr(group["lr"])
+        _check_eps(group["eps"])
+        _check_betas(group["betas"])
+        _check_wd(group["weight_decay"])
+
+    def _kernel_hypers(self, group):
+        b1, b2 = group["betas"]
+        wd = _wd_for_kernel(group, self._decouple_lr) if self._DECOUPLED else group["weight_decay"]
+        return {"lr": group["lr"], "beta1": b1, "beta2": b2, "eps": group["eps"], "weight_decay": wd}
+
+
+class FlashAdam(FlashAdamW):
+    """Adam with L2 weight decay (``grad += weight_decay * param``), FlashOptim's compressed state.
+    Only ``master_weight_bits=24`` has a kernel (``flash_adam``)."""
+
+    _SPECS = {24: "flash_adam"}
+    _DECOUPLED = False
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, quantize: bool = True,
+                 compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
+                 check_numerics: bool = False, fused: bool = True, *, capturable: bool = False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         decouple_lr=False, quantize=quantize,
+                         compress_state_dict=compress_state_dict,
+                         master_weight_bits=master_weight_bits, check_numerics=check_numerics,
+                         fused=fused, capturable=capturable)
+
+
+class FlashSGD(QoptOptimizer):
+    """SGD with momentum (dampening, Nesterov) and L2 weight decay, FlashOptim's compressed
+    momentum (companded int8, groups of 32) and int8 error bits (kernel ``flash_sgd``).
+
+    As torch.optim.SGD, the first step sets the momentum buffer to the gradient (FlashOptim applies
+    ``1 - dampening`` already on the first step); with ``momentum=0`` the dampening is ignored, as
+    in torch. The kernel keeps a momentum buffer even when ``momentum=0``.
+    """
+
+    STREAM_KEYS = {"p.ecc": "error_bits", "buf.codes": "momentum_buffer::quantized",
+                   "buf.scales": "momentum_buffer::scales"}
+    _SPECS = {24: "flash_sgd"}
+    _DECOUPLED = False
+
+    def __init__(self, params: Iterable, lr: float = 0.001, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                 quantize: bool = True, compress_state_dict: bool = True,
+                 master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
+                 fused: bool = True, *, capturable: bool = False, decouple_lr: bool = False):
+        cls = type(self).__name__
+        _check_lr(lr)
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        _check_wd(weight_decay)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        _reject_flashoptim_flags(cls, quantize, compress_state_dict, check_numerics, fused)
+        if master_weight_bits not in self._SPECS:
+            raise ValueError(f"{cls}: master_weight_bits={master_weight_bits!r} is not supported; "
+                             f"this optimizer has kernels for {sorted(self._SPECS, key=str)}")
+        self.master_weight_bits = master_weight_bits
+        self._decouple_lr = decouple_lr
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, capturable=capturable)
+        super().__init__(params, defaults, self._SPECS[master_weight_bits])
+
+    def _validate_group(self, group):
+        _check_lr(group["lr"])
+        if group["momentum"] < 0.0:
+            raise ValueError(f"Invalid momentum value: {group['momentum']}")
+        _check_wd(group["weight_decay"])
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+
+    def _kernel_hypers(self, group):
+        momentum = group["momentum"]
+        wd = _wd_for_kernel(group, self._decouple_lr) if self._DECOUPLED else group["weight_decay"]
+        return {"lr": group["lr"], "momentum": momentum,
+                "dampening": group["dampening"] if momentum != 0 else 0.0,
+                "weight_decay": wd, "nesterov": 1.0 if group["nesterov"] else 0.0}
+
+
+class FlashSGDW(FlashSGD):
+    """SGD with momentum and decoupled weight decay (``p *= 1 - lr * weight_decay``; with
+    ``decouple_lr=True``, ``1 - weight_decay * lr / initial_lr``), kernel ``flash_sgdw``."""
+
+    _SPECS = {24: "flash_sgdw"}
+    _DECOUPLED = True
+
+    def __init__(self, params: Iterable, lr: float = 0.001, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                 decouple_lr: bool = False, quantize: bool = True,
+                 compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
+                 check_numerics: bool = False, fused: bool = True, *, capturable: bool = False):
+        super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
+                         weight_decay=weight_decay, nesterov=nesterov, quantize=quantize,
+                         compress_state_dict=compress_state_dict,
+                         master_weight_bits=master_weight_bits, check_numerics=check_numerics,
+                         fused=fused, capturable=capturable, decouple_lr=decouple_lr)
+
+
+class FlashLion(QoptOptimizer):
+    """Lion with decoupled weight decay, FlashOptim's compressed momentum and int8 error bits
+    (kernel ``flash_lion``)."""
+
+    STREAM_KEYS = {"p.ecc": "error_bits", "m.codes": "exp_avg::quantized",
+                   "m.scales": "exp_avg::scales"}
+    _SPECS = {24: "flash_lion"}
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.99),
+                 weight_decay: float = 0.0, decouple_lr: bool = False, quantize: bool = True,
+                 compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
+                 check_numerics: bool = False, fused: bool = True, *, capturable: bool = False):
+        cls = type(self).__name__
+        _check_lr(lr)
+        _check_betas(betas, upper_inclusive=True)
+        _check_wd(weight_decay)
+        _reject_flashoptim_flags(cls, quantize, compress_state_dict, check_numerics, fused)
+        if master_weight_bits not in self._SPECS:
+            raise ValueError(f"{cls}: master_weight_bits={master_weight_bits!r} is not supported; "
+                             f"this optimizer has kernels for {sorted(self._SPECS, key=str)}")
+        self.master_weight_bits = master_weight_bits
+        self._decouple_lr = decouple_lr
+        defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay, capturable=capturable)
+        super().__init__(params, defaults, self._SPECS[master_weight_bits])
+
+    def _validate_group(self, group):
+        _check_lr(group["lr"])
+        _check_betas(group["betas"], upper_inclusive=True)
+        _check_wd(group["weight_decay"])
+
+    def _kernel_hypers(self, group):
+        b1, b2 = group["betas"]
+        return {"lr": group["lr"], "beta1": b1, "beta2": b2,
+                "weight_decay": _wd_for_kernel(group, self._decouple_lr)}
+
+
+_DYNAMIC_MAPS: Dict[bool, List[float]] = {}
+
+
+def dynamic_map(signed: bool) -> List[float]:
+    if signed not in _DYNAMIC_MAPS:
+        _DYNAMIC_MAPS[signed] = create_dynamic_map(signed)
+    return _DYNAMIC_MAPS[signed]
+
+
+class AdamW8bit(QoptOptimizer):
+    """bitsandbytes-style blockwise 8-bit AdamW (seed 000's step): uint8 codes into the dynamic
+    maps (signed for the first moment, unsigned for the second), one float32 absmax per block of
+    ``block_size`` (256, bitsandbytes since 0.44, or 2048, the seed) elements; plain bf16
+    parameter. State keys as bitsandbytes: ``state1``, ``absmax1``, ``qmap1``, ``state2``, ...
+
+    Every tensor is quantized (bitsandbytes keeps tensors under ``min_8bit_size`` in 32 bits;
+    that option is not offered).
+    """
+
+    STREAM_KEYS = {"m.codes": "state1", "m.absmax": "absmax1", "v.codes": "state2",
+                   "v.absmax": "absmax2"}
+    TABLE_KEYS = {"m.qmap": "qmap1", "v.qmap": "qmap2"}
+    _SPECS = {256: "adamw8bit_block256", 2048: "adamw8bit_block2048"}
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False,
+                 block_size: int = 256, percentile_clipping: int = 100, block_wise: bool = True,
+                 is_paged: bool = False, *, capturable: bool = False):
+        cls = type(self).__name__
+        _check_lr(lr)
+        _check_eps(eps)
+        _check_betas(betas)
+        _check_wd(weight_decay)
+        if amsgrad:
+            raise ValueError(f"{cls}: amsgrad=True is not supported")
+        if percentile_clipping != 100:
+            raise ValueError(f"{cls}: percentile_clipping={percentile_clipping} is not supported (100 only)")
+        if not block_wise:
+            raise ValueError(f"{cls}: block_wise=False is not supported")
+        if is_paged:
+            raise ValueError(f"{cls}: is_paged=True is not supported")
+        if block_size not in self._SPECS:
+            raise ValueError(f"{cls}: block_size={block_size!r} is not supported; kernels exist "
+                             f"for block sizes {sorted(self._SPECS)}")
+        self.block_size = block_size
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        capturable=capturable)
+        super().__init__(params, defaults, self._SPECS[block_size])
+
+    def _validate_group(self, group):
+        _check_lr(group["lr"])
+        _check_eps(group["eps"])
+        _check_betas(group["betas"])
+        _check_wd(group["weight_decay"])
+
+    def _host_tables(self, ks):
+        return [dynamic_map(state == "m") for _, state in ks.tables]
+
+    def _kernel_hypers(self, group):
+        b1, b2 = group["betas"]
+        return {"lr": group["lr"], "beta1": b1, "beta2": b2, "eps": group["eps"],
+                "weight_decay": group["weight_decay"]}

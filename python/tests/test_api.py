@@ -1,0 +1,531 @@
+"""API tests that need no backend (no GPU, no host kernels): they run in CI on Debian's CPU PyTorch.
+
+Construction, argument validation and PyTorch's error wording, dtype errors, the kernel chosen for
+each option, the state layout and the state_dict format (state created with init_state(), which
+needs only the manifests), checkpoint refusals, the error-bit decoder and the dynamic map.
+"""
+
+import copy
+import ctypes
+import io
+import json
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+
+import qopt
+from qopt import _capi as C
+from qopt.codebook import create_dynamic_map, torch_linspace_f32, zero_code
+from qopt.optim import dynamic_map
+
+# PyTorch 1.13's weights-only unpickler has no float opcode (any optimizer state_dict holds an lr)
+WEIGHTS_ONLY = int(torch.__version__.split(".")[0]) >= 2
+
+ALL = [qopt.FlashAdamW, qopt.FlashAdam, qopt.FlashSGD, qopt.FlashSGDW, qopt.FlashLion, qopt.AdamW8bit]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bf16_params(*shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(s, generator=g).to(torch.bfloat16)) for s in shapes]
+
+
+def test_import_and_runtime_version():
+    rt, manifest = qopt.runtime_version()
+    assert rt >= 100 and manifest == 1
+    assert qopt.__version__
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_is_a_torch_optimizer_with_param_groups(cls):
+    a, b = bf16_params((3, 4), (5,))
+    opt = cls([{"params": [a]}, {"params": [b], "lr": 0.5}])
+    assert isinstance(opt, torch.optim.Optimizer)
+    assert [len(g["params"]) for g in opt.param_groups] == [1, 1]
+    assert opt.param_groups[1]["lr"] == 0.5
+    assert opt.param_groups[0]["lr"] == opt.defaults["lr"]
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_invalid_learning_rate(cls):
+    with pytest.raises(ValueError, match="^Invalid learning rate: -1$"):
+        cls(bf16_params((2,)), lr=-1)
+    with pytest.raises(ValueError, match="^Invalid learning rate: nan$"):
+        cls(bf16_params((2,)), lr=float("nan"))
+
+
+@pytest.mark.parametrize("cls", [qopt.FlashAdamW, qopt.FlashAdam, qopt.AdamW8bit, qopt.FlashLion])
+def test_invalid_betas(cls):
+    bad = 1.5 if cls is qopt.FlashLion else 1.0
+    with pytest.raises(ValueError, match=f"^Invalid beta parameter at index 0: {bad}$"):
+        cls(bf16_params((2,)), betas=(bad, 0.99))
+    with pytest.raises(ValueError, match="^Invalid beta parameter at index 1: -0.1$"):
+        cls(bf16_params((2,)), betas=(0.9, -0.1))
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_invalid_weight_decay(cls):
+    with pytest.raises(ValueError, match="^Invalid weight_decay value: -1$"):
+        cls(bf16_params((2,)), weight_decay=-1)
+
+
+@pytest.mark.parametrize("cls", [qopt.FlashAdamW, qopt.FlashAdam, qopt.AdamW8bit])
+def test_invalid_eps(cls):
+    with pytest.raises(ValueError, match="^Invalid epsilon value: -1e-08$"):
+        cls(bf16_params((2,)), eps=-1e-8)
+
+
+@pytest.mark.parametrize("cls", [qopt.FlashSGD, qopt.FlashSGDW])
+def test_invalid_momentum_and_nesterov(cls):
+    with pytest.raises(ValueError, match="^Invalid momentum value: -0.5$"):
+        cls(bf16_params((2,)), momentum=-0.5)
+    with pytest.raises(ValueError, match="^Nesterov momentum requires a momentum and zero dampening$"):
+        cls(bf16_params((2,)), momentum=0.9, dampening=0.1, nesterov=True)
+    with pytest.raises(ValueError, match="^Nesterov momentum requires a momentum and zero dampening$"):
+        cls(bf16_params((2,)), nesterov=True)
+
+
+def test_invalid_hyperparameters_in_a_later_group():
+    a, b = bf16_params((2,), (3,))
+    with pytest.raises(ValueError, match="^Invalid learning rate: -0.1$"):
+        qopt.FlashAdamW([{"params": [a]}, {"params": [b], "lr": -0.1}])
+
+
+def test_tensor_lr_must_have_one_element():
+    with pytest.raises(ValueError, match="^Tensor lr must be 1-element$"):
+        qopt.FlashAdamW(bf16_params((2,)), lr=torch.tensor([1e-3, 1e-3]))
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_bare_tensor_params_is_a_type_error(cls):
+    with pytest.raises(TypeError, match="iterable of Tensors or dicts"):
+        cls(torch.zeros(3, dtype=torch.bfloat16, requires_grad=True))
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_param_in_two_groups_is_a_value_error(cls):
+    (a,) = bf16_params((2,))
+    with pytest.raises(ValueError, match="some parameters appear in more than one parameter group"):
+        cls([{"params": [a]}, {"params": [a]}])
+
+
+def test_empty_parameter_list():
+    with pytest.raises(ValueError, match="optimizer got an empty parameter list"):
+        qopt.FlashAdamW([])
+
+
+@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_unsupported_param_dtype_names_dtype_and_what_is_supported(cls, dtype):
+    p = torch.nn.Parameter(torch.zeros(4, dtype=dtype))
+    with pytest.raises(TypeError) as e:
+        cls([p])
+    msg = str(e.value)
+    assert str(dtype) in msg and "torch.bfloat16" in msg and "does not cast" in msg
+
+
+def test_unsupported_dtype_in_added_group():
+    opt = qopt.FlashAdamW(bf16_params((2,)))
+    with pytest.raises(TypeError, match="torch.float32"):
+        opt.add_param_group({"params": [torch.nn.Parameter(torch.zeros(3))]})
+
+
+def test_gradient_dtype_mismatch_is_refused_before_any_launch():
+    (p,) = bf16_params((8,))
+    before = p.detach().clone()
+    opt = qopt.FlashAdamW([p])
+    p.grad = torch.ones(8, dtype=torch.bfloat16)
+    p.grad.data = torch.ones(8, dtype=torch.float32)  # torch refuses `p.grad = <float32>` directly
+    with pytest.raises(TypeError, match=r"gradient dtype torch.float32 \(parameter torch.bfloat16\)"):
+        opt.step()
+    assert torch.equal(p.detach(), before)
+    assert int(opt.state[p]["step"]) == 0
+
+
+@pytest.mark.parametrize("kwargs", [dict(quantize=False), dict(fused=False), dict(check_numerics=True),
+                                    dict(compress_state_dict=False)])
+@pytest.mark.parametrize("cls", [qopt.FlashAdamW, qopt.FlashAdam, qopt.FlashSGD, qopt.FlashSGDW,
+                                 qopt.FlashLion])
+def test_flags_the_kernels_cannot_honour_are_rejected(cls, kwargs):
+    with pytest.raises(ValueError, match="not supported"):
+        cls(bf16_params((2,)), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [dict(amsgrad=True), dict(block_size=512), dict(is_paged=True),
+                                    dict(percentile_clipping=5), dict(block_wise=False)])
+def test_adamw8bit_rejects_unsupported_options(kwargs):
+    with pytest.raises(ValueError, match="not supported"):
+        qopt.AdamW8bit(bf16_params((2,)), **kwargs)
+
+
+@pytest.mark.parametrize("cls,kwargs,kernel", [
+    (qopt.FlashAdamW, {}, "FlashAdamW"),
+    (qopt.FlashAdamW, dict(master_weight_bits=24), "FlashAdamW"),
+    (qopt.FlashAdamW, dict(master_weight_bits=32), "FlashAdamW_ecc16"),
+    (qopt.FlashAdamW, dict(master_weight_bits=None), "FlashAdamW_bf16"),
+    (qopt.FlashAdam, {}, "FlashAdam"),
+    (qopt.FlashSGD, {}, "FlashSGD"),
+    (qopt.FlashSGDW, {}, "FlashSGDW"),
+    (qopt.FlashLion, {}, "FlashLion"),
+    (qopt.AdamW8bit, {}, "AdamW8bit_block256"),
+    (qopt.AdamW8bit, dict(block_size=2048), "AdamW8bit_block2048"),
+])
+def test_kernel_for_each_option(cls, kwargs, kernel):
+    assert cls(bf16_params((2,)), **kwargs).kernel_name == kernel
+
+
+@pytest.mark.parametrize("cls,bits", [(qopt.FlashAdamW, 16), (qopt.FlashAdam, 32), (qopt.FlashAdam, None),
+                                      (qopt.FlashSGD, 32), (qopt.FlashLion, None)])
+def test_master_weight_bits_without_a_kernel(cls, bits):
+    with pytest.raises(ValueError, match=f"master_weight_bits={bits!r} is not supported"):
+        cls(bf16_params((2,)), master_weight_bits=bits)
+
+
+def test_flashoptim_defaults():
+    p = bf16_params((2,))
+    d = qopt.FlashAdamW(p).defaults
+    assert (d["lr"], d["betas"], d["eps"], d["weight_decay"]) == (1e-3, (0.9, 0.999), 1e-8, 1e-2)
+    assert qopt.FlashAdam(p).defaults["weight_decay"] == 0.0
+    d = qopt.FlashSGD(p).defaults
+    assert (d["lr"], d["momentum"], d["dampening"], d["weight_decay"], d["nesterov"]) == (1e-3, 0, 0, 0, False)
+    d = qopt.FlashLion(p).defaults
+    assert (d["lr"], d["betas"], d["weight_decay"]) == (1e-3, (0.9, 0.99), 0)
+
+
+def test_kernel_hyperparameters():
+    p = bf16_params((2,))
+    o = qopt.FlashAdamW(p, lr=0.01, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1)
+    assert o._kernel_hypers(o.param_groups[0]) == dict(lr=0.01, beta1=0.8, beta2=0.9, eps=1e-6,
+                                                       weight_decay=0.1)
+    # decouple_lr: decay wd * lr / initial_lr, i.e. the kernel's lr * wd' with wd' = wd / initial_lr
+    o = qopt.FlashAdamW(p, lr=0.01, weight_decay=0.1, decouple_lr=True)
+    assert o._kernel_hypers(o.param_groups[0])["weight_decay"] == pytest.approx(10.0)
+    # SGD: as torch, dampening does nothing without momentum
+    o = qopt.FlashSGD(p, momentum=0.0, dampening=0.5)
+    assert o._kernel_hypers(o.param_groups[0])["dampening"] == 0.0
+    o = qopt.FlashSGD(p, momentum=0.9, dampening=0.5)
+    h = o._kernel_hypers(o.param_groups[0])
+    assert (h["momentum"], h["dampening"], h["nesterov"]) == (0.9, 0.5, 0.0)
+    o = qopt.FlashLion(p, lr=0.1, betas=(0.95, 0.98), weight_decay=0.5)
+    assert o._kernel_hypers(o.param_groups[0]) == dict(lr=0.1, beta1=0.95, beta2=0.98, weight_decay=0.5)
+
+
+def test_no_gradient_no_state_no_launch():
+    a, b = bf16_params((3,), (4,))
+    opt = qopt.FlashAdamW([a, b])
+    opt.step()  # no gradients: nothing to launch, nothing created
+    assert len(opt.state) == 0
+    assert opt.step(lambda: 3.0) == 3.0
+
+
+# ------------------------------------------------------------------ state layout and state_dict
+
+EXPECTED_KEYS = {
+    qopt.FlashAdamW: {"error_bits": torch.int8, "exp_avg::quantized": torch.int8,
+                      "exp_avg::scales": torch.float16, "exp_avg_sq::quantized": torch.uint8,
+                      "exp_avg_sq::scales": torch.float16, "step": torch.int64},
+    qopt.FlashSGD: {"error_bits": torch.int8, "momentum_buffer::quantized": torch.int8,
+                    "momentum_buffer::scales": torch.float16, "step": torch.int64},
+    qopt.FlashLion: {"error_bits": torch.int8, "exp_avg::quantized": torch.int8,
+                     "exp_avg::scales": torch.float16, "step": torch.int64},
+    qopt.AdamW8bit: {"state1": torch.uint8, "absmax1": torch.float32, "qmap1": torch.float32,
+                     "state2": torch.uint8, "absmax2": torch.float32, "qmap2": torch.float32,
+                     "step": torch.int64},
+}
+
+
+@pytest.mark.parametrize("cls", list(EXPECTED_KEYS))
+def test_state_layout(cls):
+    p, q = bf16_params((17, 23), (4097,))
+    opt = cls([p, q])
+    opt.init_state()
+    st = opt.state[p]
+    assert {k: v.dtype for k, v in st.items()} == EXPECTED_KEYS[cls]
+    for k, v in st.items():
+        if k.endswith("::quantized") or k in ("error_bits", "state1", "state2"):
+            assert v.shape == p.shape, k
+            if cls is not qopt.AdamW8bit:
+                assert not v.any(), k  # zero codes, rho = 0 (the master is the bf16 value)
+    if cls is qopt.AdamW8bit:
+        assert st["absmax1"].shape == (2,)  # ceil(391 / 256)
+        assert opt.state[q]["absmax1"].shape == (17,)  # ceil(4097 / 256)
+        # codes start at the code of 0.0: the entry nearest 0 (the signed map has an exact 0)
+        z1, z2 = zero_code(dynamic_map(True)), zero_code(dynamic_map(False))
+        assert (st["state1"] == z1).all() and (st["state2"] == z2).all()
+        assert dynamic_map(True)[z1] == 0.0 and dynamic_map(False)[z2] == 0.0
+    else:
+        scales = [k for k in st if k.endswith("::scales")]
+        assert all(st[k].shape == (13,) for k in scales)  # ceil(391 / 32)
+        assert all(opt.state[q][k].shape == (129,) for k in scales)  # ceil(4097 / 32)
+
+
+def test_bytes_per_parameter():
+    (p,) = bf16_params((4096,))
+    o = qopt.FlashAdamW([p]); o.init_state()
+    assert o.state_bytes() / 4096 == 1 + 1 + 1 + 2 * 2 / 32  # rho, m, v codes + f16 scales
+    o = qopt.FlashAdamW([p], master_weight_bits=32); o.init_state()
+    assert o.state_bytes() / 4096 == 2 + 1 + 1 + 2 * 2 / 32
+    o = qopt.FlashAdamW([p], master_weight_bits=None); o.init_state()
+    assert o.state_bytes() / 4096 == 1 + 1 + 2 * 2 / 32
+    o = qopt.AdamW8bit([p]); o.init_state()
+    assert o.state_bytes() == 4096 * 2 + 2 * 16 * 4 + 2 * 1024  # codes, absmax, two tables
+
+
+def filled_optimizer(cls=qopt.FlashAdamW, seed=0, **kw):
+    """An optimizer whose state holds random bits (no backend needed)."""
+    params = bf16_params((17, 23), (5,), (0,), (), seed=seed)
+    opt = cls([{"params": params[:2]}, {"params": params[2:], "lr": 0.5}], **kw)
+    opt.init_state()
+    g = torch.Generator().manual_seed(seed + 100)
+    for st in opt.state.values():
+        for k, v in st.items():
+            if k == "step":
+                v.fill_(7)
+            elif not k.startswith("qmap"):
+                v.view(torch.uint8).copy_(torch.randint(0, 256, v.view(torch.uint8).shape, generator=g,
+                                                         dtype=torch.uint8))
+    return params, opt
+
+
+def assert_state_equal(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k].keys() == b[k].keys()
+        for key in a[k]:
+            x, y = a[k][key], b[k][key]
+            assert x.dtype == y.dtype and x.shape == y.shape, key
+            assert torch.equal(x.cpu().view(torch.uint8) if x.dim() else x.cpu().reshape(1).view(torch.uint8),
+                               y.cpu().view(torch.uint8) if y.dim() else y.cpu().reshape(1).view(torch.uint8)), key
+
+
+@pytest.mark.parametrize("cls", list(EXPECTED_KEYS))
+def test_state_dict_format(cls):
+    _, opt = filled_optimizer(cls)
+    sd = opt.state_dict()
+    assert sd["qopt"] == {"format": "qopt-optimizer-state", "version": 1, "optimizer": cls.__name__,
+                          "kernel": opt.kernel_name, "spec": opt.spec}
+    assert [g["params"] for g in sd["param_groups"]] == [[0, 1], [2, 3]]
+    assert sd["param_groups"][1]["lr"] == 0.5
+    assert set(sd["state"]) == {0, 1, 2, 3}
+    assert {k: v.dtype for k, v in sd["state"][0].items()} == EXPECTED_KEYS[cls]
+
+
+@pytest.mark.parametrize("cls", list(EXPECTED_KEYS))
+def test_state_dict_round_trip_is_exact_and_copies(cls):
+    params, opt = filled_optimizer(cls)
+    sd = opt.state_dict()
+    saved = copy.deepcopy(sd)
+    clones = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    fresh = cls([{"params": clones[:2]}, {"params": clones[2:], "lr": 0.1}])
+    fresh.load_state_dict(sd)
+    assert fresh.param_groups[1]["lr"] == 0.5
+    assert_state_equal(fresh.state_dict()["state"], saved["state"])
+    # the optimizer owns copies: changing its state does not touch the loaded dict
+    for st in fresh.state.values():
+        for k, v in st.items():
+            if not k.startswith("qmap") and k != "step" and v.numel():
+                v.view(torch.uint8).add_(1)
+    assert_state_equal(sd["state"], saved["state"])
+
+
+@pytest.mark.parametrize("cls", list(EXPECTED_KEYS))
+def test_torch_save_load_weights_only_keeps_every_bit(cls):
+    params, opt = filled_optimizer(cls)
+    buf = io.BytesIO()
+    torch.save(opt.state_dict(), buf)
+    buf.seek(0)
+    sd = torch.load(buf, weights_only=WEIGHTS_ONLY)
+    assert_state_equal(sd["state"], opt.state_dict()["state"])
+    fresh = cls([{"params": [torch.nn.Parameter(p.detach().clone()) for p in params[:2]]},
+                 {"params": [torch.nn.Parameter(p.detach().clone()) for p in params[2:]]}])
+    fresh.load_state_dict(sd)
+    assert_state_equal(fresh.state_dict()["state"], opt.state_dict()["state"])
+
+
+def _fresh_like(params, cls=qopt.FlashAdamW, **kw):
+    return cls([{"params": [torch.nn.Parameter(p.detach().clone()) for p in params[:2]]},
+                {"params": [torch.nn.Parameter(p.detach().clone()) for p in params[2:]]}], **kw)
+
+
+def test_load_refuses_wrong_shape_and_nothing_is_loaded():
+    params, opt = filled_optimizer()
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][0]["exp_avg::scales"] = torch.zeros(12, dtype=torch.float16)
+    fresh = _fresh_like(params)
+    with pytest.raises(ValueError, match=r"parameter 0 \(shape \[17, 23\]\): 'exp_avg::scales' is "
+                                         r"torch.float16 of shape \[12\], the kernel FlashAdamW needs "
+                                         r"torch.float16 of shape \[13\]"):
+        fresh.load_state_dict(sd)
+    assert len(fresh.state) == 0
+
+
+def test_load_refuses_wrong_dtype():
+    params, opt = filled_optimizer()
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][1]["error_bits"] = sd["state"][1]["error_bits"].to(torch.bfloat16)
+    with pytest.raises(ValueError, match="'error_bits' is torch.bfloat16 of shape \\[5\\], the kernel "
+                                         "FlashAdamW needs torch.int8"):
+        _fresh_like(params).load_state_dict(sd)
+
+
+def test_load_refuses_missing_and_unknown_keys():
+    params, opt = filled_optimizer()
+    sd = copy.deepcopy(opt.state_dict())
+    del sd["state"][0]["exp_avg_sq::quantized"]
+    with pytest.raises(ValueError, match=r"missing state keys \['exp_avg_sq::quantized'\]"):
+        _fresh_like(params).load_state_dict(sd)
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][0]["exp_avg"] = torch.zeros(17, 23)
+    with pytest.raises(ValueError, match=r"unexpected state keys \['exp_avg'\]"):
+        _fresh_like(params).load_state_dict(sd)
+
+
+def test_load_refuses_another_kernel():
+    params, opt = filled_optimizer()
+    with pytest.raises(ValueError, match="saved by FlashAdamW with kernel FlashAdamW, this optimizer "
+                                         "uses kernel FlashAdamW_ecc16"):
+        _fresh_like(params, master_weight_bits=32).load_state_dict(opt.state_dict())
+    with pytest.raises(ValueError, match="kernel FlashAdamW, this optimizer uses kernel FlashLion"):
+        _fresh_like(params, cls=qopt.FlashLion).load_state_dict(opt.state_dict())
+
+
+def test_load_refuses_foreign_and_future_formats():
+    params, opt = filled_optimizer()
+    torch_sd = torch.optim.AdamW([torch.zeros(2, requires_grad=True)]).state_dict()
+    with pytest.raises(ValueError, match="not a qopt optimizer state"):
+        _fresh_like(params).load_state_dict(torch_sd)
+    sd = opt.state_dict()
+    sd["qopt"] = dict(sd["qopt"], version=2)
+    with pytest.raises(ValueError, match="state format version 2 is not supported"):
+        _fresh_like(params).load_state_dict(sd)
+
+
+def test_load_refuses_group_mismatch():
+    params, opt = filled_optimizer()
+    other = qopt.FlashAdamW([torch.nn.Parameter(p.detach().clone()) for p in params])
+    with pytest.raises(ValueError, match="different number of parameter groups"):
+        other.load_state_dict(opt.state_dict())
+
+
+def test_load_refuses_another_codebook():
+    params, opt = filled_optimizer(qopt.AdamW8bit)
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][0]["qmap1"] = sd["state"][0]["qmap1"] * 0.5
+    with pytest.raises(ValueError, match="codebook table 'qmap1' differs"):
+        _fresh_like(params, cls=qopt.AdamW8bit).load_state_dict(sd)
+
+
+def test_optimizer_deepcopy_and_pickle():
+    params, opt = filled_optimizer()
+    o2 = copy.deepcopy(opt)
+    assert o2.kernel_name == opt.kernel_name
+    buf = io.BytesIO()
+    torch.save(opt, buf)
+
+
+# ----------------------------------------------------------------------- master weights
+
+def _c_decode(x16: torch.Tensor, rho: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x16.numel(), dtype=torch.float32)
+    x16c, rhoc = x16.contiguous(), rho.contiguous()
+    ecc = C.DTYPE_INT8 if rho.dtype == torch.int8 else C.DTYPE_INT16
+    C.call("qopt_error_bits_decode", C.DTYPE_BF16, ecc, ctypes.c_void_p(x16c.data_ptr()),
+           ctypes.c_void_p(rhoc.data_ptr()), x16.numel(), ctypes.c_void_p(out.data_ptr()))
+    return out.reshape(x16.shape)
+
+
+@pytest.mark.parametrize("ecc", [torch.int8, torch.int16])
+def test_ecc_decode_matches_runtime_bit_for_bit(ecc):
+    g = torch.Generator().manual_seed(3)
+    n = 1 << 16
+    # every bf16 bit pattern class: random bits, plus zeros, subnormals, inf, NaN, powers of two
+    bits = torch.randint(-32768, 32768, (n,), generator=g, dtype=torch.int32).to(torch.int16)
+    special = torch.tensor([0, -32768, 1, -32767, 0x7F80, -128, 0x7FC0, 0x3F80, 0x0080, 0x7F7F],
+                           dtype=torch.int32).to(torch.int16)
+    bits = torch.cat([bits, special])
+    x16 = bits.view(torch.bfloat16)
+    hi = 127 if ecc == torch.int8 else 32767
+    rho = torch.randint(-hi, hi + 1, x16.shape, generator=g, dtype=torch.int32).to(ecc)
+    rho[-len(special):] = torch.tensor([hi, -hi, 5, -5, 0, 3, 0, -hi, hi, hi], dtype=torch.int32).to(ecc)
+    got = qopt.ecc.decode(x16, rho)
+    want = _c_decode(x16, rho)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+
+
+def test_master_weights_helper():
+    params, opt = filled_optimizer()
+    m = qopt.master_weights(opt)
+    for p in params:
+        assert m[p].dtype == torch.float32 and m[p].shape == p.shape
+        want = _c_decode(p.detach(), opt.state[p]["error_bits"])
+        assert torch.equal(m[p].view(torch.int32), want.view(torch.int32))
+    # without error bits: the parameter in float32
+    o = qopt.FlashAdamW(params, master_weight_bits=None)
+    m = qopt.master_weights(o)
+    assert torch.equal(m[params[0]], params[0].detach().float())
+
+
+def test_fp32_state_dict_of_a_model():
+    model = torch.nn.Linear(5, 3).to(torch.bfloat16)
+    opt = qopt.FlashAdamW(model.parameters())
+    opt.init_state()
+    opt.state[model.weight]["error_bits"].fill_(64)
+    sd = qopt.fp32_state_dict(opt, model)
+    assert set(sd) == {"weight", "bias"} and all(v.dtype == torch.float32 for v in sd.values())
+    assert not torch.equal(sd["weight"], model.weight.detach().float())
+    assert torch.equal(sd["bias"], model.bias.detach().float())
+
+
+# ------------------------------------------------------------------------- dynamic maps
+
+def read_safetensors(path):
+    raw = Path(path).read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for k, v in header.items():
+        if k != "__metadata__":
+            a, b = v["data_offsets"]
+            assert v["dtype"] == "F32"
+            out[k] = list(struct.unpack(f"<{(b - a) // 4}f", raw[8 + n + a:8 + n + b]))
+    return out
+
+
+GOLDEN = REPO / "test" / "data" / "golden" / "dynamic_map.safetensors"
+
+
+@pytest.mark.skipif(not GOLDEN.is_file(), reason=f"{GOLDEN} not in this checkout")
+def test_dynamic_map_equals_golden_value_by_value():
+    gold = read_safetensors(GOLDEN)
+    for name, signed in (("signed", True), ("unsigned", False)):
+        mine = create_dynamic_map(signed)
+        assert [struct.pack("<f", x) for x in mine] == [struct.pack("<f", x) for x in gold[name]], name
+    for key, values in gold.items():
+        if key.startswith("linspace/"):
+            n = int(key.split("/")[1])
+            assert torch_linspace_f32(0.1, 1.0, n) == values, key
+
+
+def test_dynamic_map_properties():
+    s, u = create_dynamic_map(True), create_dynamic_map(False)
+    assert len(s) == len(u) == 256
+    assert s == sorted(s) and u == sorted(u)
+    assert 0.0 in s and 1.0 in s and -1.0 not in s and s[-1] == 1.0
+    assert u[0] == 0.0 and u[-1] == 1.0 and min(u) >= 0
+    assert all(struct.unpack("<f", struct.pack("<f", x))[0] == x for x in s + u)  # float32 values
+
+
+def test_zero_code_matches_runtime():
+    for signed in (True, False):
+        table = (ctypes.c_float * 256)(*create_dynamic_map(signed))
+        code = ctypes.c_uint8()
+        C.call("qopt_codebook_zero_code", table, ctypes.byref(code))
+        assert code.value == zero_code(create_dynamic_map(signed))
+
+
+def test_qopt_error_carries_status_and_message():
+    with pytest.raises(qopt.QoptError) as e:
+        C.call("qopt_registry_get_manifest", ctypes.c_void_p(), b"nope", ctypes.byref(ctypes.c_void_p()))
+    assert e.value.status == "QOPT_ERROR_INVALID_ARGUMENT" and e.value.message
