@@ -1,0 +1,745 @@
+//===- QoptBench.cpp - qopt-bench: every shipped kernel against the copy roof ===//
+//
+// For each manifest under --kernels (the fatbin subdirectory if present, else
+// ptx), and for single tensors of 1, 16, 64 and 256 Mi parameters and the
+// GPT-2 124M parameter list (one launch for the whole list):
+//   * time of one launch: CUDA events around each launch, median of >= 20
+//     timed launches after warm-up, inputs rotated over K >= 3 buffer sets
+//     whose total footprint is at least 4x the L2 cache;
+//   * effective GB/s = bytes the step must move (each stream read once, each
+//     written stream written once, from the manifest's streams; numerics.md
+//     §4) / time, and its fraction of a 1 GiB cuMemcpyDtoD measured in the
+//     same run (before and after the kernels);
+//   * registers, local memory and occupancy of each kernel from the driver;
+//   * at 64 Mi: a sweep of the grid size (the kernels are persistent, any
+//     grid is correct) and the time through the runtime's qopt_step (host
+//     validation + upload included), to separate launch configuration and
+//     runtime overhead from the kernel itself.
+// The bench launches the kernels itself (module loaded from the manifest's
+// binary, descriptors and tile map built per docs/abi.md) so that no host
+// work sits between timed launches; a self-check first steps a small list
+// both ways and requires every byte to agree with qopt_step's result.
+//
+//===----------------------------------------------------------------------===//
+#include "BenchCommon.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+using namespace qopt::bench;
+using json = nlohmann::json;
+
+namespace {
+
+struct Options {
+  std::string kernels;
+  std::vector<std::string> specs; // stems; empty = all
+  std::vector<int64_t> sizesMi = {1, 16, 64, 256};
+  bool gpt2 = true;
+  bool sweep = true;
+  bool runtimePath = true;
+  int iters = 25;
+  int warmupSteps = 3;
+  std::string jsonOut = "qopt-bench.json";
+  std::string csvOut = "qopt-bench.csv";
+};
+
+std::vector<std::string> splitComma(const std::string &s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+void usage() {
+  std::printf(
+      "usage: qopt-bench [--kernels DIR] [--specs a,b] [--sizes 1,16,64,256] [--no-gpt2]\n"
+      "                  [--no-sweep] [--no-runtime] [--iters N] [--json FILE] [--csv FILE]\n"
+      "  DIR: build/kernels (its fatbin/ subdirectory is used if present, else ptx/)\n");
+}
+
+/// A kernel module the bench loads itself.
+struct DirectKernel {
+  cu::CUmodule module = nullptr;
+  cu::CUfunction fn = nullptr;
+  int regs = 0, localBytes = 0, staticSmem = 0, maxThreads = 0, binaryVersion = 0;
+  int occupancyBlocks = 0; ///< resident blocks per SM at the manifest's block size
+  explicit DirectKernel(const Spec &spec) {
+    std::ifstream in(spec.binaryPath, std::ios::binary);
+    if (!in)
+      throw std::runtime_error("cannot read " + spec.binaryPath);
+    std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    image.push_back('\0'); // PTX must be NUL-terminated; harmless for the rest
+    const cu::Driver &d = cu::driver();
+    BCU(d.cuModuleLoadDataEx(&module, image.data(), 0, nullptr, nullptr));
+    BCU(d.cuModuleGetFunction(&fn, module, spec.info.entry));
+    const DriverExtra &x = extra();
+    BCU(x.cuFuncGetAttribute(&regs, kFuncNumRegs, fn));
+    BCU(x.cuFuncGetAttribute(&localBytes, kFuncLocalSizeBytes, fn));
+    BCU(x.cuFuncGetAttribute(&staticSmem, kFuncSharedSizeBytes, fn));
+    BCU(x.cuFuncGetAttribute(&maxThreads, kFuncMaxThreadsPerBlock, fn));
+    BCU(x.cuFuncGetAttribute(&binaryVersion, kFuncBinaryVersion, fn));
+    int64_t dyn = spec.info.launch.shared_bytes;
+    if (dyn > 48 * 1024)
+      BCU(d.cuFuncSetAttribute(fn, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(dyn)));
+    BCU(x.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        &occupancyBlocks, fn, spec.info.launch.threads_per_block, size_t(dyn)));
+  }
+  ~DirectKernel() {
+    if (module)
+      (void)cu::driver().cuModuleUnload(module);
+  }
+};
+
+/// Random device pools the buffer sets are filled from (DtoD copies from
+/// varying offsets: no host work per set, realistic values, never zeros).
+class Pools {
+public:
+  static constexpr size_t kElems = size_t(16) << 20;
+  /// role: 0 parameter (N(0, 0.02)), 1 gradient (N(0, 1e-3), 0.5% of
+  /// elements x10..x100: heavy tails).
+  cu::CUdeviceptr get(int role, qopt_dtype dtype) {
+    auto key = std::make_pair(role, int(dtype));
+    auto it = pools_.find(key);
+    if (it != pools_.end())
+      return it->second.ptr;
+    size_t esize = 0;
+    BQ(qopt_dtype_size(dtype, &esize));
+    std::vector<uint8_t> host(kElems * esize);
+    const size_t chunk = 1 << 20;
+    parallelFor(kElems / chunk, [&](size_t c) {
+      Rng r(mix(0xb0b0 + role, c));
+      for (size_t i = c * chunk; i < (c + 1) * chunk; ++i) {
+        float v;
+        if (role == 0) {
+          v = 0.02f * r.normal();
+        } else {
+          v = 1e-3f * r.normal();
+          if (r.uniform() < 0.005)
+            v *= float(std::pow(10.0, 1.0 + r.uniform()));
+        }
+        switch (dtype) {
+        case QOPT_DTYPE_BF16: {
+          uint16_t b = toBF16(v);
+          std::memcpy(&host[i * 2], &b, 2);
+          break;
+        }
+        case QOPT_DTYPE_F16: {
+          uint16_t b = toF16(v);
+          std::memcpy(&host[i * 2], &b, 2);
+          break;
+        }
+        case QOPT_DTYPE_F32:
+          std::memcpy(&host[i * 4], &v, 4);
+          break;
+        default: // integer streams: random bytes
+          for (size_t b = 0; b < esize; ++b)
+            host[i * esize + b] = uint8_t(r.next());
+        }
+      }
+    });
+    DeviceMem m(host.size());
+    BCU(cu::driver().cuMemcpyHtoD(m.ptr, host.data(), host.size()));
+    cu::CUdeviceptr p = m.ptr;
+    pools_.emplace(key, std::move(m));
+    return p;
+  }
+  size_t bytes(qopt_dtype dtype) const {
+    size_t e = 0;
+    qopt_dtype_size(dtype, &e);
+    return kElems * e;
+  }
+
+private:
+  std::map<std::pair<int, int>, DeviceMem> pools_;
+};
+
+/// One buffer set: every stream of every tensor of the list, its descriptor
+/// table and tile map (docs/abi.md), ready to launch.
+struct TensorSet {
+  Arena arena;
+  DeviceMem meta;
+  cu::CUdeviceptr descs = 0, tiles = 0;
+  int64_t numTiles = 0;
+  std::vector<void *> voidPtrs;
+};
+
+void fillSet(const Spec &spec, const std::vector<int64_t> &numels, TensorSet &set, Pools &pools,
+             const std::vector<const float *> &hostTables, uint64_t seed, cu::CUstream stream) {
+  const cu::Driver &d = cu::driver();
+  const size_t S = spec.streams.size();
+  std::vector<qopt_buffer_layout> lay(S);
+  for (size_t k = 0; k < numels.size(); ++k) {
+    BQ(qopt_manifest_state_layout(spec.manifest, numels[k], hostTables.data(), hostTables.size(),
+                                  lay.data(), lay.size()));
+    for (size_t s = 0; s < S; ++s) {
+      const qopt_buffer_layout &L = lay[s];
+      cu::CUdeviceptr dst = set.arena.ptr[k * S + s];
+      if (L.bytes != set.arena.bytes[k * S + s])
+        throw std::runtime_error("layout and arena disagree on " + std::string(L.name));
+      if (L.bytes == 0)
+        continue;
+      if (L.role == QOPT_ROLE_PARAM || L.role == QOPT_ROLE_GRAD) {
+        cu::CUdeviceptr pool = pools.get(L.role == QOPT_ROLE_PARAM ? 0 : 1, L.dtype);
+        size_t poolBytes = pools.bytes(L.dtype), half = poolBytes / 2;
+        for (uint64_t done = 0, piece = 0; done < L.bytes; ++piece) {
+          uint64_t len = std::min<uint64_t>(L.bytes - done, half);
+          uint64_t off = (mix(seed, k * 64 + s * 8 + piece) % (half / 16)) * 16;
+          BCU(extra().cuMemcpyDtoDAsync(dst + done, pool + off, len, stream));
+          done += len;
+        }
+      } else {
+        size_t esize = L.bytes / uint64_t(L.count);
+        uint64_t bits = L.init == QOPT_INIT_FILL ? L.fill_bits : 0;
+        if (L.init == QOPT_INIT_CODEBOOK_ZERO)
+          throw std::runtime_error("codebook zero code without tables");
+        if (esize == 1)
+          BCU(d.cuMemsetD8(dst, uint8_t(bits), L.bytes));
+        else if (esize == 2)
+          BCU(extra().cuMemsetD16(dst, uint16_t(bits), L.bytes / 2));
+        else
+          BCU(d.cuMemsetD32(dst, uint32_t(bits), L.bytes / 4));
+      }
+    }
+  }
+  // Descriptors and tile map.
+  const qopt_launch_info &launch = spec.info.launch;
+  std::vector<int64_t> firstTile(numels.size());
+  int64_t numTiles = 0;
+  BQ(qopt_tile_map_build(numels.data(), numels.size(), launch.tile_elements, nullptr, nullptr, 0,
+                         &numTiles));
+  std::vector<int32_t> tileMap(size_t(std::max<int64_t>(numTiles, 1)));
+  BQ(qopt_tile_map_build(numels.data(), numels.size(), launch.tile_elements, firstTile.data(),
+                         tileMap.data(), tileMap.size(), &numTiles));
+  const size_t descBytes = size_t(launch.descriptor_bytes) * numels.size();
+  std::vector<uint8_t> desc(descBytes, 0);
+  for (size_t k = 0; k < numels.size(); ++k) {
+    uint8_t *p = desc.data() + k * size_t(launch.descriptor_bytes);
+    std::memcpy(p, &numels[k], 8);
+    std::memcpy(p + 8, &firstTile[k], 8);
+    for (size_t s = 0; s < S; ++s) {
+      uint64_t ptr = set.arena.ptr[k * S + s];
+      std::memcpy(p + 16 + 8 * s, &ptr, 8);
+    }
+  }
+  size_t tileOff = (descBytes + 255) / 256 * 256;
+  set.meta = DeviceMem(tileOff + tileMap.size() * 4);
+  BCU(d.cuMemcpyHtoD(set.meta.ptr, desc.data(), descBytes));
+  BCU(d.cuMemcpyHtoD(set.meta.ptr + tileOff, tileMap.data(), tileMap.size() * 4));
+  set.descs = set.meta.ptr;
+  set.tiles = set.meta.ptr + tileOff;
+  set.numTiles = numTiles;
+  set.voidPtrs = set.arena.voidPtrs();
+}
+
+struct Launcher {
+  const Spec &spec;
+  const DirectKernel &k;
+  std::vector<cu::CUdeviceptr> tables; // device tables in manifest order
+  void operator()(const TensorSet &set, cu::CUdeviceptr uniforms, unsigned grid,
+                  cu::CUstream stream) const {
+    cu::CUdeviceptr descs = set.descs, tiles = set.tiles;
+    int64_t numTiles = set.numTiles;
+    std::vector<cu::CUdeviceptr> tbl = tables;
+    std::vector<void *> params;
+    for (const std::string &a : spec.args) {
+      if (a == "descriptors")
+        params.push_back(&descs);
+      else if (a == "tile_map")
+        params.push_back(&tiles);
+      else if (a == "num_tiles")
+        params.push_back(&numTiles);
+      else if (a == "uniforms")
+        params.push_back(&uniforms);
+      else {
+        size_t i = 0;
+        while (i < spec.tables.size() && spec.tables[i].name != a)
+          ++i;
+        if (i == spec.tables.size())
+          throw std::runtime_error("unknown kernel argument '" + a + "'");
+        params.push_back(&tbl[i]);
+      }
+    }
+    const qopt_launch_info &l = spec.info.launch;
+    BCU(cu::driver().cuLaunchKernel(k.fn, grid, 1, 1, unsigned(l.threads_per_block), 1, 1,
+                                    unsigned(l.shared_bytes), stream, params.data(), nullptr));
+  }
+};
+
+/// Device buffer of a spec's uniforms at `step` (manifest defaults).
+DeviceMem uniformsAt(const Spec &spec, int64_t step) {
+  std::vector<float> u(std::max<size_t>(spec.info.num_uniforms, 1), 0.0f);
+  BQ(qopt_manifest_evaluate_uniforms(spec.manifest, nullptr, 0, step, u.data(), u.size()));
+  DeviceMem m(u.size() * 4);
+  BCU(cu::driver().cuMemcpyHtoD(m.ptr, u.data(), u.size() * 4));
+  return m;
+}
+
+/// Events around each of n enqueues; a large copy goes first so the host
+/// queues every launch before the device reaches them (no launch gaps).
+std::vector<double> timeEach(int n, const std::function<void(int)> &enqueue, cu::CUstream stream,
+                             const DeviceMem &spacerA, const DeviceMem &spacerB) {
+  const cu::Driver &d = cu::driver();
+  std::vector<cu::CUevent> ev(2 * size_t(n));
+  for (auto &e : ev)
+    BCU(d.cuEventCreate(&e, 0));
+  BCU(extra().cuMemcpyDtoDAsync(spacerB.ptr, spacerA.ptr, spacerA.bytes, stream));
+  for (int i = 0; i < n; ++i) {
+    BCU(d.cuEventRecord(ev[2 * i], stream));
+    enqueue(i);
+    BCU(d.cuEventRecord(ev[2 * i + 1], stream));
+  }
+  BCU(d.cuStreamSynchronize(stream));
+  std::vector<double> ms(n);
+  for (int i = 0; i < n; ++i) {
+    float t = 0;
+    BCU(extra().cuEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
+    ms[i] = t;
+  }
+  for (auto &e : ev)
+    (void)d.cuEventDestroy(e);
+  return ms;
+}
+
+std::string fmtSize(int64_t n) {
+  if (n % (1 << 20) == 0)
+    return std::to_string(n >> 20) + "Mi";
+  return std::to_string(n);
+}
+
+/// Bytes of the first `maxElems` parameters of tensor 0 of set that are not
+/// finite (bf16/f16/f32), a guard against timing NaN-filled garbage.
+int64_t nonFiniteParams(const Spec &spec, const TensorSet &set, int64_t numel) {
+  const StreamDesc &p = spec.streams[0];
+  int64_t n = std::min<int64_t>(numel, 1 << 16);
+  std::vector<uint8_t> h(size_t(n) * p.elementBytes);
+  BCU(cu::driver().cuMemcpyDtoH(h.data(), set.arena.ptr[0], h.size()));
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (p.elementBytes == 2) {
+      uint16_t v;
+      std::memcpy(&v, &h[size_t(i) * 2], 2);
+      bool isF16 = p.dtype == QOPT_DTYPE_F16;
+      uint16_t expMask = isF16 ? 0x7c00 : 0x7f80;
+      bad += (v & expMask) == expMask;
+    } else {
+      float v;
+      std::memcpy(&v, &h[size_t(i) * 4], 4);
+      bad += !std::isfinite(v);
+    }
+  }
+  return bad;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options opt;
+#ifdef QOPT_BENCH_DEFAULT_KERNELS
+  opt.kernels = QOPT_BENCH_DEFAULT_KERNELS;
+#endif
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        usage();
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--kernels")
+      opt.kernels = next();
+    else if (a == "--specs")
+      opt.specs = splitComma(next());
+    else if (a == "--sizes") {
+      opt.sizesMi.clear();
+      for (const std::string &s : splitComma(next()))
+        opt.sizesMi.push_back(std::stoll(s));
+    } else if (a == "--no-gpt2")
+      opt.gpt2 = false;
+    else if (a == "--no-sweep")
+      opt.sweep = false;
+    else if (a == "--no-runtime")
+      opt.runtimePath = false;
+    else if (a == "--iters")
+      opt.iters = std::max(20, std::stoi(next()));
+    else if (a == "--json")
+      opt.jsonOut = next();
+    else if (a == "--csv")
+      opt.csvOut = next();
+    else if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
+    } else {
+      std::fprintf(stderr, "qopt-bench: unknown option %s\n", a.c_str());
+      usage();
+      return 2;
+    }
+  }
+
+  std::string why = gpuUnavailableReason();
+  if (!why.empty()) {
+    std::printf("qopt-bench: no GPU (%s); nothing to measure.\n", why.c_str());
+    return 0;
+  }
+
+  try {
+    DeviceSession dev;
+    const cu::Driver &d = cu::driver();
+    cu::CUstream stream = nullptr;
+    BCU(d.cuStreamCreate(&stream, cu::CU_STREAM_NON_BLOCKING));
+    qopt_context *ctx = nullptr;
+    BQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx));
+
+    std::string dir = resolveKernelDir(opt.kernels, "flash_adamw");
+    if (dir.empty()) {
+      std::vector<std::string> any = listManifests(opt.kernels + "/fatbin");
+      dir = !any.empty() ? opt.kernels + "/fatbin" : opt.kernels + "/ptx";
+    }
+    std::vector<std::string> manifests = listManifests(dir);
+    if (manifests.empty())
+      throw std::runtime_error("no *.manifest.json under " + dir);
+
+    std::printf("qopt-bench %s on %s (sm_%d%d, %d SMs, L2 %d MiB, %.1f GiB, driver %d, "
+                "theoretical %.0f GB/s)\nkernels: %s\n",
+                utcDateTime().c_str(), dev.name.c_str(), dev.ccMajor, dev.ccMinor, dev.sms,
+                dev.l2Bytes >> 20, double(dev.totalMem) / double(1ull << 30), dev.driverVersion,
+                dev.theoreticalGBps(), dir.c_str());
+
+    CopyRoof roofBefore = measureCopyRoof(stream);
+    std::printf("copy roof (cuMemcpyDtoD 1 GiB, median of %d): %.3f ms, %.0f GB/s\n",
+                roofBefore.iters, roofBefore.ms, roofBefore.gbps);
+    // Spacer buffers: a 512 MiB copy ahead of each timed batch.
+    DeviceMem spacerA(size_t(512) << 20), spacerB(size_t(512) << 20);
+    BCU(d.cuMemsetD32(spacerA.ptr, 0, spacerA.bytes / 4));
+
+    Pools pools;
+    json out;
+    out["tool"] = "qopt-bench";
+    out["date"] = utcDateTime();
+    out["device"] = {{"name", dev.name},
+                     {"cc", std::to_string(dev.ccMajor) + "." + std::to_string(dev.ccMinor)},
+                     {"sms", dev.sms},
+                     {"l2_bytes", dev.l2Bytes},
+                     {"total_mem_bytes", dev.totalMem},
+                     {"sm_clock_khz", dev.smClockKHz},
+                     {"mem_clock_khz", dev.memClockKHz},
+                     {"bus_width_bits", dev.busWidthBits},
+                     {"theoretical_gbps", dev.theoreticalGBps()},
+                     {"max_threads_per_sm", dev.maxThreadsPerSM},
+                     {"max_regs_per_sm", dev.maxRegsPerSM},
+                     {"driver_version", dev.driverVersion}};
+    out["kernel_dir"] = dir;
+    out["method"] =
+        "CUDA events around each launch; warm-up: 3 steps on every buffer set; timed: median of "
+        ">= " + std::to_string(opt.iters) +
+        " launches rotating over K >= 3 buffer sets with K * footprint >= 4 * L2; a 512 MiB copy "
+        "is queued first so no launch waits for the host. Bytes: every stream read once, every "
+        "written stream written once (manifest streams). Roof: cuMemcpyDtoD of 1 GiB, 2 * bytes / "
+        "time, median of 20, before and after the kernels; fractions use the higher of the two.";
+    json kernels = json::array();
+    struct Row {
+      std::string spec, kase;
+      int64_t numel, tensors;
+      uint64_t bytes;
+      double bpp, ms, msMin, msMax, gbps;
+      int sets, launches;
+      unsigned grid;
+    };
+    std::vector<Row> rows;
+
+    std::vector<std::pair<std::string, std::vector<int64_t>>> cases;
+    for (int64_t mi : opt.sizesMi)
+      cases.push_back({fmtSize(mi << 20), {mi << 20}});
+    if (opt.gpt2) {
+      std::vector<int64_t> g;
+      for (const NamedShape &s : gpt2Shapes())
+        g.push_back(s.numel());
+      cases.push_back({"gpt2-124M", g});
+    }
+
+    for (const std::string &mpath : manifests) {
+      Spec spec(mpath);
+      if (!opt.specs.empty() &&
+          std::find(opt.specs.begin(), opt.specs.end(), spec.stem) == opt.specs.end())
+        continue;
+      DirectKernel k(spec);
+      const qopt_launch_info &L = spec.info.launch;
+      int warpsPerSM = k.occupancyBlocks * L.threads_per_block / 32;
+      double occ = double(warpsPerSM) / double(dev.maxThreadsPerSM / 32);
+      unsigned defaultGrid = unsigned(dev.sms * L.suggested_blocks_per_sm);
+      std::printf("\n== %s (%s, %s) %s\n   %d regs, %d B local, %d B static smem, %d threads x "
+                  "%d elems; %d resident blocks/SM (%d warps, %.0f%% occupancy) vs %d suggested\n",
+                  spec.stem.c_str(), spec.info.kernel, spec.binaryFormat.c_str(),
+                  spec.streamSummary().c_str(), k.regs, k.localBytes, k.staticSmem,
+                  L.threads_per_block, L.elements_per_thread, k.occupancyBlocks, warpsPerSM,
+                  100 * occ, L.suggested_blocks_per_sm);
+      std::fflush(stdout);
+
+      std::vector<std::vector<float>> hostTablesData = codebookTables(spec);
+      std::vector<const float *> hostTables;
+      std::vector<DeviceMem> devTables;
+      std::vector<cu::CUdeviceptr> devTablePtrs;
+      for (const auto &t : hostTablesData) {
+        hostTables.push_back(t.data());
+        devTables.emplace_back(1024);
+        BCU(d.cuMemcpyHtoD(devTables.back().ptr, t.data(), 1024));
+        devTablePtrs.push_back(devTables.back().ptr);
+      }
+      std::vector<const void *> tableArgs;
+      for (auto p : devTablePtrs)
+        tableArgs.push_back(reinterpret_cast<const void *>(static_cast<uintptr_t>(p)));
+      Launcher launch{spec, k, devTablePtrs};
+      DeviceMem u1 = uniformsAt(spec, 1), u2 = uniformsAt(spec, 2), u3 = uniformsAt(spec, 3),
+                uT = uniformsAt(spec, 1000);
+      const cu::CUdeviceptr warm[3] = {u1.ptr, u2.ptr, u3.ptr};
+
+      qopt_registry *registry = nullptr;
+      qopt_kernel *rk = nullptr;
+      BQ(qopt_registry_create(&registry));
+      BQ(qopt_registry_add_manifest_file(registry, spec.path.c_str()));
+      BQ(qopt_kernel_create(ctx, registry, spec.info.kernel, &rk));
+
+      json kj;
+      kj["spec"] = spec.stem;
+      kj["kernel"] = spec.info.kernel;
+      kj["binary"] = spec.binaryFormat;
+      kj["streams"] = spec.streamSummary();
+      kj["regs"] = k.regs;
+      kj["local_bytes"] = k.localBytes;
+      kj["static_smem"] = k.staticSmem;
+      kj["binary_version"] = k.binaryVersion;
+      kj["threads_per_block"] = L.threads_per_block;
+      kj["elements_per_thread"] = L.elements_per_thread;
+      kj["suggested_blocks_per_sm"] = L.suggested_blocks_per_sm;
+      kj["resident_blocks_per_sm"] = k.occupancyBlocks;
+      kj["warps_per_sm"] = warpsPerSM;
+      kj["occupancy"] = occ;
+      kj["bytes_per_param"] = double(spec.bytesMoved({int64_t(1) << 20})) / double(1 << 20);
+
+      // Self-check: the bench's own launch equals qopt_step, byte for byte.
+      {
+        std::vector<int64_t> small = {70001, 3 * 4096 + 17, 4096, 31};
+        TensorSet a, b;
+        a.arena = allocateArena(spec, small);
+        b.arena = allocateArena(spec, small);
+        fillSet(spec, small, a, pools, hostTables, 77, stream);
+        fillSet(spec, small, b, pools, hostTables, 77, stream);
+        BCU(d.cuStreamSynchronize(stream));
+        qopt_tensor_list list{};
+        list.num_tensors = small.size();
+        list.num_streams = spec.streams.size();
+        list.numels = small.data();
+        list.data = a.voidPtrs.data();
+        for (int64_t step = 1; step <= 2; ++step) {
+          BQ(qopt_step(rk, &list, nullptr, 0, step, tableArgs.data(), tableArgs.size(), stream));
+          launch(b, step == 1 ? u1.ptr : u2.ptr, unsigned(std::min<int64_t>(b.numTiles, defaultGrid)),
+                 stream);
+        }
+        BCU(d.cuStreamSynchronize(stream));
+        uint64_t total = 0, differ = 0;
+        for (size_t i = 0; i < a.arena.ptr.size(); ++i) {
+          std::vector<uint8_t> ha(a.arena.bytes[i]), hb(a.arena.bytes[i]);
+          if (ha.empty())
+            continue;
+          BCU(d.cuMemcpyDtoH(ha.data(), a.arena.ptr[i], ha.size()));
+          BCU(d.cuMemcpyDtoH(hb.data(), b.arena.ptr[i], hb.size()));
+          total += ha.size();
+          for (size_t j = 0; j < ha.size(); ++j)
+            differ += ha[j] != hb[j];
+        }
+        kj["selfcheck"] = {{"bytes", total}, {"differ", differ}};
+        std::printf("   self-check (bench launch vs qopt_step, 2 steps, 4 tensors): %s (%llu of "
+                    "%llu bytes differ)\n",
+                    differ == 0 ? "identical" : "MISMATCH", (unsigned long long)differ,
+                    (unsigned long long)total);
+        if (differ != 0)
+          throw std::runtime_error("bench launch disagrees with qopt_step for " + spec.stem);
+      }
+
+      json cj = json::array();
+      for (const auto &[name, numels] : cases) {
+        uint64_t foot = spec.footprint(numels);
+        uint64_t bytes = spec.bytesMoved(numels);
+        int64_t numel = 0;
+        for (int64_t n : numels)
+          numel += n;
+        int K = int(std::max<uint64_t>(3, (4 * uint64_t(dev.l2Bytes) + foot - 1) / foot));
+        K = std::min(K, 64);
+        std::vector<TensorSet> sets(K);
+        for (int s = 0; s < K; ++s) {
+          sets[s].arena = allocateArena(spec, numels);
+          fillSet(spec, numels, sets[s], pools, hostTables, mix(name.size(), s + 1), stream);
+        }
+        BCU(d.cuStreamSynchronize(stream));
+        unsigned grid = unsigned(std::min<int64_t>(sets[0].numTiles, defaultGrid));
+        for (int w = 0; w < opt.warmupSteps; ++w)
+          for (int s = 0; s < K; ++s)
+            launch(sets[s], warm[std::min(w, 2)], grid, stream);
+        BCU(d.cuStreamSynchronize(stream));
+        int n = std::max(opt.iters, K);
+        std::vector<double> ms = timeEach(
+            n, [&](int i) { launch(sets[i % K], uT.ptr, grid, stream); }, stream, spacerA, spacerB);
+        Stats st = stats(ms);
+        double gbps = double(bytes) / (st.median * 1e-3) / 1e9;
+        int64_t bad = nonFiniteParams(spec, sets[0], numels[0]);
+        json c = {{"case", name},       {"numel", numel},
+                  {"tensors", numels.size()}, {"bytes", bytes},
+                  {"bytes_per_param", double(bytes) / double(numel)},
+                  {"footprint_bytes", foot}, {"sets", K},
+                  {"launches", n},      {"grid", grid},
+                  {"tiles", sets[0].numTiles}, {"ms_median", st.median},
+                  {"ms_min", st.min},   {"ms_max", st.max},
+                  {"ms_mean", st.mean}, {"gbps", gbps},
+                  {"nonfinite_params_sampled", bad}};
+        std::printf("   %-10s %11lld params %3zu tensors  %8.4f ms (min %.4f)  %7.1f GB/s  "
+                    "%.2f B/param  K=%d grid=%u%s\n",
+                    name.c_str(), (long long)numel, numels.size(), st.median, st.min, gbps,
+                    double(bytes) / double(numel), K, grid, bad ? "  NONFINITE PARAMS" : "");
+        std::fflush(stdout);
+        rows.push_back({spec.stem, name, numel, int64_t(numels.size()), bytes,
+                        double(bytes) / double(numel), st.median, st.min, st.max, gbps, K, n,
+                        grid});
+
+        // Grid sweep at 64 Mi (or the largest single size present).
+        if (opt.sweep && name == "64Mi") {
+          json sw = json::array();
+          std::vector<int64_t> grids;
+          for (int b : {1, 2, 3, 4, 6, 8, 16})
+            grids.push_back(int64_t(b) * dev.sms);
+          grids.push_back(sets[0].numTiles);
+          std::printf("   grid sweep at 64Mi:");
+          for (int64_t g : grids) {
+            unsigned gg = unsigned(std::min<int64_t>(g, sets[0].numTiles));
+            std::vector<double> t = timeEach(
+                20, [&](int i) { launch(sets[i % K], uT.ptr, gg, stream); }, stream, spacerA,
+                spacerB);
+            Stats s2 = stats(t);
+            double gb = double(bytes) / (s2.median * 1e-3) / 1e9;
+            sw.push_back({{"grid", gg}, {"blocks_per_sm", double(gg) / dev.sms},
+                          {"ms_median", s2.median}, {"gbps", gb}});
+            std::printf(" %u:%.4fms", gg, s2.median);
+          }
+          std::printf("\n");
+          c["grid_sweep"] = sw;
+        }
+        // Through the runtime: qopt_step per launch (validation, upload, launch).
+        if (opt.runtimePath && (name == "64Mi" || name == "gpt2-124M")) {
+          std::vector<qopt_tensor_list> lists(K);
+          for (int s = 0; s < K; ++s) {
+            lists[s] = qopt_tensor_list{};
+            lists[s].num_tensors = numels.size();
+            lists[s].num_streams = spec.streams.size();
+            lists[s].numels = numels.data();
+            lists[s].data = sets[s].voidPtrs.data();
+          }
+          for (int w = 0; w < 2 * K; ++w)
+            BQ(qopt_step(rk, &lists[w % K], nullptr, 0, 1000, tableArgs.data(), tableArgs.size(),
+                         stream));
+          BCU(d.cuStreamSynchronize(stream));
+          cu::CUevent e0, e1;
+          BCU(d.cuEventCreate(&e0, 0));
+          BCU(d.cuEventCreate(&e1, 0));
+          std::vector<double> hostUs;
+          BCU(d.cuEventRecord(e0, stream));
+          for (int i = 0; i < n; ++i) {
+            auto t0 = std::chrono::steady_clock::now();
+            BQ(qopt_step(rk, &lists[i % K], nullptr, 0, 1000, tableArgs.data(), tableArgs.size(),
+                         stream));
+            auto t1 = std::chrono::steady_clock::now();
+            hostUs.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+          }
+          BCU(d.cuEventRecord(e1, stream));
+          BCU(d.cuStreamSynchronize(stream));
+          float total = 0;
+          BCU(extra().cuEventElapsedTime(&total, e0, e1));
+          (void)d.cuEventDestroy(e0);
+          (void)d.cuEventDestroy(e1);
+          Stats hs = stats(hostUs);
+          double per = double(total) / n;
+          c["runtime_path"] = {{"ms_per_step_back_to_back", per},
+                               {"gbps", double(bytes) / (per * 1e-3) / 1e9},
+                               {"host_us_per_call_median", hs.median},
+                               {"host_us_per_call_max", hs.max},
+                               {"steps", n}};
+          std::printf("   qopt_step back to back (%s): %.4f ms/step, host %.1f us/call (median)\n",
+                      name.c_str(), per, hs.median);
+        }
+        cj.push_back(c);
+      }
+      kj["cases"] = cj;
+      kernels.push_back(kj);
+      qopt_kernel_destroy(rk);
+      qopt_registry_destroy(registry);
+    }
+
+    CopyRoof roofAfter = measureCopyRoof(stream);
+    double roof = std::max(roofBefore.gbps, roofAfter.gbps);
+    std::printf("\ncopy roof after: %.3f ms, %.0f GB/s; roof used: %.0f GB/s\n", roofAfter.ms,
+                roofAfter.gbps, roof);
+    for (auto &kj : kernels)
+      for (auto &c : kj["cases"]) {
+        c["roof_fraction"] = c["gbps"].get<double>() / roof;
+        if (c.contains("runtime_path"))
+          c["runtime_path"]["roof_fraction"] = c["runtime_path"]["gbps"].get<double>() / roof;
+        if (c.contains("grid_sweep"))
+          for (auto &g : c["grid_sweep"])
+            g["roof_fraction"] = g["gbps"].get<double>() / roof;
+      }
+    out["copy_roof"] = {{"bytes", roofBefore.bytes},
+                        {"ms_before", roofBefore.ms},
+                        {"gbps_before", roofBefore.gbps},
+                        {"ms_after", roofAfter.ms},
+                        {"gbps_after", roofAfter.gbps},
+                        {"gbps", roof}};
+    out["kernels"] = kernels;
+    {
+      std::ofstream f(opt.jsonOut);
+      f << out.dump(1) << "\n";
+    }
+    {
+      std::ofstream f(opt.csvOut);
+      f << "spec,case,numel,tensors,bytes,bytes_per_param,ms_median,ms_min,ms_max,gbps,"
+           "roof_fraction,sets,launches,grid\n";
+      for (const Row &r : rows)
+        f << r.spec << "," << r.kase << "," << r.numel << "," << r.tensors << "," << r.bytes << ","
+          << r.bpp << "," << r.ms << "," << r.msMin << "," << r.msMax << "," << r.gbps << ","
+          << r.gbps / roof << "," << r.sets << "," << r.launches << "," << r.grid << "\n";
+    }
+    std::printf("\n%-22s", "GB/s (fraction of roof)");
+    std::vector<std::string> caseNames;
+    for (const auto &c : cases)
+      caseNames.push_back(c.first);
+    for (const auto &c : caseNames)
+      std::printf(" %15s", c.c_str());
+    std::printf("\n");
+    std::string cur;
+    for (const Row &r : rows) {
+      if (r.spec != cur) {
+        if (!cur.empty())
+          std::printf("\n");
+        cur = r.spec;
+        std::printf("%-22s", r.spec.c_str());
+      }
+      std::printf(" %7.0f (%4.2f)", r.gbps, r.gbps / roof);
+    }
+    std::printf("\nwrote %s and %s\n", opt.jsonOut.c_str(), opt.csvOut.c_str());
+    qopt_context_destroy(ctx);
+    (void)d.cuStreamDestroy(stream);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "qopt-bench: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
