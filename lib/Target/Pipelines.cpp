@@ -48,6 +48,8 @@ void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createGpuNVVMAttachTarget(target));
 
   OpPassManager &gpuModule = pm.nest<gpu::GPUModuleOp>();
+  if (options.tabulateCodes)
+    gpuModule.addPass(createTabulateCodes());
   gpuModule.addPass(createSCFToControlFlowPass());
   gpuModule.addPass(createConvertGpuOpsToNVVMOps());
   gpuModule.addPass(createCanonicalizerPass());

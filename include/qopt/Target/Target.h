@@ -24,6 +24,9 @@ struct KernelOptions {
   std::string mode = "strict"; ///< strict (bit-exact) or fast.
   int64_t threadsPerBlock = 256;
   int64_t elementsPerThread = 16;
+  /// Dequantize 8-bit codes through compile-time tables (qopt-tabulate-codes,
+  /// exact).
+  bool tabulateCodes = true;
 };
 
 /// Adds qopt-outline-uniforms (when no qopt.uniforms region exists yet is

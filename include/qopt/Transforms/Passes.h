@@ -7,6 +7,10 @@
 #ifndef QOPT_TRANSFORMS_PASSES_H
 #define QOPT_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/Pass.h"
 #include "qopt/Dialect/Qopt/QoptDialect.h"
 

@@ -42,4 +42,31 @@ def OutlineUniforms : Pass<"qopt-outline-uniforms", "::mlir::ModuleOp"> {
                            "::mlir::qopt::QoptDialect"];
 }
 
+def TabulateCodes : Pass<"qopt-tabulate-codes", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Evaluate the float arithmetic of an 8-bit code once per code";
+  let description = [{
+    An exact strength reduction for dequantization. Wherever a kernel turns
+    an 8-bit integer (a state code or int8 error bits) into f32 with
+    `arith.sitofp`/`arith.uitofp` and then applies arithmetic whose other
+    operands are constants (`q / 127`, the inverse softsign
+    `z / (2 - |z|)`, ...), the result depends on the 8-bit code alone. The
+    pass evaluates that arithmetic at compile time for all 256 codes, with
+    IEEE single precision and round-to-nearest-even, one rounding per
+    operation as the kernel would, and replaces it with a lookup in a 256-entry
+    table that each block copies into shared memory once. The values are bit
+    for bit those the kernel computed; the divisions disappear.
+
+    ```mlir
+    %q = arith.sitofp %codes : vector<16xi8> to vector<16xf32>
+    %z = arith.divf %q, %c127 : vector<16xf32>
+    ```
+    becomes sixteen loads from `@__qopt_table0` indexed by the unsigned code.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif // QOPT_TRANSFORMS_PASSES_TD
