@@ -177,13 +177,18 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   bool host = opts->emitKind == Emit::HostLLVM ||
               opts->emitKind == Emit::HostObject ||
               opts->emitKind == Emit::HostLibrary;
-  if ((opts->emitKind == Emit::Cubin || opts->emitKind == Emit::Fatbin ||
-       opts->emitKind == Emit::HostObject ||
+  if ((opts->emitKind == Emit::Cubin || opts->emitKind == Emit::Fatbin) &&
+      opts->outputFilename == "-") {
+    llvm::errs() << "qopt-opt: error: --emit=cubin and --emit=fatbin write "
+                    "binary data; give an output file with -o\n";
+    return 1;
+  }
+  if ((opts->emitKind == Emit::HostObject ||
        opts->emitKind == Emit::HostLibrary) &&
       opts->outputFilename == "-") {
-    llvm::errs() << "qopt-opt: error: --emit=cubin, fatbin, host-object and "
-                    "host-library write binary data; give an output file "
-                    "with -o\n";
+    llvm::errs() << "qopt-opt: error: --emit=host-object and "
+                    "--emit=host-library write binary data; give an output "
+                    "file with -o\n";
     return 1;
   }
   if (host && opts->hostOptLevel > 3) {

@@ -70,7 +70,8 @@ private:
   /// The alignment a vector of `lanes` elements at a multiple of `lanes`
   /// elements from a 16-byte aligned stream has.
   unsigned vectorAlign(Type elem) {
-    return std::min<int64_t>(16, lanes * (elem.getIntOrFloatBitWidth() / 8));
+    int64_t bytes = lanes * (elem.getIntOrFloatBitWidth() / 8);
+    return std::min<int64_t>(16, bytes & -bytes);
   }
 
   // Scalars and memory.

@@ -1,0 +1,34 @@
+// RUN: qopt-opt %s --convert-qopt-to-host=elements-per-thread=12 -split-input-file -verify-diagnostics
+// RUN: not qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-host=mode=loose -split-input-file 2>&1 | FileCheck %s --check-prefix=MODE
+
+// MODE: mode must be 'strict' or 'fast', got 'loose'
+
+// Chunks of 12 lanes would straddle two groups of 32.
+qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
+  // expected-error @+1 {{group or block of 32 elements does not divide the tile of 3072 elements into chunks of 12}}
+  qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = linear, scale = f32, rounding = half_even, divisor = absmax>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %m = qopt.load_state @m : f32
+    %p = qopt.load_param : f32
+    %mn = arith.addf %m, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// The update must read outlined uniforms, not hyperparameters.
+qopt.optimizer @NotOutlined param "p" : f32 master none grad "g" : f32 {
+  qopt.hyper @lr = 1.0e-03 : f64
+  qopt.update {
+    %p = qopt.load_param : f32
+    // expected-error @+1 {{must be outlined first: run qopt-outline-uniforms}}
+    %lr = qopt.hyper_value @lr : f64
+    %lr32 = arith.truncf %lr : f64 to f32
+    %pn = arith.subf %p, %lr32 : f32
+    qopt.store_param %pn : f32
+  }
+}
