@@ -164,6 +164,7 @@ CopyRoof measureCopyRoof(cu::CUstream stream, size_t bytes, int iters, int warmu
   DeviceMem src(bytes), dst(bytes);
   BCU(d.cuMemsetD32(src.ptr, 0x3f800000u, bytes / 4));
   BCU(d.cuMemsetD32(dst.ptr, 0, bytes / 4));
+  BCU(d.cuCtxSynchronize());
   for (int i = 0; i < warmup; ++i)
     BCU(extra().cuMemcpyDtoDAsync(dst.ptr, src.ptr, bytes, stream));
   std::vector<cu::CUevent> ev(2 * iters);

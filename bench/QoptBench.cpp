@@ -151,6 +151,9 @@ public:
     });
     DeviceMem m(host.size());
     BCU(cu::driver().cuMemcpyHtoD(m.ptr, host.data(), host.size()));
+    // A pageable copy may return before its DMA ends, and the fills read the
+    // pool on another stream: wait for it.
+    BCU(cu::driver().cuCtxSynchronize());
     cu::CUdeviceptr p = m.ptr;
     pools_.emplace(key, std::move(m));
     return p;
@@ -536,7 +539,7 @@ int main(int argc, char **argv) {
         b.arena = allocateArena(spec, small);
         fillSet(spec, small, a, pools, hostTables, 77, stream);
         fillSet(spec, small, b, pools, hostTables, 77, stream);
-        BCU(d.cuStreamSynchronize(stream));
+        BCU(d.cuCtxSynchronize()); // memsets run on the legacy stream
         qopt_tensor_list list{};
         list.num_tensors = small.size();
         list.num_streams = spec.streams.size();
@@ -582,7 +585,7 @@ int main(int argc, char **argv) {
           sets[s].arena = allocateArena(spec, numels);
           fillSet(spec, numels, sets[s], pools, hostTables, mix(name.size(), s + 1), stream);
         }
-        BCU(d.cuStreamSynchronize(stream));
+        BCU(d.cuCtxSynchronize()); // memsets run on the legacy stream
         unsigned grid = unsigned(std::min<int64_t>(sets[0].numTiles, defaultGrid));
         for (int w = 0; w < opt.warmupSteps; ++w)
           for (int s = 0; s < K; ++s)
