@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything and runs the whole test suite: the lit suite (frontend,
-# dialect, passes, GPU lowering, PTX) and the GoogleTest suites through CTest.
+# dialect, passes, GPU lowering, PTX), the GoogleTest suites through CTest and
+# the Python package's pytest suite (python/tests).
 # GPU tests skip with a message where there is no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,3 +9,18 @@ build=${QOPT_BUILD_DIR:-build}
 bash scripts/build.sh
 cmake --build "$build" --target check-qopt
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
+# Python package: a python3 that has torch and pytest (Debian's python3-torch is
+# a CPU build; its API tests need no GPU). QOPT_PYTHON overrides the choice.
+py=${QOPT_PYTHON:-}
+if [ -z "$py" ]; then
+  for c in python3 /usr/bin/python3; do
+    if "$c" -c 'import torch, pytest' 2>/dev/null; then py=$c; break; fi
+  done
+fi
+if [ -z "$py" ]; then
+  echo "test: no python3 with torch and pytest (run scripts/setup.sh)" >&2
+  exit 1
+fi
+# Any non-zero exit fails, 5 ("no tests collected") included.
+QOPT_BUILD_DIR="$build" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" \
+  "$py" -m pytest -q -p no:cacheprovider python/tests

@@ -4,7 +4,8 @@ Kernel directories, searched in order for ``<spec>.manifest.json`` (spec = the f
 e.g. ``flash_adamw``):
 1. ``$QOPT_KERNEL_DIR`` (one directory, or several separated by ``os.pathsep``), for both backends;
 2. otherwise the directories bundled in the package (``qopt/kernels/{fatbin,ptx}`` for CUDA,
-   ``qopt/kernels/host`` then the CUDA ones for the host backend);
+   ``qopt/kernels/host`` then the CUDA ones for the host backend, which takes the first manifest
+   with a ``host`` field);
 3. otherwise the build tree of the source checkout (``<repo>/build/kernels/...``, same sub-folders).
 
 For the host backend a CUDA manifest is still found (it describes the streams, so state can be
@@ -40,12 +41,41 @@ def kernel_dirs(backend: int) -> List[Path]:
     return [build / s for s in sub]
 
 
+def _has_host(path: Path) -> bool:
+    try:
+        return "host" in json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def _has_cuda_binary(path: Path) -> bool:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    listed = [path.parent / b["path"] for b in doc.get("binaries", []) if "path" in b]
+    stem = doc.get("kernel", "")
+    beside = [path.parent / f"{stem}.{ext}" for ext in ("cubin", "fatbin", "ptx")]
+    spec = path.name[: -len(".manifest.json")]
+    beside += [path.parent / f"{spec}.{ext}" for ext in ("cubin", "fatbin", "ptx")]
+    return any(p.is_file() for p in listed + beside)
+
+
 def find_manifest(spec: str, backend: int) -> Path:
+    """The first `<spec>.manifest.json` in kernel_dirs(backend); for the host backend the first
+    one with a "host" field and for CUDA the first with a binary beside it, if there is one."""
     dirs = kernel_dirs(backend)
-    for d in dirs:
-        p = d / f"{spec}.manifest.json"
-        if p.is_file():
-            return p
+    found = [d / f"{spec}.manifest.json" for d in dirs if (d / f"{spec}.manifest.json").is_file()]
+    if backend == C.BACKEND_HOST:
+        with_host = [p for p in found if _has_host(p)]
+        if with_host:
+            return with_host[0]
+    else:
+        with_binary = [p for p in found if _has_cuda_binary(p)]
+        if with_binary:
+            return with_binary[0]
+    if found:
+        return found[0]
     tried = ", ".join(str(d) for d in dirs)
     raise FileNotFoundError(
         f"qopt: no kernel '{spec}' ({spec}.manifest.json) in {tried}; build the kernels "

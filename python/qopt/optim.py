@@ -70,8 +70,11 @@ def _is_dynamic(expr, dynamic_names) -> bool:
 
 
 def _eval_device(expr, env: Dict[str, Any], device) -> Any:
-    """Evaluates a manifest uniform expression in float64; tensors (0-dim, float64) where the
-    value depends on `step` or a tensor hyperparameter, Python floats elsewhere."""
+    """Evaluates a manifest uniform expression in float64: 0-dim float64 tensors where the value
+    depends on `step` or a tensor hyperparameter, Python floats elsewhere (then the same IEEE
+    double arithmetic as the runtime's host evaluation). No host<->device copies, so it can be
+    captured in a CUDA graph. Division is tensor / tensor (IEEE; a scalar divisor would be a
+    reciprocal multiply on CUDA)."""
     if isinstance(expr, bool):
         return 1.0 if expr else 0.0
     if isinstance(expr, (int, float)):
@@ -81,43 +84,45 @@ def _eval_device(expr, env: Dict[str, Any], device) -> Any:
     op, args = expr[0], [_eval_device(a, env, device) for a in expr[1:]]
     if not any(isinstance(a, torch.Tensor) for a in args):
         return _eval_host_op(op, args)
-    T = [a if isinstance(a, torch.Tensor) else torch.tensor(a, dtype=torch.float64, device=device)
-         for a in args]
 
-    def fold(fn):
-        acc = T[0]
-        for x in T[1:]:
+    def t(x):
+        return x if isinstance(x, torch.Tensor) else torch.full((), x, dtype=torch.float64, device=device)
+
+    def fold(fn, xs):
+        acc = xs[0]
+        for x in xs[1:]:
             acc = fn(acc, x)
         return acc
 
     if op == "add":
-        return fold(torch.add)
+        return fold(lambda a, b: a + b, [t(args[0])] + args[1:])
     if op == "mul":
-        return fold(torch.mul)
+        return fold(lambda a, b: a * b, [t(args[0])] + args[1:])
     if op == "sub":
-        return T[0] - T[1]
+        return t(args[0]) - args[1]
     if op == "div":
-        return T[0] / T[1]
+        return torch.div(t(args[0]), t(args[1]))
     if op == "pow":
-        return torch.pow(T[0], T[1])
+        return torch.pow(args[0], args[1])
     if op == "neg":
-        return -T[0]
+        return -args[0]
     if op == "sqrt":
-        return torch.sqrt(T[0])
+        return torch.sqrt(args[0])
     if op == "abs":
-        return torch.abs(T[0])
+        return torch.abs(args[0])
     if op == "sign":
-        return torch.sign(T[0]) + 0.0  # +0 for -0 (and for NaN, as the runtime)
+        return torch.sign(args[0]) + 0.0  # +0 for -0 (and for NaN, as the runtime)
+    T = [t(a) for a in args]
     if op == "min":
-        return fold(torch.minimum)
+        return fold(torch.minimum, T)
     if op == "max":
-        return fold(torch.maximum)
+        return fold(torch.maximum, T)
     if op in ("lt", "le", "gt", "ge", "eq", "ne"):
         return getattr(torch, op)(T[0], T[1]).to(torch.float64)
     if op == "and":
-        return fold(lambda a, b: ((a != 0) & (b != 0)).to(torch.float64))
+        return fold(lambda a, b: ((a != 0) & (b != 0)).to(torch.float64), T)
     if op == "or":
-        return fold(lambda a, b: ((a != 0) | (b != 0)).to(torch.float64))
+        return fold(lambda a, b: ((a != 0) | (b != 0)).to(torch.float64), T)
     if op == "not":
         return (T[0] == 0).to(torch.float64)
     if op == "select":
@@ -218,6 +223,8 @@ class _Launch:
         self.step_tensors = [st["step"] for st in self.states]
         self.step = int(self.step_tensors[0].item()) if self.step_tensors else 0
         self.uniforms: Optional[torch.Tensor] = None
+        self._static_key = None
+        self._static: List[Optional[torch.Tensor]] = []
         self.device_obj = params[0].device
 
     def _kernel(self) -> c_void_p:
@@ -292,9 +299,12 @@ class _Launch:
             torch._foreach_add_(self.step_tensors, 1)
 
     def _device_uniforms(self, hv: Dict[str, Any], step: int, capturable: bool) -> None:
+        """Fills self.uniforms (float32, on the device) for this step with device ops only."""
         ks, dev = self.ks, self.device_obj
         if self.uniforms is None:
             self.uniforms = torch.zeros(max(ks.num_uniforms, 1), dtype=torch.float32, device=dev)
+        if ks.num_uniforms == 0:
+            return
         env: Dict[str, Any] = {}
         dynamic = set()
         for name, v in hv.items():
@@ -309,22 +319,27 @@ class _Launch:
             dynamic.add("step")
         else:
             env["step"] = float(step)
-        # Uniforms that depend on neither `step` nor a tensor hyperparameter: the runtime's own
-        # host evaluation (the same float32 values qopt_step would use).
-        static_hv = {k: (1.0 if isinstance(v, torch.Tensor) else float(v)) for k, v in hv.items()}
+        # Uniforms that depend on neither: the runtime's host evaluation (the float32 values
+        # qopt_step itself would use), kept on the device until they change.
         for i, name in enumerate(self.hyper_names):
-            self.hypers[i].value = static_hv[name]
+            v = hv[name]
+            self.hypers[i].value = 1.0 if isinstance(v, torch.Tensor) else float(v)
         host = ks.evaluate_uniforms(self.hypers, len(self.hyper_names), max(step, 1))
+        dyn = tuple(_is_dynamic(e, dynamic) for e in ks.uniform_exprs)
+        key = (dyn, tuple(h for h, d in zip(host, dyn) if not d))
+        if key != self._static_key:
+            self._static = [None if d else torch.full((), h, dtype=torch.float64, device=dev)
+                            for h, d in zip(host, dyn)]
+            self._static_key = key
         parts = []
         for i, expr in enumerate(ks.uniform_exprs):
-            if _is_dynamic(expr, dynamic):
+            if dyn[i]:
                 v = _eval_device(expr, env, dev)
-                parts.append(v if isinstance(v, torch.Tensor)
-                             else torch.tensor(v, dtype=torch.float64, device=dev))
+                parts.append(v.reshape(()) if isinstance(v, torch.Tensor)
+                             else torch.full((), v, dtype=torch.float64, device=dev))
             else:
-                parts.append(torch.tensor(host[i], dtype=torch.float64, device=dev))
-        if parts:
-            self.uniforms.copy_(torch.stack([p.reshape(()) for p in parts]))
+                parts.append(self._static[i])
+        self.uniforms.copy_(torch.stack(parts))
 
 
 class _GroupCache:

@@ -529,3 +529,34 @@ def test_qopt_error_carries_status_and_message():
     with pytest.raises(qopt.QoptError) as e:
         C.call("qopt_registry_get_manifest", ctypes.c_void_p(), b"nope", ctypes.byref(ctypes.c_void_p()))
     assert e.value.status == "QOPT_ERROR_INVALID_ARGUMENT" and e.value.message
+
+
+# ------------------------------------------------------- uniforms evaluated with torch ops
+
+SPECS = ["flash_adamw", "flash_adamw_ecc16", "flash_adamw_bf16", "flash_adam", "flash_sgd",
+         "flash_sgdw", "flash_lion", "adamw8bit_block256", "adamw8bit_block2048"]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_device_uniform_evaluation_equals_runtime(spec):
+    """The torch-op evaluation used by capturable steps and tensor lr gives the runtime's float32
+    uniforms exactly (here with CPU tensors; the same ops run on CUDA)."""
+    from qopt import _runtime as R
+    from qopt.optim import _eval_device
+    ks = R.kernel_spec(spec, C.BACKEND_HOST)
+    names = list(ks.hypers)
+    values = {"lr": 3e-3, "beta1": 0.85, "beta2": 0.995, "eps": 1e-7, "weight_decay": 0.07,
+              "momentum": 0.9, "dampening": 0.1, "nesterov": 1.0}
+    hypers = (C.Hyper * len(names))()
+    keep = [n.encode() for n in names]
+    for i, n in enumerate(names):
+        hypers[i].name, hypers[i].value = keep[i], values[n]
+    for step in (1, 2, 3, 10, 1000, 123457):
+        want = ks.evaluate_uniforms(hypers, len(names), step)
+        env = {n: torch.tensor(values[n], dtype=torch.float64) for n in names}
+        env["step"] = torch.tensor(float(step), dtype=torch.float32).double()
+        got = []
+        for e in ks.uniform_exprs:
+            v = _eval_device(e, env, "cpu")
+            got.append(float(torch.as_tensor(v, dtype=torch.float64).to(torch.float32)))
+        assert [struct.pack("<f", x) for x in got] == [struct.pack("<f", x) for x in want], step
