@@ -284,7 +284,10 @@ def main():
         log(f"{kind}: {r['params']} params, final val {r['final_val_loss']:.4f}, state "
             f"{r['optimizer_state_bytes_per_param']:.3f} B/param, step {r['optimizer_step_ms_median']:.3f} ms, "
             f"iteration {r['iteration_ms_median']:.2f} ms")
+        write_results(results, args, raw, nfiles, device, out, log)  # after every run
 
+
+def write_results(results, args, raw, nfiles, device, out, log):
     # CSV: per-step training loss of every run, validation loss where evaluated
     kinds = list(results)
     vals = {k: dict(results[k]["val_curve"]) for k in kinds}
@@ -354,6 +357,7 @@ def main():
     fig.tight_layout()
     fig.savefig(out / "loss_curves.png", dpi=120)
     log(f"wrote {out}/loss_curves.png")
+
 
 
 if __name__ == "__main__":
