@@ -36,16 +36,19 @@ namespace ref = qopt::ref;
 
 namespace {
 
-std::string kernelDir() {
-  const char *dir = std::getenv("QOPT_TEST_KERNEL_DIR");
-  return dir && *dir ? dir : QOPT_DEFAULT_KERNEL_DIR;
+/// Where the host libraries of the shipped specs, or of the test-only specs
+/// of test/host/specs, are.
+std::string kernelDir(bool shipped) {
+  const char *dir = std::getenv(shipped ? "QOPT_TEST_KERNEL_DIR" : "QOPT_TEST_EXTRA_KERNEL_DIR");
+  return dir && *dir ? dir : shipped ? QOPT_DEFAULT_KERNEL_DIR : QOPT_EXTRA_KERNEL_DIR;
 }
 
-/// A shipped spec and the reference step that specifies it.
+/// A spec and the reference step that specifies it.
 struct Case {
-  std::string spec;                    // file stem in specs/
+  std::string spec;                    // file stem in specs/ (or test/host/specs/)
   std::function<ref::StepSpec()> make; // the reference's description
   std::vector<qopt_hyper> hypers;      // values given to the kernel
+  bool shipped = true;                 // false: a test-only spec
 };
 
 // The hyperparameters of the GPU suite.
@@ -103,6 +106,30 @@ ref::StepSpec adam() {
   return s;
 }
 
+/// test/host/specs/adamw_seed003.qopt: seed 003's group options on groups
+/// of 8 and 64, an f16 parameter with int16 error bits, an f32 gradient.
+ref::StepSpec seed003Groups() {
+  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI16);
+  s.param = ref::DType::F16;
+  s.grad = ref::DType::F32;
+  s.states[0].group = ref::GroupScheme::seed003(/*isSigned=*/true, ref::Companding::Softsign);
+  s.states[0].group.group = 8;
+  s.states[1].group = ref::GroupScheme::seed003(/*isSigned=*/false, ref::Companding::Sqrt);
+  s.states[1].group.group = 64;
+  s.states[1].group.scaleDType = ref::ScaleDType::F32;
+  return s;
+}
+
+/// test/host/specs/adamw_plain.qopt: plain bf16 and f32 states, an f32
+/// parameter, an f16 gradient.
+ref::StepSpec plainStates() {
+  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::None);
+  s.param = ref::DType::F32;
+  s.grad = ref::DType::F16;
+  s.states = {ref::StateScheme::plainBF16("m"), ref::StateScheme::plainF32("v")};
+  return s;
+}
+
 ref::StepSpec seed000(int64_t block) {
   return ref::seed000AdamW(ref::createDynamicMap(/*isSigned=*/true),
                            ref::createDynamicMap(/*isSigned=*/false), adamHyper(),
@@ -125,6 +152,8 @@ std::vector<Case> cases() {
        {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.1}}},
       {"adamw8bit_block2048", [] { return seed000(2048); }, kAdamHypers},
       {"adamw8bit_block256", [] { return seed000(256); }, kAdamHypers},
+      {"adamw_seed003", seed003Groups, kAdamHypers, /*shipped=*/false},
+      {"adamw_plain", plainStates, kAdamHypers, /*shipped=*/false},
   };
 }
 
@@ -143,7 +172,7 @@ protected:
     spec = c.make();
     ASSERT_EQ(qopt_context_create(QOPT_BACKEND_HOST, 0, &ctx), QOPT_SUCCESS)
         << qopt_last_error();
-    manifestPath = kernelDir() + "/" + c.spec + ".manifest.json";
+    manifestPath = kernelDir(c.shipped) + "/" + c.spec + ".manifest.json";
     ASSERT_EQ(qopt_manifest_load(manifestPath.c_str(), &manifest), QOPT_SUCCESS)
         << qopt_last_error();
     ASSERT_EQ(qopt_manifest_get_info(manifest, &info), QOPT_SUCCESS);
@@ -375,7 +404,7 @@ void splitTiles(const void *descs, const int32_t *tileMap, int64_t numTiles,
 }
 
 TEST_P(HostKernelNumerics, TileRangeSplitAcrossThreads) {
-  std::string library = kernelDir() + "/" + GetParam().spec + ".so";
+  std::string library = kernelDir(GetParam().shipped) + "/" + GetParam().spec + ".so";
   void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(handle, nullptr) << dlerror();
   std::string symbol = std::string(info.kernel) + "_host";
@@ -396,7 +425,7 @@ TEST_P(HostKernelNumerics, TileRangeSplitAcrossThreads) {
   dlclose(handle);
 }
 
-INSTANTIATE_TEST_SUITE_P(ShippedSpecs, HostKernelNumerics, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(Specs, HostKernelNumerics, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case> &info) {
                            return info.param.spec;
                          });

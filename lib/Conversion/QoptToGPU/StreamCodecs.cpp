@@ -90,8 +90,47 @@ Value LaneMath::sqrt(Value a) {
 }
 
 Value LaneMath::abs(Value a) { return intrinsic("llvm.fabs", a); }
-Value LaneMath::floor(Value a) { return intrinsic("llvm.floor", a); }
-Value LaneMath::roundEven(Value a) { return intrinsic("llvm.roundeven", a); }
+
+/// On the host, floor and roundeven of |a| < 2^23 in SSE2 integer and float
+/// operations (exact), the result signed as `a`; larger, infinite and NaN
+/// values are their own result. Baseline x86-64 has no roundps, and LLVM
+/// would call floorf/roundevenf once per lane.
+static Value hostRound(LaneMath &m, Value a, bool even) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  Value small = m.cmp(arith::CmpFPredicate::OLT, m.abs(a), m.constF(a, 0x1p23));
+  Value r;
+  if (even) {
+    // Adding and subtracting 2^23 rounds |a| to an integer, nearest even.
+    Value big = m.constF(a, 0x1p23);
+    r = arith::SubFOp::create(b, loc,
+                              arith::AddFOp::create(b, loc, m.abs(a), big), big);
+  } else {
+    // Truncate, then one less where that went up (a negative fraction).
+    Type i32 = withElement(a.getType(), b.getI32Type());
+    Value safe = m.select(small, a, m.constF(a, 0.0));
+    Value t = arith::SIToFPOp::create(
+        b, loc, a.getType(), arith::FPToSIOp::create(b, loc, i32, safe));
+    r = m.select(m.cmp(arith::CmpFPredicate::OGT, t, a),
+                 arith::SubFOp::create(b, loc, t, m.constF(t, 1.0)), t);
+  }
+  Value signedR = LLVM::CallIntrinsicOp::create(b, loc, a.getType(),
+                                                b.getStringAttr("llvm.copysign"),
+                                                ValueRange{r, a})
+                      .getResult(0);
+  return m.select(small, signedR, a);
+}
+
+Value LaneMath::floor(Value a) {
+  if (target == Target::Host)
+    return hostRound(*this, a, /*even=*/false);
+  return intrinsic("llvm.floor", a);
+}
+Value LaneMath::roundEven(Value a) {
+  if (target == Target::Host)
+    return hostRound(*this, a, /*even=*/true);
+  return intrinsic("llvm.roundeven", a);
+}
 
 Value LaneMath::cmp(arith::CmpFPredicate pred, Value a, Value c) {
   return arith::CmpFOp::create(b, loc, pred, a, c);

@@ -5,7 +5,7 @@
 // qopt_host_kernel_fn's signature, a loop over [tile_begin, tile_end), the
 // update 16 lanes at a time (masked in a partial chunk) into a stack buffer,
 // then per group of 32 the absmax (a NaN absmax becomes 0x7FC00000), the f16
-// scale and the codes.
+// scale and the codes (floor without a libm call: truncate, adjust, sign).
 
 // CHECK: llvm.func @Momentum_host(%{{.+}}: !llvm.ptr, %[[MAP:[^:]+]]: !llvm.ptr, %{{[^:]+}}: i64, %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %[[BEGIN:[^:]+]]: i64, %[[END:[^:]+]]: i64)
 // CHECK: %[[BUF:.+]] = llvm.alloca %{{.+}} x f32 {alignment = 64 : i64} : (i64) -> !llvm.ptr
@@ -31,7 +31,8 @@
 // CHECK:     arith.constant 0x7FC00000 : f32
 // CHECK:     arith.cmpf uno
 // CHECK:     scf.for
-// CHECK:       llvm.call_intrinsic "llvm.floor"
+// CHECK:       arith.fptosi %{{.+}} : vector<16xf32> to vector<16xi32>
+// CHECK:       llvm.call_intrinsic "llvm.copysign"
 // CHECK:       llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr
 // CHECK:     llvm.store %{{.+}}, %{{.+}} {alignment = 2 : i64} : i16, !llvm.ptr
 // CHECK: llvm.return
