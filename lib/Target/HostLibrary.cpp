@@ -2,8 +2,8 @@
 //
 // The runtime's host backend dlopens a shared object named by the manifest's
 // "host" field. qopt-opt links its object with the system's C++ driver, which
-// knows the platform's shared-library conventions; libm resolves the few
-// routines LLVM may call for vector floor/roundeven without SSE4.1.
+// knows the platform's shared-library conventions. The code calls no library
+// routine today; -lm keeps any math call LLVM might emit resolvable.
 //
 //===----------------------------------------------------------------------===//
 
