@@ -125,6 +125,8 @@ def main():
     res["qopt_validate_ms_per_step"] = sum(val)
     res["qopt_python_ms_per_step"] = res["qopt_eager_step_host_ms"] - res["qopt_step_calls_ms_per_step"]
 
+    for k, v in res.items():
+        print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}", flush=True)
     if cuda:
         for name, kw in (("torch_adamw_fused", dict(fused=True)), ("torch_adamw_foreach", dict(foreach=True))):
             mt = make(dev)
@@ -134,15 +136,19 @@ def main():
             sync()
             res[f"{name}_eager_step_host_ms"] = host_ms(o.step, args.n)
             sync()
-        mg = make(dev)
-        og = qopt.FlashAdamW(param_groups(mg, 0.1), lr=torch.tensor(1e-3, device=dev), capturable=True)
-        res["qopt_graph_step_gpu_ms"] = graph_ms(og, list(mg.parameters()), args.n, dev)
+            print(f"{name}_eager_step_host_ms: {res[f'{name}_eager_step_host_ms']:.4f}", flush=True)
+        try:
+            mg = make(dev)
+            og = qopt.FlashAdamW(param_groups(mg, 0.1), lr=torch.tensor(1e-3, device=dev), capturable=True)
+            res["qopt_graph_step_gpu_ms"] = graph_ms(og, list(mg.parameters()), args.n, dev)
+        except Exception as e:  # report and go on
+            res["qopt_graph_step_gpu_ms"] = f"failed: {e}"
+        print(f"qopt_graph_step_gpu_ms: {res['qopt_graph_step_gpu_ms']}", flush=True)
         mt = make(dev)
         ot = torch.optim.AdamW(param_groups(mt, 0.1), lr=torch.tensor(1e-3, device=dev), fused=True,
                                capturable=True)
         res["torch_adamw_fused_graph_step_gpu_ms"] = graph_ms(ot, list(mt.parameters()), args.n, dev)
-    for k, v in res.items():
-        print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
+        print(f"torch_adamw_fused_graph_step_gpu_ms: {res['torch_adamw_fused_graph_step_gpu_ms']:.4f}")
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "step_bench.json").write_text(json.dumps(res, indent=2))

@@ -140,6 +140,8 @@ _SIGNATURES = {
     "qopt_registry_get_manifest": [_P, c_char_p, POINTER(_P)],
     "qopt_kernel_create": [_P, _P, c_char_p, POINTER(_P)],
     "qopt_kernel_get_info": [_P, POINTER(KernelInfo)],
+    "qopt_kernel_destroy": [_P],
+    "qopt_validate": [_P, POINTER(TensorList), POINTER(c_void_p), c_size_t],
     "qopt_step": [_P, POINTER(TensorList), POINTER(Hyper), c_size_t, c_int64, POINTER(c_void_p),
                   c_size_t, c_void_p],
     "qopt_step_device_uniforms": [_P, POINTER(TensorList), c_void_p, POINTER(c_void_p), c_size_t,

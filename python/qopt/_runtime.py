@@ -212,6 +212,24 @@ def kernel(ks: KernelSpec, backend: int, device: int) -> c_void_p:
         return k
 
 
+def create_kernel(ks: KernelSpec, backend: int, device: int) -> c_void_p:
+    """A new kernel handle of its own (its own staging buffers: a CUDA graph may capture one
+    step of each handle, so every launch of an optimizer step gets its own handle)."""
+    ctx = context(backend, device)
+    k = c_void_p()
+    C.call("qopt_kernel_create", ctx, ks.registry, ks.kernel.encode(), byref(k))
+    return k
+
+
+def destroy_kernels(handles) -> None:
+    """Destroys kernel handles (qopt_kernel_destroy waits for their in-flight copies)."""
+    for k in list(handles):
+        try:
+            C.lib().qopt_kernel_destroy(k)
+        except Exception:  # never raise from a finalizer
+            pass
+
+
 def cuda_device_count() -> int:
     n = ctypes.c_int32(0)
     if C.lib().qopt_cuda_device_count(byref(n)) != C.SUCCESS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import weakref
 from ctypes import byref, c_char_p, c_int32, c_int64, c_uint64, c_void_p
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -183,10 +184,11 @@ class _Launch:
     arrays of qopt_tensor_list built once and patched only where a pointer changed."""
 
     def __init__(self, opt: "QoptOptimizer", ks: R.KernelSpec, backend: int, device: int,
-                 params: List[torch.Tensor], names: List[str]):
+                 params: List[torch.Tensor], names: List[str], kernel_key):
         self.opt, self.ks, self.backend, self.device = opt, ks, backend, device
         self.params = params
         self.kernel: Optional[c_void_p] = None
+        self.kernel_key = kernel_key
         n, S = len(params), ks.num_streams
         self.n, self.S = n, S
         self.numels = (c_int64 * max(n, 1))()
@@ -229,7 +231,15 @@ class _Launch:
 
     def _kernel(self) -> c_void_p:
         if self.kernel is None:
-            self.kernel = R.kernel(self.ks, self.backend, self.device)
+            # One handle per launch slot of the optimizer, kept across cache rebuilds: the runtime
+            # keeps one idle staging buffer per handle for a capture, so a graph can capture
+            # every launch of a step (several groups, several devices).
+            handles = self.opt._kernels
+            k = handles.get(self.kernel_key)
+            if k is None:
+                k = R.create_kernel(self.ks, self.backend, self.device)
+                handles[self.kernel_key] = k
+            self.kernel = k
         return self.kernel
 
     def run(self, group: Dict[str, Any]) -> None:
@@ -349,6 +359,11 @@ class _GroupCache:
         self.generation, self.ids, self.launches = generation, ids, launches
 
 
+def _destroy_handle_dict(handles: Dict[Any, c_void_p]) -> None:
+    R.destroy_kernels(handles.values())
+    handles.clear()
+
+
 # ------------------------------------------------------------------------- the base class
 
 class QoptOptimizer(torch.optim.Optimizer):
@@ -369,7 +384,16 @@ class QoptOptimizer(torch.optim.Optimizer):
         self._cache: Dict[int, _GroupCache] = {}
         self._tables_host: Optional[List[List[float]]] = None
         self._tables_dev: Dict[Any, List[torch.Tensor]] = {}
+        self._init_kernels()
         super().__init__(params, defaults)
+
+    def _init_kernels(self) -> None:
+        # Kernel handles of this optimizer, destroyed with it (not at interpreter exit, when the
+        # CUDA context may be gone). A graph captured from a step must not outlive the optimizer
+        # (its state tensors go with it too).
+        self._kernels: Dict[Any, c_void_p] = {}
+        self._finalizer = weakref.finalize(self, _destroy_handle_dict, self._kernels)
+        self._finalizer.atexit = False
 
     # ---- kernel and dtype checks
     @property
@@ -496,10 +520,11 @@ class QoptOptimizer(torch.optim.Optimizer):
             step = int(st["step"].item())
             parts.setdefault((backend, dev, step), []).append(p)
         launches = []
-        for (backend, dev, _), ps in parts.items():
+        for j, ((backend, dev, _), ps) in enumerate(parts.items()):
             ks = self._kernel_spec(backend)
             names = [f"param_groups[{gi}][{index[id(p)]}] {list(p.shape)}" for p in ps]
-            launches.append(_Launch(self, ks, backend, dev, ps, names))
+            key = (gi, j, backend, dev, str(ks.path))
+            launches.append(_Launch(self, ks, backend, dev, ps, names, key))
         return _GroupCache(self._generation, [id(p) for p in plist], launches)
 
     @torch.no_grad()
@@ -645,14 +670,15 @@ class QoptOptimizer(torch.optim.Optimizer):
         for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size"):
             if k in self.__dict__:
                 d[k] = self.__dict__[k]
-        d.pop("_cache", None)
-        d.pop("_tables_dev", None)
+        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer"):
+            d.pop(k, None)
         return d
 
     def __setstate__(self, state):
         super().__setstate__(state)
         self._cache = {}
         self._tables_dev = {}
+        self._init_kernels()
         self._generation = getattr(self, "_generation", 0) + 1
         self._tables_host = None
 

@@ -16,10 +16,18 @@ def copy_grads(params, grads):
         p.grad.copy_(g)
 
 
+def _groups(params, two):
+    """One group, or two (the usual decay / no-decay split: two launches in one captured step)."""
+    if not two:
+        return params
+    return [{"params": params[::2]}, {"params": params[1::2], "weight_decay": 0.0}]
+
+
+@pytest.mark.parametrize("groups", [1, 2])
 @pytest.mark.parametrize("cls,kw", [(qopt.FlashAdamW, {}), (qopt.AdamW8bit, {}),
                                     (qopt.FlashSGD, dict(momentum=0.9)), (qopt.FlashLion, {})],
                          ids=["adamw", "adamw8bit", "sgd", "lion"])
-def test_cuda_graph_capture_replays_equal_eager(cuda, cls, kw):
+def test_cuda_graph_capture_replays_equal_eager(cuda, cls, kw, groups):
     """3 warm-up steps, capture one step, 2 replays (the second with a new learning rate): the
     parameters and every state byte equal an eager run of the same 5 steps."""
     shapes = [(1000,), (4097,), (3, 7), (64, 65)]
@@ -28,10 +36,11 @@ def test_cuda_graph_capture_replays_equal_eager(cuda, cls, kw):
     eager_default = [torch.nn.Parameter(p.detach().clone()) for p in graphed]
     lr_g = torch.tensor(1e-2, device=cuda)
     lr_e = torch.tensor(1e-2, device=cuda)
-    opt = cls(graphed, lr=lr_g, capturable=True, **kw)
-    ref = cls(eager, lr=lr_e, capturable=True, **kw)
+    two = groups == 2
+    opt = cls(_groups(graphed, two), lr=lr_g, capturable=True, **kw)
+    ref = cls(_groups(eager, two), lr=lr_e, capturable=True, **kw)
     # float lr (the float32 value of the tensor lr), uniforms evaluated by the runtime on the host
-    ref_default = cls(eager_default, lr=float(torch.tensor(1e-2, dtype=torch.float32)), **kw)
+    ref_default = cls(_groups(eager_default, two), lr=float(torch.tensor(1e-2, dtype=torch.float32)), **kw)
     all_grads = [grads_for(graphed, seed=10 + i) for i in range(5)]
 
     for p in graphed:
@@ -57,7 +66,8 @@ def test_cuda_graph_capture_replays_equal_eager(cuda, cls, kw):
         set_grads(eager_default, all_grads[i])
         if i == 4:
             lr_e.fill_(5e-3)
-            ref_default.param_groups[0]["lr"] = float(torch.tensor(5e-3, dtype=torch.float32))
+            for g in ref_default.param_groups:
+                g["lr"] = float(torch.tensor(5e-3, dtype=torch.float32))
         ref.step()
         ref_default.step()
     torch.cuda.synchronize()
