@@ -50,6 +50,8 @@ void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
   OpPassManager &gpuModule = pm.nest<gpu::GPUModuleOp>();
   if (options.tabulateCodes)
     gpuModule.addPass(createTabulateCodes());
+  if (options.exactUniformDivision)
+    gpuModule.addPass(createExactUniformDivision());
   gpuModule.addPass(createSCFToControlFlowPass());
   gpuModule.addPass(createConvertGpuOpsToNVVMOps());
   gpuModule.addPass(createCanonicalizerPass());

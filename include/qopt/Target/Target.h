@@ -27,6 +27,11 @@ struct KernelOptions {
   /// Dequantize 8-bit codes through compile-time tables (qopt-tabulate-codes,
   /// exact).
   bool tabulateCodes = true;
+  /// Divide by lane-uniform values through a reciprocal with a proof of
+  /// correct rounding (qopt-exact-uniform-division, exact). Off: measured
+  /// slower on the H200 (bench/NOTES.md: more registers, a divergent
+  /// fallback).
+  bool exactUniformDivision = false;
 };
 
 /// Adds qopt-outline-uniforms (when no qopt.uniforms region exists yet is

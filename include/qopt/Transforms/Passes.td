@@ -69,4 +69,27 @@ def TabulateCodes : Pass<"qopt-tabulate-codes", "::mlir::gpu::GPUModuleOp"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def ExactUniformDivision
+    : Pass<"qopt-exact-uniform-division", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Divide by a lane-uniform value through its reciprocal, exactly";
+  let description = [{
+    An exact strength reduction for `arith.divf %x, %b` where `%b` is a
+    vector broadcast of one scalar `s` (a group's scale, a block's absmax, a
+    launch-uniform scalar). With `r = 1/s` computed once, each lane takes
+    `q0 = x * r`, one fused correction `q1 = fma(fma(-q0, s, x), r, q0)`, and
+    checks `|fma(-q1, s, x)| < |s| * ulp(q1) / 2` (a quarter ulp when `q1` is a
+    power of two). Rounding is monotonic, so a remainder that rounds below
+    that bound proves `q1` is the correctly rounded quotient. A lane with
+    `x == 0` takes `q0`, which has IEEE's sign (and NaN for `s == 0`). If any
+    lane of the vector fails the check (a tie, a result near the subnormal
+    range, a non-finite value), the whole vector takes the IEEE division.
+    The result is therefore `div.rn` bit for bit, with one division per
+    vector instead of one per lane.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif // QOPT_TRANSFORMS_PASSES_TD
