@@ -87,6 +87,19 @@ struct CompileOptions {
                                           cl::desc("Threads per block"),
                                           cl::init(256),
                                           cl::cat(compileCategory)};
+  cl::opt<bool> tabulateCodes{
+      "tabulate-codes",
+      cl::desc("Dequantize 8-bit codes through compile-time tables (exact)"),
+      cl::init(true), cl::cat(compileCategory)};
+  cl::opt<int64_t> elementsPerThread{
+      "elements-per-thread",
+      cl::desc("Consecutive elements each GPU thread owns per tile"),
+      cl::init(16), cl::cat(compileCategory)};
+  cl::opt<bool> exactUniformDivision{
+      "exact-uniform-division",
+      cl::desc("Divide by lane-uniform values through a proven reciprocal "
+               "(exact; off by default: measured slower on the H200)"),
+      cl::init(false), cl::cat(compileCategory)};
   cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
                                  cl::desc("LLVM optimization level of host "
                                           "code (-O0 to -O3)"),
@@ -209,6 +222,9 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.chip = opts->arch;
   options.mode = opts->mode;
   options.threadsPerBlock = opts->threadsPerBlock;
+  options.tabulateCodes = opts->tabulateCodes;
+  options.exactUniformDivision = opts->exactUniformDivision;
+  options.elementsPerThread = opts->elementsPerThread;
 
   // Outline the uniforms unless the input already has them.
   bool outlined = false;
@@ -262,6 +278,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     ConvertQoptToGPUOptions toGPU;
     toGPU.mode = options.mode;
     toGPU.threadsPerBlock = options.threadsPerBlock;
+    toGPU.elementsPerThread = options.elementsPerThread;
     pm.addPass(createConvertQoptToGPU(toGPU));
     if (failed(pm.run(*module)))
       return 1;
