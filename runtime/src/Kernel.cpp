@@ -481,7 +481,17 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
 
   // CUDA: every buffer must be device (or managed) memory of this device and
   // lie inside its allocation.
-  if (ctx_->backend() == QOPT_BACKEND_CUDA && !extents.empty()) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  ranges.reserve(extents.size());
+  for (const Extent &e : extents)
+    ranges.push_back({e.begin, e.bytes});
+  bool alreadyVerified = false;
+  {
+    std::lock_guard<std::mutex> lock(verifiedMu_);
+    alreadyVerified = ranges == verified_;
+  }
+  if (ctx_->backend() == QOPT_BACKEND_CUDA && !extents.empty() &&
+      !alreadyVerified) {
     cu::RelaxedCaptureScope relaxed;
     cu::ScopedContext scope(ctx_->cuContext());
     for (const Extent &e : extents) {
@@ -514,6 +524,8 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
              e.begin + e.bytes - (start + size), " bytes");
     }
     scope.pop();
+    std::lock_guard<std::mutex> lock(verifiedMu_);
+    verified_ = std::move(ranges);
   }
 
   CheckedList c;

@@ -497,7 +497,9 @@ typedef struct qopt_tensor_list {
 /// overlapping buffers (any overlap that touches a written stream), the
 /// table count; CUDA also checks with cuPointerGetAttributes that every
 /// pointer is device (or managed) memory of the context's device and that
-/// the buffer lies inside its allocation. Errors: QOPT_ERROR_VALIDATION with
+/// the buffer lies inside its allocation (a list whose buffers are exactly
+/// those of the last list the driver confirmed for this kernel is not asked
+/// about again: a buffer freed since is not detected). Errors: QOPT_ERROR_VALIDATION with
 /// the tensor's name, the stream's name and the problem.
 QOPT_RUNTIME_API qopt_status qopt_validate(qopt_kernel *kernel,
                                            const qopt_tensor_list *tensors,
