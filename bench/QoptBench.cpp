@@ -47,6 +47,10 @@ struct Options {
   bool gpt2 = true;
   bool sweep = true;
   bool runtimePath = true;
+  /// Experiments at 64 Mi and on the GPT-2 list instead of the standard run:
+  /// the realistic-gradient pool, and the PTX JIT-compiled with register caps.
+  bool experiments = false;
+  std::vector<int> maxRegs = {128, 96};
   int iters = 25;
   int warmupSteps = 3;
   std::string jsonOut = "qopt-bench.json";
@@ -66,6 +70,7 @@ void usage() {
   std::printf(
       "usage: qopt-bench [--kernels DIR] [--specs a,b] [--sizes 1,16,64,256] [--no-gpt2]\n"
       "                  [--no-sweep] [--no-runtime] [--iters N] [--json FILE] [--csv FILE]\n"
+      "                  [--experiments [--maxregs 128,96]]\n"
       "  DIR: build/kernels (its fatbin/ subdirectory is used if present, else ptx/)\n");
 }
 
@@ -75,14 +80,21 @@ struct DirectKernel {
   cu::CUfunction fn = nullptr;
   int regs = 0, localBytes = 0, staticSmem = 0, maxThreads = 0, binaryVersion = 0;
   int occupancyBlocks = 0; ///< resident blocks per SM at the manifest's block size
-  explicit DirectKernel(const Spec &spec) {
-    std::ifstream in(spec.binaryPath, std::ios::binary);
+  /// `imagePath` overrides the manifest's binary (e.g. its PTX); `maxRegs`
+  /// > 0 JIT-compiles that PTX with CU_JIT_MAX_REGISTERS (an experiment: what
+  /// occupancy would buy; the kernels themselves are not changed).
+  explicit DirectKernel(const Spec &spec, const std::string &imagePath = "", int maxRegs = 0) {
+    const std::string path = imagePath.empty() ? spec.binaryPath : imagePath;
+    std::ifstream in(path, std::ios::binary);
     if (!in)
-      throw std::runtime_error("cannot read " + spec.binaryPath);
+      throw std::runtime_error("cannot read " + path);
     std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     image.push_back('\0'); // PTX must be NUL-terminated; harmless for the rest
     const cu::Driver &d = cu::driver();
-    BCU(d.cuModuleLoadDataEx(&module, image.data(), 0, nullptr, nullptr));
+    int jitOpt[1] = {0}; // CU_JIT_MAX_REGISTERS
+    void *jitVal[1] = {reinterpret_cast<void *>(static_cast<uintptr_t>(maxRegs))};
+    BCU(d.cuModuleLoadDataEx(&module, image.data(), maxRegs > 0 ? 1 : 0,
+                             maxRegs > 0 ? jitOpt : nullptr, maxRegs > 0 ? jitVal : nullptr));
     BCU(d.cuModuleGetFunction(&fn, module, spec.info.entry));
     const DriverExtra &x = extra();
     BCU(x.cuFuncGetAttribute(&regs, kFuncNumRegs, fn));
@@ -108,7 +120,9 @@ class Pools {
 public:
   static constexpr size_t kElems = size_t(16) << 20;
   /// role: 0 parameter (N(0, 0.02)), 1 gradient (N(0, 1e-3), 0.5% of
-  /// elements x10..x100: heavy tails).
+  /// elements x10..x100: heavy tails), 2 gradient of a realistic spread (scale
+  /// log-uniform in [1e-4, 1e-1] per 4096 elements, 0.2% x10..x100, 5% of
+  /// 768-element rows exactly zero).
   cu::CUdeviceptr get(int role, qopt_dtype dtype) {
     auto key = std::make_pair(role, int(dtype));
     auto it = pools_.find(key);
@@ -124,6 +138,14 @@ public:
         float v;
         if (role == 0) {
           v = 0.02f * r.normal();
+        } else if (role == 2) {
+          Rng blk(mix(0x5ca1e, i / 4096));
+          Rng row(mix(0x0e0, i / 768));
+          v = float(std::pow(10.0, -4.0 + 3.0 * blk.uniform())) * r.normal();
+          if (r.uniform() < 0.002)
+            v *= float(std::pow(10.0, 1.0 + r.uniform()));
+          if (row.uniform() < 0.05)
+            v = 0.0f;
         } else {
           v = 1e-3f * r.normal();
           if (r.uniform() < 0.005)
@@ -179,7 +201,8 @@ struct TensorSet {
 };
 
 void fillSet(const Spec &spec, const std::vector<int64_t> &numels, TensorSet &set, Pools &pools,
-             const std::vector<const float *> &hostTables, uint64_t seed, cu::CUstream stream) {
+             const std::vector<const float *> &hostTables, uint64_t seed, cu::CUstream stream,
+             int gradRole = 1) {
   const cu::Driver &d = cu::driver();
   const size_t S = spec.streams.size();
   std::vector<qopt_buffer_layout> lay(S);
@@ -194,7 +217,7 @@ void fillSet(const Spec &spec, const std::vector<int64_t> &numels, TensorSet &se
       if (L.bytes == 0)
         continue;
       if (L.role == QOPT_ROLE_PARAM || L.role == QOPT_ROLE_GRAD) {
-        cu::CUdeviceptr pool = pools.get(L.role == QOPT_ROLE_PARAM ? 0 : 1, L.dtype);
+        cu::CUdeviceptr pool = pools.get(L.role == QOPT_ROLE_PARAM ? 0 : gradRole, L.dtype);
         size_t poolBytes = pools.bytes(L.dtype), half = poolBytes / 2;
         for (uint64_t done = 0, piece = 0; done < L.bytes; ++piece) {
           uint64_t len = std::min<uint64_t>(L.bytes - done, half);
@@ -375,6 +398,13 @@ int main(int argc, char **argv) {
       opt.sweep = false;
     else if (a == "--no-runtime")
       opt.runtimePath = false;
+    else if (a == "--experiments")
+      opt.experiments = true;
+    else if (a == "--maxregs") {
+      opt.maxRegs.clear();
+      for (const std::string &s : splitComma(next()))
+        opt.maxRegs.push_back(std::stoi(s));
+    }
     else if (a == "--iters")
       opt.iters = std::max(20, std::stoi(next()));
     else if (a == "--json")
@@ -532,7 +562,7 @@ int main(int argc, char **argv) {
       kj["bytes_per_param"] = double(spec.bytesMoved({int64_t(1) << 20})) / double(1 << 20);
 
       // Self-check: the bench's own launch equals qopt_step, byte for byte.
-      {
+      auto selfCheck = [&](const DirectKernel &dk, uint64_t &total) -> uint64_t {
         std::vector<int64_t> small = {70001, 3 * 4096 + 17, 4096, 31};
         TensorSet a, b;
         a.arena = allocateArena(spec, small);
@@ -545,13 +575,15 @@ int main(int argc, char **argv) {
         list.num_streams = spec.streams.size();
         list.numels = small.data();
         list.data = a.voidPtrs.data();
+        Launcher la{spec, dk, devTablePtrs};
         for (int64_t step = 1; step <= 2; ++step) {
           BQ(qopt_step(rk, &list, nullptr, 0, step, tableArgs.data(), tableArgs.size(), stream));
-          launch(b, step == 1 ? u1.ptr : u2.ptr, unsigned(std::min<int64_t>(b.numTiles, defaultGrid)),
-                 stream);
+          la(b, step == 1 ? u1.ptr : u2.ptr, unsigned(std::min<int64_t>(b.numTiles, defaultGrid)),
+             stream);
         }
         BCU(d.cuStreamSynchronize(stream));
-        uint64_t total = 0, differ = 0;
+        uint64_t differ = 0;
+        total = 0;
         for (size_t i = 0; i < a.arena.ptr.size(); ++i) {
           std::vector<uint8_t> ha(a.arena.bytes[i]), hb(a.arena.bytes[i]);
           if (ha.empty())
@@ -562,6 +594,11 @@ int main(int argc, char **argv) {
           for (size_t j = 0; j < ha.size(); ++j)
             differ += ha[j] != hb[j];
         }
+        return differ;
+      };
+      {
+        uint64_t total = 0;
+        uint64_t differ = selfCheck(k, total);
         kj["selfcheck"] = {{"bytes", total}, {"differ", differ}};
         std::printf("   self-check (bench launch vs qopt_step, 2 steps, 4 tensors): %s (%llu of "
                     "%llu bytes differ)\n",
@@ -569,6 +606,85 @@ int main(int argc, char **argv) {
                     (unsigned long long)total);
         if (differ != 0)
           throw std::runtime_error("bench launch disagrees with qopt_step for " + spec.stem);
+      }
+
+      if (opt.experiments) {
+        // Same buffer sets for every variant: the shipped binary on the default
+        // and on the realistic gradient pool, the PTX JIT-compiled as is, and
+        // the PTX JIT-compiled with each register cap.
+        std::string ptx = opt.kernels + "/ptx/" + spec.stem + ".ptx";
+        struct Variant {
+          std::string name;
+          std::unique_ptr<DirectKernel> k;
+          bool realistic = false;
+        };
+        std::vector<Variant> variants;
+        variants.push_back({"shipped", nullptr, false});
+        variants.push_back({"shipped, realistic grads", nullptr, true});
+        {
+          std::ifstream probe(ptx);
+          if (probe) {
+            variants.push_back({"ptx jit", std::make_unique<DirectKernel>(spec, ptx, 0), false});
+            for (int cap : opt.maxRegs)
+              if (cap < k.regs)
+                variants.push_back({"ptx jit maxreg " + std::to_string(cap),
+                                    std::make_unique<DirectKernel>(spec, ptx, cap), false});
+          }
+        }
+        json ej = json::array();
+        std::vector<std::pair<std::string, std::vector<int64_t>>> ecases;
+        for (const auto &c : cases)
+          if (c.first == "64Mi" || c.first == "gpt2-124M")
+            ecases.push_back(c);
+        for (const auto &[name, numels] : ecases) {
+          uint64_t bytes = spec.bytesMoved(numels);
+          const int K = 3;
+          std::vector<TensorSet> setsD(K), setsR(K);
+          for (int s = 0; s < K; ++s) {
+            setsD[s].arena = allocateArena(spec, numels);
+            fillSet(spec, numels, setsD[s], pools, hostTables, mix(name.size(), s + 1), stream, 1);
+            setsR[s].arena = allocateArena(spec, numels);
+            fillSet(spec, numels, setsR[s], pools, hostTables, mix(name.size(), s + 1), stream, 2);
+          }
+          BCU(d.cuCtxSynchronize());
+          unsigned grid = unsigned(std::min<int64_t>(setsD[0].numTiles, defaultGrid));
+          for (Variant &v : variants) {
+            const DirectKernel &dk = v.k ? *v.k : k;
+            std::vector<TensorSet> &sets = v.realistic ? setsR : setsD;
+            Launcher lv{spec, dk, devTablePtrs};
+            for (int w = 0; w < opt.warmupSteps; ++w)
+              for (int s = 0; s < K; ++s)
+                lv(sets[s], warm[std::min(w, 2)], grid, stream);
+            BCU(d.cuStreamSynchronize(stream));
+            std::vector<double> ms = timeEach(
+                opt.iters, [&](int i) { lv(sets[i % K], uT.ptr, grid, stream); }, stream, spacerA,
+                spacerB);
+            Stats st = stats(ms);
+            double gbps = double(bytes) / (st.median * 1e-3) / 1e9;
+            uint64_t total = 0, differ = 0;
+            if (v.k && name == "64Mi")
+              differ = selfCheck(dk, total);
+            json e = {{"variant", v.name}, {"case", name}, {"regs", dk.regs},
+                      {"local_bytes", dk.localBytes}, {"resident_blocks_per_sm", dk.occupancyBlocks},
+                      {"ms_median", st.median}, {"ms_min", st.min}, {"gbps", gbps},
+                      {"bytes", bytes}};
+            if (v.k && name == "64Mi")
+              e["selfcheck_differ"] = differ;
+            ej.push_back(e);
+            std::printf("   %-26s %-10s %3d regs %4d B local %d blk/SM  %8.4f ms  %7.1f GB/s%s\n",
+                        v.name.c_str(), name.c_str(), dk.regs, dk.localBytes, dk.occupancyBlocks,
+                        st.median, gbps,
+                        v.k && name == "64Mi"
+                            ? (differ == 0 ? "  (bit-exact vs qopt_step)" : "  SELF-CHECK MISMATCH")
+                            : "");
+            std::fflush(stdout);
+          }
+        }
+        kj["experiments"] = ej;
+        kernels.push_back(kj);
+        qopt_kernel_destroy(rk);
+        qopt_registry_destroy(registry);
+        continue;
       }
 
       json cj = json::array();
@@ -691,7 +807,12 @@ int main(int argc, char **argv) {
     double roof = std::max(roofBefore.gbps, roofAfter.gbps);
     std::printf("\ncopy roof after: %.3f ms, %.0f GB/s; roof used: %.0f GB/s\n", roofAfter.ms,
                 roofAfter.gbps, roof);
-    for (auto &kj : kernels)
+    for (auto &kj : kernels) {
+      if (kj.contains("experiments"))
+        for (auto &e : kj["experiments"])
+          e["roof_fraction"] = e["gbps"].get<double>() / roof;
+      if (!kj.contains("cases"))
+        continue;
       for (auto &c : kj["cases"]) {
         c["roof_fraction"] = c["gbps"].get<double>() / roof;
         if (c.contains("runtime_path"))
@@ -700,6 +821,7 @@ int main(int argc, char **argv) {
           for (auto &g : c["grid_sweep"])
             g["roof_fraction"] = g["gbps"].get<double>() / roof;
       }
+    }
     out["copy_roof"] = {{"bytes", roofBefore.bytes},
                         {"ms_before", roofBefore.ms},
                         {"gbps_before", roofBefore.gbps},
