@@ -93,8 +93,9 @@ struct CompileOptions {
       cl::init(true), cl::cat(compileCategory)};
   cl::opt<int64_t> elementsPerThread{
       "elements-per-thread",
-      cl::desc("Consecutive elements each GPU thread owns per tile"),
-      cl::init(16), cl::cat(compileCategory)};
+      cl::desc("Consecutive elements each GPU thread owns per tile (0: "
+               "4, or more where a block needs a larger tile)"),
+      cl::init(0), cl::cat(compileCategory)};
   cl::opt<bool> exactUniformDivision{
       "exact-uniform-division",
       cl::desc("Divide by lane-uniform values through a proven reciprocal "

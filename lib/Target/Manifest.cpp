@@ -120,8 +120,8 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     if (!uniforms)
       return optimizer.emitOpError("needs qopt-outline-uniforms before a "
                                    "manifest can be written");
-    int64_t lanes = std::min<int64_t>(options.elementsPerThread,
-                                      getMinGroupSize(optimizer));
+    int64_t lanes = getElementsPerThread(optimizer, options.threadsPerBlock,
+                                         options.elementsPerThread);
     SmallVector<StreamInfo> streams = getStreams(optimizer);
 
     json::Array hypers;

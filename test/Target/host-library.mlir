@@ -1,5 +1,5 @@
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=host-library -o %t/libflash.so
+// RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=host-library --elements-per-thread=16 -o %t/libflash.so
 // RUN: FileCheck %s < %t/libflash.manifest.json
 // RUN: llvm-nm -D --defined-only %t/libflash.so | FileCheck %s --check-prefix=SYMBOLS
 // A host library and its manifest: the runtime dlopens "library" (relative

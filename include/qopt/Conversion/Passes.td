@@ -25,7 +25,8 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
     Option<"threadsPerBlock", "threads-per-block", "int64_t", /*default=*/"256",
            "Threads per block">,
     Option<"elementsPerThread", "elements-per-thread", "int64_t",
-           /*default=*/"16", "Consecutive elements each thread owns per tile">,
+           /*default=*/"0", "Consecutive elements each thread owns per tile (0: chosen, "
+           "see getElementsPerThread)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
@@ -72,7 +73,8 @@ def ConvertQoptToHost : Pass<"convert-qopt-to-host", "::mlir::ModuleOp"> {
            "The GPU kernel's threads per block; fixes the tile with "
            "elements-per-thread">,
     Option<"elementsPerThread", "elements-per-thread", "int64_t",
-           /*default=*/"16", "Vector lanes (at most the smallest group)">,
+           /*default=*/"0", "Vector lanes (at most the smallest group; 0: as the GPU "
+           "kernel, see getElementsPerThread)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::LLVM::LLVMDialect",

@@ -138,20 +138,28 @@ Value KernelEmitter::streamPtr(unsigned index) {
   return load(globalPtr(), addr, 8);
 }
 
+/// The alignment of a thread's vector of `lanes` elements: the stream's base
+/// is 16-byte aligned and the thread's first element a multiple of `lanes`.
+static unsigned vectorAlignment(Type elem, int64_t lanes) {
+  return static_cast<unsigned>(
+      std::min<int64_t>(16, lanes * elem.getIntOrFloatBitWidth() / 8));
+}
+
 Value KernelEmitter::loadElements(unsigned stream) {
   Type elem = memoryType(streams[stream].storage);
   VectorType vecType = lanesOf(elem);
+  unsigned align = vectorAlignment(elem, lanes);
   Value addr = gep(streamPtr(stream), elem, base);
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, full,
                                 /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    scf::YieldOp::create(b, loc, load(vecType, addr, 16));
+    scf::YieldOp::create(b, loc, load(vecType, addr, align));
     b.setInsertionPointToStart(&ifOp.getElseRegion().front());
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vecType));
     Value masked = LLVM::MaskedLoadOp::create(b, loc, vecType, addr, laneMask,
-                                              zero, b.getI32IntegerAttr(16));
+                                              zero, b.getI32IntegerAttr(align));
     scf::YieldOp::create(b, loc, masked);
   }
   return ifOp.getResult(0);
@@ -159,15 +167,16 @@ Value KernelEmitter::loadElements(unsigned stream) {
 
 void KernelEmitter::storeElements(unsigned stream, Value value) {
   Type elem = memoryType(streams[stream].storage);
+  unsigned align = vectorAlignment(elem, lanes);
   Value addr = gep(streamPtr(stream), elem, base);
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, full,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-  LLVM::StoreOp::create(b, loc, value, addr, 16);
+  LLVM::StoreOp::create(b, loc, value, addr, align);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   LLVM::MaskedStoreOp::create(b, loc, value, addr, laneMask,
-                              b.getI32IntegerAttr(16));
+                              b.getI32IntegerAttr(align));
 }
 
 Value KernelEmitter::loadPerGroup(unsigned stream, int64_t groupSize) {
@@ -575,8 +584,8 @@ struct ConvertQoptToGPUPass
     for (OptimizerOp optimizer : optimizers) {
       // Each thread's lanes must lie in one group; the tile must hold whole
       // groups and blocks.
-      int64_t lanes = std::min<int64_t>(elementsPerThread,
-                                        getMinGroupSize(optimizer));
+      int64_t lanes = getElementsPerThread(optimizer, threadsPerBlock,
+                                           elementsPerThread);
       int64_t threads = threadsPerBlock;
       if (threads % 32 != 0 || threads < 32 || threads > 1024) {
         optimizer.emitError("threads-per-block must be a multiple of 32 in "

@@ -587,8 +587,8 @@ struct ConvertQoptToHostPass
     for (OptimizerOp optimizer : optimizers) {
       // The GPU kernel's tile (the manifest's launch), and chunks that lie
       // in one group.
-      int64_t lanes = std::min<int64_t>(elementsPerThread,
-                                        getMinGroupSize(optimizer));
+      int64_t lanes = getElementsPerThread(optimizer, threadsPerBlock,
+                                           elementsPerThread);
       if (threadsPerBlock < 1 || lanes < 1) {
         optimizer.emitError("threads-per-block and elements-per-thread must "
                             "be positive, got ")

@@ -115,6 +115,25 @@ int64_t mlir::qopt::getMinGroupSize(OptimizerOp optimizer) {
   return result;
 }
 
+int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
+                                         int64_t threads, int64_t requested) {
+  int64_t minGroup = getMinGroupSize(optimizer);
+  if (requested > 0)
+    return std::min(requested, minGroup);
+  int64_t maxGroup = 1;
+  for (StateOp state : getStates(optimizer)) {
+    if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
+      maxGroup = std::max(maxGroup, codebook.getBlock());
+    if (auto group = dyn_cast<GroupSchemeAttr>(state.getScheme()))
+      maxGroup = std::max(maxGroup, group.getGroupSize());
+  }
+  int64_t lanes = std::min<int64_t>(4, minGroup);
+  while (threads > 0 && (threads * lanes) % maxGroup != 0 && lanes < 16 &&
+         lanes * 2 <= minGroup)
+    lanes *= 2;
+  return lanes;
+}
+
 static bool isStreamFloat(Type type) {
   return type.isF32() || type.isBF16() || type.isF16();
 }

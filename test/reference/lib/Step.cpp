@@ -320,10 +320,11 @@ void writeState(const StepSpec &spec, TensorBuffers &t, size_t index, const std:
 // The update
 //===----------------------------------------------------------------------===//
 
-/// sign(c): +-1, 0 for +-0 (as +0), NaN for NaN.
+/// sign(c): +-1; +0 for +-0 and NaN.
 static float signOf(float c) {
+  // torch.sign: +1, -1, and 0 for +-0 and NaN (docs/dsl.md's sign).
   if (std::isnan(c))
-    return c;
+    return 0.0f;
   return c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
 }
 

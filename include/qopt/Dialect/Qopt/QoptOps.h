@@ -52,6 +52,14 @@ llvm::StringRef stringifyStreamRole(StreamRole role);
 
 /// The smallest group or block size of the optimizer's states (4096 if none).
 int64_t getMinGroupSize(OptimizerOp optimizer);
+
+/// Consecutive elements per GPU thread (the lanes of a host chunk): the
+/// `requested` number, or with `requested <= 0` the measured best on the H200
+/// (4; bench/NOTES.md) raised until `threads` such threads cover the largest
+/// block; never more than the smallest group, so that a thread's lanes lie in
+/// one group. The tile is `threads` times this.
+int64_t getElementsPerThread(OptimizerOp optimizer, int64_t threads,
+                             int64_t requested);
 } // namespace mlir::qopt
 
 #endif // QOPT_DIALECT_QOPT_QOPTOPS_H

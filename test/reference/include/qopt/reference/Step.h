@@ -93,7 +93,7 @@ struct StateScheme {
 ///    d = nesterov ? g + f32(mom)*buf' : buf'            (d = g when momentum == 0)
 ///    p' = decoupled ? p * f32(1 - lr*wd) - f32(lr)*d : p - f32(lr)*d
 ///  Lion (numerics.md §4; state m):
-///    c = f32(b1)*m + f32(1-b1)*g; u = sign(c) (+-1, 0 for +-0, NaN for NaN)
+///    c = f32(b1)*m + f32(1-b1)*g; u = sign(c) (+-1; 0 for +-0 and NaN, as torch.sign)
 ///    p' = p * f32(1 - lr*wd) - f32(lr)*u; m' = f32(b2)*m + f32(1-b2)*g
 struct StepSpec {
   Optimizer optimizer = Optimizer::AdamW;
