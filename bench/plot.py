@@ -38,6 +38,7 @@ def main():
     ap.add_argument("--bench", required=True)
     ap.add_argument("--torch")
     ap.add_argument("--out", default="gbps_vs_size.png")
+    ap.add_argument("--driver", help="driver version for the title (e.g. 580.159.04)")
     args = ap.parse_args()
     with open(args.bench) as f:
         bench = json.load(f)
@@ -82,13 +83,15 @@ def main():
     ax.set_xlabel("parameters per launch (open markers: GPT-2 124M list, 148 tensors, one launch)")
     ax.set_ylabel("effective GB/s (each stream read once, each written stream written once)")
     dev = bench.get("device", {})
+    api = dev.get("driver_version", 0)
+    drv = f"driver {args.driver}, " if args.driver else ""
     ax.set_title(f"qopt fused optimizer steps on {dev.get('name', '?')} "
-                 f"(driver {dev.get('driver_version', '?')}), {bench.get('date', '')[:10]}")
+                 f"({drv}CUDA {api // 1000}.{api % 1000 // 10}), {bench.get('date', '')[:10]}")
     ax.set_ylim(0, roof * 1.08)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
-    fig.savefig(args.out, dpi=130)
+    fig.savefig(args.out, dpi=130, bbox_inches="tight")
     print(f"wrote {args.out}")
 
 

@@ -49,7 +49,7 @@ timeout 90 "$B/bin/qopt-main" --kernels "$K" 2>&1 | tee "$OUT/main.log"
 
 stamp "plot"
 timeout 30 python3 bench/plot.py --bench "$OUT/bench.json" --torch "$OUT/torch.json" \
-  --out "$OUT/gbps_vs_size.png" 2>&1 | tail -3
+  --out "$OUT/gbps_vs_size.png" --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)" 2>&1 | tail -3
 
 stamp "SASS"
 for f in "$K"/fatbin/*.fatbin; do
