@@ -17,7 +17,7 @@
 // CHECK-DAG: shfl.sync.bfly.b32
 // CHECK-DAG: sqrt.rn.f32
 // CHECK-DAG: div.rn.f32
-// CHECK-DAG: cvt.rn.bf16x2.f32
+// CHECK-DAG: cvt.rn.bf16{{(x2)?}}.f32
 // CHECK-DAG: cvt.rn.f16.f32
 // CHECK-NOT: sqrt.approx
 // CHECK-NOT: fma.rn

@@ -79,6 +79,8 @@ private:
   Value streamPtr(unsigned index);
   Value loadElements(unsigned stream);
   void storeElements(unsigned stream, Value value);
+  void preloadElements(ArrayRef<unsigned> streamIds);
+  void flushStores();
   Value loadPerGroup(unsigned stream, int64_t groupSize);
   void storePerGroup(unsigned stream, int64_t groupSize, Value value);
   unsigned streamIndex(StreamRole role, int state = -1);
@@ -111,6 +113,11 @@ private:
 
   // Per-tile values.
   Value desc, numel, base, full, active, laneMask;
+  /// Element streams loaded at the top of the tile, all under one branch, so
+  /// that every load of the tile is in flight before the first use.
+  llvm::DenseMap<unsigned, Value> preloaded;
+  /// Element stores, issued together at the end of the tile.
+  SmallVector<std::pair<unsigned, Value>> pendingStores;
 };
 
 } // namespace
@@ -145,7 +152,68 @@ static unsigned vectorAlignment(Type elem, int64_t lanes) {
       std::min<int64_t>(16, lanes * elem.getIntOrFloatBitWidth() / 8));
 }
 
+void KernelEmitter::preloadElements(ArrayRef<unsigned> streamIds) {
+  SmallVector<Type> types;
+  SmallVector<Value> addrs;
+  for (unsigned stream : streamIds) {
+    Type elem = memoryType(streams[stream].storage);
+    types.push_back(lanesOf(elem));
+    addrs.push_back(gep(streamPtr(stream), elem, base));
+  }
+  auto ifOp = scf::IfOp::create(b, loc, types, full, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    SmallVector<Value> loaded;
+    for (auto [i, stream] : llvm::enumerate(streamIds))
+      loaded.push_back(load(types[i], addrs[i],
+                            vectorAlignment(getElementTypeOrSelf(types[i]),
+                                            lanes)));
+    scf::YieldOp::create(b, loc, loaded);
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    SmallVector<Value> masked;
+    for (auto [i, stream] : llvm::enumerate(streamIds)) {
+      Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(types[i]));
+      masked.push_back(LLVM::MaskedLoadOp::create(
+          b, loc, types[i], addrs[i], laneMask, zero,
+          b.getI32IntegerAttr(vectorAlignment(
+              getElementTypeOrSelf(types[i]), lanes))));
+    }
+    scf::YieldOp::create(b, loc, masked);
+  }
+  for (auto [i, stream] : llvm::enumerate(streamIds))
+    preloaded[stream] = ifOp.getResult(i);
+}
+
+void KernelEmitter::flushStores() {
+  if (pendingStores.empty())
+    return;
+  SmallVector<Value> addrs;
+  for (auto &[stream, value] : pendingStores)
+    addrs.push_back(gep(streamPtr(stream),
+                        memoryType(streams[stream].storage), base));
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, full,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  for (auto [i, entry] : llvm::enumerate(pendingStores)) {
+    Type elem = memoryType(streams[entry.first].storage);
+    LLVM::StoreOp::create(b, loc, entry.second, addrs[i],
+                          vectorAlignment(elem, lanes));
+  }
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  for (auto [i, entry] : llvm::enumerate(pendingStores)) {
+    Type elem = memoryType(streams[entry.first].storage);
+    LLVM::MaskedStoreOp::create(
+        b, loc, entry.second, addrs[i], laneMask,
+        b.getI32IntegerAttr(vectorAlignment(elem, lanes)));
+  }
+  pendingStores.clear();
+}
+
 Value KernelEmitter::loadElements(unsigned stream) {
+  if (Value v = preloaded.lookup(stream))
+    return v;
   Type elem = memoryType(streams[stream].storage);
   VectorType vecType = lanesOf(elem);
   unsigned align = vectorAlignment(elem, lanes);
@@ -166,17 +234,7 @@ Value KernelEmitter::loadElements(unsigned stream) {
 }
 
 void KernelEmitter::storeElements(unsigned stream, Value value) {
-  Type elem = memoryType(streams[stream].storage);
-  unsigned align = vectorAlignment(elem, lanes);
-  Value addr = gep(streamPtr(stream), elem, base);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, full,
-                                /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-  LLVM::StoreOp::create(b, loc, value, addr, align);
-  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-  LLVM::MaskedStoreOp::create(b, loc, value, addr, laneMask,
-                              b.getI32IntegerAttr(align));
+  pendingStores.push_back({stream, value});
 }
 
 Value KernelEmitter::loadPerGroup(unsigned stream, int64_t groupSize) {
@@ -393,6 +451,32 @@ FailureOr<Value> KernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
 LogicalResult KernelEmitter::emitTile() {
   IRMapping mapping;
   SmallVector<std::pair<Operation *, Value>> stores;
+
+  // Every element stream the update reads, loaded up front.
+  SmallVector<unsigned> reads;
+  auto addRead = [&](unsigned stream) {
+    if (!llvm::is_contained(reads, stream))
+      reads.push_back(stream);
+  };
+  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+    if (isa<LoadGradOp>(op))
+      addRead(streamIndex(StreamRole::Grad));
+    if (isa<LoadParamOp>(op)) {
+      addRead(streamIndex(StreamRole::Param));
+      if (optimizer.getMaster() != MasterFormat::none)
+        addRead(streamIndex(StreamRole::ErrorBits));
+    }
+    if (auto loadState = dyn_cast<LoadStateOp>(op)) {
+      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+          optimizer, loadState.getStateAttr());
+      int index = llvm::find(states, state) - states.begin();
+      addRead(streamIndex(isa<PlainSchemeAttr>(state.getScheme())
+                              ? StreamRole::State
+                              : StreamRole::StateCodes,
+                          index));
+    }
+  }
+  preloadElements(reads);
   for (Operation &op : optimizer.getUpdate().getBody().front()) {
     loc = op.getLoc();
     if (isa<LoadGradOp>(op)) {
@@ -445,6 +529,7 @@ LogicalResult KernelEmitter::emitTile() {
       emitStoreParam(value);
     }
   }
+  flushStores();
   return success();
 }
 

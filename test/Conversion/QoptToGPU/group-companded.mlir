@@ -14,17 +14,27 @@
 // CHECK: %[[BID:.+]] = gpu.block_id x
 // CHECK: %[[GDIM:.+]] = gpu.grid_dim x
 // CHECK: scf.for %[[T:.+]] = %{{.+}} to %[[NTILES]] step %{{.+}} : i64 {
-// CHECK:   llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xbf16>
+// Every element stream the update reads is loaded at the top of the tile,
+// under one branch, so that all loads are in flight before the first use.
+// CHECK:   scf.if %{{.+}} -> (vector<16xbf16>, vector<16xbf16>, vector<16xi8>, vector<16xi8>) {
+// CHECK-NEXT: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xbf16>
+// CHECK-NEXT: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xbf16>
+// CHECK-NEXT: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xi8>
+// CHECK-NEXT: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xi8>
+// CHECK:   } else {
 // CHECK:   llvm.intr.masked.load %{{.+}}, %{{.+}}, %{{.+}} {alignment = 16 : i32} : (!llvm.ptr<1>, vector<16xi1>, vector<16xbf16>) -> vector<16xbf16>
-// CHECK:   llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xi8>
 // CHECK:   arith.divf %{{.+}}, %{{.+}} : vector<16xf32>
 // CHECK:   gpu.shuffle xor %{{.+}}, %{{.+}}, %{{.+}} : f32
 // CHECK-NOT: gpu.shuffle
 // CHECK:   llvm.call_intrinsic "llvm.floor"
-// CHECK:   llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
-// CHECK:   llvm.intr.masked.store
+// The stores of the tile go out together at its end, under one branch.
 // CHECK:   arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
-// CHECK:   llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xbf16>, !llvm.ptr<1>
+// CHECK:   scf.if %{{.+}} {
+// CHECK-NEXT: llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
+// CHECK-NEXT: llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xbf16>, !llvm.ptr<1>
+// CHECK-NEXT: llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
+// CHECK:   } else {
+// CHECK:   llvm.intr.masked.store
 // CHECK: gpu.return
 
 // FAST: arith.mulf %{{.+}}, %{{.+}} fastmath<arcp,contract,afn> : vector<16xf32>
