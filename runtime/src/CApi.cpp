@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "qopt/runtime.h"
 
+#include "Buffer.h"
 #include "Context.h"
 #include "CudaDriver.h"
 #include "DType.h"
@@ -25,6 +26,8 @@ using namespace qopt::rt;
 
 struct qopt_context {
   ContextPtr impl;
+  /// qopt_buffer_alloc's buffers; declared after impl, so freed before it.
+  std::unique_ptr<Buffers> buffers;
 };
 struct qopt_manifest {
   ManifestPtr impl;
@@ -182,6 +185,7 @@ qopt_status qopt_context_create(qopt_backend backend, int32_t device,
     *out = nullptr;
     auto c = std::make_unique<qopt_context>();
     c->impl = Context::create(backend, device);
+    c->buffers = std::make_unique<Buffers>(c->impl);
     *out = c.release();
   });
 }
@@ -196,6 +200,34 @@ qopt_status qopt_context_get_device_info(const qopt_context *context,
     need(context, "context");
     *need(info, "info") = context->impl->info();
   });
+}
+
+//===--- Buffers ----------------------------------------------------------===//
+
+qopt_status qopt_buffer_alloc(qopt_context *context, uint64_t bytes,
+                              void **out) {
+  return guard([&] {
+    need(context, "context");
+    need(out, "out");
+    *out = nullptr;
+    *out = context->buffers->alloc(bytes);
+  });
+}
+
+qopt_status qopt_buffer_free(qopt_context *context, void *pointer) {
+  return guard([&] { need(context, "context")->buffers->free(pointer); });
+}
+
+qopt_status qopt_buffer_upload(qopt_context *context, void *dst,
+                               const void *src, uint64_t bytes) {
+  return guard(
+      [&] { need(context, "context")->buffers->upload(dst, src, bytes); });
+}
+
+qopt_status qopt_buffer_download(qopt_context *context, void *dst,
+                                 const void *src, uint64_t bytes) {
+  return guard(
+      [&] { need(context, "context")->buffers->download(dst, src, bytes); });
 }
 
 //===--- Manifest ---------------------------------------------------------===//

@@ -199,6 +199,40 @@ qopt_context_get_device_info(const qopt_context *context,
                              qopt_device_info *info);
 
 /*===------------------------------------------------------------------===*
+ * Buffers: memory of the context's backend, for tools and tests
+ *===------------------------------------------------------------------===*/
+
+/// Allocates `bytes` of uninitialized memory a step on `context` can use:
+/// device memory (cuMemAlloc) for CUDA, host memory for host; 256-byte
+/// aligned. 0 bytes gives *out = NULL (a valid pointer for a stream of 0
+/// bytes). The context keeps a table of its buffers: those still allocated
+/// when qopt_context_destroy is called are freed then.
+/// Errors: QOPT_ERROR_OUT_OF_MEMORY, QOPT_ERROR_CUDA.
+QOPT_RUNTIME_API qopt_status qopt_buffer_alloc(qopt_context *context,
+                                               uint64_t bytes, void **out);
+/// Frees a buffer qopt_buffer_alloc returned on `context`; NULL is a no-op.
+/// Any other pointer (another context's, an offset into a buffer, one freed
+/// already) is QOPT_ERROR_INVALID_ARGUMENT and frees nothing. No step using
+/// the buffer may be in flight.
+QOPT_RUNTIME_API qopt_status qopt_buffer_free(qopt_context *context,
+                                              void *pointer);
+/// Copies `bytes` from host memory `src` to `dst`, which with its `bytes`
+/// must lie inside one buffer of `context` (at any offset; otherwise
+/// QOPT_ERROR_INVALID_ARGUMENT and nothing is copied). Synchronous: CUDA
+/// waits for all work of the context's device (cuCtxSynchronize), then
+/// copies (cuMemcpyHtoD) and returns when the copy is done. Not meant for a
+/// training loop's hot path.
+QOPT_RUNTIME_API qopt_status qopt_buffer_upload(qopt_context *context,
+                                                void *dst, const void *src,
+                                                uint64_t bytes);
+/// The reverse of qopt_buffer_upload: `bytes` from `src`, inside one buffer
+/// of `context`, to host memory `dst`, after all work of the device (so
+/// after every step enqueued before, on any stream).
+QOPT_RUNTIME_API qopt_status qopt_buffer_download(qopt_context *context,
+                                                  void *dst, const void *src,
+                                                  uint64_t bytes);
+
+/*===------------------------------------------------------------------===*
  * Manifest: the description of one kernel (docs/abi.md)
  *===------------------------------------------------------------------===*/
 

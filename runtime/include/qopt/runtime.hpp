@@ -87,6 +87,54 @@ public:
   }
 };
 
+/// Memory of a context's backend (see qopt_buffer_alloc): device memory for
+/// CUDA, host memory for host. Move-only; freed by the destructor. The
+/// context must outlive it.
+class Buffer {
+public:
+  Buffer() = default;
+  Buffer(Context &ctx, uint64_t bytes) : ctx_(ctx.get()), bytes_(bytes) {
+    check(qopt_buffer_alloc(ctx_, bytes, &p_));
+  }
+  Buffer(Buffer &&o) noexcept
+      : ctx_(o.ctx_), p_(std::exchange(o.p_, nullptr)),
+        bytes_(std::exchange(o.bytes_, 0)) {}
+  Buffer &operator=(Buffer &&o) noexcept {
+    if (this != &o) {
+      reset();
+      ctx_ = o.ctx_;
+      p_ = std::exchange(o.p_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  ~Buffer() { reset(); }
+  void *get() const noexcept { return p_; }
+  uint64_t bytes() const noexcept { return bytes_; }
+  /// Copies `n` bytes from host `src` to offset `offset` (synchronous).
+  void upload(const void *src, uint64_t n, uint64_t offset = 0) {
+    check(qopt_buffer_upload(ctx_, static_cast<char *>(p_) + offset, src, n));
+  }
+  /// Copies `n` bytes at offset `offset` to host `dst` (synchronous).
+  void download(void *dst, uint64_t n, uint64_t offset = 0) const {
+    check(qopt_buffer_download(ctx_, dst, static_cast<const char *>(p_) + offset,
+                               n));
+  }
+  void reset() noexcept {
+    if (p_)
+      (void)qopt_buffer_free(ctx_, p_); // only fails for a foreign pointer
+    p_ = nullptr;
+    bytes_ = 0;
+  }
+
+private:
+  qopt_context *ctx_ = nullptr;
+  void *p_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
 /// A parsed manifest (see qopt_manifest_parse).
 class Manifest : public detail::Handle<qopt_manifest, qopt_manifest_destroy> {
 public:
