@@ -65,24 +65,28 @@ struct Tolerance {
 /// reference's before the step). The parameter and master bounds are what
 /// one step can do: one bf16 rounding apart, plus Lion's sign flip (2 lr);
 /// the others are the host figures (docs/dsl.md) with 2x headroom or more.
+// clang-format off
 constexpr Tolerance kOneStep = {
     /*paramMaxUlp=*/1,      /*paramMinEqual=*/0.999,
     /*masterMax=*/2,        /*masterMinClose=*/0.995,
     /*codeMaxDelta=*/1,     /*codeMinEqual=*/0.999,
     /*stateMax=*/0x1p-5,    /*scaleMaxRel=*/0x1p-9,
     /*scaleMinClose=*/0.995};
+// clang-format on
 
 /// Six steps from the same start, the fast kernel and the reference each
 /// stepping its own streams: a code one unit off feeds the next steps, and a
 /// codebook index near zero may move by tens (its table is dense there), so
 /// codes are bounded through the dequantized state. Measured figures with
 /// 2x headroom or more.
+// clang-format off
 constexpr Tolerance kTrajectory = {
     /*paramMaxUlp=*/16,          /*paramMinEqual=*/0.999,
     /*masterMax=*/2,             /*masterMinClose=*/0.99,
     /*codeMaxDelta=*/kUnchecked, /*codeMinEqual=*/0.995,
     /*stateMax=*/0x1p-4,         /*scaleMaxRel=*/0x1p-5,
     /*scaleMinClose=*/0.99};
+// clang-format on
 
 /// What one stream kind measured, over every tensor and step of a run.
 struct Figures {
@@ -126,13 +130,12 @@ inline double ulpOf(ref::DType dtype, double x) {
 }
 
 /// A float stream (parameter or plain state): ULPs at max(|ref|, floor).
-inline void measureUlps(const ref::Buffer &got, const ref::Buffer &want, double floor,
-                        Figures &f) {
+inline void measureUlps(const ref::Buffer &got, const ref::Buffer &want, double floor, Figures &f) {
   std::vector<float> g = got.toFloats(), w = want.toFloats();
   size_t esize = ref::dtypeSize(want.dtype());
   for (size_t i = 0; i < w.size(); ++i) {
-    bool same = std::memcmp(got.raw().data() + i * esize, want.raw().data() + i * esize,
-                            esize) == 0;
+    bool same =
+        std::memcmp(got.raw().data() + i * esize, want.raw().data() + i * esize, esize) == 0;
     if (nonFiniteDisagree(g[i], w[i]))
       f.addNonFinite();
     else if (!std::isfinite(w[i]))
@@ -163,8 +166,7 @@ inline void measureMaster(const std::vector<float> &g, const std::vector<float> 
 }
 
 /// Scales and absmax: relative error.
-inline void measureScales(const std::vector<float> &g, const std::vector<float> &w,
-                          Figures &f) {
+inline void measureScales(const std::vector<float> &g, const std::vector<float> &w, Figures &f) {
   for (size_t i = 0; i < w.size(); ++i) {
     if (nonFiniteDisagree(g[i], w[i])) {
       f.addNonFinite();
@@ -175,8 +177,9 @@ inline void measureScales(const std::vector<float> &g, const std::vector<float> 
       continue;
     }
     double delta = std::fabs(double(g[i]) - double(w[i]));
-    double rel = delta == 0 ? 0 : w[i] == 0 ? std::numeric_limits<double>::infinity()
-                                            : delta / std::fabs(double(w[i]));
+    double rel = delta == 0  ? 0
+                 : w[i] == 0 ? std::numeric_limits<double>::infinity()
+                             : delta / std::fabs(double(w[i]));
     f.add(rel, rel <= kClose);
   }
 }
@@ -198,8 +201,8 @@ inline void measureCodes(const ref::Buffer &got, const ref::Buffer &want, Figure
 
 /// A quantized state dequantized: |fast - ref| over the reference's absmax
 /// of the element's group or block (`chunk` elements).
-inline void measureState(const std::vector<float> &g, const std::vector<float> &w,
-                         int64_t chunk, Figures &f) {
+inline void measureState(const std::vector<float> &g, const std::vector<float> &w, int64_t chunk,
+                         Figures &f) {
   for (size_t begin = 0; begin < w.size(); begin += size_t(chunk)) {
     size_t end = std::min(w.size(), begin + size_t(chunk));
     double absmax = 0;
@@ -211,7 +214,7 @@ inline void measureState(const std::vector<float> &g, const std::vector<float> &
         continue;
       }
       double delta = std::isfinite(w[i]) ? std::fabs(double(g[i]) - double(w[i])) : 0;
-      f.add(delta == 0 ? 0
+      f.add(delta == 0                            ? 0
             : std::isfinite(absmax) && absmax > 0 ? delta / absmax
                                                   : std::numeric_limits<double>::infinity(),
             delta == 0);
@@ -238,8 +241,7 @@ inline void measure(const ref::StepSpec &spec, double lr,
       }
       measureCodes(gs.values, ws.values, figures.codes);
       measureState(ref::readState(spec, g, s), ref::readState(spec, w, s),
-                   scheme.kind == ref::StateKind::Codebook ? scheme.block
-                                                           : scheme.group.group,
+                   scheme.kind == ref::StateKind::Codebook ? scheme.block : scheme.group.group,
                    figures.state);
       measureScales(gs.scales.toFloats(), ws.scales.toFloats(), figures.scales);
     }
@@ -254,9 +256,11 @@ inline std::vector<std::string> violations(const RunFigures &f, const Tolerance 
     os << what << " " << got << " " << cmp << " " << bound;
     out.push_back(os.str());
   };
-  const std::pair<const char *, const Figures *> all[] = {
-      {"parameter", &f.param}, {"master", &f.master}, {"codes", &f.codes},
-      {"state", &f.state},     {"scales", &f.scales}};
+  const std::pair<const char *, const Figures *> all[] = {{"parameter", &f.param},
+                                                          {"master", &f.master},
+                                                          {"codes", &f.codes},
+                                                          {"state", &f.state},
+                                                          {"scales", &f.scales}};
   for (auto [name, figures] : all)
     if (figures->nonFinite)
       say(std::string(name) + ": elements whose NaN/inf disagree with the reference",
@@ -272,8 +276,7 @@ inline std::vector<std::string> violations(const RunFigures &f, const Tolerance 
   atMost("parameter: max ULPs at max(|ref|, lr)", f.param.maxError, tol.paramMaxUlp);
   atLeast("parameter: fraction bit-equal", f.param.fraction(), tol.paramMinEqual);
   atMost("master: max |fast - ref| / (2^-7 |ref| + lr)", f.master.maxError, tol.masterMax);
-  atLeast("master: fraction within 2^-20 max(|ref|, lr)", f.master.fraction(),
-          tol.masterMinClose);
+  atLeast("master: fraction within 2^-20 max(|ref|, lr)", f.master.fraction(), tol.masterMinClose);
   atMost("codes: max |fast - ref|", f.codes.maxError, tol.codeMaxDelta);
   atLeast("codes: fraction equal", f.codes.fraction(), tol.codeMinEqual);
   atMost("state: max |fast - ref| / group absmax", f.state.maxError, tol.stateMax);
@@ -289,12 +292,11 @@ inline std::string describe(const RunFigures &f) {
   std::ostringstream os;
   os.precision(4);
   os << "param " << f.param.fraction() * 100 << "% equal, max " << f.param.maxError
-     << " ulp; master " << f.master.fraction() * 100 << "% close, max "
-     << f.master.maxError << "; codes " << f.codes.fraction() * 100 << "% equal, max |d| "
-     << f.codes.maxError << "; state max " << f.state.maxError << " of absmax; scales "
-     << f.scales.fraction() * 100 << "% close, max rel " << f.scales.maxError << " ["
-     << f.param.count << " params, " << f.codes.count << " codes, " << f.scales.count
-     << " scales]";
+     << " ulp; master " << f.master.fraction() * 100 << "% close, max " << f.master.maxError
+     << "; codes " << f.codes.fraction() * 100 << "% equal, max |d| " << f.codes.maxError
+     << "; state max " << f.state.maxError << " of absmax; scales " << f.scales.fraction() * 100
+     << "% close, max rel " << f.scales.maxError << " [" << f.param.count << " params, "
+     << f.codes.count << " codes, " << f.scales.count << " scales]";
   return os.str();
 }
 

@@ -2,40 +2,31 @@
 //
 // `qopt-opt --mode=fast` (docs/dsl.md, "Fast mode") marks the update's
 // arithmetic `contract afn arcp`: a * b + c may become one fused multiply-add
-// where the CPU has one, a division may become a multiplication by a
-// reciprocal (x / 127 -> x * (1/127), v / bc2 -> v * (1/bc2) computed once),
-// and on the GPU the square root is sqrt.approx. Fast kernels are therefore
-// not bit-exact; this suite states how far they may be from the C++
-// reference and checks it, on the shipped specs compiled in fast mode at
-// build time (kernels/host-fast, specs/CMakeLists.txt).
+// where the CPU has one, and a division a multiplication by a reciprocal
+// (x / 127 -> x * f32(1/127), v / bc2 -> v * (1 / bc2) computed once); on the
+// GPU the division and square root are also approximate (div.approx,
+// sqrt.approx). Fast kernels are therefore not bit-exact: this suite checks
+// the tolerance that FastModeTolerance.h states, on every shipped spec
+// compiled in fast mode at build time, for the baseline CPU as shipped
+// (kernels/host-fast: no FMA instruction, so only the reciprocals differ) and
+// for x86-64-v3 (FMA contraction too; skipped on a CPU without it).
 //
-// The tensors and gradients are the strict suite's
-// (HostKernelNumericsTest.cpp): masters 0.5 * N(0, 1), gradients 1e-2 *
-// N(0, 1) with a step of 1e-3 * N(0, 1), seven sizes from empty to 70001.
-// Two runs per spec:
-//   - OneStepFromReferenceState: before every one of six steps the fast
-//     kernel's streams are set to the reference's, so each step's error is
-//     that of one fast step (the tolerance `kOneStep`);
+// The tensors and gradients are the strict suite's (HostKernelNumericsTest):
+// masters 0.5 * N(0, 1), gradients 1e-2 * N(0, 1) with a step of
+// 1e-3 * N(0, 1), seven sizes from empty to 70001, the same hyperparameters.
+//   - OneStepFromReferenceState: six steps, before each the fast kernel's
+//     streams are set to the reference's: the error of one fast step
+//     (kOneStep);
 //   - SixStepTrajectory: the fast kernel and the reference each step their
-//     own streams six times, as a trainer would; errors compound (a code one
-//     unit off feeds the next step), the tolerance `kTrajectory`.
-// Per stream:
-//   - the parameter (bf16): distance in units in the last place of its
-//     format (ULPs), at most `paramMaxUlp`, bit-equal in at least
-//     `paramMinEqual` of the elements;
-//   - the float32 master (the parameter and its error bits decoded, or the
-//     bf16 parameter itself): |fast - ref| / max(|ref|, lr) at most
-//     `masterMaxRel` everywhere and at most 2^-20 in at least
-//     `masterMinClose` of the elements;
-//   - codes (int8/uint8; codebook indices into an ascending table): |fast -
-//     ref| at most `codeMaxDelta`, equal in at least `codeMinEqual`;
-//   - scales (f16) and absmax (f32): relative error at most `scaleMaxRel`;
-//   - the gradient is read-only: byte for byte;
-//   - everywhere: NaN exactly where the reference has NaN, infinities exactly
-//     where it has infinities (of the same sign).
-// Figures are printed per spec and recorded as test properties. The
-// negative controls show that the check fails for a result perturbed by one
-// more unit than allowed, and for a kernel given a learning rate 1% off.
+//     own streams six times, as a trainer would (kTrajectory);
+//   - AllZeroGradient, NonFiniteGradient, NearFloat16AndBFloat16Limits: the
+//     strict suite's edge cases; NaN and infinities must be where the
+//     reference has them and nowhere else;
+//   - negative controls: the fast kernel given a learning rate 1% too large,
+//     and fast results perturbed one unit past a bound (one element, or a
+//     fraction of them), must fail the check.
+// The measured figures are printed ("[ fast     ]" lines) and recorded as
+// test properties.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,17 +58,37 @@ using namespace qopt::fastmode;
 namespace {
 
 /// Where the fast-mode host libraries of the shipped specs are.
-std::string fastKernelDir() {
-  const char *dir = std::getenv("QOPT_TEST_FAST_KERNEL_DIR");
-  return dir && *dir ? dir : QOPT_FAST_KERNEL_DIR;
+/// Where the fast-mode host libraries of the shipped specs are: built for
+/// the baseline CPU (kernels/host-fast, as shipped; no FMA instruction, so
+/// only the reciprocals differ), or with FMA (x86-64-v3) where `fma`.
+std::string fastKernelDir(bool fma) {
+  const char *dir =
+      std::getenv(fma ? "QOPT_TEST_FAST_FMA_KERNEL_DIR" : "QOPT_TEST_FAST_KERNEL_DIR");
+  if (dir && *dir)
+    return dir;
+#ifdef QOPT_FAST_FMA_KERNEL_DIR
+  if (fma)
+    return QOPT_FAST_FMA_KERNEL_DIR;
+#endif
+  return QOPT_FAST_KERNEL_DIR;
+}
+
+/// Whether this machine runs x86-64-v3 code (FMA, AVX2).
+bool haveX86_64_v3() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("x86-64-v3");
+#else
+  return false;
+#endif
 }
 
 struct Case {
   std::string spec;
   std::function<ref::StepSpec()> make;
   std::vector<qopt_hyper> hypers;
+  bool fma = false; ///< the libraries built with FMA (x86-64-v3)
 };
-void PrintTo(const Case &c, std::ostream *os) { *os << c.spec; }
+void PrintTo(const Case &c, std::ostream *os) { *os << c.spec << (c.fma ? " (fma)" : ""); }
 
 ref::Hyper adamHyper() {
   ref::Hyper h;
@@ -88,9 +99,8 @@ ref::Hyper adamHyper() {
   h.weightDecay = 0.05;
   return h;
 }
-const std::vector<qopt_hyper> kAdamHypers = {{"lr", 2e-3},          {"beta1", 0.9},
-                                             {"beta2", 0.999},      {"eps", 1e-8},
-                                             {"weight_decay", 0.05}};
+const std::vector<qopt_hyper> kAdamHypers = {
+    {"lr", 2e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.05}};
 
 ref::StepSpec linearAdamW() {
   ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
@@ -112,9 +122,8 @@ ref::StepSpec sgd(bool decoupled) {
   s.states[0].name = "buf";
   return s;
 }
-const std::vector<qopt_hyper> kSgdHypers = {{"lr", 0.05},       {"momentum", 0.9},
-                                            {"dampening", 0.1}, {"weight_decay", 0.01},
-                                            {"nesterov", 1.0}};
+const std::vector<qopt_hyper> kSgdHypers = {
+    {"lr", 0.05}, {"momentum", 0.9}, {"dampening", 0.1}, {"weight_decay", 0.01}, {"nesterov", 1.0}};
 
 ref::StepSpec lion() {
   ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
@@ -135,15 +144,14 @@ ref::StepSpec adam() {
 
 ref::StepSpec seed000(int64_t block) {
   return ref::seed000AdamW(ref::createDynamicMap(/*isSigned=*/true),
-                           ref::createDynamicMap(/*isSigned=*/false), adamHyper(),
-                           ref::DType::BF16, block);
+                           ref::createDynamicMap(/*isSigned=*/false), adamHyper(), ref::DType::BF16,
+                           block);
 }
 
 /// Every shipped spec (specs/*.qopt), with the strict suite's hyperparameters.
 std::vector<Case> cases() {
   return {
-      {"flash_adamw", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI8); },
-       kAdamHypers},
+      {"flash_adamw", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI8); }, kAdamHypers},
       {"flash_adamw_ecc16", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI16); },
        kAdamHypers},
       {"flash_adamw_bf16", [] { return ref::flashAdamW(adamHyper(), ref::Master::None); },
@@ -152,8 +160,7 @@ std::vector<Case> cases() {
       {"flash_adam", adam, kAdamHypers},
       {"flash_sgd", [] { return sgd(/*decoupled=*/false); }, kSgdHypers},
       {"flash_sgdw", [] { return sgd(/*decoupled=*/true); }, kSgdHypers},
-      {"flash_lion", lion,
-       {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.1}}},
+      {"flash_lion", lion, {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.1}}},
       {"adamw8bit_block2048", [] { return seed000(2048); }, kAdamHypers},
       {"adamw8bit_block256", [] { return seed000(256); }, kAdamHypers},
   };
@@ -169,14 +176,21 @@ class HostFastMode : public ::testing::TestWithParam<Case> {
 protected:
   void SetUp() override {
     const Case &c = GetParam();
+    if (c.fma) {
+#ifndef QOPT_FAST_FMA_KERNEL_DIR
+      if (!std::getenv("QOPT_TEST_FAST_FMA_KERNEL_DIR"))
+        GTEST_SKIP() << "no FMA build of the fast kernels (x86-64 hosts only)";
+#endif
+      if (!haveX86_64_v3())
+        GTEST_SKIP() << "this CPU does not run x86-64-v3 code (FMA, AVX2)";
+    }
     spec = c.make();
     hypers = c.hypers;
     for (const qopt_hyper &h : hypers)
       if (std::string(h.name) == "lr")
         lr = h.value;
-    ASSERT_EQ(qopt_context_create(QOPT_BACKEND_HOST, 0, &ctx), QOPT_SUCCESS)
-        << qopt_last_error();
-    std::string manifestPath = fastKernelDir() + "/" + c.spec + ".manifest.json";
+    ASSERT_EQ(qopt_context_create(QOPT_BACKEND_HOST, 0, &ctx), QOPT_SUCCESS) << qopt_last_error();
+    std::string manifestPath = fastKernelDir(c.fma) + "/" + c.spec + ".manifest.json";
     ASSERT_EQ(qopt_manifest_load(manifestPath.c_str(), &manifest), QOPT_SUCCESS)
         << qopt_last_error();
     ASSERT_EQ(qopt_manifest_get_info(manifest, &info), QOPT_SUCCESS);
@@ -222,8 +236,8 @@ protected:
   /// `steps` steps of the reference and of the fast kernel from `initial`;
   /// with `resync`, the fast streams restart from the reference's before
   /// every step. Returns the figures over every step.
-  RunFigures run(const std::vector<ref::TensorBuffers> &initial, const GradFn &grads,
-                 int64_t steps, bool resync) {
+  RunFigures run(const std::vector<ref::TensorBuffers> &initial, const GradFn &grads, int64_t steps,
+                 bool resync) {
     RunFigures figures;
     want = initial;
     got = initial;
@@ -273,7 +287,8 @@ protected:
   /// Prints and records `figures` and checks them against `tol`.
   void report(const char *run, const RunFigures &figures, const Tolerance &tol) {
     std::string text = describe(figures);
-    std::cout << "[ fast     ] " << GetParam().spec << " " << run << ": " << text << "\n";
+    std::cout << "[ fast     ] " << GetParam().spec << (GetParam().fma ? " fma" : "") << " " << run
+              << ": " << text << "\n";
     RecordProperty(std::string(run) + "_figures", text);
     for (const std::string &v : violations(figures, tol))
       ADD_FAILURE() << GetParam().spec << " " << run << ": " << v;
@@ -346,10 +361,9 @@ TEST_P(HostFastMode, NearFloat16AndBFloat16Limits) {
   // The strict suite's masters near the bf16 and f16 limits and gradients
   // from 3e38 down to f32 subnormals: a reciprocal there could overflow or
   // flush where the division would not.
-  const std::vector<float> masters = {3.3895314e38f, -3.38e38f,      65504.0f,
-                                      65520.0f,      -65536.0f,      6.1035156e-5f,
-                                      5.9604645e-8f, 1.1754944e-38f, 1e-40f,
-                                      0.0f};
+  const std::vector<float> masters = {3.3895314e38f, -3.38e38f,     65504.0f,      65520.0f,
+                                      -65536.0f,     6.1035156e-5f, 5.9604645e-8f, 1.1754944e-38f,
+                                      1e-40f,        0.0f};
   const std::vector<float> magnitudes = {3e38f,   1e6f,  65504.0f, 65520.0f, 1e4f,
                                          6.1e-5f, 6e-8f, 1e-10f,   1.2e-38f, 1e-40f};
   std::vector<ref::TensorBuffers> tensors;
@@ -385,7 +399,8 @@ TEST_P(HostFastMode, NegativeControlLearningRateOnePercentOff) {
   RunFigures f = run(mainTensors(), mainGradients(), /*steps=*/6, /*resync=*/true);
   ASSERT_FALSE(HasFatalFailure());
   std::vector<std::string> caught = violations(f, kOneStep);
-  std::cout << "[ control  ] " << GetParam().spec << " lr * 1.01: " << describe(f) << "\n";
+  std::cout << "[ control  ] " << GetParam().spec << (GetParam().fma ? " fma" : "")
+            << " lr * 1.01: " << describe(f) << "\n";
   for (const std::string &v : caught)
     std::cout << "[ control  ]   caught: " << v << "\n";
   EXPECT_FALSE(caught.empty()) << GetParam().spec
@@ -488,9 +503,17 @@ TEST_P(HostFastMode, NegativeControlPerturbedResults) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Specs, HostFastMode, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case> &info) {
-                           return info.param.spec;
-                         });
+std::string caseName(const ::testing::TestParamInfo<Case> &info) { return info.param.spec; }
+
+INSTANTIATE_TEST_SUITE_P(Specs, HostFastMode, ::testing::ValuesIn(cases()), caseName);
+
+/// The same with FMA contraction in effect (x86-64-v3), as on a GPU.
+std::vector<Case> fmaCases() {
+  std::vector<Case> all = cases();
+  for (Case &c : all)
+    c.fma = true;
+  return all;
+}
+INSTANTIATE_TEST_SUITE_P(Fma, HostFastMode, ::testing::ValuesIn(fmaCases()), caseName);
 
 } // namespace
