@@ -290,7 +290,7 @@ inline std::vector<std::string> violations(const RunFigures &f, const Tolerance 
 /// One line of figures.
 inline std::string describe(const RunFigures &f) {
   std::ostringstream os;
-  os.precision(4);
+  os.precision(6);
   os << "param " << f.param.fraction() * 100 << "% equal, max " << f.param.maxError
      << " ulp; master " << f.master.fraction() * 100 << "% close, max " << f.master.maxError
      << "; codes " << f.codes.fraction() * 100 << "% equal, max |d| " << f.codes.maxError
