@@ -674,7 +674,7 @@ std::string perText(const qopt_stream_info &s) {
 
 /// Throws unless `src` has the stream's dtype and `count` elements.
 void checkStream(const KernelInfo &k, size_t j, const Source &src, int64_t count,
-                 const Tensor &t, const Source &param) {
+                 const Tensor &t) {
   const qopt_stream_info &s = k.streams[j];
   const std::string want = stDtype(s.dtype);
   if (src.tensor->dtype != want)
@@ -684,8 +684,8 @@ void checkStream(const KernelInfo &k, size_t j, const Source &src, int64_t count
   if (src.tensor->numel() != count)
     fail(src.where(), ": ", src.tensor->numel(), " elements (shape ",
          shapeString(src.tensor->shape), "), but stream '", s.name, "' has ",
-         perText(s), " of the parameter ", param.where(), " (", t.numel,
-         " elements, shape ", shapeString(t.shape), "): ", count, " elements");
+         perText(s), " of the parameter '", t.name, "/", k.paramName, "' (",
+         t.numel, " elements, shape ", shapeString(t.shape), "), so ", count);
 }
 
 /// Loads every input and sorts its tensors into parameter groups and tables.
@@ -844,8 +844,8 @@ std::vector<Tensor> buildTensors(const Options &o, const KernelInfo &k,
   for (const auto &[name, g] : in.groups) {
     const std::optional<Source> &param = g.streams[k.paramIndex];
     if (!param)
-      fail(g.any->where(), ": tensor '", name, "' has no parameter '", name, "/",
-           k.paramName, "' in the inputs");
+      fail(g.any->where(), ": belongs to tensor '", name, "', which has no parameter '",
+           name, "/", k.paramName, "' in the inputs");
     Tensor t;
     t.name = name;
     t.shape = param->tensor->shape;
@@ -861,7 +861,7 @@ std::vector<Tensor> buildTensors(const Options &o, const KernelInfo &k,
       if (s.role == QOPT_ROLE_GRAD)
         continue;
       if (const std::optional<Source> &src = g.streams[j]) {
-        checkStream(k, j, *src, layout[j].count, t, *param);
+        checkStream(k, j, *src, layout[j].count, t);
         stream.shape = src->tensor->shape;
         stream.src = src->tensor;
         if (s.role != QOPT_ROLE_PARAM)
@@ -897,9 +897,9 @@ std::vector<Tensor> buildTensors(const Options &o, const KernelInfo &k,
     // Gradients: every one given is checked; each step needs one.
     const size_t gj = k.gradIndex;
     if (g.streams[gj])
-      checkStream(k, gj, *g.streams[gj], layout[gj].count, t, *param);
+      checkStream(k, gj, *g.streams[gj], layout[gj].count, t);
     for (const auto &[step, src] : g.gradAt)
-      checkStream(k, gj, src, layout[gj].count, t, *param);
+      checkStream(k, gj, src, layout[gj].count, t);
     for (int64_t step = o.stepStart; step <= lastStep; ++step) {
       auto it = g.gradAt.find(step);
       if (it != g.gradAt.end())
@@ -1026,11 +1026,11 @@ void putTables(st::File &out, const std::vector<Table> &tables) {
 int runSteps(const Options &o) {
   ResolvedKernel rk = resolveKernel(o);
   KernelInfo k(rk.registry.manifest(rk.name));
+  std::vector<std::string> hyperNames;
+  std::vector<qopt_hyper> hypers = resolveHypers(o, k, hyperNames);
   Inputs in = readInputs(o, k);
   std::vector<Table> tables = resolveTables(o, k, in);
   std::vector<Tensor> tensors = buildTensors(o, k, in, tables);
-  std::vector<std::string> hyperNames;
-  std::vector<qopt_hyper> hypers = resolveHypers(o, k, hyperNames);
 
   // The device side: a context, the kernel, a buffer per stream and gradient.
   std::optional<qopt::Context> ctx;
