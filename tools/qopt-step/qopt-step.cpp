@@ -420,9 +420,8 @@ ResolvedKernel resolveKernel(const Options &o) {
       fail("kernel directory '", dir, "' (", origin, ") does not exist");
     std::string kdir = kernelDirFor(dir, o.backend);
     if (kdir.empty())
-      fail("kernel directory '", dir, "' (", origin, ") has no *.manifest.json, ",
-           "nor has ", dir,
-           o.backend == QOPT_BACKEND_HOST ? "/host" : "/fatbin or /ptx");
+      fail("kernel directory '", dir, "' (", origin, "): no *.manifest.json in it or in ",
+           dir, o.backend == QOPT_BACKEND_HOST ? "/host" : "/fatbin or " + dir + "/ptx");
     try {
       r.registry.addDirectory(kdir);
     } catch (const qopt::Error &e) {
