@@ -86,10 +86,17 @@ struct Result {
   std::string output; ///< stdout and stderr together
 };
 
+/// The binary under test ($QOPT_STEP_BINARY overrides the build's, e.g. in a
+/// build tree copied to another machine).
+std::string stepBinary() {
+  const char *bin = std::getenv("QOPT_STEP_BINARY");
+  return bin && *bin ? bin : QOPT_STEP_BINARY;
+}
+
 /// Runs qopt-step with `args`, its output captured.
 Result runStep(const std::vector<std::string> &args) {
   std::string logPath = makeTempDir() + "/log";
-  std::vector<std::string> all = {QOPT_STEP_BINARY};
+  std::vector<std::string> all = {stepBinary()};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char *> argv;
   for (std::string &a : all)
