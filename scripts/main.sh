@@ -10,8 +10,17 @@ bash scripts/build.sh
 out="$build/kernels"
 mkdir -p "$out"
 qopt="$build/bin/qopt-opt"
+# A fatbin needs both ptxas and fatbinary, found where qopt-opt looks for them.
+have_toolkit() {
+  local tool=$1
+  if [ -n "${QOPT_CUDA_PATH:-}" ]; then [ -x "$QOPT_CUDA_PATH/bin/$tool" ]; return; fi
+  for root in "${CUDA_HOME:-}" "${CUDA_PATH:-}"; do
+    [ -n "$root" ] && [ -x "$root/bin/$tool" ] && return 0
+  done
+  command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/local/cuda/bin/$tool" ]
+}
 have_ptxas=0
-if command -v ptxas >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/ptxas ]; then have_ptxas=1; fi
+if have_toolkit ptxas && have_toolkit fatbinary; then have_ptxas=1; fi
 # One binary and one manifest per spec: a fatbin (sm_80 and sm_90 cubins and
 # PTX for newer chips) where the CUDA toolkit is present, PTX otherwise.
 printf '%-22s %s\n' spec kernel

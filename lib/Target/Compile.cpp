@@ -118,9 +118,13 @@ static CompileOptions *opts = nullptr;
 /// Chips that a fatbin carries cubins for.
 static const char *const kFatbinChips[] = {"sm_80", "sm_90"};
 
+/// sm_80 and newer, with an optional architecture-specific suffix (sm_90a).
 static bool isSupportedChip(llvm::StringRef chip) {
   unsigned sm = 0;
-  return chip.consume_front("sm_") && !chip.getAsInteger(10, sm) && sm >= 80;
+  if (!chip.consume_front("sm_"))
+    return false;
+  chip.consume_back("a") || chip.consume_back("f");
+  return !chip.getAsInteger(10, sm) && sm >= 80;
 }
 
 static LogicalResult writeOutput(llvm::StringRef path, llvm::StringRef data) {
@@ -184,7 +188,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   }
   if (!isSupportedChip(opts->arch)) {
     llvm::errs() << "qopt-opt: error: --arch must be sm_80 or newer (sm_80, "
-                    "sm_86, sm_89, sm_90, ...), got '"
+                    "sm_86, sm_89, sm_90, sm_90a, sm_100, ...), got '"
                  << opts->arch << "'\n";
     return 1;
   }
@@ -212,6 +216,9 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   }
 
   MLIRContext context(registry);
+  // A diagnostic names the spec's source location; a dump of the whole op
+  // would bury it.
+  context.printOpOnDiagnostic(false);
   context.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
+#include <filesystem>
 #include <unistd.h>
 
 namespace qopt::test {
@@ -25,10 +27,30 @@ inline std::string exeDir() {
 }
 
 /// A fresh temporary directory.
+/// A new directory under $TMPDIR (or /tmp), removed when the test program
+/// exits.
 inline std::string makeTempDir() {
-  char tmpl[] = "/tmp/qopt_runtime_test_XXXXXX";
-  char *d = ::mkdtemp(tmpl);
-  return d ? std::string(d) : std::string("/tmp");
+  static std::vector<std::string> made;
+  static bool registered = false;
+  if (!registered) {
+    registered = true;
+    std::atexit([] {
+      for (const std::string &d : made) {
+        std::error_code ec;
+        std::filesystem::remove_all(d, ec);
+      }
+    });
+  }
+  const char *base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") +
+                     "/qopt_runtime_test_XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  char *d = ::mkdtemp(buf.data());
+  if (!d)
+    return "/tmp";
+  made.push_back(d);
+  return d;
 }
 
 inline void writeFile(const std::string &path, const std::string &text) {

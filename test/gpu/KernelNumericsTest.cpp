@@ -226,9 +226,10 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
     }
   auto upload = [&](size_t k, size_t s) {
     ref::Buffer *b = tensors[k].streams()[s];
-    if (b->bytes())
+    if (b->bytes()) {
       ASSERT_EQ(cu::driver().cuMemcpyHtoD(device[k][s].ptr, b->data(), b->bytes()),
                 cu::CUDA_SUCCESS);
+    }
   };
   for (size_t k = 0; k < sizes.size(); ++k)
     for (size_t s = 0; s < device[k].size(); ++s)
@@ -305,6 +306,9 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
   (void)cu::driver().cuCtxPopCurrent(&popped);
   (void)cu::driver().cuDevicePrimaryCtxRelease(dev);
 }
+
+/// Names a case by its spec in test listings (CTest's names stay stable).
+void PrintTo(const Case &c, std::ostream *os) { *os << c.spec; }
 
 INSTANTIATE_TEST_SUITE_P(ShippedSpecs, KernelNumerics, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case> &info) {

@@ -34,6 +34,10 @@ struct KernelOptions {
   bool exactUniformDivision = false;
 };
 
+/// The PTX ISA feature of nvvm-attach-target for `chip` (e.g. "+ptx80" for
+/// sm_80..sm_90a, "+ptx86" for sm_100).
+std::string getPTXFeatures(llvm::StringRef chip);
+
 /// Adds qopt-outline-uniforms (when no qopt.uniforms region exists yet is
 /// checked by the pass itself) and canonicalization/CSE of the update.
 void buildQoptOptimizationPipeline(OpPassManager &pm);
