@@ -165,6 +165,9 @@ struct Case {
   std::vector<std::string> tables; ///< --table arguments
 };
 
+/// gtest prints a case by its spec name.
+void PrintTo(const Case &c, std::ostream *os) { *os << c.spec; }
+
 ref::Hyper adamHyper() {
   ref::Hyper h;
   h.lr = 2e-3;
