@@ -174,7 +174,6 @@ std::pair<std::string, std::string> splitAssign(const std::string &option,
 
 Options parseArgs(int argc, char **argv) {
   Options o;
-  bool sawBackend = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string name = arg, value;
@@ -214,7 +213,6 @@ Options parseArgs(int argc, char **argv) {
         o.backend = QOPT_BACKEND_CUDA;
       else
         usage("--backend: unknown backend '", b, "' (host or cuda)");
-      sawBackend = true;
     } else if (name == "--device") {
       o.device = static_cast<int32_t>(parseInt(name, takeValue(), 0));
     } else if (name == "--kernels") {
@@ -262,7 +260,6 @@ Options parseArgs(int argc, char **argv) {
       usage("unknown option '", arg, "'");
     }
   }
-  (void)sawBackend;
   if (o.kernel.empty())
     usage("--kernel is required");
   if (o.describe)
