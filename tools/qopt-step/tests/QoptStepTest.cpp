@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -271,6 +272,7 @@ protected:
       ref::setMaster(spec, tensors.back(), x);
     }
   }
+  void TearDown() override { std::filesystem::remove_all(dir); }
 
   /// The common arguments: kernel, backend, kernels, hypers, tables.
   std::vector<std::string> baseArgs(const std::string &backend = "host") const {
@@ -535,6 +537,7 @@ TEST(QoptStepTables, BuiltInDynamicMapsAreTheReferences) {
                "--out", dir + "/out.safetensors"});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(st::File::load(dir + "/out.safetensors").vec<float>("v.qmap", "F32"), custom);
+  std::filesystem::remove_all(dir);
 }
 
 //===--- Errors: a clear message, a non-zero exit, the output untouched -----===//
@@ -552,6 +555,7 @@ protected:
     out = dir + "/out.safetensors";
     writeBytes(out, kSentinel);
   }
+  void TearDown() override { std::filesystem::remove_all(dir); }
 
   /// Writes `f` as `name` in the test directory; returns its path.
   std::string save(const std::string &name, const st::File &f) {
