@@ -319,6 +319,46 @@ TEST_P(HostKernelNumerics, StrictKernelMatchesReferenceByteForByte) {
       });
 }
 
+TEST_P(HostKernelNumerics, SeedBatteryGradients) {
+  // One launch over tensors whose gradients follow seed 004's battery
+  // (numerics.md §5), at reduced sizes: normal, heavy_tail (randn *
+  // exp(3 randn)), tiny (randn * 1e-20), adam_v_like ((1e-3 randn)^2),
+  // nonmult32 (2^16 + 17 elements), const_groups (all 0.37), with_zeros (30%
+  // exact zeros).
+  enum Kind { Normal, HeavyTail, Tiny, AdamVLike, NonMult32, ConstGroups, WithZeros };
+  const std::vector<int64_t> sizes = {1 << 14, 1 << 14, 1 << 12, 1 << 14,
+                                      (1 << 16) + 17, 1 << 12, 1 << 14};
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  run(randomTensors(sizes), [&](int64_t, size_t k, int64_t n) {
+    std::vector<float> g(n);
+    for (float &v : g) {
+      float r = normal(rng);
+      switch (static_cast<Kind>(k)) {
+      case Normal:
+      case NonMult32:
+        v = r;
+        break;
+      case HeavyTail:
+        v = r * std::exp(3.0f * normal(rng));
+        break;
+      case Tiny:
+        v = r * 1e-20f;
+        break;
+      case AdamVLike:
+        v = (1e-3f * r) * (1e-3f * r);
+        break;
+      case ConstGroups:
+        v = 0.37f;
+        break;
+      case WithZeros:
+        v = uniform(rng) < 0.3f ? 0.0f : r;
+        break;
+      }
+    }
+    return g;
+  });
+}
+
 TEST_P(HostKernelNumerics, AllZeroGradient) {
   // A zero master (all-zero state) and a random one; every gradient is 0.
   std::vector<ref::TensorBuffers> tensors = randomTensors({33, 5000});
