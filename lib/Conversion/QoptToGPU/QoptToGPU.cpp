@@ -411,41 +411,7 @@ void KernelEmitter::emitStoreParam(Value value) {
 
 /// Vectorizes one arith/math operation of the update.
 FailureOr<Value> KernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
-  auto vectorize = [&](Type t) -> Type { return lanesOf(t); };
-  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
-    auto type = vectorize(constant.getType());
-    return Value(arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(cast<ShapedType>(type),
-                                       constant.getValue())));
-  }
-  auto operand = [&](unsigned i) { return mapping.lookup(op->getOperand(i)); };
-  if (isa<math::SqrtOp>(op))
-    return math.sqrt(operand(0));
-  if (isa<math::AbsFOp>(op))
-    return math.abs(operand(0));
-  if (isa<math::FloorOp>(op))
-    return math.floor(op->getNumOperands() ? operand(0) : Value());
-  if (isa<math::CopySignOp>(op))
-    return Value(LLVM::CallIntrinsicOp::create(
-                     b, loc, operand(0).getType(),
-                     b.getStringAttr("llvm.copysign"),
-                     ValueRange{operand(0), operand(1)})
-                     .getResult(0));
-  if (op->getDialect()->getNamespace() != "arith")
-    return op->emitOpError("is not supported in a per-element expression");
-  OperationState state(op->getLoc(), op->getName());
-  for (Value v : op->getOperands())
-    state.addOperands(mapping.lookup(v));
-  for (Type t : op->getResultTypes())
-    state.addTypes(vectorize(t));
-  state.addAttributes(op->getAttrs());
-  if (math.isFast() && op->hasAttr("fastmath"))
-    state.attributes.set("fastmath",
-                         arith::FastMathFlagsAttr::get(
-                             b.getContext(), arith::FastMathFlags::contract |
-                                                 arith::FastMathFlags::afn |
-                                                 arith::FastMathFlags::arcp));
-  return b.create(state)->getResult(0);
+  return vectorizeUpdateOp(math, op, mapping, lanes);
 }
 
 LogicalResult KernelEmitter::emitTile() {

@@ -9,6 +9,7 @@
 
 #include "StreamCodecs.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
@@ -460,4 +461,45 @@ Value mlir::qopt::quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
   Value qi = arith::FPToSIOp::create(b, loc, i32, q);
   return arith::TruncIOp::create(b, loc,
                                  withElement(x.getType(), b.getI8Type()), qi);
+}
+
+FailureOr<Value> mlir::qopt::vectorizeUpdateOp(LaneMath &m, Operation *op,
+                                               IRMapping &mapping,
+                                               int64_t lanes) {
+  OpBuilder &b = m.builder();
+  Location loc = op->getLoc();
+  auto lanesOf = [&](Type t) -> Type { return VectorType::get({lanes}, t); };
+  if (auto constant = dyn_cast<arith::ConstantOp>(op))
+    return Value(arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(cast<ShapedType>(lanesOf(constant.getType())),
+                               constant.getValue())));
+  auto operand = [&](unsigned i) { return mapping.lookup(op->getOperand(i)); };
+  if (isa<math::SqrtOp>(op))
+    return m.sqrt(operand(0));
+  if (isa<math::AbsFOp>(op))
+    return m.abs(operand(0));
+  if (isa<math::FloorOp>(op))
+    return m.floor(operand(0));
+  if (isa<math::CopySignOp>(op))
+    return Value(LLVM::CallIntrinsicOp::create(
+                     b, loc, operand(0).getType(),
+                     b.getStringAttr("llvm.copysign"),
+                     ValueRange{operand(0), operand(1)})
+                     .getResult(0));
+  if (op->getDialect()->getNamespace() != "arith")
+    return op->emitOpError("is not supported in a per-element expression");
+  OperationState state(loc, op->getName());
+  for (Value v : op->getOperands())
+    state.addOperands(mapping.lookup(v));
+  for (Type t : op->getResultTypes())
+    state.addTypes(lanesOf(t));
+  state.addAttributes(op->getAttrs());
+  if (m.isFast() && op->hasAttr("fastmath"))
+    state.attributes.set("fastmath",
+                         arith::FastMathFlagsAttr::get(
+                             b.getContext(), arith::FastMathFlags::contract |
+                                                 arith::FastMathFlags::afn |
+                                                 arith::FastMathFlags::arcp));
+  return b.create(state)->getResult(0);
 }

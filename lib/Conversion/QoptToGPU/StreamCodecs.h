@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace mlir::qopt {
 
@@ -69,6 +70,13 @@ private:
   bool fast;
   Target target;
 };
+
+/// Rebuilds one arith/math operation of a qopt.update on vectors of `lanes`
+/// lanes (f32, or i1 for comparisons), its operands taken from `mapping`, with
+/// the mode's fast-math flags. Fails, with a located error, on an operation
+/// the lanes cannot run.
+FailureOr<Value> vectorizeUpdateOp(LaneMath &m, Operation *op,
+                                   IRMapping &mapping, int64_t lanes);
 
 /// Widens a stored parameter, gradient or plain state (bf16, f16, f32) to f32.
 Value widenToF32(LaneMath &m, Value stored);

@@ -296,41 +296,8 @@ void HostKernelEmitter::emitStoreParam(Value value) {
 }
 
 /// Vectorizes one arith/math operation of the update (as the GPU kernel).
-FailureOr<Value> HostKernelEmitter::emitArith(Operation *op,
-                                              IRMapping &mapping) {
-  if (auto constant = dyn_cast<arith::ConstantOp>(op))
-    return Value(arith::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(lanesOf(constant.getType()),
-                               constant.getValue())));
-  auto operand = [&](unsigned i) { return mapping.lookup(op->getOperand(i)); };
-  if (isa<math::SqrtOp>(op))
-    return math.sqrt(operand(0));
-  if (isa<math::AbsFOp>(op))
-    return math.abs(operand(0));
-  if (isa<math::FloorOp>(op))
-    return math.floor(operand(0));
-  if (isa<math::CopySignOp>(op))
-    return Value(LLVM::CallIntrinsicOp::create(
-                     b, loc, operand(0).getType(),
-                     b.getStringAttr("llvm.copysign"),
-                     ValueRange{operand(0), operand(1)})
-                     .getResult(0));
-  if (op->getDialect()->getNamespace() != "arith")
-    return op->emitOpError("is not supported in a per-element expression");
-  OperationState state(op->getLoc(), op->getName());
-  for (Value v : op->getOperands())
-    state.addOperands(mapping.lookup(v));
-  for (Type t : op->getResultTypes())
-    state.addTypes(lanesOf(t));
-  state.addAttributes(op->getAttrs());
-  if (math.isFast() && op->hasAttr("fastmath"))
-    state.attributes.set("fastmath",
-                         arith::FastMathFlagsAttr::get(
-                             b.getContext(), arith::FastMathFlags::contract |
-                                                 arith::FastMathFlags::afn |
-                                                 arith::FastMathFlags::arcp));
-  return b.create(state)->getResult(0);
+FailureOr<Value> HostKernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
+  return vectorizeUpdateOp(math, op, mapping, lanes);
 }
 
 LogicalResult HostKernelEmitter::emitChunk() {
