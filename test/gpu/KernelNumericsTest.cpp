@@ -12,6 +12,7 @@
 #include "CudaDriver.h"
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Step.h"
+#include "ShippedSpecCases.h"
 #include "qopt/runtime.h"
 
 #include <gtest/gtest.h>
@@ -68,91 +69,10 @@ struct DeviceBuffer {
   }
 };
 
-/// A shipped spec and the reference step that specifies it.
-struct Case {
-  std::string spec;                    // file stem in specs/
-  std::function<ref::StepSpec()> make; // the reference's description
-  std::vector<qopt_hyper> hypers;      // values given to the kernel
-};
+using Case = qopt::test::SpecCase;
+using qopt::test::adamHyper;
 
-ref::Hyper adamHyper() {
-  ref::Hyper h;
-  h.lr = 2e-3;
-  h.beta1 = 0.9;
-  h.beta2 = 0.999;
-  h.eps = 1e-8;
-  h.weightDecay = 0.05;
-  return h;
-}
-const std::vector<qopt_hyper> kAdamHypers = {{"lr", 2e-3},          {"beta1", 0.9},
-                                             {"beta2", 0.999},      {"eps", 1e-8},
-                                             {"weight_decay", 0.05}};
-
-ref::StepSpec linearAdamW() {
-  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-  for (ref::StateScheme &st : s.states)
-    st.group.companding = ref::Companding::Linear;
-  return s;
-}
-
-ref::StepSpec sgd(bool decoupled) {
-  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-  s.optimizer = ref::Optimizer::SGD;
-  s.hyper.lr = 0.05;
-  s.hyper.momentum = 0.9;
-  s.hyper.dampening = 0.1;
-  s.hyper.nesterov = true;
-  s.hyper.weightDecay = 0.01;
-  s.hyper.decoupled = decoupled;
-  s.states.resize(1);
-  s.states[0].name = "buf";
-  return s;
-}
-const std::vector<qopt_hyper> kSgdHypers = {{"lr", 0.05},       {"momentum", 0.9},
-                                            {"dampening", 0.1}, {"weight_decay", 0.01},
-                                            {"nesterov", 1.0}};
-
-ref::StepSpec lion() {
-  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-  s.optimizer = ref::Optimizer::Lion;
-  s.hyper.lr = 1e-3;
-  s.hyper.beta1 = 0.9;
-  s.hyper.beta2 = 0.99;
-  s.hyper.weightDecay = 0.1;
-  s.states.resize(1);
-  return s;
-}
-
-ref::StepSpec adam() {
-  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-  s.optimizer = ref::Optimizer::Adam;
-  return s;
-}
-
-ref::StepSpec seed000(int64_t block) {
-  return ref::seed000AdamW(ref::createDynamicMap(/*isSigned=*/true),
-                           ref::createDynamicMap(/*isSigned=*/false), adamHyper(),
-                           ref::DType::BF16, block);
-}
-
-std::vector<Case> cases() {
-  return {
-      {"flash_adamw", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI8); },
-       kAdamHypers},
-      {"flash_adamw_ecc16", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI16); },
-       kAdamHypers},
-      {"flash_adamw_bf16", [] { return ref::flashAdamW(adamHyper(), ref::Master::None); },
-       kAdamHypers},
-      {"flash_adamw_linear", linearAdamW, kAdamHypers},
-      {"flash_adam", adam, kAdamHypers},
-      {"flash_sgd", [] { return sgd(/*decoupled=*/false); }, kSgdHypers},
-      {"flash_sgdw", [] { return sgd(/*decoupled=*/true); }, kSgdHypers},
-      {"flash_lion", lion,
-       {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.1}}},
-      {"adamw8bit_block2048", [] { return seed000(2048); }, kAdamHypers},
-      {"adamw8bit_block256", [] { return seed000(256); }, kAdamHypers},
-  };
-}
+std::vector<Case> cases() { return qopt::test::shippedSpecCases(); }
 
 class KernelNumerics : public ::testing::TestWithParam<Case> {};
 
@@ -306,9 +226,6 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
   (void)cu::driver().cuCtxPopCurrent(&popped);
   (void)cu::driver().cuDevicePrimaryCtxRelease(dev);
 }
-
-/// Names a case by its spec in test listings (CTest's names stay stable).
-void PrintTo(const Case &c, std::ostream *os) { *os << c.spec; }
 
 INSTANTIATE_TEST_SUITE_P(ShippedSpecs, KernelNumerics, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case> &info) {

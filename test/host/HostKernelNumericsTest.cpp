@@ -15,6 +15,7 @@
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Float.h"
 #include "qopt/reference/Step.h"
+#include "ShippedSpecCases.h"
 #include "qopt/runtime.h"
 
 #include <gtest/gtest.h>
@@ -51,60 +52,7 @@ struct Case {
   bool shipped = true;                 // false: a test-only spec
 };
 
-// The hyperparameters of the GPU suite.
-ref::Hyper adamHyper() {
-  ref::Hyper h;
-  h.lr = 2e-3;
-  h.beta1 = 0.9;
-  h.beta2 = 0.999;
-  h.eps = 1e-8;
-  h.weightDecay = 0.05;
-  return h;
-}
-const std::vector<qopt_hyper> kAdamHypers = {{"lr", 2e-3},          {"beta1", 0.9},
-                                             {"beta2", 0.999},      {"eps", 1e-8},
-                                             {"weight_decay", 0.05}};
-
-ref::StepSpec linearAdamW() {
-  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-  for (ref::StateScheme &st : s.states)
-    st.group.companding = ref::Companding::Linear;
-  return s;
-}
-
-ref::StepSpec sgd(bool decoupled) {
-  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-  s.optimizer = ref::Optimizer::SGD;
-  s.hyper.lr = 0.05;
-  s.hyper.momentum = 0.9;
-  s.hyper.dampening = 0.1;
-  s.hyper.nesterov = true;
-  s.hyper.weightDecay = 0.01;
-  s.hyper.decoupled = decoupled;
-  s.states.resize(1);
-  s.states[0].name = "buf";
-  return s;
-}
-const std::vector<qopt_hyper> kSgdHypers = {{"lr", 0.05},       {"momentum", 0.9},
-                                            {"dampening", 0.1}, {"weight_decay", 0.01},
-                                            {"nesterov", 1.0}};
-
-ref::StepSpec lion() {
-  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-  s.optimizer = ref::Optimizer::Lion;
-  s.hyper.lr = 1e-3;
-  s.hyper.beta1 = 0.9;
-  s.hyper.beta2 = 0.99;
-  s.hyper.weightDecay = 0.1;
-  s.states.resize(1);
-  return s;
-}
-
-ref::StepSpec adam() {
-  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-  s.optimizer = ref::Optimizer::Adam;
-  return s;
-}
+using namespace qopt::test;
 
 /// test/host/specs/adamw_seed003.qopt: seed 003's group options on groups
 /// of 8 and 64, an f16 parameter with int16 error bits, an f32 gradient.
@@ -130,31 +78,13 @@ ref::StepSpec plainStates() {
   return s;
 }
 
-ref::StepSpec seed000(int64_t block) {
-  return ref::seed000AdamW(ref::createDynamicMap(/*isSigned=*/true),
-                           ref::createDynamicMap(/*isSigned=*/false), adamHyper(),
-                           ref::DType::BF16, block);
-}
-
 std::vector<Case> cases() {
-  return {
-      {"flash_adamw", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI8); },
-       kAdamHypers},
-      {"flash_adamw_ecc16", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI16); },
-       kAdamHypers},
-      {"flash_adamw_bf16", [] { return ref::flashAdamW(adamHyper(), ref::Master::None); },
-       kAdamHypers},
-      {"flash_adamw_linear", linearAdamW, kAdamHypers},
-      {"flash_adam", adam, kAdamHypers},
-      {"flash_sgd", [] { return sgd(/*decoupled=*/false); }, kSgdHypers},
-      {"flash_sgdw", [] { return sgd(/*decoupled=*/true); }, kSgdHypers},
-      {"flash_lion", lion,
-       {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.1}}},
-      {"adamw8bit_block2048", [] { return seed000(2048); }, kAdamHypers},
-      {"adamw8bit_block256", [] { return seed000(256); }, kAdamHypers},
-      {"adamw_seed003", seed003Groups, kAdamHypers, /*shipped=*/false},
-      {"adamw_plain", plainStates, kAdamHypers, /*shipped=*/false},
-  };
+  std::vector<Case> all;
+  for (const SpecCase &c : shippedSpecCases())
+    all.push_back({c.spec, c.make, c.hypers});
+  all.push_back({"adamw_seed003", seed003Groups, kAdamHypers, /*shipped=*/false});
+  all.push_back({"adamw_plain", plainStates, kAdamHypers, /*shipped=*/false});
+  return all;
 }
 
 /// Fills the gradient of tensor `k` at step `step`.
