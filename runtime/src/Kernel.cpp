@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <cstdlib>
+#include <thread>
 #include <dlfcn.h>
 #include <iomanip>
 #include <sstream>
@@ -573,9 +575,31 @@ void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,
   for (size_t i = 0; i < m.tables.size(); ++i)
     tablePtrs[i] = static_cast<const float *>(tables[i]);
   static const float kNoUniform = 0.0f;
-  hostFn_(scratch_.data(), tileMap.data(), c.numTiles,
-          uniforms ? uniforms : &kNoUniform,
-          tablePtrs.empty() ? nullptr : tablePtrs.data(), 0, c.numTiles);
+  const float *u = uniforms ? uniforms : &kNoUniform;
+  const float *const *tp = tablePtrs.empty() ? nullptr : tablePtrs.data();
+
+  // Tiles are independent: split them into contiguous ranges over the
+  // hardware threads (QOPT_HOST_THREADS overrides), at least kMinTiles each so
+  // that a small list does not pay for threads.
+  constexpr int64_t kMinTiles = 16;
+  int64_t threads = static_cast<int64_t>(std::thread::hardware_concurrency());
+  if (const char *env = std::getenv("QOPT_HOST_THREADS"))
+    threads = std::max<int64_t>(1, std::atoll(env));
+  threads = std::max<int64_t>(
+      1, std::min<int64_t>(threads, c.numTiles / kMinTiles));
+  int64_t per = (c.numTiles + threads - 1) / threads;
+  std::vector<std::thread> workers;
+  for (int64_t w = 1; w < threads; ++w) {
+    int64_t begin = w * per, end = std::min(c.numTiles, begin + per);
+    if (begin < end)
+      workers.emplace_back([=, &tileMap] {
+        hostFn_(scratch_.data(), tileMap.data(), c.numTiles, u, tp, begin, end);
+      });
+  }
+  hostFn_(scratch_.data(), tileMap.data(), c.numTiles, u, tp, 0,
+          std::min(per, c.numTiles));
+  for (std::thread &worker : workers)
+    worker.join();
 }
 
 Kernel::Slot Kernel::makeSlot(size_t bytes) {
