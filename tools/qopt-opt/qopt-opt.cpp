@@ -36,5 +36,13 @@ int main(int argc, char **argv) {
       return mlir::qopt::compileMain(argc, argv, registry);
   }
   return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "qopt optimizer compiler\n", registry));
+      mlir::MlirOptMain(
+          argc, argv,
+          "qopt optimizer compiler\n\n"
+          "Compile a spec: qopt-opt spec.qopt --emit=qopt|gpu|llvm|ptx|cubin|"
+          "fatbin|host-llvm|host-object|host-library [-o FILE] [--arch=sm_90] "
+          "[--mode=strict|fast]\n"
+          "(`qopt-opt spec.qopt --help` lists the compile options; the "
+          "options below are those of the MLIR pass driver)\n",
+          registry));
 }
