@@ -37,6 +37,19 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return to_local() if to_local is not None else t
 
 
+def _local_grad(p: torch.Tensor) -> torch.Tensor:
+    """The local shard of p's gradient. A DTensor parameter is stepped shard by shard, so its
+    gradient must be sharded the same way (FSDP2 gives both the same placements); a gradient with
+    other placements (or a plain tensor for a DTensor parameter, or the reverse) would pair
+    elements of different positions and is refused."""
+    g = p.grad
+    pp, gp = getattr(p, "placements", None), getattr(g, "placements", None)
+    if pp != gp:
+        raise RuntimeError(f"qopt: a parameter of shape {tuple(p.shape)} has placements {pp} but "
+                           f"its gradient {gp}; qopt steps the local shards, which must match")
+    return _local(g)
+
+
 def _backend_of(t: torch.Tensor) -> Tuple[int, int]:
     if t.device.type == "cuda":
         return C.BACKEND_CUDA, t.device.index if t.device.index is not None else torch.cuda.current_device()
@@ -251,7 +264,7 @@ class _Launch:
         copy_back: List[Tuple[torch.Tensor, torch.Tensor]] = []
         for i, p in enumerate(self.params):
             lp = _local(p)
-            g = _local(p.grad)
+            g = _local_grad(p)
             if g.dtype is not want_g or lp.dtype is not want_p:
                 self.opt._dtype_error(p, lp.dtype, g.dtype, ks)
             if g.numel() != lp.numel():
