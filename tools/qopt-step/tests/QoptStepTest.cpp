@@ -16,6 +16,7 @@
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/SafeTensors.h"
 #include "qopt/reference/Step.h"
+#include "ShippedSpecCases.h"
 #include "qopt/runtime.h"
 
 #include <gtest/gtest.h>
@@ -157,8 +158,8 @@ st::Tensor toTensor(const ref::Buffer &b, std::vector<int64_t> shape) {
   return t;
 }
 
-/// A spec of specs/ and the reference step that specifies it (as
-/// test/host/HostKernelNumericsTest.cpp).
+/// A shipped spec, its reference step and hyperparameters
+/// (test/common/ShippedSpecCases.h), and the --table arguments it needs.
 struct Case {
   std::string spec;
   std::function<ref::StepSpec()> make;
@@ -169,79 +170,17 @@ struct Case {
 /// gtest prints a case by its spec name.
 void PrintTo(const Case &c, std::ostream *os) { *os << c.spec; }
 
-ref::Hyper adamHyper() {
-  ref::Hyper h;
-  h.lr = 2e-3;
-  h.beta1 = 0.9;
-  h.beta2 = 0.999;
-  h.eps = 1e-8;
-  h.weightDecay = 0.05;
-  return h;
-}
-const std::vector<std::pair<std::string, double>> kAdamHypers = {
-    {"lr", 2e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.05}};
-
-ref::StepSpec sgd(bool decoupled) {
-  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-  s.optimizer = ref::Optimizer::SGD;
-  s.hyper.lr = 0.05;
-  s.hyper.momentum = 0.9;
-  s.hyper.dampening = 0.1;
-  s.hyper.nesterov = true;
-  s.hyper.weightDecay = 0.01;
-  s.hyper.decoupled = decoupled;
-  s.states.resize(1);
-  s.states[0].name = "buf";
-  return s;
-}
-const std::vector<std::pair<std::string, double>> kSgdHypers = {
-    {"lr", 0.05}, {"momentum", 0.9}, {"dampening", 0.1}, {"weight_decay", 0.01}, {"nesterov", 1}};
-
 std::vector<Case> cases() {
-  const std::vector<std::string> dynamic = {"m.qmap=dynamic-signed", "v.qmap=dynamic-unsigned"};
-  auto seed000 = [](int64_t block) {
-    return ref::seed000AdamW(ref::createDynamicMap(true), ref::createDynamicMap(false),
-                             adamHyper(), ref::DType::BF16, block);
-  };
-  return {
-      {"flash_adamw", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI8); },
-       kAdamHypers, {}},
-      {"flash_adamw_ecc16", [] { return ref::flashAdamW(adamHyper(), ref::Master::EccI16); },
-       kAdamHypers, {}},
-      {"flash_adamw_bf16", [] { return ref::flashAdamW(adamHyper(), ref::Master::None); },
-       kAdamHypers, {}},
-      {"flash_adamw_linear",
-       [] {
-         ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-         for (ref::StateScheme &st : s.states)
-           st.group.companding = ref::Companding::Linear;
-         return s;
-       },
-       kAdamHypers, {}},
-      {"flash_adam",
-       [] {
-         ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-         s.optimizer = ref::Optimizer::Adam;
-         return s;
-       },
-       kAdamHypers, {}},
-      {"flash_sgd", [] { return sgd(false); }, kSgdHypers, {}},
-      {"flash_sgdw", [] { return sgd(true); }, kSgdHypers, {}},
-      {"flash_lion",
-       [] {
-         ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
-         s.optimizer = ref::Optimizer::Lion;
-         s.hyper.lr = 1e-3;
-         s.hyper.beta1 = 0.9;
-         s.hyper.beta2 = 0.99;
-         s.hyper.weightDecay = 0.1;
-         s.states.resize(1);
-         return s;
-       },
-       {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.1}}, {}},
-      {"adamw8bit_block2048", [=] { return seed000(2048); }, kAdamHypers, dynamic},
-      {"adamw8bit_block256", [=] { return seed000(256); }, kAdamHypers, dynamic},
-  };
+  std::vector<Case> all;
+  for (const qopt::test::SpecCase &c : qopt::test::shippedSpecCases()) {
+    Case k{c.spec, c.make, {}, {}};
+    for (const qopt_hyper &h : c.hypers)
+      k.hypers.push_back({h.name, h.value});
+    if (c.spec.rfind("adamw8bit", 0) == 0)
+      k.tables = {"m.qmap=dynamic-signed", "v.qmap=dynamic-unsigned"};
+    all.push_back(std::move(k));
+  }
+  return all;
 }
 
 /// A tensor of the test: its name (a '/' inside, as a module path) and shape.
