@@ -570,12 +570,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   }
   unsigned slot = 0;
   for (StateOp state : states) {
-    int64_t size = 0;
-    if (auto g = dyn_cast<GroupSchemeAttr>(state.getScheme()))
-      size = g.getGroupSize();
-    if (auto c = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
-      size = c.getBlock();
-    if (size / lanes <= 32)
+    if (getReductionSize(state) / lanes <= 32)
       continue;
     std::string name = prefix + "_warpmax" + std::to_string(slot++);
     sharedArray(module, name, threads / 32);
@@ -644,19 +639,8 @@ struct ConvertQoptToGPUPass
             << threads;
         return signalPassFailure();
       }
-      for (StateOp state : getStates(optimizer)) {
-        int64_t size = 0;
-        if (auto g = dyn_cast<GroupSchemeAttr>(state.getScheme()))
-          size = g.getGroupSize();
-        if (auto c = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
-          size = c.getBlock();
-        if (size && (threads * lanes) % size != 0) {
-          state.emitError("group or block of ")
-              << size << " elements does not divide the tile of "
-              << threads * lanes << " elements";
-          return signalPassFailure();
-        }
-      }
+      if (failed(verifyTileShape(optimizer, threads, lanes)))
+        return signalPassFailure();
       OpBuilder b(module.getContext());
       b.setInsertionPointToEnd(module.getBody());
       auto gpuModule = gpu::GPUModuleOp::create(

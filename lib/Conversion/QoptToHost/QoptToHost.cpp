@@ -32,15 +32,6 @@ using namespace mlir::qopt;
 
 namespace {
 
-/// The group or block size of a quantized state; 0 for a plain state.
-static int64_t reductionSize(StateOp state) {
-  if (auto g = dyn_cast<GroupSchemeAttr>(state.getScheme()))
-    return g.getGroupSize();
-  if (auto c = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
-    return c.getBlock();
-  return 0;
-}
-
 /// Builds the body of one host function.
 class HostKernelEmitter {
 public:
@@ -358,7 +349,7 @@ LogicalResult HostKernelEmitter::emitChunk() {
 
 void HostKernelEmitter::emitRequantize(int index) {
   StateOp state = states[index];
-  int64_t size = reductionSize(state);
+  int64_t size = getReductionSize(state);
   auto group = dyn_cast<GroupSchemeAttr>(state.getScheme());
   Value buffer = buffers.lookup(index);
   Value zeros = arith::ConstantOp::create(b, loc, b.getZeroAttr(lanesOf(f32())));
@@ -466,7 +457,7 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
   // Stack buffers first, in the entry block: one tile of new values per
   // quantized state, the midpoints of each codebook's table.
   for (auto [i, state] : llvm::enumerate(states)) {
-    if (!reductionSize(state))
+    if (!getReductionSize(state))
       continue;
     buffers[i] = LLVM::AllocaOp::create(b, loc, ptr(), f32(), constI64(tile),
                                         /*alignment=*/64);
@@ -531,7 +522,7 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
   }
   // Phase 2: each group or codebook state, group by group.
   for (auto [i, state] : llvm::enumerate(states))
-    if (reductionSize(state))
+    if (getReductionSize(state))
       emitRequantize(i);
 
   b.setInsertionPointToEnd(entry);
@@ -563,15 +554,8 @@ struct ConvertQoptToHostPass
         return signalPassFailure();
       }
       int64_t tile = threadsPerBlock * lanes;
-      for (StateOp state : getStates(optimizer)) {
-        int64_t size = reductionSize(state);
-        if (size && (tile % size != 0 || size % lanes != 0)) {
-          state.emitError("group or block of ")
-              << size << " elements does not divide the tile of " << tile
-              << " elements into chunks of " << lanes;
-          return signalPassFailure();
-        }
-      }
+      if (failed(verifyTileShape(optimizer, threadsPerBlock, lanes)))
+        return signalPassFailure();
       OpBuilder b(module.getContext());
       HostKernelEmitter emitter(optimizer, b, mode == "fast", lanes, tile);
       if (failed(emitter.emit(module)))

@@ -104,14 +104,32 @@ StringRef mlir::qopt::stringifyStreamRole(StreamRole role) {
   llvm_unreachable("unknown stream role");
 }
 
+int64_t mlir::qopt::getReductionSize(StateOp state) {
+  if (auto group = dyn_cast<GroupSchemeAttr>(state.getScheme()))
+    return group.getGroupSize();
+  if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
+    return codebook.getBlock();
+  return 0;
+}
+
+LogicalResult mlir::qopt::verifyTileShape(OptimizerOp optimizer,
+                                          int64_t threads, int64_t lanes) {
+  int64_t tile = threads * lanes;
+  for (StateOp state : getStates(optimizer)) {
+    int64_t size = getReductionSize(state);
+    if (size && (tile % size != 0 || size % lanes != 0))
+      return state.emitError("group or block of ")
+             << size << " elements does not divide the tile of " << tile
+             << " elements into vectors of " << lanes;
+  }
+  return success();
+}
+
 int64_t mlir::qopt::getMinGroupSize(OptimizerOp optimizer) {
   int64_t result = 4096;
-  for (StateOp state : getStates(optimizer)) {
-    if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
-      result = std::min(result, codebook.getBlock());
-    if (auto group = dyn_cast<GroupSchemeAttr>(state.getScheme()))
-      result = std::min(result, group.getGroupSize());
-  }
+  for (StateOp state : getStates(optimizer))
+    if (int64_t size = getReductionSize(state))
+      result = std::min(result, size);
   return result;
 }
 
@@ -121,12 +139,8 @@ int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
   if (requested > 0)
     return std::min(requested, minGroup);
   int64_t maxGroup = 1;
-  for (StateOp state : getStates(optimizer)) {
-    if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
-      maxGroup = std::max(maxGroup, codebook.getBlock());
-    if (auto group = dyn_cast<GroupSchemeAttr>(state.getScheme()))
-      maxGroup = std::max(maxGroup, group.getGroupSize());
-  }
+  for (StateOp state : getStates(optimizer))
+    maxGroup = std::max(maxGroup, getReductionSize(state));
   int64_t lanes = std::min<int64_t>(4, minGroup);
   while (threads > 0 && (threads * lanes) % maxGroup != 0 && lanes < 16 &&
          lanes * 2 <= minGroup)

@@ -50,6 +50,16 @@ llvm::SmallVector<StreamInfo> getStreams(OptimizerOp optimizer);
 /// The name of a stream role in manifests (`param`, `error_bits`, ...).
 llvm::StringRef stringifyStreamRole(StreamRole role);
 
+/// The group or block size of a quantized state (the span of its absmax); 0
+/// for a plain state.
+int64_t getReductionSize(StateOp state);
+
+/// Checks that `threads` threads of `lanes` elements make a tile that holds
+/// whole groups and blocks, each of whole `lanes`-element vectors; emits an
+/// error on the offending state otherwise.
+LogicalResult verifyTileShape(OptimizerOp optimizer, int64_t threads,
+                              int64_t lanes);
+
 /// The smallest group or block size of the optimizer's states (4096 if none).
 int64_t getMinGroupSize(OptimizerOp optimizer);
 
