@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaDriver.h"
+#include "GpuTestUtil.h"
 #include "FastModeTolerance.h"
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Step.h"
@@ -45,37 +45,8 @@ std::string fastKernelDir() {
   return dir && *dir ? dir : QOPT_FAST_PTX_DIR;
 }
 
-bool haveGpu(std::string &why) {
-  int32_t n = 0;
-  if (qopt_cuda_device_count(&n) != QOPT_SUCCESS) {
-    why = std::string("no CUDA driver: ") + qopt_last_error();
-    return false;
-  }
-  if (n == 0) {
-    why = "the CUDA driver reports no device";
-    return false;
-  }
-  return true;
-}
-
-#define CU_CHECK(call)                                                                             \
-  do {                                                                                             \
-    cu::CUresult r_ = (call);                                                                      \
-    ASSERT_EQ(r_, cu::CUDA_SUCCESS) << #call << ": " << cu::describe(r_);                          \
-  } while (0)
-
-struct DeviceBuffer {
-  cu::CUdeviceptr ptr = 0;
-  size_t bytes = 0;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  DeviceBuffer(DeviceBuffer &&o) noexcept : ptr(o.ptr), bytes(o.bytes) { o.ptr = 0; }
-  ~DeviceBuffer() {
-    if (ptr)
-      (void)cu::driver().cuMemFree(ptr);
-  }
-};
+using qopt::test::DeviceBuffer;
+using qopt::test::haveGpu;
 
 using Case = qopt::test::SpecCase;
 using qopt::test::adamHyper;

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaDriver.h"
+#include "GpuTestUtil.h"
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Step.h"
 #include "ShippedSpecCases.h"
@@ -35,39 +35,8 @@ std::string kernelDir() {
   return dir && *dir ? dir : QOPT_DEFAULT_KERNEL_DIR;
 }
 
-bool haveGpu(std::string &why) {
-  int32_t n = 0;
-  if (qopt_cuda_device_count(&n) != QOPT_SUCCESS) {
-    why = std::string("no CUDA driver: ") + qopt_last_error();
-    return false;
-  }
-  if (n == 0) {
-    why = "the CUDA driver reports no device";
-    return false;
-  }
-  return true;
-}
-
-#define CU_CHECK(call)                                                         \
-  do {                                                                         \
-    cu::CUresult r_ = (call);                                                  \
-    ASSERT_EQ(r_, cu::CUDA_SUCCESS) << #call << ": " << cu::describe(r_);      \
-  } while (0)
-
-/// One device copy of a reference buffer.
-struct DeviceBuffer {
-  cu::CUdeviceptr ptr = 0;
-  size_t bytes = 0;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  // A vector that grows moves its buffers; the old copies must not free them.
-  DeviceBuffer(DeviceBuffer &&o) noexcept : ptr(o.ptr), bytes(o.bytes) { o.ptr = 0; }
-  ~DeviceBuffer() {
-    if (ptr)
-      (void)cu::driver().cuMemFree(ptr);
-  }
-};
+using qopt::test::DeviceBuffer;
+using qopt::test::haveGpu;
 
 using Case = qopt::test::SpecCase;
 using qopt::test::adamHyper;
