@@ -192,6 +192,14 @@ def _eval_host_op(op: str, a: List[float]) -> float:
 
 # ---------------------------------------------------------------------------- one launch
 
+def _check_adam_group(group):
+    """PyTorch's checks of an Adam-family param group (lr, eps, betas, weight decay)."""
+    _check_lr(group["lr"])
+    _check_eps(group["eps"])
+    _check_betas(group["betas"])
+    _check_wd(group["weight_decay"])
+
+
 class _Launch:
     """The tensors of one kernel launch (one group, one device, one step count), with the ctypes
     arrays of qopt_tensor_list built once and patched only where a pointer changed."""
@@ -803,10 +811,7 @@ class FlashAdamW(QoptOptimizer):
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 
     def _validate_group(self, group):
-        _check_lr(group["lr"])
-        _check_eps(group["eps"])
-        _check_betas(group["betas"])
-        _check_wd(group["weight_decay"])
+        _check_adam_group(group)
 
     def _kernel_hypers(self, group):
         b1, b2 = group["betas"]
@@ -989,10 +994,7 @@ class AdamW8bit(QoptOptimizer):
         super().__init__(params, defaults, self._SPECS[block_size])
 
     def _validate_group(self, group):
-        _check_lr(group["lr"])
-        _check_eps(group["eps"])
-        _check_betas(group["betas"])
-        _check_wd(group["weight_decay"])
+        _check_adam_group(group)
 
     def _host_tables(self, ks):
         return [dynamic_map(state == "m") for _, state in ks.tables]
