@@ -101,6 +101,11 @@ struct CompileOptions {
       cl::desc("Divide by lane-uniform values through a proven reciprocal "
                "(exact; off by default: measured slower on the H200)"),
       cl::init(false), cl::cat(compileCategory)};
+  cl::opt<bool> checkedRounding{
+      "checked-rounding",
+      cl::desc("Strict mode: round quantization codes through approximate "
+               "arithmetic where a margin proves the IEEE code (exact)"),
+      cl::init(true), cl::cat(compileCategory)};
   cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
                                  cl::desc("LLVM optimization level of host "
                                           "code (-O0 to -O3)"),
@@ -233,6 +238,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.tabulateCodes = opts->tabulateCodes;
   options.exactUniformDivision = opts->exactUniformDivision;
   options.elementsPerThread = opts->elementsPerThread;
+  options.checkedRounding = opts->checkedRounding;
 
   // Outline the uniforms unless the input already has them.
   bool outlined = false;
@@ -287,6 +293,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     toGPU.mode = options.mode;
     toGPU.threadsPerBlock = options.threadsPerBlock;
     toGPU.elementsPerThread = options.elementsPerThread;
+    toGPU.checkedRounding = options.checkedRounding;
     pm.addPass(createConvertQoptToGPU(toGPU));
     if (failed(pm.run(*module)))
       return 1;
