@@ -13,6 +13,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -193,7 +194,11 @@ static Value widenHost(LaneMath &m, Value stored) {
   Type i32 = withElement(stored.getType(), b.getI32Type());
   Type f32 = withElement(stored.getType(), b.getF32Type());
   Value h = arith::ExtUIOp::create(b, loc, i32, bitsOf(m, stored, 16));
-  auto c = [&](int64_t v) { return m.constI(i32, v); };
+  // i32 constants of their bit patterns (262 << 23 does not fit a signed
+  // int); the subtraction below wraps to the intended pattern.
+  auto c = [&](int64_t v) {
+    return m.constI(i32, static_cast<int32_t>(static_cast<uint32_t>(v)));
+  };
   if (getElementTypeOrSelf(stored.getType()).isBF16())
     return arith::BitcastOp::create(
         b, loc, f32, arith::ShLIOp::create(b, loc, h, c(16)));
@@ -232,7 +237,11 @@ static Value narrowHost(LaneMath &m, Value x, Type storage) {
   Location loc = m.location();
   Type i32 = withElement(x.getType(), b.getI32Type());
   Type i16 = withElement(x.getType(), b.getI16Type());
-  auto c = [&](int64_t v) { return m.constI(i32, v); };
+  // i32 constants of their bit patterns (262 << 23 does not fit a signed
+  // int); the subtraction below wraps to the intended pattern.
+  auto c = [&](int64_t v) {
+    return m.constI(i32, static_cast<int32_t>(static_cast<uint32_t>(v)));
+  };
   auto cmp = [&](arith::CmpIPredicate p, Value a, int64_t v) {
     return arith::CmpIOp::create(b, loc, p, a, c(v));
   };
@@ -320,24 +329,15 @@ static SplitFormat getSplitFormat(Type x16, MasterFormat master) {
           rhoWidth == 8 ? 127 : 32767, rhoWidth};
 }
 
-/// l = E - mbits - 1: log2 of half an ULP of x16, where E is the unbiased
-/// exponent of |x16| and 1 - bias for zero and subnormals.
-static Value halfUlpLog2(LaneMath &m, Value x16, const SplitFormat &f) {
+/// The f32 exponent field of the widened x16, in place (bits 23..30): 2^E as
+/// f32 bits for a normal x16, 0 for zero (and a bf16 subnormal), the field
+/// of all ones for infinities and NaN.
+static Value exponentBits(LaneMath &m, Value x16f) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
-  Type i16 = withElement(x16.getType(), b.getI16Type());
-  Type i32 = withElement(x16.getType(), b.getI32Type());
-  Value bits16 = arith::BitcastOp::create(b, loc, i16, x16);
-  Value bits = arith::ExtUIOp::create(b, loc, i32, bits16);
-  Value field = arith::AndIOp::create(
-      b, loc, arith::ShRUIOp::create(b, loc, bits, m.constI(i32, f.mbits)),
-      m.constI(i32, f.expMask));
-  Value isZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, field,
-                                       m.constI(i32, 0));
-  Value e = arith::SelectOp::create(b, loc, isZero, m.constI(i32, 1), field);
-  // l = (e - bias) - mbits - 1
-  return arith::SubIOp::create(b, loc, e,
-                               m.constI(i32, f.bias + f.mbits + 1));
+  Type i32 = withElement(x16f.getType(), b.getI32Type());
+  Value bits = arith::BitcastOp::create(b, loc, i32, x16f);
+  return arith::AndIOp::create(b, loc, bits, m.constI(i32, 0x7F800000));
 }
 
 Value mlir::qopt::reconstructMaster(LaneMath &m, Value x16, Value rho,
@@ -345,16 +345,25 @@ Value mlir::qopt::reconstructMaster(LaneMath &m, Value x16, Value rho,
   OpBuilder &b = m.builder();
   Location loc = m.location();
   SplitFormat f = getSplitFormat(x16.getType(), master);
-  Type i32 = withElement(x16.getType(), b.getI32Type());
-  Value l = halfUlpLog2(m, x16, f);
-  // h' = floor(l / 2); x32 = f32(x16) + ((rho / Nmax) * 2^h') * 2^(l - h')
-  Value h = arith::ShRSIOp::create(b, loc, l, m.constI(i32, 1));
-  Value rhoF = arith::SIToFPOp::create(
-      b, loc, withElement(x16.getType(), b.getF32Type()), rho);
+  Type f32 = withElement(x16.getType(), b.getF32Type());
+  Value x16f = widenToF32(m, x16);
+  // numerics.md §3: x32 = f32(x16) + ((rho / Nmax) * 2^h') * 2^(l - h'),
+  // l = E - mbits - 1, E the exponent of x16 (1 - bias for zero and
+  // subnormals). Both products of that form are exact but the last, so it
+  // equals one rounding of (rho / Nmax) * 2^l, and 2^l is a float
+  // (2^-134 at least): 2^clamp(E, 1 - bias, bias) * 2^-(mbits + 1), from
+  // the exponent bits of the widened x16. (At an infinite or NaN x16 the
+  // clamp only changes a finite addend of a non-finite sum.)
+  Value expF = arith::BitcastOp::create(b, loc, f32, exponentBits(m, x16f));
+  Value lo = m.constF(x16f, std::ldexp(1.0, 1 - f.bias));
+  Value hi = m.constF(x16f, std::ldexp(1.0, f.bias));
+  Value clamped = m.select(m.cmp(arith::CmpFPredicate::OLT, expF, lo), lo,
+                           m.select(m.cmp(arith::CmpFPredicate::OGT, expF, hi),
+                                    hi, expF));
+  Value halfUlp = m.mul(clamped, m.constF(x16f, std::ldexp(1.0, -(f.mbits + 1))));
+  Value rhoF = arith::SIToFPOp::create(b, loc, f32, rho);
   Value frac = m.div(rhoF, m.constF(rhoF, f.nmax));
-  Value scaled = m.mul(m.mul(frac, m.exp2i(h)),
-                       m.exp2i(arith::SubIOp::create(b, loc, l, h)));
-  return m.add(widenToF32(m, x16), scaled);
+  return m.add(x16f, m.mul(frac, halfUlp));
 }
 
 Value mlir::qopt::splitMaster(LaneMath &m, Value x32, Value x16,
@@ -363,13 +372,30 @@ Value mlir::qopt::splitMaster(LaneMath &m, Value x32, Value x16,
   Location loc = m.location();
   SplitFormat f = getSplitFormat(x16.getType(), master);
   Type i32 = withElement(x16.getType(), b.getI32Type());
-  Value e = m.sub(x32, widenToF32(m, x16));
-  Value l = halfUlpLog2(m, x16, f);
-  // h = floor(-l / 2); en = (e * 2^h) * 2^(-l - h)
-  Value negL = arith::SubIOp::create(b, loc, m.constI(i32, 0), l);
-  Value h = arith::ShRSIOp::create(b, loc, negL, m.constI(i32, 1));
-  Value en = m.mul(m.mul(e, m.exp2i(h)),
-                   m.exp2i(arith::SubIOp::create(b, loc, negL, h)));
+  Type f32 = withElement(x16.getType(), b.getF32Type());
+  Value x16f = widenToF32(m, x16);
+  Value e = m.sub(x32, x16f);
+  // numerics.md §3: en = (e * 2^h) * 2^(-l - h), h = floor(-l / 2): both
+  // products are exact (e is a multiple of 2^(E - 24) and |e| <= 2^l), so en
+  // is e * 2^-l exactly, computed here as (e * p1) * p2 with p1 * p2 = 2^-l,
+  // p1 = 2^(mbits + 1 - E1), E1 = max(E, mbits + 1 - 127) so that p1 stays a
+  // normal float, and p2 = 2^(E1 - E) (1 but for a bf16 below 2^-119); both
+  // products exact again. E is clamped below at 1 - bias as numerics.md says.
+  // i32 constants of their bit patterns (262 << 23 does not fit a signed
+  // int); the subtraction below wraps to the intended pattern.
+  auto c = [&](int64_t v) {
+    return m.constI(i32, static_cast<int32_t>(static_cast<uint32_t>(v)));
+  };
+  Value expBits = exponentBits(m, x16f);
+  Value clampedE = arith::MaxSIOp::create(b, loc, expBits, c((128 - f.bias) << 23));
+  Value e1 = arith::MaxSIOp::create(b, loc, clampedE, c((f.mbits + 1) << 23));
+  Value p1 = arith::BitcastOp::create(
+      b, loc, f32, arith::SubIOp::create(b, loc, c((254 + f.mbits + 1) << 23), e1));
+  Value p2 = arith::BitcastOp::create(
+      b, loc, f32,
+      arith::AddIOp::create(b, loc, c(127 << 23),
+                            arith::SubIOp::create(b, loc, e1, clampedE)));
+  Value en = m.mul(m.mul(e, p1), p2);
   // s = clamp(en, -1, 1) * Nmax; rho = copysign(floor(|s| + 0.5), s)
   Value one = m.constF(en, 1.0), minusOne = m.constF(en, -1.0);
   Value clamped = m.select(m.cmp(arith::CmpFPredicate::OLT, en, minusOne),
@@ -515,13 +541,19 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
       cmpConst(arith::CmpFPredicate::OLT, frac, 1.0 - 0x1p-10));
   ok = arith::AndIOp::create(
       b, loc, ok, cmpConst(arith::CmpFPredicate::OLT, m.abs(u), 512.0));
-  Value absDivisor = m.abs(divisor);
-  ok = arith::AndIOp::create(
-      b, loc, ok, cmpConst(arith::CmpFPredicate::OLE, absDivisor, 0x1p100));
-  ok = arith::AndIOp::create(
-      b, loc, ok, cmpConst(arith::CmpFPredicate::OGE, absDivisor, 0x1p-40));
-  Value all =
-      vector::ReductionOp::create(b, loc, vector::CombiningKind::AND, ok);
+  // Lanes as one predicate: an and-chain of i1s (a vector reduction of i1
+  // lanes becomes a bit-packing sequence in SASS).
+  Value all = vector::ExtractOp::create(b, loc, ok, 0);
+  for (int64_t i = 1, e = cast<VectorType>(ok.getType()).getNumElements(); i < e;
+       ++i)
+    all = arith::AndIOp::create(b, loc, all,
+                                vector::ExtractOp::create(b, loc, ok, i));
+  // The divisor is the same for all lanes: its range is checked once.
+  Value absDivisor = m.abs(vector::ExtractOp::create(b, loc, divisor, 0));
+  all = arith::AndIOp::create(
+      b, loc, all, cmpConst(arith::CmpFPredicate::OLE, absDivisor, 0x1p100));
+  all = arith::AndIOp::create(
+      b, loc, all, cmpConst(arith::CmpFPredicate::OGE, absDivisor, 0x1p-40));
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{q.getType()}, all,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);

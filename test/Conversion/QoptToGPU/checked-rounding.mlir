@@ -16,7 +16,12 @@
 // CHECK: %[[FRAC:.+]] = arith.subf %[[U]], %[[Q]] : vector<4xf32>
 // CHECK-DAG: arith.cmpf ogt, %[[FRAC]], %{{.+}} : vector<4xf32>
 // CHECK-DAG: arith.cmpf olt, %[[FRAC]], %{{.+}} : vector<4xf32>
-// CHECK: %[[ALL:.+]] = vector.reduction <and>, %{{.+}} : vector<4xi1> into i1
+// The lanes' checks and the divisor's range (once: it is the group's) in one
+// predicate.
+// CHECK: vector.extract %{{.+}}[3] : i1 from vector<4xi1>
+// CHECK: arith.cmpf ole, %{{.+}}, %{{.+}} : f32
+// CHECK: arith.cmpf oge, %{{.+}}, %{{.+}} : f32
+// CHECK: %[[ALL:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
 // CHECK: scf.if %[[ALL]] -> (vector<4xf32>) {
 // CHECK-NEXT: scf.yield %[[Q]] : vector<4xf32>
 // CHECK-NEXT: } else {
@@ -34,7 +39,7 @@
 // The sqrt code: sqrt.approx.ftz per lane, the same check, the IEEE chain
 // behind it.
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.approx.ftz.f"
-// CHECK: vector.reduction <and>
+// CHECK: arith.cmpf oge, %{{.+}}, %{{.+}} : f32
 // CHECK: scf.if
 // CHECK: } else {
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"
@@ -47,11 +52,11 @@
 
 // IEEE-NOT: llvm.nvvm.div.approx
 // IEEE-NOT: llvm.nvvm.sqrt.approx
-// IEEE-NOT: vector.reduction <and>
+// IEEE-NOT: scf.if %{{.+}} -> (vector<4xf32>)
 // IEEE: gpu.return
 
 // Fast mode has no check: its codes come from the approximate chain alone.
-// FAST-NOT: vector.reduction <and>
+// FAST-NOT: scf.if %{{.+}} -> (vector<4xf32>)
 // FAST: gpu.return
 
 qopt.optimizer @Codes param "p" : f32 master none grad "g" : f32 {
