@@ -355,30 +355,24 @@ class _Launch:
         use_device_uniforms = capturable or isinstance(lr, torch.Tensor)
         slot = self.slots[False]
         # With a GradScaler: its kernel variant unscales each gradient as it loads it and skips
-        # the whole step when found_inf is set; the step counters advance by (found_inf == 0).
-        device_skip = None   # found_inf on the device: the counters advance there
-        host_skip = False    # found_inf read here (host backend, counters on the host)
+        # the whole step when found_inf is set. The step counters then live on the parameter's
+        # device (float32, as with capturable=True) and advance there by (found_inf == 0): no
+        # host synchronization.
+        device_skip = None
         if scaling is not None:
             grad_scale, found_inf = scaling
             slot = self._slot(True)
             hv["grad_scale"] = 1.0 if grad_scale is None else grad_scale
             hv["found_inf"] = 0.0 if found_inf is None else found_inf
-            counters_on_device = bool(self.step_tensors) and \
-                self.step_tensors[0].dtype == torch.float32
-            if isinstance(found_inf, torch.Tensor) and (self.backend == C.BACKEND_CUDA
-                                                        or counters_on_device):
-                if not counters_on_device:
+            if found_inf is not None:
+                if self.step_tensors and self.step_tensors[0].dtype != torch.float32:
                     self._counters_to_device()
                 device_skip = found_inf
-                use_device_uniforms = True
-            else:
-                # The host backend with host counters: found_inf is read here (no device to wait
-                # for when the scaler is on the CPU as well).
-                host_skip = float(hv["found_inf"]) != 0.0
-                for k in ("grad_scale", "found_inf"):
-                    if isinstance(hv[k], torch.Tensor):
-                        hv[k] = float(hv[k].reshape(-1)[0])
+            use_device_uniforms = True
+        # Counters on the device (capturable, or moved there by a GradScaler): the per-step
+        # scalars are computed there from them.
         device_counter = bool(self.step_tensors) and self.step_tensors[0].dtype == torch.float32
+        use_device_uniforms = use_device_uniforms or device_counter
         stream = None
         if self.backend == C.BACKEND_CUDA:
             stream = torch.cuda.current_stream(self.device_obj).cuda_stream
@@ -403,8 +397,6 @@ class _Launch:
             C.check(status, "qopt_step")
         for dst, src in copy_back:
             dst.copy_(src)
-        if host_skip:
-            return  # the kernel left everything as it was; the step count too
         self.step = step
         if not self.step_tensors:
             return
