@@ -897,11 +897,12 @@ _FLASH_ADAM_KEYS = {"p.ecc": "error_bits", "m.codes": "exp_avg::quantized",
 
 class FlashAdamW(QoptOptimizer):
     """AdamW with FlashOptim's compressed state: companded 8-bit moments in groups of 32 with
-    float16 scales, and a bf16 parameter whose error bits keep a 24- or 32-bit master weight.
+    float16 scales, and a bf16 (or fp16) parameter whose error bits keep a 24- or 32-bit master
+    weight; an fp32 parameter is its own master (no error bits).
 
     Arguments follow FlashOptim's ``FlashAdamW``. ``master_weight_bits``: 24 (int8 error bits,
     kernel ``flash_adamw``), 32 (int16, ``flash_adamw_ecc16``) or None (no master weight,
-    ``flash_adamw_bf16``). ``capturable`` (as torch.optim.AdamW): the step counter lives on the
+    ``flash_adamw_bf16``); fp16 and fp32 parameters use the spec's ``.f16`` / ``.f32`` variant. ``capturable`` (as torch.optim.AdamW): the step counter lives on the
     device and the per-step scalars are computed there, so the step can be captured in a CUDA
     graph; a tensor ``lr`` takes the same path (no host sync).
     """
