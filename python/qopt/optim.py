@@ -627,7 +627,7 @@ class QoptOptimizer(torch.optim.Optimizer):
     # ---- the step
     def _build(self, gi: int, group: Dict[str, Any], plist: List[torch.Tensor]) -> _GroupCache:
         index = {id(p): i for i, p in enumerate(group["params"])}
-        parts: Dict[Tuple[int, int, int, torch.dtype], List[torch.Tensor]] = {}
+        parts: Dict[Tuple[int, int, int, torch.dtype, torch.dtype], List[torch.Tensor]] = {}
         for p in plist:
             st = self.state.get(p)
             if not st:
@@ -635,9 +635,10 @@ class QoptOptimizer(torch.optim.Optimizer):
             lp = _local(p)
             backend, dev = _backend_of(lp)
             step = int(st["step"].item())
-            parts.setdefault((backend, dev, step, lp.dtype), []).append(p)
+            # counters on the host (int64) and on the device (float32) are not stepped together
+            parts.setdefault((backend, dev, step, lp.dtype, st["step"].dtype), []).append(p)
         launches = []
-        for j, ((backend, dev, _, dtype), ps) in enumerate(parts.items()):
+        for j, ((backend, dev, _, dtype, _), ps) in enumerate(parts.items()):
             ks = self._kernel_spec(backend, dtype)
             names = [f"param_groups[{gi}][{index[id(p)]}] {list(p.shape)}" for p in ps]
             key = (gi, j, backend, dev, str(ks.path))
@@ -688,7 +689,8 @@ class QoptOptimizer(torch.optim.Optimizer):
                 launch.run(group, scaling)
             if len(cache.launches) > 1:
                 # parameters whose step counts now agree go into one launch next time
-                keys = {(ln.backend, ln.device, ln.dtype, ln.step) for ln in cache.launches}
+                keys = {(ln.backend, ln.device, ln.dtype, ln.step, ln.step_tensors[0].dtype)
+                        for ln in cache.launches}
                 if len(keys) < len(cache.launches):
                     self._cache.pop(gi, None)
         return loss

@@ -227,3 +227,27 @@ def test_grad_scaler_end_to_end_equals_unfused(device):
     for p, q in zip(fm.parameters(), rm.parameters()):
         assert torch.equal(bits(p), bits(q))
         assert_same_state(fo, p, ro, q)
+
+
+def test_layer_unfrozen_under_grad_scaler_joins_after_its_first_step(device):
+    """A layer frozen while the others' step counters moved to the device under GradScaler starts
+    with a host counter when it gets gradients: it is stepped in a launch of its own (its own step
+    count, as torch), moves its counter too, and equals an optimizer that saw the same steps."""
+    a = make_params(device, torch.float32, seed=5, shapes=((100,), (37,)))
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    oa, ob = qopt.FlashAdamW(a), qopt.FlashAdamW(b)
+    one = torch.ones((1,), device=device)
+    zero = torch.zeros((1,), device=device)
+    for step in range(4):
+        grads = scaled_grads(a, 1.0, seed=50 + step)
+        for i, (p, q, g) in enumerate(zip(a, b, grads)):
+            if i == 1 and step < 2:  # frozen for the first two steps: no state yet
+                p.grad = q.grad = None
+                continue
+            p.grad, q.grad = g.clone(), g.clone()
+        fused_step(oa, one, zero)
+        ob.step()
+    for p, q in zip(a, b):
+        assert torch.equal(bits(p), bits(q))
+        assert_same_state(oa, p, ob, q)
+    assert float(oa.state[a[0]]["step"]) == 4 and float(oa.state[a[1]]["step"]) == 2
