@@ -1079,8 +1079,8 @@ def dynamic_map(signed: bool) -> List[float]:
 class AdamW8bit(QoptOptimizer):
     """bitsandbytes-style blockwise 8-bit AdamW (seed 000's step): uint8 codes into the dynamic
     maps (signed for the first moment, unsigned for the second), one float32 absmax per block of
-    ``block_size`` (256, bitsandbytes since 0.44, or 2048, the seed) elements; plain bf16
-    parameter. State keys as bitsandbytes: ``state1``, ``absmax1``, ``qmap1``, ``state2``, ...
+    ``block_size`` (256, bitsandbytes since 0.44, or 2048, the seed) elements; a plain bf16, fp16
+    or fp32 parameter (no master weight). State keys as bitsandbytes: ``state1``, ``absmax1``, ``qmap1``, ``state2``, ...
 
     Every tensor is quantized (bitsandbytes keeps tensors under ``min_8bit_size`` in 32 bits;
     that option is not offered).
