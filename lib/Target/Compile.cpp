@@ -102,6 +102,11 @@ struct CompileOptions {
       cl::desc("Divide by lane-uniform values through a proven reciprocal "
                "(exact; off by default: measured slower on the H200)"),
       cl::init(false), cl::cat(compileCategory)};
+  cl::opt<bool> checkedRounding{
+      "checked-rounding",
+      cl::desc("Strict mode: round quantization codes through approximate "
+               "arithmetic where a margin proves the IEEE code (exact)"),
+      cl::init(true), cl::cat(compileCategory)};
   cl::opt<std::string> paramType{
     "param-type",
     cl::desc("Parameter and gradient type of the kernel: bf16, f16 or f32 "
@@ -254,6 +259,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.tabulateCodes = opts->tabulateCodes;
   options.exactUniformDivision = opts->exactUniformDivision;
   options.elementsPerThread = opts->elementsPerThread;
+  options.checkedRounding = opts->checkedRounding;
 
   // Variants of the spec: another parameter type, fused grad scaling.
   if (!opts->paramType.empty() || opts->gradScaling) {
@@ -325,6 +331,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     toGPU.mode = options.mode;
     toGPU.threadsPerBlock = options.threadsPerBlock;
     toGPU.elementsPerThread = options.elementsPerThread;
+    toGPU.checkedRounding = options.checkedRounding;
     pm.addPass(createConvertQoptToGPU(toGPU));
     if (failed(pm.run(*module)))
       return 1;

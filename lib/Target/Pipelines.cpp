@@ -55,6 +55,7 @@ void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
   toGPU.mode = options.mode;
   toGPU.threadsPerBlock = options.threadsPerBlock;
   toGPU.elementsPerThread = options.elementsPerThread;
+  toGPU.checkedRounding = options.checkedRounding;
   pm.addPass(createConvertQoptToGPU(toGPU));
 
   GpuNVVMAttachTargetOptions target;

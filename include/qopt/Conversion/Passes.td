@@ -27,6 +27,10 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
     Option<"elementsPerThread", "elements-per-thread", "int64_t",
            /*default=*/"0", "Consecutive elements each thread owns per tile (0: chosen, "
            "see getElementsPerThread)">,
+    Option<"checkedRounding", "checked-rounding", "bool", /*default=*/"true",
+           "Strict mode: round quantization codes through approximate "
+           "division and square root where a margin proves them equal to "
+           "the IEEE result, the IEEE chain elsewhere (exact)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

@@ -32,6 +32,9 @@ struct KernelOptions {
   /// slower on the H200 (bench/NOTES.md: more registers, a divergent
   /// fallback).
   bool exactUniformDivision = false;
+  /// Strict mode: quantization codes through approximate arithmetic with a
+  /// rounding-margin check and the IEEE chain as fallback (exact).
+  bool checkedRounding = true;
 };
 
 /// The PTX ISA feature of nvvm-attach-target for `chip` (e.g. "+ptx80" for

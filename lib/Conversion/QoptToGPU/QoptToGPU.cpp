@@ -22,6 +22,8 @@
 namespace mlir::qopt {
 #define GEN_PASS_DEF_CONVERTQOPTTOGPU
 #include "qopt/Conversion/Passes.h.inc"
+
+#include <limits>
 } // namespace mlir::qopt
 
 using namespace mlir;
@@ -40,10 +42,10 @@ static Type memoryType(Type storage) {
 class KernelEmitter {
 public:
   KernelEmitter(OptimizerOp optimizer, OpBuilder &b, bool fast,
-                int64_t threads, int64_t lanes)
+                bool checkedRounding, int64_t threads, int64_t lanes)
       : optimizer(optimizer), b(b), loc(optimizer.getLoc()),
-        math(b, loc, fast), threads(threads), lanes(lanes),
-        tile(threads * lanes) {}
+        math(b, loc, fast), checkedRounding(checkedRounding),
+        threads(threads), lanes(lanes), tile(threads * lanes) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
 
@@ -100,6 +102,7 @@ private:
   OpBuilder &b;
   Location loc;
   LaneMath math;
+  bool checkedRounding;
   int64_t threads, lanes, tile;
   SmallVector<StreamInfo> streams;
   SmallVector<StateOp> states;
@@ -111,8 +114,11 @@ private:
   SmallVector<Value> reductionSlots;                // one per block reduction
   unsigned nextReductionSlot = 0;
 
+  // Per-run values (a run of one tensor's tiles): its descriptor and element
+  // count, loaded once.
+  Value desc, numel;
   // Per-tile values.
-  Value desc, numel, base, full, active, laneMask;
+  Value base, full, active, laneMask;
   /// Element streams loaded at the top of the tile, all under one branch, so
   /// that every load of the tile is in flight before the first use.
   llvm::DenseMap<unsigned, Value> preloaded;
@@ -141,6 +147,8 @@ unsigned KernelEmitter::streamIndex(StreamRole role, int state) {
 }
 
 Value KernelEmitter::streamPtr(unsigned index) {
+  // Loaded where used, from the run's descriptor (L1-resident): holding every
+  // pointer across the run's tiles measured slower (80 registers, not 64).
   Value addr = gep(desc, b.getI8Type(), constI64(16 + 8 * index));
   return load(globalPtr(), addr, 8);
 }
@@ -353,16 +361,30 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
   }
   if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
     // Lanes past the end of the tensor take no part in the absmax.
-    Value magnitude =
-        math.select(laneMask, groupMagnitude(math, group, value), zeros);
-    Value absmax = reduceGroupMax(reduceLanesMax(magnitude),
-                                  group.getGroupSize());
+    Value absmax;
+    if (group.getCompanding() == Companding::sqrt) {
+      // max_i sqrt(v_i) = sqrt(max_i v_i): sqrt.rn is monotone on [-0, inf]
+      // and NaN below -0, so a negative v becomes NaN before the maximum.
+      // One square root per thread instead of one per lane.
+      Value nan = math.constF(value, std::numeric_limits<double>::quiet_NaN());
+      Value domain = math.select(
+          math.cmp(arith::CmpFPredicate::OLT, value, zeros), nan, value);
+      Value maxValue = reduceGroupMax(
+          reduceLanesMax(math.select(laneMask, domain, zeros)),
+          group.getGroupSize());
+      absmax = math.sqrt(maxValue);
+    } else {
+      Value magnitude =
+          math.select(laneMask, groupMagnitude(math, group, value), zeros);
+      absmax = reduceGroupMax(reduceLanesMax(magnitude), group.getGroupSize());
+    }
     Value stored = groupStoredScale(math, group, absmax);
     Value storedF32 = widenToF32(math, stored);
     Value codes = quantizeGroup(
         math, group, value,
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax),
-        vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32));
+        vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32),
+        checkedRounding);
     storeElements(streamIndex(StreamRole::StateCodes, index), codes);
     storePerGroup(streamIndex(StreamRole::StateScales, index),
                   group.getGroupSize(), stored);
@@ -589,19 +611,54 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   }
   gpu::BarrierOp::create(b, loc);
 
-  // for (t = blockIdx.x; t < numTiles; t += gridDim.x)
-  Value first = indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
-  Value stride = indexToI64(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
-  auto loop = scf::ForOp::create(b, loc, first, numTiles, stride);
-  b.setInsertionPoint(loop.getBody()->getTerminator());
-  Value t = loop.getInductionVar();
+  // Each block steps one contiguous range of tiles, [start, stop), in runs
+  // of one tensor's tiles: a run loads its tile-map entry and descriptor
+  // once, so a tile's loads wait on no tile-map load.
+  //   chunk = ceil(numTiles / gridDim.x); start = min(blockIdx.x * chunk,
+  //   numTiles); stop = min(start + chunk, numTiles)
+  Value block = indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  Value grid = indexToI64(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
+  Value chunk = arith::DivUIOp::create(
+      b, loc,
+      arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, numTiles, grid),
+                            constI64(1)),
+      grid);
+  Value start = arith::MinSIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, block, chunk), numTiles);
+  Value stop = arith::MinSIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, start, chunk), numTiles);
+  auto runs = scf::WhileOp::create(b, loc, TypeRange{i64()}, ValueRange{start});
+  {
+    Block *before = b.createBlock(&runs.getBefore(), {}, {i64()}, {loc});
+    Value t = before->getArgument(0);
+    scf::ConditionOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, t, stop),
+        ValueRange{t});
+  }
+  Block *after = b.createBlock(&runs.getAfter(), {}, {i64()}, {loc});
+  Value runStart = after->getArgument(0);
   Value tensor = arith::ExtSIOp::create(
-      b, loc, i64(), load(i32(), gep(tileMap, i32(), t), 4));
+      b, loc, i64(), load(i32(), gep(tileMap, i32(), runStart), 4));
   int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());
   desc = gep(descs, b.getI8Type(),
              arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
   numel = load(i64(), desc, 8);
   Value firstTile = load(i64(), gep(desc, b.getI8Type(), constI64(8)), 8);
+  // The run ends at the tensor's last tile or at `stop`; at least one tile,
+  // so that a tile map that disagreed with the descriptors could not stall.
+  Value tensorTiles = arith::DivUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, numel, constI64(tile - 1)),
+      constI64(tile));
+  Value runEnd = arith::MaxSIOp::create(
+      b, loc,
+      arith::MinSIOp::create(
+          b, loc, stop, arith::AddIOp::create(b, loc, firstTile, tensorTiles)),
+      arith::AddIOp::create(b, loc, runStart, constI64(1)));
+  auto loop = scf::ForOp::create(b, loc, runStart, runEnd, constI64(1));
+  scf::YieldOp::create(b, loc, ValueRange{runEnd});
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  Value t = loop.getInductionVar();
   Value tileInTensor = arith::SubIOp::create(b, loc, t, firstTile);
   base = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, tileInTensor, constI64(tile)),
@@ -655,7 +712,8 @@ struct ConvertQoptToGPUPass
       b.setInsertionPointToEnd(module.getBody());
       auto gpuModule = gpu::GPUModuleOp::create(
           b, optimizer.getLoc(), (optimizer.getSymName() + "_kernels").str());
-      KernelEmitter emitter(optimizer, b, mode == "fast", threads, lanes);
+      KernelEmitter emitter(optimizer, b, mode == "fast", checkedRounding,
+                            threads, lanes);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();
       optimizer.erase();

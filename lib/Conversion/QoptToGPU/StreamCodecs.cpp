@@ -10,6 +10,7 @@
 #include "StreamCodecs.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
@@ -59,7 +60,25 @@ Value LaneMath::mul(Value a, Value c) {
   return arith::MulFOp::create(b, loc, a, c, flags());
 }
 Value LaneMath::div(Value a, Value c) {
-  return arith::DivFOp::create(b, loc, a, c, flags());
+  if (!approxIntrinsics)
+    return arith::DivFOp::create(b, loc, a, c, flags());
+  auto approxDiv = [&](Value x, Value y) -> Value {
+    return LLVM::CallIntrinsicOp::create(
+               b, loc, x.getType(), b.getStringAttr("llvm.nvvm.div.approx.ftz.f"),
+               ValueRange{x, y})
+        .getResult(0);
+  };
+  auto vec = dyn_cast<VectorType>(a.getType());
+  if (!vec)
+    return approxDiv(a, c);
+  Value result = a;
+  for (int64_t i = 0, e = vec.getNumElements(); i < e; ++i)
+    result = vector::InsertOp::create(
+        b, loc,
+        approxDiv(vector::ExtractOp::create(b, loc, a, i),
+                  vector::ExtractOp::create(b, loc, c, i)),
+        result, i);
+  return result;
 }
 
 Value LaneMath::perLane(Value a, llvm::function_ref<Value(Value)> fn) {
@@ -86,7 +105,9 @@ Value LaneMath::sqrt(Value a) {
     return intrinsic("llvm.sqrt", a);
   // sqrt.rn.f32 in strict mode; libdevice's __nv_sqrtf would give
   // sqrt.approx unless __CUDA_PREC_SQRT is set, so call the intrinsic.
-  StringRef name = fast ? "llvm.nvvm.sqrt.approx.f" : "llvm.nvvm.sqrt.rn.f";
+  StringRef name = approxIntrinsics ? "llvm.nvvm.sqrt.approx.ftz.f"
+                   : fast           ? "llvm.nvvm.sqrt.approx.f"
+                                    : "llvm.nvvm.sqrt.rn.f";
   return perLane(a, [&](Value lane) { return intrinsic(name, lane); });
 }
 
@@ -455,42 +476,120 @@ Value mlir::qopt::groupStoredScale(LaneMath &m, GroupSchemeAttr scheme,
   return narrowFromF32(m, s, scheme.getScale());
 }
 
+/// The divisor of a group's quantization: max(absmax, 1e-12) (the authors'
+/// kernel) or the stored scale with 0 taken as 1 (seed 003).
+static Value quantizationDivisor(LaneMath &m, GroupSchemeAttr scheme,
+                                 Value absmax, Value storedScale) {
+  if (scheme.getDivisor() == ScaleDivisor::absmax)
+    return m.maxKeepNaN(absmax, m.constF(absmax, 1e-12));
+  Value zero = m.constF(storedScale, 0.0);
+  return m.select(m.cmp(arith::CmpFPredicate::OEQ, storedScale, zero),
+                  m.constF(storedScale, 1.0), storedScale);
+}
+
+/// t, the value whose rounding is the code: 127 * softsign(x / s),
+/// 255 * sqrt(x) / s, ... (numerics.md §2), in `m`'s arithmetic.
+static Value codeArgument(LaneMath &m, GroupSchemeAttr scheme, Value x,
+                          Value divisor) {
+  double range = codeRange(scheme);
+  if (scheme.getDivisor() == ScaleDivisor::absmax) {
+    // Authors: signed: 127 * z with z = softsign(m/s); unsigned: 255 * u / s.
+    if (scheme.getStorage().isSigned()) {
+      Value z = m.div(x, divisor);
+      if (scheme.getCompanding() == Companding::softsign)
+        z = m.div(m.mul(m.constF(z, 2.0), z),
+                  m.add(m.constF(z, 1.0), m.abs(z)));
+      return m.mul(m.constF(z, range), z);
+    }
+    Value u = scheme.getCompanding() == Companding::sqrt ? m.sqrt(x) : x;
+    return m.div(m.mul(m.constF(u, range), u), divisor);
+  }
+  // Seed 003: y = g / safe, softsign 2y / (1 + |y|), then y * 127 (or * 255).
+  Value u = scheme.getCompanding() == Companding::sqrt ? m.sqrt(x) : x;
+  Value y = m.div(u, divisor);
+  if (scheme.getCompanding() == Companding::softsign)
+    y = m.div(m.mul(m.constF(y, 2.0), y), m.add(m.constF(y, 1.0), m.abs(y)));
+  return m.mul(y, m.constF(y, range));
+}
+
+/// The code before clamping: floor(t + 0.5) or roundeven(t).
+static Value roundCode(LaneMath &m, GroupSchemeAttr scheme, Value t) {
+  return scheme.getRounding() == Rounding::half_up
+             ? m.floor(m.add(t, m.constF(t, 0.5)))
+             : m.roundEven(t);
+}
+
+/// roundCode(codeArgument(...)) in IEEE arithmetic, computed through the
+/// approximate chain where that is provably the same integer.
+///
+/// Every chain of codeArgument is products, quotients and square roots of
+/// its operands plus one sum of non-negative terms (1 + |z|): no
+/// cancellation, and softsign's relative condition number is at most 1. The
+/// IEEE chain (at most 5 roundings of 2^-24) and the approximate one
+/// (div.approx.ftz.f32 within 2 ulp for divisors in [2^-126, 2^126],
+/// sqrt.approx.ftz.f32 within 2^-23, at most 7 operations) both stay within a
+/// relative 22 * 2^-24 of the exact t for normal operands, so |t - t'| < 2^-11
+/// for |t| < 512; the two roundings of t + 0.5 add 2^-16 at most. Flushing a
+/// subnormal operand or quotient to zero moves t by less than
+/// 255 * sqrt(2^-126) / 2^-40 < 2^-15 when the divisor is at least 2^-40
+/// (the authors' divisor is at least 1e-12 > 2^-40). Where u' = t' + 0.5 lies
+/// more than 2^-10 from an integer, both floors (and, away from half
+/// integers, roundeven) agree; elsewhere, and for NaN, infinite or
+/// out-of-range values, the thread's lanes take the IEEE chain.
+static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
+                              Value divisor) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  LaneMath approx = LaneMath::approximate(b, loc);
+  Value t = codeArgument(approx, scheme, x, divisor);
+  Value u = m.add(t, m.constF(t, 0.5));
+  Value q = m.floor(u);
+  Value frac = m.sub(u, q);
+  auto cmpConst = [&](arith::CmpFPredicate p, Value v, double c) {
+    return m.cmp(p, v, m.constF(v, c));
+  };
+  Value ok = arith::AndIOp::create(
+      b, loc, cmpConst(arith::CmpFPredicate::OGT, frac, 0x1p-10),
+      cmpConst(arith::CmpFPredicate::OLT, frac, 1.0 - 0x1p-10));
+  ok = arith::AndIOp::create(
+      b, loc, ok, cmpConst(arith::CmpFPredicate::OLT, m.abs(u), 512.0));
+  Value absDivisor = m.abs(divisor);
+  ok = arith::AndIOp::create(
+      b, loc, ok, cmpConst(arith::CmpFPredicate::OLE, absDivisor, 0x1p100));
+  ok = arith::AndIOp::create(
+      b, loc, ok, cmpConst(arith::CmpFPredicate::OGE, absDivisor, 0x1p-40));
+  Value all =
+      vector::ReductionOp::create(b, loc, vector::CombiningKind::AND, ok);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{q.getType()}, all,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  scf::YieldOp::create(b, loc, q);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  scf::YieldOp::create(b, loc,
+                       roundCode(m, scheme, codeArgument(m, scheme, x, divisor)));
+  b.setInsertionPointAfter(ifOp);
+  return ifOp.getResult(0);
+}
+
 Value mlir::qopt::quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
-                                Value absmax, Value storedScale) {
+                                Value absmax, Value storedScale,
+                                bool checkedRounding) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
   bool isSigned = scheme.getStorage().isSigned();
   double range = codeRange(scheme);
-  Value t;
-  if (scheme.getDivisor() == ScaleDivisor::absmax) {
-    // Authors: s = max(absmax, 1e-12); signed: 127 * z with z = softsign(m/s);
-    // unsigned: 255 * u / s.
-    Value s = m.maxKeepNaN(absmax, m.constF(absmax, 1e-12));
-    if (isSigned) {
-      Value z = m.div(x, s);
-      if (scheme.getCompanding() == Companding::softsign)
-        z = m.div(m.mul(m.constF(z, 2.0), z),
-                  m.add(m.constF(z, 1.0), m.abs(z)));
-      t = m.mul(m.constF(z, range), z);
-    } else {
-      Value u = scheme.getCompanding() == Companding::sqrt ? m.sqrt(x) : x;
-      t = m.div(m.mul(m.constF(u, range), u), s);
-    }
-  } else {
-    // Seed 003: divide by the stored (rounded) scale, a zero scale taken as 1;
-    // y = g / safe, softsign 2y / (1 + |y|), then y * 127 (or * 255).
-    Value zero = m.constF(storedScale, 0.0);
-    Value safe = m.select(m.cmp(arith::CmpFPredicate::OEQ, storedScale, zero),
-                          m.constF(storedScale, 1.0), storedScale);
-    Value u = scheme.getCompanding() == Companding::sqrt ? m.sqrt(x) : x;
-    Value y = m.div(u, safe);
-    if (scheme.getCompanding() == Companding::softsign)
-      y = m.div(m.mul(m.constF(y, 2.0), y), m.add(m.constF(y, 1.0), m.abs(y)));
-    t = m.mul(y, m.constF(y, range));
-  }
-  Value q = scheme.getRounding() == Rounding::half_up
-                ? m.floor(m.add(t, m.constF(t, 0.5)))
-                : m.roundEven(t);
+  Value divisor = quantizationDivisor(m, scheme, absmax, storedScale);
+  Value q;
+  // Linear codes have one IEEE division: the check costs more than it saves
+  // (measured on the H200, bench/NOTES.md).
+  if (checkedRounding && !m.isFast() &&
+      m.getTarget() == LaneMath::Target::NVVM &&
+      isa<VectorType>(x.getType()) &&
+      scheme.getCompanding() != Companding::linear)
+    q = checkedRoundCode(m, scheme, x, divisor);
+  else
+    q = roundCode(m, scheme, codeArgument(m, scheme, x, divisor));
   Value lo = m.constF(q, isSigned ? -range : 0.0), hi = m.constF(q, range);
   q = m.select(m.cmp(arith::CmpFPredicate::OLT, q, lo), lo,
                m.select(m.cmp(arith::CmpFPredicate::OGT, q, hi), hi, q));

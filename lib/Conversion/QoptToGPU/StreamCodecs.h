@@ -62,6 +62,16 @@ public:
   /// Applies a per-lane intrinsic that has no vector form.
   Value perLane(Value a, llvm::function_ref<Value(Value)> fn);
 
+  /// A strict LaneMath whose div and sqrt are the NVVM approximate
+  /// intrinsics (div.approx.f32, sqrt.approx.f32) and whose other operations
+  /// stay IEEE: distinct operations, so CSE never merges them with the IEEE
+  /// ones (as it would arith ops that differ only in fast-math flags).
+  static LaneMath approximate(OpBuilder &b, Location loc) {
+    LaneMath m(b, loc, /*fast=*/false, Target::NVVM);
+    m.approxIntrinsics = true;
+    return m;
+  }
+
 private:
   arith::FastMathFlagsAttr flags();
   Value intrinsic(StringRef name, Value a);
@@ -69,6 +79,7 @@ private:
   Location loc;
   bool fast;
   Target target;
+  bool approxIntrinsics = false;
 };
 
 /// Rebuilds one arith/math operation of a qopt.update on vectors of `lanes`
@@ -115,8 +126,12 @@ Value groupMagnitude(LaneMath &m, GroupSchemeAttr scheme, Value x);
 Value groupStoredScale(LaneMath &m, GroupSchemeAttr scheme, Value absmax);
 /// numerics.md §2: quantize `x` given the group's absmax (broadcast f32 lanes)
 /// and the stored scale widened back to f32; returns i8 lanes.
+/// `checkedRounding` (strict NVVM vectors only): round through approximate
+/// division and square root where a margin proves the code equal to the IEEE
+/// chain's, the IEEE chain elsewhere (same codes, bit for bit).
 Value quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
-                    Value absmax, Value storedScale);
+                    Value absmax, Value storedScale,
+                    bool checkedRounding = false);
 
 } // namespace mlir::qopt
 

@@ -2,8 +2,9 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="mode=fast elements-per-thread=16" | FileCheck %s --check-prefix=FAST
 
 // A companded group-32 momentum and a bf16 parameter with int8 error bits: the
-// kernel signature of docs/abi.md, 16 lanes per thread, a grid-stride loop
-// over tiles, 16-byte accesses with a masked tail, the group absmax over two
+// kernel signature of docs/abi.md, 16 lanes per thread, each block stepping a
+// contiguous range of tiles in runs of one tensor's tiles (one tile-map load
+// per run), 16-byte accesses with a masked tail, the group absmax over two
 // threads by one xor shuffle.
 
 // CHECK: module attributes {gpu.container_module}
@@ -13,7 +14,20 @@
 // CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: %[[BID:.+]] = gpu.block_id x
 // CHECK: %[[GDIM:.+]] = gpu.grid_dim x
-// CHECK: scf.for %[[T:.+]] = %{{.+}} to %[[NTILES]] step %{{.+}} : i64 {
+// chunk = ceil(numTiles / gridDim.x); [start, stop) clamped to numTiles.
+// CHECK: %[[CHUNK:.+]] = arith.divui %{{.+}}, %{{.+}} : i64
+// CHECK: %[[START:.+]] = arith.minsi %{{.+}}, %[[NTILES]] : i64
+// CHECK: %[[STOP:.+]] = arith.minsi %{{.+}}, %[[NTILES]] : i64
+// CHECK: scf.while (%[[RUNSTART:.+]] = %[[START]]) : (i64) -> i64 {
+// CHECK:   arith.cmpi slt, %[[RUNSTART]], %[[STOP]] : i64
+// CHECK: } do {
+// CHECK:   %[[ENTRY:.+]] = llvm.getelementptr %[[MAP]][%{{.+}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
+// CHECK:   llvm.load %[[ENTRY]] {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// The run ends at the tensor's last tile or at stop, and has at least one.
+// CHECK:   arith.minsi %[[STOP]], %{{.+}} : i64
+// CHECK:   %[[RUNEND:.+]] = arith.maxsi %{{.+}}, %{{.+}} : i64
+// CHECK:   scf.for %[[T:.+]] = %{{.+}} to %[[RUNEND]] step %{{.+}} : i64 {
+// CHECK-NOT: llvm.load %{{.+}} : !llvm.ptr<1> -> i32
 // Every element stream the update reads is loaded at the top of the tile,
 // under one branch, so that all loads are in flight before the first use.
 // CHECK:   scf.if %{{.+}} -> (vector<16xbf16>, vector<16xbf16>, vector<16xi8>, vector<16xi8>) {
