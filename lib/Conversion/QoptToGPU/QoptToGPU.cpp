@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseMap.h"
 
 namespace mlir::qopt {
@@ -119,6 +120,9 @@ private:
   Value desc, numel;
   // Per-tile values.
   Value base, full, active, laneMask;
+  /// Whether this tile body is the one for a tile wholly inside its tensor
+  /// (`full` the constant true): plain vector loads and stores, no masks.
+  bool isFullTile() { return matchPattern(full, m_One()); }
   /// Element streams loaded at the top of the tile, all under one branch, so
   /// that every load of the tile is in flight before the first use.
   llvm::DenseMap<unsigned, Value> preloaded;
@@ -168,6 +172,13 @@ void KernelEmitter::preloadElements(ArrayRef<unsigned> streamIds) {
     types.push_back(lanesOf(elem));
     addrs.push_back(gep(streamPtr(stream), elem, base));
   }
+  if (isFullTile()) {
+    for (auto [i, stream] : llvm::enumerate(streamIds))
+      preloaded[stream] =
+          load(types[i], addrs[i],
+               vectorAlignment(getElementTypeOrSelf(types[i]), lanes));
+    return;
+  }
   auto ifOp = scf::IfOp::create(b, loc, types, full, /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -200,15 +211,23 @@ void KernelEmitter::flushStores() {
   for (auto &[stream, value] : pendingStores)
     addrs.push_back(gep(streamPtr(stream),
                         memoryType(streams[stream].storage), base));
+  auto storeAll = [&] {
+    for (auto [i, entry] : llvm::enumerate(pendingStores)) {
+      Type elem = memoryType(streams[entry.first].storage);
+      LLVM::StoreOp::create(b, loc, entry.second, addrs[i],
+                            vectorAlignment(elem, lanes));
+    }
+  };
+  if (isFullTile()) {
+    storeAll();
+    pendingStores.clear();
+    return;
+  }
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, full,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-  for (auto [i, entry] : llvm::enumerate(pendingStores)) {
-    Type elem = memoryType(streams[entry.first].storage);
-    LLVM::StoreOp::create(b, loc, entry.second, addrs[i],
-                          vectorAlignment(elem, lanes));
-  }
+  storeAll();
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   for (auto [i, entry] : llvm::enumerate(pendingStores)) {
     Type elem = memoryType(streams[entry.first].storage);
@@ -226,6 +245,8 @@ Value KernelEmitter::loadElements(unsigned stream) {
   VectorType vecType = lanesOf(elem);
   unsigned align = vectorAlignment(elem, lanes);
   Value addr = gep(streamPtr(stream), elem, base);
+  if (isFullTile())
+    return load(vecType, addr, align);
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, full,
                                 /*withElseRegion=*/true);
   {
@@ -437,6 +458,11 @@ FailureOr<Value> KernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
 }
 
 LogicalResult KernelEmitter::emitTile() {
+  // Each tile body (full, partial) starts afresh; the two share the block
+  // reduction slots, as only one of them runs per tile.
+  preloaded.clear();
+  pendingStores.clear();
+  nextReductionSlot = 0;
   IRMapping mapping;
   SmallVector<std::pair<Operation *, Value>> stores;
 
@@ -663,6 +689,27 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   base = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, tileInTensor, constI64(tile)),
       arith::MulIOp::create(b, loc, tid, constI64(lanes)));
+  // A tile wholly inside its tensor (every tile of a run but a tensor's
+  // last; the same for all threads of the block, so block reductions may
+  // synchronize in it) gets a body of its own with no lane masks.
+  Value tileEnd = arith::MulIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, tileInTensor, constI64(1)),
+      constI64(tile));
+  Value tileFull =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, tileEnd, numel);
+  auto split = scf::IfOp::create(b, loc, TypeRange{}, tileFull,
+                                 /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&split.getThenRegion().front());
+    full = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+    active = full;
+    laneMask = arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(lanesOf(b.getI1Type()), true));
+    if (failed(emitTile()))
+      return failure();
+  }
+  b.setInsertionPointToStart(&split.getElseRegion().front());
   Value end = arith::AddIOp::create(b, loc, base, constI64(lanes));
   full = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, end, numel);
   active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, base, numel);

@@ -39,8 +39,10 @@
 // CHECK: } else {
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"
 // CHECK: arith.divf
-// The linear code (state w): no approximate chain.
+// The linear code (state w): no approximate chain, up to the full tile's
+// stores (the partial tile's body follows with the same codes).
 // CHECK-NOT: llvm.nvvm.div.approx
+// CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 4 : i64} : vector<4xi8>, !llvm.ptr<1>
 // CHECK: gpu.return
 
 // IEEE-NOT: llvm.nvvm.div.approx

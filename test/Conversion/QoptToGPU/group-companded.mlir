@@ -28,27 +28,42 @@
 // CHECK:   %[[RUNEND:.+]] = arith.maxsi %{{.+}}, %{{.+}} : i64
 // CHECK:   scf.for %[[T:.+]] = %{{.+}} to %[[RUNEND]] step %{{.+}} : i64 {
 // CHECK-NOT: llvm.load %{{.+}} : !llvm.ptr<1> -> i32
-// Every element stream the update reads is loaded at the top of the tile,
-// under one branch, so that all loads are in flight before the first use.
-// CHECK:   scf.if %{{.+}} -> (vector<16xbf16>, vector<16xbf16>, vector<16xi8>, vector<16xi8>) {
-// CHECK-NEXT: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xbf16>
-// CHECK-NEXT: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xbf16>
-// CHECK-NEXT: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xi8>
-// CHECK-NEXT: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xi8>
-// CHECK:   } else {
-// CHECK:   llvm.intr.masked.load %{{.+}}, %{{.+}}, %{{.+}} {alignment = 16 : i32} : (!llvm.ptr<1>, vector<16xi1>, vector<16xbf16>) -> vector<16xbf16>
-// CHECK:   arith.divf %{{.+}}, %{{.+}} : vector<16xf32>
-// CHECK:   gpu.shuffle xor %{{.+}}, %{{.+}}, %{{.+}} : f32
-// CHECK-NOT: gpu.shuffle
-// CHECK:   llvm.call_intrinsic "llvm.floor"
-// The stores of the tile go out together at its end, under one branch.
-// CHECK:   arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
-// CHECK:   scf.if %{{.+}} {
-// CHECK-NEXT: llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
-// CHECK-NEXT: llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xbf16>, !llvm.ptr<1>
-// CHECK-NEXT: llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
-// CHECK:   } else {
-// CHECK:   llvm.intr.masked.store
+// A tile wholly inside its tensor (block-uniform test) has a body without
+// masks: every element stream the update reads is loaded at its top, so that
+// all loads are in flight before the first use, and stored at its end.
+// CHECK:     %[[TILEFULL:.+]] = arith.cmpi sle, %{{.+}}, %{{.+}} : i64
+// CHECK:     scf.if %[[TILEFULL]] {
+// CHECK:       llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xbf16>
+// CHECK-NEXT:  llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xbf16>
+// CHECK-NEXT:  llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xi8>
+// CHECK-NEXT:  llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xi8>
+// CHECK-NOT:   llvm.intr.masked
+// CHECK:       gpu.shuffle xor %{{.+}}, %{{.+}}, %{{.+}} : f32
+// CHECK-NOT:   gpu.shuffle
+// CHECK:       llvm.call_intrinsic "llvm.floor"
+// CHECK:       arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+// CHECK-NOT:   llvm.intr.masked
+// CHECK:       llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
+// CHECK-NEXT:  llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xbf16>, !llvm.ptr<1>
+// CHECK-NEXT:  llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
+// The tensor's last tile: the same body with a lane mask, each thread's loads
+// under one branch (vector loads when its lanes are all inside, masked loads
+// otherwise), and likewise its stores.
+// CHECK:     } else {
+// CHECK:       scf.if %[[FULL:[^ ]+]] -> (vector<16xbf16>, vector<16xbf16>, vector<16xi8>, vector<16xi8>) {
+// CHECK-NEXT:    llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xbf16>
+// CHECK:       } else {
+// CHECK:         llvm.intr.masked.load %{{.+}}, %{{.+}}, %{{.+}} {alignment = 16 : i32} : (!llvm.ptr<1>, vector<16xi1>, vector<16xbf16>) -> vector<16xbf16>
+// CHECK:       arith.divf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK:       gpu.shuffle xor %{{.+}}, %{{.+}}, %{{.+}} : f32
+// CHECK-NOT:   gpu.shuffle
+// CHECK:       llvm.call_intrinsic "llvm.floor"
+// CHECK:       scf.if %[[FULL]] {
+// CHECK-NEXT:    llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
+// CHECK-NEXT:    llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xbf16>, !llvm.ptr<1>
+// CHECK-NEXT:    llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
+// CHECK:       } else {
+// CHECK:         llvm.intr.masked.store
 // CHECK: gpu.return
 
 // FAST: arith.mulf %{{.+}}, %{{.+}} fastmath<arcp,contract,afn> : vector<16xf32>
