@@ -283,7 +283,7 @@ Value MLIRGenImpl::genName(const NameExpr &e) {
   }
   case RefKind::Grad:
     if (!grad)
-      grad = LoadGradOp::create(builder, l, builder.getF32Type());
+      grad = LoadGradOp::create(builder, l);
     return grad;
   case RefKind::Param:
     if (!param)

@@ -11,6 +11,7 @@
 #include "qopt/Target/Target.h"
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Target/Host.h"
+#include "qopt/Transforms/Passes.h"
 
 #include "qopt/Dialect/Qopt/QoptOps.h"
 #include "qopt/Frontend/Frontend.h"
@@ -106,6 +107,19 @@ struct CompileOptions {
       cl::desc("Strict mode: round quantization codes through approximate "
                "arithmetic where a margin proves the IEEE code (exact)"),
       cl::init(true), cl::cat(compileCategory)};
+  cl::opt<std::string> paramType{
+    "param-type",
+    cl::desc("Parameter and gradient type of the kernel: bf16, f16 or f32 "
+             "(default: the spec's). An f32 parameter drops the spec's "
+             "error bits; a changed type renames the kernel <name>_<type> "
+             "(qopt-retype-param)"),
+    cl::value_desc("type"), cl::init(""), cl::cat(compileCategory)};
+  cl::opt<bool> gradScaling{
+      "grad-scaling",
+      cl::desc("Fuse GradScaler's unscale and inf/NaN skip into the step: "
+               "hyperparameters grad_scale and found_inf, a kernel renamed "
+               "<name>_scaled (qopt-fuse-grad-scaling)"),
+      cl::init(false), cl::cat(compileCategory)};
   cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
                                  cl::desc("LLVM optimization level of host "
                                           "code (-O0 to -O3)"),
@@ -191,6 +205,13 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
                  << opts->mode << "'\n";
     return 1;
   }
+  if (!opts->paramType.empty() && opts->paramType != "bf16" &&
+      opts->paramType != "f16" && opts->paramType != "f32") {
+    llvm::errs() << "qopt-opt: error: --param-type must be bf16, f16 or f32, "
+                    "got '"
+                 << opts->paramType << "'\n";
+    return 1;
+  }
   if (!isSupportedChip(opts->arch)) {
     llvm::errs() << "qopt-opt: error: --arch must be sm_80 or newer (sm_80, "
                     "sm_86, sm_89, sm_90, sm_90a, sm_100, ...), got '"
@@ -239,6 +260,23 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.exactUniformDivision = opts->exactUniformDivision;
   options.elementsPerThread = opts->elementsPerThread;
   options.checkedRounding = opts->checkedRounding;
+
+  // Variants of the spec: another parameter type, fused grad scaling.
+  if (!opts->paramType.empty() || opts->gradScaling) {
+    PassManager pm(&context);
+    if (!opts->paramType.empty()) {
+      RetypeParamOptions retype;
+      retype.type = opts->paramType;
+      pm.addPass(createRetypeParam(retype));
+    }
+    if (opts->gradScaling)
+      pm.addPass(createFuseGradScaling());
+    if (failed(pm.run(*module)))
+      return 1;
+    if (opts->gradScaling)
+      for (OptimizerOp op : module->getOps<OptimizerOp>())
+        op.setSymName((op.getSymName() + "_scaled").str());
+  }
 
   // Outline the uniforms unless the input already has them.
   bool outlined = false;

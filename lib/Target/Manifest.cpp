@@ -171,6 +171,13 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                                           {"expr", std::move(*expr)}});
     }
 
+    // Compiled with --grad-scaling (qopt-fuse-grad-scaling): the step
+    // unscales its gradients and can be skipped (docs/abi.md).
+    bool gradScaling = false;
+    for (Operation &op : optimizer.getUpdate().getBody().front())
+      gradScaling |= isa<SkipIfOp>(op) ||
+                     (isa<LoadGradOp>(op) && cast<LoadGradOp>(op).getInvScale());
+
     json::Array argArray;
     for (const std::string &a : args)
       argArray.push_back(a);
@@ -179,7 +186,7 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
             ? "none"
             : (optimizer.getMaster() == MasterFormat::ecc_i8 ? "ecc_int8"
                                                              : "ecc_int16");
-    kernels.push_back(json::Object{
+    json::Object kernel{
         {"format", "qopt-manifest"},
         {"version", 1},
         {"optimizer", optimizer.getSymName().str()},
@@ -204,7 +211,11 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                       {"tile_elements", options.threadsPerBlock * lanes},
                       {"descriptor_bytes", int64_t(16 + 8 * streams.size())},
                       {"shared_bytes", 0},
-                      {"suggested_blocks_per_sm", 4}}}});
+                      {"suggested_blocks_per_sm", 4}}}};
+    if (gradScaling)
+      kernel["grad_scaling"] = json::Object{{"scale", "grad_scale"},
+                                            {"found_inf", "found_inf"}};
+    kernels.push_back(std::move(kernel));
   }
   // docs/abi.md: one kernel per binary and manifest.
   if (kernels.size() != 1)

@@ -1,6 +1,7 @@
 """torch.optim.Optimizer classes that step their parameters with qopt's fused multi-tensor kernels.
 
-One launch per parameter group (more only when the group's parameters live on several devices or
+One launch per parameter group and parameter dtype (bf16, fp16, fp32: each has its kernel, a
+variant of the same spec; more launches only when the group's parameters live on several devices or
 have taken different numbers of steps), on ``torch.cuda.current_stream()``; no host sync. The
 optimizer state is the kernel's own quantized state (codes, scales or absmax, error bits), created
 lazily from ``qopt_manifest_state_layout`` and kept as it is in ``state_dict``.
@@ -29,6 +30,17 @@ STATE_FORMAT_VERSION = 1
 TORCH_DTYPES = {C.DTYPE_F32: torch.float32, C.DTYPE_BF16: torch.bfloat16, C.DTYPE_F16: torch.float16,
                 C.DTYPE_INT8: torch.int8, C.DTYPE_UINT8: torch.uint8, C.DTYPE_INT16: torch.int16}
 QOPT_DTYPES = {v: k for k, v in TORCH_DTYPES.items()}
+
+#: Parameter (and gradient) dtypes with kernels: each spec is compiled for bf16 (its own type), and
+#: as the variants <spec>.f16 and <spec>.f32 (qopt-opt --param-type; an fp32 parameter is its own
+#: master weight, so it has no error bits whatever master_weight_bits says).
+PARAM_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+_DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+
+#: torch >= 2.0's GradScaler hands an optimizer with this flag its scale and found_inf as the
+#: attributes ``grad_scale`` and ``found_inf`` (torch 1.x passed itself as a ``grad_scaler``
+#: keyword instead, which qopt does not take: there GradScaler unscales and checks by itself).
+_AMP_ATTRIBUTES = int(torch.__version__.split(".")[0]) >= 2
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -200,16 +212,35 @@ def _check_adam_group(group):
     _check_wd(group["weight_decay"])
 
 
+class _Slot:
+    """One kernel a launch can use: the spec's, or its grad-scaling variant (the same streams, two
+    more hyperparameters and uniforms), with its hyperparameter array and device uniforms."""
+
+    def __init__(self, ks: R.KernelSpec, kernel_key):
+        self.ks = ks
+        self.kernel: Optional[c_void_p] = None
+        self.kernel_key = kernel_key
+        self.hyper_names = list(ks.hypers)
+        self._hyper_bytes = [h.encode() for h in self.hyper_names]
+        self.hypers = (C.Hyper * max(len(self.hyper_names), 1))()
+        for i, b in enumerate(self._hyper_bytes):
+            self.hypers[i].name = b
+        self.uniforms: Optional[torch.Tensor] = None
+        self._static_key = None
+        self._static: List[Optional[torch.Tensor]] = []
+
+
 class _Launch:
-    """The tensors of one kernel launch (one group, one device, one step count), with the ctypes
-    arrays of qopt_tensor_list built once and patched only where a pointer changed."""
+    """The tensors of one kernel launch (one group, one device, one parameter dtype, one step
+    count), with the ctypes arrays of qopt_tensor_list built once and patched only where a pointer
+    changed."""
 
     def __init__(self, opt: "QoptOptimizer", ks: R.KernelSpec, backend: int, device: int,
                  params: List[torch.Tensor], names: List[str], kernel_key):
         self.opt, self.ks, self.backend, self.device = opt, ks, backend, device
         self.params = params
-        self.kernel: Optional[c_void_p] = None
-        self.kernel_key = kernel_key
+        self.dtype = TORCH_DTYPES[ks.param_dtype]
+        self.slots = {False: _Slot(ks, kernel_key)}
         n, S = len(params), ks.num_streams
         self.n, self.S = n, S
         self.numels = (c_int64 * max(n, 1))()
@@ -235,49 +266,70 @@ class _Launch:
                 self.data[j] = t.data_ptr()
                 self.bytes[j] = t.numel() * t.element_size()
         self.list = C.TensorList(n, S, self.numels, self.data, self.bytes, self.dtypes, self.names)
-        # hyperparameters and tables
-        self.hyper_names = list(ks.hypers)
-        self._hyper_bytes = [h.encode() for h in self.hyper_names]
-        self.hypers = (C.Hyper * max(len(self.hyper_names), 1))()
-        for i, b in enumerate(self._hyper_bytes):
-            self.hypers[i].name = b
         self.tables = opt._device_tables(ks, params[0].device if params else None)
         self.table_ptrs = (c_void_p * max(len(self.tables), 1))(*[t.data_ptr() for t in self.tables])
         self.step_tensors = [st["step"] for st in self.states]
         self.step = int(self.step_tensors[0].item()) if self.step_tensors else 0
-        self.uniforms: Optional[torch.Tensor] = None
-        self._static_key = None
-        self._static: List[Optional[torch.Tensor]] = []
         self.device_obj = params[0].device
 
-    def _kernel(self) -> c_void_p:
-        if self.kernel is None:
+    def _slot(self, scaled: bool) -> _Slot:
+        slot = self.slots.get(scaled)
+        if slot is None:
+            ks = self.opt._kernel_spec(self.backend, self.dtype, scaled=True)
+            base = self.slots[False]
+            slot = _Slot(ks, base.kernel_key + ("scaled",))
+            self.slots[scaled] = slot
+        return slot
+
+    def _kernel(self, slot: _Slot) -> c_void_p:
+        if slot.kernel is None:
             # One handle per launch slot of the optimizer, kept across cache rebuilds: the runtime
             # keeps one idle staging buffer per handle for a capture, so a graph can capture
             # every launch of a step (several groups, several devices).
             handles = self.opt._kernels
-            k = handles.get(self.kernel_key)
+            k = handles.get(slot.kernel_key)
             if k is None:
-                k = R.create_kernel(self.ks, self.backend, self.device)
-                handles[self.kernel_key] = k
-            self.kernel = k
-        return self.kernel
+                k = R.create_kernel(slot.ks, self.backend, self.device)
+                handles[slot.kernel_key] = k
+            slot.kernel = k
+        return slot.kernel
 
-    def run(self, group: Dict[str, Any]) -> None:
+    def _counters_to_device(self) -> None:
+        """Moves the step counters of this launch's parameters to the device (float32, as
+        capturable=True keeps them), so that a step skipped on the device needs no host sync."""
+        for st in self.states:
+            st["step"] = torch.full((), float(self.step), dtype=torch.float32,
+                                    device=self.device_obj)
+        self.step_tensors = [st["step"] for st in self.states]
+
+    def check(self) -> None:
+        """Refuses, before any launch of the step, a gradient of another dtype or size than its
+        parameter (and a parameter whose dtype changed since its state was made)."""
+        ks = self.ks
+        want = TORCH_DTYPES[ks.param_dtype]
+        for i, p in enumerate(self.params):
+            lp = _local(p)
+            g = _local_grad(p)
+            if lp.dtype is not want:
+                raise TypeError(f"{type(self.opt).__name__}: {self._names[i].decode()} is "
+                                f"{lp.dtype} now, but its state was made for {want} (kernel "
+                                f"{ks.kernel}); cast parameters before creating the optimizer")
+            if g.dtype is not want:
+                self.opt._dtype_error(p, lp.dtype, g.dtype, ks)
+            if g.numel() != lp.numel():
+                raise RuntimeError(f"qopt: {self._names[i].decode()}: gradient has {g.numel()} "
+                                   f"elements, parameter {lp.numel()}")
+
+    def run(self, group: Dict[str, Any], scaling: Optional[Tuple[Any, Any]] = None) -> None:
+        """One launch. `scaling`: (grad_scale, found_inf) from a GradScaler (either may be None),
+        or None without one."""
         ks, S, data = self.ks, self.S, self.data
         ps, gs = ks.param_stream, ks.grad_stream
-        want_p = TORCH_DTYPES[ks.param_dtype]
-        want_g = TORCH_DTYPES[ks.grad_dtype]
         keep: List[torch.Tensor] = []           # temporaries that must live until the launch
         copy_back: List[Tuple[torch.Tensor, torch.Tensor]] = []
         for i, p in enumerate(self.params):
             lp = _local(p)
             g = _local_grad(p)
-            if g.dtype is not want_g or lp.dtype is not want_p:
-                self.opt._dtype_error(p, lp.dtype, g.dtype, ks)
-            if g.numel() != lp.numel():
-                raise RuntimeError(f"qopt: {self._names[i].decode()}: gradient has {g.numel()} "
-                                   f"elements, parameter {lp.numel()}")
             if not g.is_contiguous() or g.data_ptr() % 16:
                 g = g.contiguous() if not g.is_contiguous() else g.clone()
                 keep.append(g)
@@ -301,6 +353,26 @@ class _Launch:
         hv = self.opt._kernel_hypers(group)
         capturable = bool(group.get("capturable", False))
         use_device_uniforms = capturable or isinstance(lr, torch.Tensor)
+        slot = self.slots[False]
+        # With a GradScaler: its kernel variant unscales each gradient as it loads it and skips
+        # the whole step when found_inf is set. The step counters then live on the parameter's
+        # device (float32, as with capturable=True) and advance there by (found_inf == 0): no
+        # host synchronization.
+        device_skip = None
+        if scaling is not None:
+            grad_scale, found_inf = scaling
+            slot = self._slot(True)
+            hv["grad_scale"] = 1.0 if grad_scale is None else grad_scale
+            hv["found_inf"] = 0.0 if found_inf is None else found_inf
+            if found_inf is not None:
+                if self.step_tensors and self.step_tensors[0].dtype != torch.float32:
+                    self._counters_to_device()
+                device_skip = found_inf
+            use_device_uniforms = True
+        # Counters on the device (capturable, or moved there by a GradScaler): the per-step
+        # scalars are computed there from them.
+        device_counter = bool(self.step_tensors) and self.step_tensors[0].dtype == torch.float32
+        use_device_uniforms = use_device_uniforms or device_counter
         stream = None
         if self.backend == C.BACKEND_CUDA:
             stream = torch.cuda.current_stream(self.device_obj).cuda_stream
@@ -310,30 +382,37 @@ class _Launch:
                     f"{type(self.opt).__name__} but param_groups' capturable is False. Construct "
                     f"the optimizer with capturable=True to capture it.")
         if use_device_uniforms:
-            self._device_uniforms(hv, step, capturable)
+            self._device_uniforms(slot, hv, step, device_counter)
             status = C.lib().qopt_step_device_uniforms(
-                self._kernel(), byref(self.list), c_void_p(self.uniforms.data_ptr()),
+                self._kernel(slot), byref(self.list), c_void_p(slot.uniforms.data_ptr()),
                 self.table_ptrs, len(self.tables), c_void_p(stream) if stream else None)
             C.check(status, "qopt_step_device_uniforms")
         else:
-            hy = self.hypers
-            for i, name in enumerate(self.hyper_names):
+            hy = slot.hypers
+            for i, name in enumerate(slot.hyper_names):
                 hy[i].value = hv[name]
-            status = C.lib().qopt_step(self._kernel(), byref(self.list), hy, len(self.hyper_names),
-                                       step, self.table_ptrs, len(self.tables),
-                                       c_void_p(stream) if stream else None)
+            status = C.lib().qopt_step(self._kernel(slot), byref(self.list), hy,
+                                       len(slot.hyper_names), step, self.table_ptrs,
+                                       len(self.tables), c_void_p(stream) if stream else None)
             C.check(status, "qopt_step")
         for dst, src in copy_back:
             dst.copy_(src)
         self.step = step
-        if self.step_tensors:
+        if not self.step_tensors:
+            return
+        if device_skip is not None:
+            st = self.step_tensors[0]
+            advance = (device_skip.to(device=st.device).reshape(()) == 0).to(st.dtype)
+            torch._foreach_add_(self.step_tensors, [advance] * len(self.step_tensors))
+        else:
             torch._foreach_add_(self.step_tensors, 1)
 
-    def _device_uniforms(self, hv: Dict[str, Any], step: int, capturable: bool) -> None:
-        """Fills self.uniforms (float32, on the device) for this step with device ops only."""
-        ks, dev = self.ks, self.device_obj
-        if self.uniforms is None:
-            self.uniforms = torch.zeros(max(ks.num_uniforms, 1), dtype=torch.float32, device=dev)
+    def _device_uniforms(self, slot: _Slot, hv: Dict[str, Any], step: int,
+                         device_counter: bool) -> None:
+        """Fills slot.uniforms (float32, on the device) for this step with device ops only."""
+        ks, dev = slot.ks, self.device_obj
+        if slot.uniforms is None:
+            slot.uniforms = torch.zeros(max(ks.num_uniforms, 1), dtype=torch.float32, device=dev)
         if ks.num_uniforms == 0:
             return
         env: Dict[str, Any] = {}
@@ -344,7 +423,7 @@ class _Launch:
                 dynamic.add(name)
             else:
                 env[name] = float(v)
-        if capturable:
+        if device_counter:
             # the step counter lives on the device: replays of a captured step advance it
             env["step"] = self.step_tensors[0].to(dtype=torch.float64) + 1.0
             dynamic.add("step")
@@ -352,16 +431,16 @@ class _Launch:
             env["step"] = float(step)
         # Uniforms that depend on neither: the runtime's host evaluation (the float32 values
         # qopt_step itself would use), kept on the device until they change.
-        for i, name in enumerate(self.hyper_names):
+        for i, name in enumerate(slot.hyper_names):
             v = hv[name]
-            self.hypers[i].value = 1.0 if isinstance(v, torch.Tensor) else float(v)
-        host = ks.evaluate_uniforms(self.hypers, len(self.hyper_names), max(step, 1))
+            slot.hypers[i].value = 1.0 if isinstance(v, torch.Tensor) else float(v)
+        host = ks.evaluate_uniforms(slot.hypers, len(slot.hyper_names), max(step, 1))
         dyn = tuple(_is_dynamic(e, dynamic) for e in ks.uniform_exprs)
         key = (dyn, tuple(h for h, d in zip(host, dyn) if not d))
-        if key != self._static_key:
-            self._static = [None if d else torch.full((), h, dtype=torch.float64, device=dev)
+        if key != slot._static_key:
+            slot._static = [None if d else torch.full((), h, dtype=torch.float64, device=dev)
                             for h, d in zip(host, dyn)]
-            self._static_key = key
+            slot._static_key = key
         parts = []
         for i, expr in enumerate(ks.uniform_exprs):
             if dyn[i]:
@@ -369,8 +448,8 @@ class _Launch:
                 parts.append(v.reshape(()) if isinstance(v, torch.Tensor)
                              else torch.full((), v, dtype=torch.float64, device=dev))
             else:
-                parts.append(self._static[i])
-        self.uniforms.copy_(torch.stack(parts))
+                parts.append(slot._static[i])
+        slot.uniforms.copy_(torch.stack(parts))
 
 
 class _GroupCache:
@@ -393,6 +472,11 @@ class QoptOptimizer(torch.optim.Optimizer):
     Subclasses set the kernel (a spec stem, e.g. ``flash_adamw``), the names of the state keys and
     the map from a param group to the kernel's hyperparameters.
     """
+
+    #: torch.amp.GradScaler hands step() its scale and found_inf (attributes ``grad_scale`` and
+    #: ``found_inf``, torch >= 2.0): the step unscales inside the kernel and is skipped on the
+    #: device when found_inf is set (docs: python/README.md, "GradScaler").
+    _step_supports_amp_scaling = _AMP_ATTRIBUTES
 
     #: manifest stream name -> state_dict key
     STREAM_KEYS: Dict[str, str] = {}
@@ -427,19 +511,30 @@ class QoptOptimizer(torch.optim.Optimizer):
         """The spec file stem the kernel was compiled from (specs/<spec>.qopt)."""
         return self._spec
 
-    def _kernel_spec(self, backend: int) -> R.KernelSpec:
-        return R.kernel_spec(self._spec, backend)
+    def _kernel_spec(self, backend: int, dtype: torch.dtype = torch.bfloat16,
+                     scaled: bool = False) -> R.KernelSpec:
+        """The kernel for parameters of `dtype`: the spec's own (its parameter type), or its
+        variant <spec>.f16 / <spec>.f32; with `scaled`, the grad-scaling variant (.scaled)."""
+        base = R.kernel_spec(self._spec, backend)
+        name = self._spec
+        if dtype is not TORCH_DTYPES[base.param_dtype]:
+            name += "." + _DTYPE_SUFFIX[dtype]
+        if scaled:
+            name += ".scaled"
+        return base if name == self._spec else R.kernel_spec(name, backend)
 
-    def _dtype_error(self, p, pdtype, gdtype, ks: R.KernelSpec):
-        want_p = TORCH_DTYPES[ks.param_dtype]
-        want_g = TORCH_DTYPES[ks.grad_dtype]
-        what = (f"parameter dtype {pdtype}" if pdtype is not want_p
-                else f"gradient dtype {gdtype} (parameter {pdtype})")
+    def _dtype_error(self, p, pdtype, gdtype, ks: Optional[R.KernelSpec]):
+        shape = tuple(p.shape)
+        if pdtype not in PARAM_DTYPES:
+            raise TypeError(
+                f"{type(self).__name__}: a parameter of shape {shape} has dtype {pdtype}; qopt's "
+                f"kernels ({self._spec}) step torch.bfloat16, torch.float16 and torch.float32 "
+                f"parameters, each with a gradient of its own dtype. Cast the model (e.g. "
+                f"model.to(torch.bfloat16)); qopt does not cast silently.")
         raise TypeError(
-            f"{type(self).__name__}: a parameter of shape {tuple(p.shape)} has {what}; the "
-            f"{ks.kernel} kernel ({self._spec}) steps {want_p} parameters with {want_g} "
-            f"gradients only. Cast the model (e.g. model.to(torch.bfloat16)); qopt does not "
-            f"cast silently.")
+            f"{type(self).__name__}: a parameter of shape {shape} has gradient dtype {gdtype} "
+            f"(parameter {pdtype}); the {ks.kernel} kernel steps {pdtype} parameters with "
+            f"{pdtype} gradients only. qopt does not cast silently.")
 
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
         super().add_param_group(param_group)
@@ -450,9 +545,9 @@ class QoptOptimizer(torch.optim.Optimizer):
         for p in group["params"]:
             lp = _local(p)
             backend, _ = _backend_of(lp)
-            ks = self._kernel_spec(backend)
-            if lp.dtype is not TORCH_DTYPES[ks.param_dtype]:
-                self._dtype_error(p, lp.dtype, None, ks)
+            if lp.dtype not in PARAM_DTYPES:
+                self._dtype_error(p, lp.dtype, None, None)
+            self._kernel_spec(backend, lp.dtype)  # the kernel exists (FileNotFoundError if not)
         self._generation += 1
 
     # ---- to be provided by subclasses
@@ -500,7 +595,7 @@ class QoptOptimizer(torch.optim.Optimizer):
     def _init_param_state(self, p: torch.Tensor, group: Dict[str, Any]) -> Dict[str, Any]:
         lp = _local(p)
         backend, _ = _backend_of(lp)
-        ks = self._kernel_spec(backend)
+        ks = self._kernel_spec(backend, lp.dtype)
         state = self.state[p]
         for key, (shape, dtype, b) in self._expected_state(p, ks).items():
             t = torch.empty(shape, dtype=dtype, device=lp.device)
@@ -532,17 +627,19 @@ class QoptOptimizer(torch.optim.Optimizer):
     # ---- the step
     def _build(self, gi: int, group: Dict[str, Any], plist: List[torch.Tensor]) -> _GroupCache:
         index = {id(p): i for i, p in enumerate(group["params"])}
-        parts: Dict[Tuple[int, int, int], List[torch.Tensor]] = {}
+        parts: Dict[Tuple[int, int, int, torch.dtype, torch.dtype], List[torch.Tensor]] = {}
         for p in plist:
             st = self.state.get(p)
             if not st:
                 st = self._init_param_state(p, group)
-            backend, dev = _backend_of(_local(p))
+            lp = _local(p)
+            backend, dev = _backend_of(lp)
             step = int(st["step"].item())
-            parts.setdefault((backend, dev, step), []).append(p)
+            # counters on the host (int64) and on the device (float32) are not stepped together
+            parts.setdefault((backend, dev, step, lp.dtype, st["step"].dtype), []).append(p)
         launches = []
-        for j, ((backend, dev, _), ps) in enumerate(parts.items()):
-            ks = self._kernel_spec(backend)
+        for j, ((backend, dev, _, dtype, _), ps) in enumerate(parts.items()):
+            ks = self._kernel_spec(backend, dtype)
             names = [f"param_groups[{gi}][{index[id(p)]}] {list(p.shape)}" for p in ps]
             key = (gi, j, backend, dev, str(ks.path))
             launches.append(_Launch(self, ks, backend, dev, ps, names, key))
@@ -550,11 +647,29 @@ class QoptOptimizer(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Optional[Callable[[], Any]] = None):
-        """Performs one optimization step (one kernel launch per parameter group)."""
+        """Performs one optimization step (one kernel launch per parameter group and dtype).
+
+        Under ``torch.amp.GradScaler.step`` (torch >= 2.0) the attributes ``grad_scale`` (the loss
+        scale, a float32 tensor; None when the gradients were unscaled already) and ``found_inf``
+        (a float32 tensor, nonzero when a gradient is inf or NaN) are set: each gradient is then
+        multiplied by ``float32(1 / float64(grad_scale))`` as the kernel loads it and rounded to
+        its own dtype (exactly what ``GradScaler.unscale_`` stores), and a nonzero ``found_inf``
+        skips the step on the device: parameters, state and step counts stay as they were. The
+        gradients themselves are left scaled."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        grad_scale = getattr(self, "grad_scale", None)
+        found_inf = getattr(self, "found_inf", None)
+        scaling = None
+        if grad_scale is not None or found_inf is not None:
+            for name, v in (("grad_scale", grad_scale), ("found_inf", found_inf)):
+                if v is not None and (not isinstance(v, torch.Tensor) or v.numel() != 1):
+                    raise TypeError(f"{type(self).__name__}.step: {name} must be a one-element "
+                                    f"tensor (as torch.amp.GradScaler sets it), got {v!r}")
+            scaling = (grad_scale, found_inf)
+        work = []
         for gi, group in enumerate(self.param_groups):
             plist = [p for p in group["params"] if p.grad is not None]
             if not plist:
@@ -564,12 +679,19 @@ class QoptOptimizer(torch.optim.Optimizer):
             if cache is None or cache.generation != self._generation or cache.ids != ids:
                 cache = self._build(gi, group, plist)
                 self._cache[gi] = cache
+            work.append((gi, group, cache))
+        # Every gradient of every group is checked before anything is launched.
+        for _, _, cache in work:
             for launch in cache.launches:
-                launch.run(group)
+                launch.check()
+        for gi, group, cache in work:
+            for launch in cache.launches:
+                launch.run(group, scaling)
             if len(cache.launches) > 1:
                 # parameters whose step counts now agree go into one launch next time
-                steps = {ln.step for ln in cache.launches}
-                if len(steps) < len(cache.launches):
+                keys = {(ln.backend, ln.device, ln.dtype, ln.step, ln.step_tensors[0].dtype)
+                        for ln in cache.launches}
+                if len(keys) < len(cache.launches):
                     self._cache.pop(gi, None)
         return loss
 
@@ -645,7 +767,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         name = type(self).__name__
         lp = _local(p)
         backend, _ = _backend_of(lp)
-        ks = self._kernel_spec(backend)
+        ks = self._kernel_spec(backend, lp.dtype)
         expected = self._expected_state(p, ks)
         table_keys = self._table_keys(ks)
         allowed = set(expected) | set(table_keys) | {"step"}
@@ -777,11 +899,12 @@ _FLASH_ADAM_KEYS = {"p.ecc": "error_bits", "m.codes": "exp_avg::quantized",
 
 class FlashAdamW(QoptOptimizer):
     """AdamW with FlashOptim's compressed state: companded 8-bit moments in groups of 32 with
-    float16 scales, and a bf16 parameter whose error bits keep a 24- or 32-bit master weight.
+    float16 scales, and a bf16 (or fp16) parameter whose error bits keep a 24- or 32-bit master
+    weight; an fp32 parameter is its own master (no error bits).
 
     Arguments follow FlashOptim's ``FlashAdamW``. ``master_weight_bits``: 24 (int8 error bits,
     kernel ``flash_adamw``), 32 (int16, ``flash_adamw_ecc16``) or None (no master weight,
-    ``flash_adamw_bf16``). ``capturable`` (as torch.optim.AdamW): the step counter lives on the
+    ``flash_adamw_bf16``); fp16 and fp32 parameters use the spec's ``.f16`` / ``.f32`` variant. ``capturable`` (as torch.optim.AdamW): the step counter lives on the
     device and the per-step scalars are computed there, so the step can be captured in a CUDA
     graph; a tensor ``lr`` takes the same path (no host sync).
     """
@@ -956,8 +1079,8 @@ def dynamic_map(signed: bool) -> List[float]:
 class AdamW8bit(QoptOptimizer):
     """bitsandbytes-style blockwise 8-bit AdamW (seed 000's step): uint8 codes into the dynamic
     maps (signed for the first moment, unsigned for the second), one float32 absmax per block of
-    ``block_size`` (256, bitsandbytes since 0.44, or 2048, the seed) elements; plain bf16
-    parameter. State keys as bitsandbytes: ``state1``, ``absmax1``, ``qmap1``, ``state2``, ...
+    ``block_size`` (256, bitsandbytes since 0.44, or 2048, the seed) elements; a plain bf16, fp16
+    or fp32 parameter (no master weight). State keys as bitsandbytes: ``state1``, ``absmax1``, ``qmap1``, ``state2``, ...
 
     Every tensor is quantized (bitsandbytes keeps tensors under ``min_8bit_size`` in 32 bits;
     that option is not offered).

@@ -133,17 +133,21 @@ def test_cpu_state_dict_loads_onto_cuda_and_steps(cuda):
                                     (qopt.AdamW8bit, dict(block_size=2048))],
                          ids=["adamw", "adamw_ecc16", "adam", "sgd", "sgdw", "lion", "adamw8bit",
                               "adamw8bit_2048"])
-def test_cuda_equals_host_backend_bitwise(cuda, cls, kw):
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32],
+                         ids=["bf16", "fp16", "fp32"])
+def test_cuda_equals_host_backend_bitwise(cuda, cls, kw, dtype):
     """The strict CUDA kernel and the host backend step identically (both match the C++ reference
-    byte for byte); checked through the whole package: state, launch, checkpoints."""
+    byte for byte); checked through the whole package: state, launch, checkpoints; for bf16, fp16
+    and fp32 parameters (the <spec>, <spec>.f16 and <spec>.f32 kernels)."""
     if not backend_available("cpu"):
         pytest.skip("no host backend to compare with")
     shapes = [(1,), (31,), (4096,), (4097,), (3 * 4096 + 17,), (70, 1001)]
-    gp = params_on(cuda, *shapes, seed=8)
+    gp = [torch.nn.Parameter(p.detach().to(dtype)) for p in params_on(cuda, *shapes, seed=8)]
     cp = [torch.nn.Parameter(p.detach().cpu().clone()) for p in gp]
     og, oc = cls(gp, lr=2e-3, **kw), cls(cp, lr=2e-3, **kw)
     for step in range(4):
-        grads = grads_for(cp, seed=20 + step, scale=1e-3 if step == 2 else 1e-2)
+        grads = [g.to(dtype) for g in
+                 grads_for(cp, seed=20 + step, scale=1e-3 if step == 2 else 1e-2)]
         set_grads(cp, grads)
         set_grads(gp, [g.to(cuda) for g in grads])
         og.step()
@@ -152,3 +156,87 @@ def test_cuda_equals_host_backend_bitwise(cuda, cls, kw):
         assert torch.equal(bits(p), bits(q))
         for k in og.state[p]:
             assert torch.equal(bits(og.state[p][k]), bits(oc.state[q][k])), k
+
+
+# ----------------------------------------------------------------------- GradScaler on CUDA
+
+def _fused(opt, scale, found):
+    opt.grad_scale, opt.found_inf = scale, found
+    try:
+        opt.step()
+    finally:
+        del opt.grad_scale, opt.found_inf
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32],
+                         ids=["bf16", "fp16", "fp32"])
+def test_grad_scaler_step_needs_no_host_sync(cuda, dtype):
+    """A step under GradScaler (grad_scale and found_inf on the device) of a default optimizer
+    (capturable=False): after the first, which moves the step counters to the device, no step
+    synchronizes with the host, and a found_inf step is skipped there."""
+    params = [torch.nn.Parameter(p.detach().to(dtype)) for p in params_on(cuda, (1000,), (4097,), seed=5)]
+    opt = qopt.FlashAdamW(params)
+    scale = torch.full((1,), 1024.0, device=cuda)
+    found = torch.zeros((1,), device=cuda)
+    set_grads(params, [1024 * g.to(dtype) for g in grads_for(params, seed=6)])
+    _fused(opt, scale, found)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        _fused(opt, scale, found)  # a finite step
+        found.fill_(1.0)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    before = [bits(p) for p in params]
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        _fused(opt, scale, found)  # skipped on the device
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    assert all(torch.equal(bits(p), b) for p, b in zip(params, before))
+    assert float(opt.state[params[0]]["step"]) == 2
+    assert opt.state[params[0]]["step"].device.type == "cuda"
+
+
+def test_cuda_graph_capture_with_grad_scaling(cuda):
+    """GradScaler's tensors stay where they are across replays: a captured step unscales with the
+    current scale and skips on the current found_inf, equal to eager fused steps."""
+    shapes = [(1000,), (4097,), (64, 65)]
+    graphed = params_on(cuda, *shapes, seed=11)
+    eager = [torch.nn.Parameter(p.detach().clone()) for p in graphed]
+    opt = qopt.FlashAdamW(graphed, capturable=True)
+    ref = qopt.FlashAdamW(eager, capturable=True)
+    scales = [1024.0, 1024.0, 2048.0, 2048.0, 512.0]
+    founds = [0.0, 0.0, 0.0, 1.0, 0.0]
+    all_grads = [[s * g for g in grads_for(graphed, seed=30 + i)] for i, s in enumerate(scales)]
+    scale = torch.full((1,), scales[0], device=cuda)
+    found = torch.zeros((1,), device=cuda)
+    for p in graphed:
+        p.grad = torch.zeros_like(p)
+    opt.grad_scale, opt.found_inf = scale, found
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(2):
+            copy_grads(graphed, all_grads[i])
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        opt.step()
+    for i in (2, 3, 4):
+        copy_grads(graphed, all_grads[i])
+        scale.fill_(scales[i])
+        found.fill_(founds[i])
+        graph.replay()
+    del opt.grad_scale, opt.found_inf
+    for i in range(5):
+        set_grads(eager, all_grads[i])
+        _fused(ref, torch.full((1,), scales[i], device=cuda), torch.full((1,), founds[i], device=cuda))
+    torch.cuda.synchronize()
+    for p, q in zip(graphed, eager):
+        assert torch.equal(bits(p), bits(q))
+        for k in opt.state[p]:
+            assert torch.equal(bits(opt.state[p][k]), bits(ref.state[q][k])), k
+    assert float(opt.state[graphed[0]]["step"]) == 4

@@ -15,19 +15,22 @@
 namespace {
 
 TEST(ShippedKernels, EverySpecIsEmbeddedAndRegisters) {
-  ASSERT_EQ(qopt_shipped_kernel_count(), 10u);
+  // 10 specs, each also as .f16, .f32, .scaled, .f16.scaled, .f32.scaled.
+  ASSERT_EQ(qopt_shipped_kernel_count(), 60u);
   std::set<std::string> specs;
   for (size_t i = 0; i < qopt_shipped_kernel_count(); ++i)
     specs.insert(qopt_shipped_kernel_spec(i));
   EXPECT_TRUE(specs.count("flash_adamw"));
   EXPECT_TRUE(specs.count("adamw8bit_block2048"));
+  EXPECT_TRUE(specs.count("flash_adamw.f32"));
+  EXPECT_TRUE(specs.count("adamw8bit_block256.f16.scaled"));
   EXPECT_EQ(qopt_shipped_kernel_spec(qopt_shipped_kernel_count()), nullptr);
 
   qopt_registry *registry = nullptr;
   ASSERT_EQ(qopt_registry_create(&registry), QOPT_SUCCESS);
   size_t added = 0;
   ASSERT_EQ(qopt_registry_add_shipped(registry, &added), QOPT_SUCCESS) << qopt_last_error();
-  EXPECT_EQ(added, 10u);
+  EXPECT_EQ(added, 60u);
   qopt_manifest *manifest = nullptr;
   ASSERT_EQ(qopt_registry_get_manifest(registry, "FlashAdamW", &manifest), QOPT_SUCCESS)
       << qopt_last_error();
@@ -35,6 +38,14 @@ TEST(ShippedKernels, EverySpecIsEmbeddedAndRegisters) {
   ASSERT_EQ(qopt_manifest_get_info(manifest, &info), QOPT_SUCCESS);
   EXPECT_STREQ(info.mode, "strict");
   EXPECT_EQ(info.num_streams, 7u);
+  qopt_manifest_destroy(manifest);
+  // The f32 variant has no error bits: 6 streams.
+  ASSERT_EQ(qopt_registry_get_manifest(registry, "FlashAdamW_f32", &manifest), QOPT_SUCCESS)
+      << qopt_last_error();
+  ASSERT_EQ(qopt_manifest_get_info(manifest, &info), QOPT_SUCCESS);
+  EXPECT_EQ(info.num_streams, 6u);
+  EXPECT_EQ(info.param_dtype, QOPT_DTYPE_F32);
+  EXPECT_EQ(info.grad_dtype, QOPT_DTYPE_F32);
   qopt_manifest_destroy(manifest);
 
   // A second registration of the same kernels is refused, naming the kernel.

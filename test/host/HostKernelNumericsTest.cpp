@@ -9,6 +9,11 @@
 // (test/gpu/KernelNumericsTest.cpp), and on edge cases: all-zero gradients,
 // NaN and infinities in the gradient (any NaN payload), values near the
 // float16 and bfloat16 limits, and the tile range split across two threads.
+// The same for every spec's f16 and f32 variants (<spec>.f16, <spec>.f32:
+// parameter and gradient of that type, no error bits for f32), and for the
+// grad-scaling variants (<spec>[.f16|.f32].scaled): the fused unscale equals
+// GradScaler.unscale_ (written out here) followed by the reference's step,
+// and found_inf leaves every stream byte-identical.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,10 +83,31 @@ ref::StepSpec plainStates() {
   return s;
 }
 
+/// A shipped spec's --param-type variant (specs/CMakeLists.txt builds
+/// <spec>.f16 and <spec>.f32): the parameter and the gradient of type `t`;
+/// an f32 parameter is its own master weight, without error bits.
+ref::StepSpec retyped(ref::StepSpec s, ref::DType t) {
+  s.param = t;
+  s.grad = t;
+  if (t == ref::DType::F32)
+    s.master = ref::Master::None;
+  return s;
+}
+
+/// Every shipped spec as `<spec>.<suffix>` in parameter type `t`.
+void addVariants(std::vector<Case> &all, const std::string &suffix, ref::DType t) {
+  for (const SpecCase &c : shippedSpecCases()) {
+    std::function<ref::StepSpec()> make = c.make;
+    all.push_back({c.spec + "." + suffix, [make, t] { return retyped(make(), t); }, c.hypers});
+  }
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   for (const SpecCase &c : shippedSpecCases())
     all.push_back({c.spec, c.make, c.hypers});
+  addVariants(all, "f16", ref::DType::F16);
+  addVariants(all, "f32", ref::DType::F32);
   all.push_back({"adamw_seed003", seed003Groups, kAdamHypers, /*shipped=*/false});
   all.push_back({"adamw_plain", plainStates, kAdamHypers, /*shipped=*/false});
   return all;
@@ -91,6 +117,30 @@ std::vector<Case> cases() {
 using GradFn = std::function<std::vector<float>(int64_t step, size_t k, int64_t n)>;
 /// Rewrites raw gradient bytes after the values are set (special NaN payloads).
 using PokeFn = std::function<void(size_t k, ref::Buffer &grad)>;
+
+/// Whether two f32 or f16 elements are both NaN. IEEE 754 fixes neither the
+/// sign nor the payload of a NaN that an operation produces; on x86 it is the
+/// first NaN operand's, and LLVM may commute the operands of + and * where g++
+/// does not, so an f32 parameter (stored as computed) or an f16 one (which
+/// keeps a NaN's sign) can hold a NaN of the other sign than the reference's.
+/// Such elements count as equal; every other byte must agree. (A bf16
+/// parameter stores every NaN as 0x7fc0, like the reference.)
+bool bothNaN(ref::DType dtype, const uint8_t *a, const uint8_t *b) {
+  if (dtype == ref::DType::F32) {
+    float x, y;
+    std::memcpy(&x, a, 4);
+    std::memcpy(&y, b, 4);
+    return std::isnan(x) && std::isnan(y);
+  }
+  if (dtype == ref::DType::F16) {
+    uint16_t x, y;
+    std::memcpy(&x, a, 2);
+    std::memcpy(&y, b, 2);
+    auto nan = [](uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; };
+    return nan(x) && nan(y);
+  }
+  return false;
+}
 
 /// The routine of every test: a registry of kernels/host, a host context and
 /// the spec's kernel; `run` steps the host kernel and the reference on
@@ -145,8 +195,9 @@ protected:
     list.num_streams = info.num_streams;
     list.numels = numels.data();
     list.data = pointers.data();
-    const Case &c = GetParam();
-    ASSERT_EQ(qopt_step(k ? k : kernel, &list, c.hypers.data(), c.hypers.size(), step,
+    std::vector<qopt_hyper> hypers = GetParam().hypers;
+    hypers.insert(hypers.end(), extraHypers.begin(), extraHypers.end());
+    ASSERT_EQ(qopt_step(k ? k : kernel, &list, hypers.data(), hypers.size(), step,
                         tables.data(), tables.size(), nullptr),
               QOPT_SUCCESS)
         << qopt_last_error();
@@ -188,7 +239,8 @@ protected:
         size_t mismatches = 0;
         std::string examples;
         for (size_t i = 0; i < g.size(); i += esize)
-          if (std::memcmp(&g[i], &w[i], esize) != 0 && ++mismatches <= 4) {
+          if (std::memcmp(&g[i], &w[i], esize) != 0 &&
+              !bothNaN(ws[s]->dtype(), &g[i], &w[i]) && ++mismatches <= 4) {
             char hex[8];
             examples += " [" + std::to_string(i / esize) + "] got 0x";
             for (size_t b = esize; b-- > 0;) {
@@ -201,6 +253,8 @@ protected:
               examples += hex;
             }
           }
+        if (mismatches == 0)
+          continue; // only NaNs of another sign or payload (see bothNaN)
         ADD_FAILURE() << name << ": tensor " << k << " of " << want[k].numel
                       << " elements, stream " << names[s] << ": " << mismatches << " of "
                       << ws[s]->count() << " elements differ:" << examples;
@@ -225,6 +279,8 @@ protected:
   }
 
   ref::StepSpec spec;
+  /// Hyperparameters given to the kernel after the case's (grad scaling).
+  std::vector<qopt_hyper> extraHypers;
   std::string manifestPath;
   qopt_context *ctx = nullptr;
   qopt_manifest *manifest = nullptr;
@@ -392,9 +448,138 @@ TEST_P(HostKernelNumerics, TileRangeSplitAcrossThreads) {
 /// Names a case by its spec in test listings (CTest's names stay stable).
 void PrintTo(const Case &c, std::ostream *os) { *os << c.spec; }
 
-INSTANTIATE_TEST_SUITE_P(Specs, HostKernelNumerics, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case> &info) {
-                           return info.param.spec;
-                         });
+/// A test name: the spec with the variant's dots as underscores.
+std::string caseName(const ::testing::TestParamInfo<Case> &info) {
+  std::string name = info.param.spec;
+  for (char &ch : name)
+    if (ch == '.')
+      ch = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Specs, HostKernelNumerics, ::testing::ValuesIn(cases()), caseName);
+
+//===----------------------------------------------------------------------===//
+// Grad scaling (qopt-opt --grad-scaling, <spec>[.f16|.f32].scaled)
+//===----------------------------------------------------------------------===//
+
+/// The scaled variant of every shipped spec in every parameter type.
+std::vector<Case> scaledCases() {
+  std::vector<Case> all;
+  for (const SpecCase &c : shippedSpecCases()) {
+    all.push_back({c.spec + ".scaled", c.make, c.hypers});
+    std::function<ref::StepSpec()> make = c.make;
+    for (auto [suffix, t] : {std::pair{"f16", ref::DType::F16}, std::pair{"f32", ref::DType::F32}})
+      all.push_back({c.spec + "." + suffix + ".scaled",
+                     [make, t = t] { return retyped(make(), t); }, c.hypers});
+  }
+  return all;
+}
+
+/// torch.amp.GradScaler.unscale_ on one gradient, written out independently
+/// of the compiler: inv = f32(1 / f64(scale)); each element f32(g) * inv,
+/// stored back in the gradient's dtype (nearest even).
+void unscaleLikeGradScaler(const ref::StepSpec &spec, ref::TensorBuffers &t, float scale) {
+  float inv = static_cast<float>(1.0 / static_cast<double>(scale));
+  std::vector<float> g = t.grad.toFloats();
+  for (float &v : g)
+    v = v * inv;
+  ref::setGrad(spec, t, g);
+}
+
+class HostGradScaling : public HostKernelNumerics {};
+
+TEST_P(HostGradScaling, FusedUnscaleEqualsUnscaleThenStepByteForByte) {
+  // Loss scales as GradScaler makes them (powers of two) and one that is not
+  // (its inverse is rounded); gradients spread over many binades, so that
+  // unscaled f16 values land in f16 subnormals and round there.
+  const float scales[] = {65536.0f, 0.125f, 3.0f, 1.0f};
+  std::vector<ref::TensorBuffers> want = randomTensors({0, 1, 31, 4097, 3 * 4096 + 17});
+  std::vector<ref::TensorBuffers> got = want;
+  for (int64_t step = 1; step <= 4; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    float scale = scales[step - 1];
+    for (size_t i = 0; i < want.size(); ++i) {
+      std::vector<float> g(want[i].numel);
+      for (float &v : g)
+        v = scale * 1e-3f * normal(rng) * std::exp(2.0f * normal(rng));
+      ref::setGrad(spec, got[i], g); // the scaled gradient, in its dtype
+      want[i].grad = got[i].grad;
+      unscaleLikeGradScaler(spec, want[i], scale);
+    }
+    ref::step(spec, want, step);
+    extraHypers = {{"grad_scale", double(scale)}, {"found_inf", 0.0}};
+    hostStep(got, step);
+    if (HasFatalFailure())
+      return;
+    // The kernel leaves the gradient as it was (GradScaler.unscale_ would
+    // overwrite it): compare the streams the step writes.
+    for (size_t i = 0; i < want.size(); ++i)
+      got[i].grad = want[i].grad;
+    compare(got, want);
+    if (HasFailure())
+      return;
+  }
+}
+
+TEST_P(HostGradScaling, FoundInfLeavesEveryStreamByteIdentical) {
+  std::vector<ref::TensorBuffers> want = randomTensors({1, 33, 4097, 70001});
+  const float inf = std::numeric_limits<float>::infinity();
+  // Two ordinary steps first, so that the state is not zero.
+  for (int64_t step = 1; step <= 2; ++step) {
+    for (ref::TensorBuffers &t : want) {
+      std::vector<float> g(t.numel);
+      for (float &v : g)
+        v = 1e-2f * normal(rng);
+      ref::setGrad(spec, t, g);
+    }
+    ref::step(spec, want, step);
+  }
+  std::vector<ref::TensorBuffers> got = want;
+  for (ref::TensorBuffers &t : got) {
+    std::vector<float> g(t.numel);
+    for (int64_t i = 0; i < t.numel; ++i)
+      g[i] = i % 3 == 0 ? inf : i % 3 == 1 ? std::nanf("") : 1e-2f * normal(rng);
+    ref::setGrad(spec, t, g);
+  }
+  for (size_t i = 0; i < want.size(); ++i)
+    want[i].grad = got[i].grad;
+  // found_inf as GradScaler gives it (1.0), and summed over two devices (2.0).
+  for (double found : {1.0, 2.0}) {
+    extraHypers = {{"grad_scale", 65536.0}, {"found_inf", found}};
+    hostStep(got, 3);
+    if (HasFatalFailure())
+      return;
+    compare(got, want);
+  }
+  // The next step with finite gradients is the reference's step 3.
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::vector<float> g(want[i].numel);
+    for (float &v : g)
+      v = 1e-2f * normal(rng);
+    ref::setGrad(spec, want[i], g);
+    got[i].grad = want[i].grad;
+  }
+  ref::step(spec, want, 3);
+  extraHypers = {{"grad_scale", 1.0}, {"found_inf", 0.0}};
+  hostStep(got, 3);
+  if (HasFatalFailure())
+    return;
+  compare(got, want);
+}
+
+TEST_P(HostGradScaling, DefaultsStepAsTheUnscaledKernel) {
+  // Without grad_scale and found_inf (defaults 1 and 0) the scaled kernel is
+  // the spec's step.
+  run(randomTensors({31, 4097}), [&](int64_t, size_t, int64_t n) {
+    std::vector<float> g(n);
+    for (float &v : g)
+      v = 1e-2f * normal(rng);
+    return g;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Scaled, HostGradScaling, ::testing::ValuesIn(scaledCases()),
+                         caseName);
 
 } // namespace

@@ -92,4 +92,52 @@ def ExactUniformDivision
                            "::mlir::vector::VectorDialect"];
 }
 
+def RetypeParam : Pass<"qopt-retype-param", "::mlir::ModuleOp"> {
+  let summary = "Give a spec's parameter and gradient another float type";
+  let description = [{
+    One spec, several kernels: sets the parameter's and the gradient's
+    storage type of every `qopt.optimizer` to `type` (`bf16`, `f16` or `f32`).
+    An f32 parameter is its own master weight, so its error-correction bits
+    (`master ecc_i8` / `ecc_i16`) are dropped; a 16-bit parameter keeps them
+    (numerics.md §3: mbits 7 for bf16, 10 for f16). The update does not
+    change: it reads and writes float32 values whatever the storage type.
+    When either type changes, the optimizer (and so the kernel, its registry
+    key and its host symbol) is renamed `<name>_<type>`.
+
+    ```mlir
+    qopt.optimizer @FlashAdamW param "p" : bf16 master ecc_i8 grad "g" : bf16
+    ```
+    with `type=f32` becomes
+    ```mlir
+    qopt.optimizer @FlashAdamW_f32 param "p" : f32 master none grad "g" : f32
+    ```
+  }];
+  let options = [
+    Option<"type", "type", "std::string", /*default=*/"\"\"",
+           "The parameter and gradient type: bf16, f16 or f32">
+  ];
+}
+
+def FuseGradScaling : Pass<"qopt-fuse-grad-scaling", "::mlir::ModuleOp"> {
+  let summary = "Unscale the gradient and skip a step with non-finite gradients, in the kernel";
+  let description = [{
+    What `torch.amp.GradScaler` needs from a fused optimizer step. Adds two
+    hyperparameters to every `qopt.optimizer`: `grad_scale` (default 1, the
+    loss scale the gradients carry) and `found_inf` (default 0, nonzero when
+    any gradient of the step is not finite). Every `qopt.load_grad` becomes
+    `qopt.load_grad unscale %inv` with `%inv = f32(1 / grad_scale)` computed
+    in float64 and rounded once, as GradScaler computes its inverse scale, and
+    a `qopt.skip_if` of `f32(found_inf)` makes the whole step a no-op when it
+    is set. Both are launch-uniform, so `qopt-outline-uniforms` moves them to
+    the uniforms table: the trainer's device tensors can be written there
+    without a host synchronization.
+
+    Runs before `qopt-outline-uniforms`. A spec that already declares
+    `grad_scale` or `found_inf`, or already has a `qopt.skip_if`, is an
+    error.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::qopt::QoptDialect"];
+}
+
 #endif // QOPT_TRANSFORMS_PASSES_TD

@@ -493,9 +493,13 @@ LogicalResult KernelEmitter::emitTile() {
   preloadElements(reads);
   for (Operation &op : optimizer.getUpdate().getBody().front()) {
     loc = op.getLoc();
-    if (isa<LoadGradOp>(op)) {
-      mapping.map(op.getResult(0),
-                  widenToF32(math, loadElements(streamIndex(StreamRole::Grad))));
+    if (auto loadGrad = dyn_cast<LoadGradOp>(op)) {
+      Value g = widenToF32(math, loadElements(streamIndex(StreamRole::Grad)));
+      if (Value inv = loadGrad.getInvScale())
+        g = unscaleGrad(math, g, mapping.lookup(inv), optimizer.getGradType());
+      mapping.map(op.getResult(0), g);
+    } else if (isa<SkipIfOp>(op)) {
+      // Tested once per launch (emit).
     } else if (isa<LoadParamOp>(op)) {
       Value x16 = loadElements(streamIndex(StreamRole::Param));
       Value x = optimizer.getMaster() == MasterFormat::none
@@ -579,6 +583,12 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   for (unsigned i = 0; i < numUniforms; ++i)
     uniformValues.push_back(
         load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
+  // A skipped step walks no tile.
+  FailureOr<Value> skip = getSkipFlag(optimizer, uniformValues, math);
+  if (failed(skip))
+    return failure();
+  if (*skip)
+    numTiles = arith::SelectOp::create(b, loc, *skip, constI64(0), numTiles);
 
   // Shared memory: per codebook state its table and midpoints, filled once
   // per block; per block reduction one slot per warp.

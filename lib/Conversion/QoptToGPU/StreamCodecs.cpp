@@ -315,6 +315,44 @@ Value mlir::qopt::narrowFromF32(LaneMath &m, Value x, Type storage) {
                                  withElement(x.getType(), storage), x);
 }
 
+Value mlir::qopt::unscaleGrad(LaneMath &m, Value g, Value inv,
+                              Type gradType) {
+  return widenToF32(m, narrowFromF32(m, m.mul(g, inv), gradType));
+}
+
+FailureOr<Value> mlir::qopt::getSkipFlag(OptimizerOp optimizer,
+                                         ArrayRef<Value> uniforms,
+                                         LaneMath &m) {
+  OpBuilder &b = m.builder();
+  Value skip;
+  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+    auto skipIf = dyn_cast<SkipIfOp>(op);
+    if (!skipIf)
+      continue;
+    Value flag;
+    Operation *def = skipIf.getFlag().getDefiningOp();
+    if (auto uniform = dyn_cast_or_null<UniformOp>(def)) {
+      if (uniform.getIndex() >= uniforms.size())
+        return uniform.emitOpError("reads uniform ")
+               << uniform.getIndex() << " but the optimizer yields only "
+               << uniforms.size();
+      flag = uniforms[uniform.getIndex()];
+    } else if (auto constant = dyn_cast_or_null<arith::ConstantOp>(def)) {
+      flag = arith::ConstantOp::create(b, m.location(), constant.getValue());
+    } else {
+      return skipIf.emitOpError("needs a launch-uniform flag (a qopt.uniform "
+                                "or a constant); run qopt-outline-uniforms "
+                                "first");
+    }
+    // Nonzero, NaN included, skips.
+    Value set = arith::CmpFOp::create(b, m.location(),
+                                      arith::CmpFPredicate::UNE, flag,
+                                      m.constF(flag, 0.0));
+    skip = skip ? arith::OrIOp::create(b, m.location(), skip, set) : set;
+  }
+  return skip;
+}
+
 namespace {
 /// The format constants of numerics.md §3.
 struct SplitFormat {

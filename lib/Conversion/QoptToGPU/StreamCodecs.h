@@ -96,6 +96,19 @@ Value widenToF32(LaneMath &m, Value stored);
 /// (0x7e00 | sign), as the reference and PyTorch store it.
 Value narrowFromF32(LaneMath &m, Value x, Type storage);
 
+/// The gradient `g` (f32 lanes, widened from `gradType`) times the inverse
+/// loss scale `inv`, rounded back to `gradType` and widened again: what
+/// GradScaler.unscale_ stores in the gradient (qopt.load_grad unscale).
+Value unscaleGrad(LaneMath &m, Value g, Value inv, Type gradType);
+
+/// The launch-uniform condition of the update's qopt.skip_if ops (their
+/// flags are qopt.uniform reads, or constants): an i1 scalar that is true
+/// when any flag is nonzero, or null when the update has none. `uniforms`
+/// holds the f32 values of the uniforms table, read at the function's entry.
+/// Fails, with a located error, on a flag that is not launch-uniform.
+FailureOr<Value> getSkipFlag(OptimizerOp optimizer, ArrayRef<Value> uniforms,
+                             LaneMath &m);
+
 /// numerics.md §3: the float32 master weight from the 16-bit value `x16` and
 /// its error bits `rho` (si8/si16 lanes).
 Value reconstructMaster(LaneMath &m, Value x16, Value rho, MasterFormat master);

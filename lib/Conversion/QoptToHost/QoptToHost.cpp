@@ -300,9 +300,14 @@ LogicalResult HostKernelEmitter::emitChunk() {
   };
   for (Operation &op : optimizer.getUpdate().getBody().front()) {
     loc = op.getLoc();
-    if (isa<LoadGradOp>(op)) {
-      mapping.map(op.getResult(0), widenToF32(math, loadElements(streamIndex(
-                                                        StreamRole::Grad))));
+    if (auto loadGrad = dyn_cast<LoadGradOp>(op)) {
+      Value g =
+          widenToF32(math, loadElements(streamIndex(StreamRole::Grad)));
+      if (Value inv = loadGrad.getInvScale())
+        g = unscaleGrad(math, g, mapping.lookup(inv), optimizer.getGradType());
+      mapping.map(op.getResult(0), g);
+    } else if (isa<SkipIfOp>(op)) {
+      // Tested once per call (emit).
     } else if (isa<LoadParamOp>(op)) {
       Value x16 = loadElements(streamIndex(StreamRole::Param));
       Value x = optimizer.getMaster() == MasterFormat::none
@@ -468,6 +473,12 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
   for (unsigned i = 0; i < numUniforms; ++i)
     uniformValues.push_back(
         load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
+  // A skipped step walks no tile.
+  FailureOr<Value> skip = getSkipFlag(optimizer, uniformValues, math);
+  if (failed(skip))
+    return failure();
+  if (*skip)
+    tileEnd = arith::SelectOp::create(b, loc, *skip, tileBegin, tileEnd);
   unsigned table = 0;
   for (auto [i, state] : llvm::enumerate(states)) {
     if (!isa<CodebookSchemeAttr>(state.getScheme()))

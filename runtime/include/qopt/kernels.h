@@ -19,12 +19,14 @@ extern "C" {
 /// Number of shipped kernels.
 QOPT_RUNTIME_API size_t qopt_shipped_kernel_count(void);
 
-/// The spec name (file stem in specs/, e.g. "flash_adamw") of shipped kernel
+/// The spec name (file stem in specs/, e.g. "flash_adamw", or a variant of it:
+/// "flash_adamw.f16", "flash_adamw.f32", "flash_adamw.scaled",
+/// "flash_adamw.f32.scaled"; docs/abi.md, "Kernel variants") of shipped kernel
 /// `index`, or NULL past the end. The string is static.
 QOPT_RUNTIME_API const char *qopt_shipped_kernel_spec(size_t index);
 
 /// Adds every shipped kernel to `registry` under its manifest's kernel name
-/// (e.g. "FlashAdamW"), with its embedded binary. `num_added` may be NULL.
+/// (e.g. "FlashAdamW", "FlashAdamW_f32_scaled"), with its embedded binary. `num_added` may be NULL.
 /// Errors as qopt_registry_add_manifest (a kernel name already present).
 QOPT_RUNTIME_API qopt_status qopt_registry_add_shipped(qopt_registry *registry,
                                                        size_t *num_added);

@@ -100,3 +100,23 @@ qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
     qopt.store_param %x : f32
   }
 }
+
+// -----
+
+qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
+  qopt.update {
+    %c = arith.constant 1.0 : f64
+    // expected-error @+1 {{operand #0 must be 32-bit float}}
+    qopt.skip_if %c : f64
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+func.func @skip_outside_an_update(%f: f32) {
+  // expected-error @+1 {{expects parent op 'qopt.update'}}
+  qopt.skip_if %f : f32
+  return
+}

@@ -36,3 +36,28 @@ qopt.optimizer @FlashAdamW param "p" : bf16 master ecc_i8 grad "g" : bf16 {
     qopt.store_param %p : f32
   }
 }
+
+// Grad scaling (qopt-fuse-grad-scaling): an unscaled gradient read and a
+// launch-uniform skip.
+// CHECK-LABEL: qopt.optimizer @Scaled
+// CHECK: %[[S:.+]] = qopt.uniform 0 : f32
+// CHECK: %[[F:.+]] = qopt.uniform 1 : f32
+// CHECK: qopt.skip_if %[[F]] : f32
+// CHECK: qopt.load_grad unscale %[[S]] : f32
+// CHECK: qopt.load_grad : f32
+qopt.optimizer @Scaled param "p" : f16 master none grad "g" : f16 {
+  qopt.uniforms {
+    %one = arith.constant 1.0 : f64
+    %zero = arith.constant 0.0 : f64
+    qopt.yield %one, %zero : f64, f64
+  }
+  qopt.update {
+    %s = qopt.uniform 0 : f32
+    %f = qopt.uniform 1 : f32
+    qopt.skip_if %f : f32
+    %g = qopt.load_grad unscale %s : f32
+    %raw = qopt.load_grad : f32
+    %d = arith.subf %g, %raw : f32
+    qopt.store_param %d : f32
+  }
+}

@@ -159,8 +159,46 @@ def Qopt_UniformOp : Qopt_Op<"uniform", [Pure]> {
 
 def Qopt_LoadGradOp : Qopt_Op<"load_grad", [Pure]> {
   let summary = "the gradient of this element, as float32";
+  let description = [{
+    Without an operand, the stored gradient widened to float32 (exact). With
+    `unscale %s`, a launch-uniform f32 (the inverse of a loss scale), the
+    gradient is multiplied by `%s` in float32 and rounded back to the
+    gradient's own type (nearest even) before it is widened: the value that
+    `torch.amp.GradScaler.unscale_` leaves in a bf16 or f16 gradient (its
+    `_amp_foreach_non_finite_check_and_unscale_` multiplies in float32 and
+    stores in the gradient's dtype), so that a fused unscale equals unscale_
+    followed by the step bit for bit. For an f32 gradient it is one multiply.
+
+    ```mlir
+    %g = qopt.load_grad : f32
+    %u = qopt.load_grad unscale %inv : f32
+    ```
+  }];
+  let arguments = (ins Optional<F32>:$inv_scale);
   let results = (outs F32:$result);
-  let assemblyFormat = "attr-dict `:` type($result)";
+  let assemblyFormat = "(`unscale` $inv_scale^)? attr-dict `:` type($result)";
+  let builders = [OpBuilder<(ins), [{
+    build($_builder, $_state, $_builder.getF32Type(), Value());
+  }]>];
+}
+
+def Qopt_SkipIfOp : Qopt_Op<"skip_if", [HasParent<"UpdateOp">]> {
+  let summary = "skip the whole step when a launch-uniform flag is nonzero";
+  let description = [{
+    When `%flag` is nonzero (NaN included) the update has no effect on any
+    element: no parameter, error bit, state code, scale or absmax is written.
+    The flag must be uniform over the launch, so the lowerings test it once
+    per launch and walk no tile (`qopt-fuse-grad-scaling` creates it from a
+    found-inf hyperparameter; after `qopt-outline-uniforms` its operand is a
+    `qopt.uniform`). A step with several skip_if ops skips when any is set.
+
+    ```mlir
+    %f = qopt.uniform 4 : f32
+    qopt.skip_if %f : f32
+    ```
+  }];
+  let arguments = (ins F32:$flag);
+  let assemblyFormat = "$flag attr-dict `:` type($flag)";
 }
 
 def Qopt_LoadParamOp : Qopt_Op<"load_param", [Pure]> {
