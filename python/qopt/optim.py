@@ -459,8 +459,33 @@ class _GroupCache:
         self.generation, self.ids, self.launches = generation, ids, launches
 
 
+# Kernel handles of optimizers collected while a CUDA graph was being captured: destroying them
+# then (freeing staging memory, waiting for in-flight copies) would invalidate the capture, and
+# Python's garbage collector may run an optimizer's finalizer at any point of a captured step.
+_deferred_handles: List[c_void_p] = []
+
+
+def _capturing() -> bool:
+    try:
+        return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+    except Exception:  # never raise from a finalizer
+        return False
+
+
+def _destroy_deferred() -> None:
+    """Destroys the handles set aside during a capture, once no capture is running."""
+    if _deferred_handles and not _capturing():
+        handles = list(_deferred_handles)
+        _deferred_handles.clear()
+        R.destroy_kernels(handles)
+
+
 def _destroy_handle_dict(handles: Dict[Any, c_void_p]) -> None:
-    R.destroy_kernels(handles.values())
+    if _capturing():
+        _deferred_handles.extend(handles.values())
+    else:
+        _destroy_deferred()
+        R.destroy_kernels(handles.values())
     handles.clear()
 
 
@@ -660,6 +685,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        _destroy_deferred()
         grad_scale = getattr(self, "grad_scale", None)
         found_inf = getattr(self, "found_inf", None)
         scaling = None

@@ -79,6 +79,47 @@ def test_cuda_graph_capture_replays_equal_eager(cuda, cls, kw, groups):
     assert float(opt.state[graphed[0]]["step"]) == 5
 
 
+def test_optimizer_collected_during_capture_leaves_the_capture_intact(cuda):
+    """An optimizer that the garbage collector finalizes in the middle of another one's captured
+    step (the finalizer frees staging memory and waits for copies, which a capture forbids) has
+    its kernel handles set aside and destroyed at the next step outside the capture; the capture
+    and its replay are unaffected."""
+    import gc
+
+    from qopt import optim as qoptim
+
+    doomed_params = params_on(cuda, (4096,), seed=7)
+    doomed = qopt.FlashAdamW(doomed_params, capturable=True)
+    set_grads(doomed_params, grads_for(doomed_params, seed=8))
+    doomed.step()  # creates its kernel handles
+    params = params_on(cuda, (4096,), seed=9)
+    twin = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    opt = qopt.FlashAdamW(params, lr=torch.tensor(1e-2, device=cuda), capturable=True)
+    ref = qopt.FlashAdamW(twin, lr=torch.tensor(1e-2, device=cuda), capturable=True)
+    grads = grads_for(params, seed=10)
+    for p, g in zip(params, grads):
+        p.grad = g.clone()
+    set_grads(twin, grads)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        opt.step()  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    ref.step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        del doomed
+        gc.collect()
+        opt.step()
+    assert qoptim._deferred_handles, "the finalizer ran during the capture and set its handles aside"
+    graph.replay()
+    ref.step()
+    torch.cuda.synchronize()
+    assert torch.equal(bits(params[0]), bits(twin[0]))
+    opt.step()  # outside the capture: the set-aside handles are destroyed now
+    assert not qoptim._deferred_handles
+
+
 @pytest.mark.filterwarnings("ignore:The CUDA Graph is empty")
 def test_capture_without_capturable_is_refused(cuda):
     params = params_on(cuda, (100,), seed=2)
