@@ -47,6 +47,17 @@ timeout 120 python3 bench/torch_baselines.py --out "$OUT/torch.json" 2>&1 | tee 
 stamp "main job"
 timeout 90 "$B/bin/qopt-main" --kernels "$K" 2>&1 | tee "$OUT/main.log"
 
+stamp "first step"
+# qopt-first-step from the top-level build (it links libqopt_kernels): five
+# fresh processes, each timed from the launcher's clock reading.
+TOP=${QOPT_TOP_BUILD:-build}
+if [ -x "$TOP/bin/qopt-first-step" ]; then
+  for i in 1 2 3 4 5; do
+    LD_LIBRARY_PATH=$TOP/runtime:$TOP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+      "$TOP/bin/qopt-first-step" --start-ns "$(date +%s%N)"
+  done 2>&1 | tee "$OUT/first_step.log"
+fi
+
 stamp "plot"
 timeout 30 python3 bench/plot.py --bench "$OUT/bench.json" --torch "$OUT/torch.json" \
   --out "$OUT/gbps_vs_size.png" --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)" 2>&1 | tail -3

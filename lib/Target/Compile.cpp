@@ -84,10 +84,11 @@ struct CompileOptions {
     cl::desc("Where to write the kernel manifest (default: next to -o, "
              "<stem>.manifest.json, for ptx/cubin/fatbin)"),
     cl::value_desc("path"), cl::init(""), cl::cat(compileCategory)};
-  cl::opt<int64_t> threadsPerBlock{"threads-per-block",
-                                          cl::desc("Threads per block"),
-                                          cl::init(256),
-                                          cl::cat(compileCategory)};
+  cl::opt<int64_t> threadsPerBlock{
+      "threads-per-block",
+      cl::desc("Threads per block (0: 512 for two or more group states, "
+               "else 256)"),
+      cl::init(0), cl::cat(compileCategory)};
   cl::opt<bool> tabulateCodes{
       "tabulate-codes",
       cl::desc("Dequantize 8-bit codes through compile-time tables (exact)"),

@@ -120,8 +120,9 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     if (!uniforms)
       return optimizer.emitOpError("needs qopt-outline-uniforms before a "
                                    "manifest can be written");
-    int64_t lanes = getElementsPerThread(optimizer, options.threadsPerBlock,
-                                         options.elementsPerThread);
+    int64_t threads = getThreadsPerBlock(optimizer, options.threadsPerBlock);
+    int64_t lanes =
+        getElementsPerThread(optimizer, threads, options.elementsPerThread);
     SmallVector<StreamInfo> streams = getStreams(optimizer);
 
     json::Array hypers;
@@ -206,9 +207,9 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
         {"tables", std::move(tables)},
         {"args", std::move(argArray)},
         {"launch",
-         json::Object{{"threads_per_block", options.threadsPerBlock},
+         json::Object{{"threads_per_block", threads},
                       {"elements_per_thread", lanes},
-                      {"tile_elements", options.threadsPerBlock * lanes},
+                      {"tile_elements", threads * lanes},
                       {"descriptor_bytes", int64_t(16 + 8 * streams.size())},
                       {"shared_bytes", 0},
                       {"suggested_blocks_per_sm", 4}}}};

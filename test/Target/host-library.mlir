@@ -15,8 +15,9 @@
 // CHECK: "kernel": "FlashAdamW"
 // CHECK: "launch": {
 // CHECK: "elements_per_thread": 16,
-// CHECK: "threads_per_block": 256,
-// CHECK-NEXT: "tile_elements": 4096
+// Two group states: 512 threads per block (getThreadsPerBlock).
+// CHECK: "threads_per_block": 512,
+// CHECK-NEXT: "tile_elements": 8192
 // CHECK: "mode": "strict"
 
 // SYMBOLS: T FlashAdamW_host

@@ -15,7 +15,8 @@
 
 // CHECK: .target sm_90
 // CHECK: .visible .entry FlashAdamW(
-// CHECK: .maxntid 256, 1, 1
+// Two group states: 512 threads per block by default (getThreadsPerBlock).
+// CHECK: .maxntid 512, 1, 1
 // CHECK-DAG: ld.global.v2.b32
 // CHECK-DAG: st.global.v2.b32
 // CHECK-DAG: shfl.sync.bfly.b32

@@ -22,8 +22,8 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"strict\"",
            "Arithmetic mode: strict (bit-exact with the reference) or fast">,
-    Option<"threadsPerBlock", "threads-per-block", "int64_t", /*default=*/"256",
-           "Threads per block">,
+    Option<"threadsPerBlock", "threads-per-block", "int64_t", /*default=*/"0",
+           "Threads per block (0: chosen, see getThreadsPerBlock)">,
     Option<"elementsPerThread", "elements-per-thread", "int64_t",
            /*default=*/"0", "Consecutive elements each thread owns per tile (0: chosen, "
            "see getElementsPerThread)">,
@@ -73,9 +73,9 @@ def ConvertQoptToHost : Pass<"convert-qopt-to-host", "::mlir::ModuleOp"> {
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"strict\"",
            "Arithmetic mode: strict (bit-exact with the reference) or fast">,
-    Option<"threadsPerBlock", "threads-per-block", "int64_t", /*default=*/"256",
-           "The GPU kernel's threads per block; fixes the tile with "
-           "elements-per-thread">,
+    Option<"threadsPerBlock", "threads-per-block", "int64_t", /*default=*/"0",
+           "The GPU kernel's threads per block (0: chosen, see "
+           "getThreadsPerBlock); fixes the tile with elements-per-thread">,
     Option<"elementsPerThread", "elements-per-thread", "int64_t",
            /*default=*/"0", "Vector lanes (at most the smallest group; 0: as the GPU "
            "kernel, see getElementsPerThread)">,

@@ -22,7 +22,7 @@ struct HostOptions {
   std::string mode = "strict"; ///< strict (bit-exact) or fast.
   /// The GPU kernel's launch shape: the host function walks the same tiles
   /// (threads * min(elements, smallest group) elements), as the manifest says.
-  int64_t threadsPerBlock = 256;
+  int64_t threadsPerBlock = 0; ///< <= 0: getThreadsPerBlock's choice
   int64_t elementsPerThread = 0; ///< <= 0: getElementsPerThread's choice
   unsigned optLevel = 2; ///< LLVM optimization level, 0 to 3.
   /// The CPU to generate code for: empty for the triple's baseline (portable

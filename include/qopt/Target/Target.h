@@ -22,7 +22,7 @@ namespace mlir::qopt {
 struct KernelOptions {
   std::string chip = "sm_90";  ///< nvvm-attach-target chip (sm_80, sm_90, ...).
   std::string mode = "strict"; ///< strict (bit-exact) or fast.
-  int64_t threadsPerBlock = 256;
+  int64_t threadsPerBlock = 0; ///< <= 0: getThreadsPerBlock's choice
   int64_t elementsPerThread = 0; ///< <= 0: getElementsPerThread's choice
   /// Dequantize 8-bit codes through compile-time tables (qopt-tabulate-codes,
   /// exact).

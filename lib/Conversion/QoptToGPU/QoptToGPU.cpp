@@ -744,9 +744,9 @@ struct ConvertQoptToGPUPass
     for (OptimizerOp optimizer : optimizers) {
       // Each thread's lanes must lie in one group; the tile must hold whole
       // groups and blocks.
-      int64_t lanes = getElementsPerThread(optimizer, threadsPerBlock,
-                                           elementsPerThread);
-      int64_t threads = threadsPerBlock;
+      int64_t threads = getThreadsPerBlock(optimizer, threadsPerBlock);
+      int64_t lanes =
+          getElementsPerThread(optimizer, threads, elementsPerThread);
       if (threads % 32 != 0 || threads < 32 || threads > 1024) {
         optimizer.emitError("threads-per-block must be a multiple of 32 in "
                             "[32, 1024], got ")

@@ -556,16 +556,17 @@ struct ConvertQoptToHostPass
     for (OptimizerOp optimizer : optimizers) {
       // The GPU kernel's tile (the manifest's launch), and chunks that lie
       // in one group.
-      int64_t lanes = getElementsPerThread(optimizer, threadsPerBlock,
-                                           elementsPerThread);
-      if (threadsPerBlock < 1 || lanes < 1) {
+      int64_t threads = getThreadsPerBlock(optimizer, threadsPerBlock);
+      int64_t lanes =
+          getElementsPerThread(optimizer, threads, elementsPerThread);
+      if (threads < 1 || lanes < 1) {
         optimizer.emitError("threads-per-block and elements-per-thread must "
                             "be positive, got ")
-            << threadsPerBlock << " and " << elementsPerThread;
+            << threads << " and " << elementsPerThread;
         return signalPassFailure();
       }
-      int64_t tile = threadsPerBlock * lanes;
-      if (failed(verifyTileShape(optimizer, threadsPerBlock, lanes)))
+      int64_t tile = threads * lanes;
+      if (failed(verifyTileShape(optimizer, threads, lanes)))
         return signalPassFailure();
       OpBuilder b(module.getContext());
       HostKernelEmitter emitter(optimizer, b, mode == "fast", lanes, tile);

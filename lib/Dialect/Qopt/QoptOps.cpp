@@ -133,15 +133,38 @@ int64_t mlir::qopt::getMinGroupSize(OptimizerOp optimizer) {
   return result;
 }
 
+int64_t mlir::qopt::getThreadsPerBlock(OptimizerOp optimizer,
+                                       int64_t requested) {
+  if (requested > 0)
+    return requested;
+  // Measured on the H200 (bench/NOTES.md): two or more group states (the
+  // Adam family, 4 lanes) run faster with 512 threads; one state or
+  // codebook states with 256.
+  SmallVector<StateOp> states = getStates(optimizer);
+  bool codebook = llvm::any_of(states, [](StateOp state) {
+    return isa<CodebookSchemeAttr>(state.getScheme());
+  });
+  return states.size() >= 2 && !codebook ? 512 : 256;
+}
+
 int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
                                          int64_t threads, int64_t requested) {
   int64_t minGroup = getMinGroupSize(optimizer);
   if (requested > 0)
     return std::min(requested, minGroup);
   int64_t maxGroup = 1;
-  for (StateOp state : getStates(optimizer))
+  bool codebook = false;
+  SmallVector<StateOp> states = getStates(optimizer);
+  for (StateOp state : states) {
     maxGroup = std::max(maxGroup, getReductionSize(state));
-  int64_t lanes = std::min<int64_t>(4, minGroup);
+    codebook |= isa<CodebookSchemeAttr>(state.getScheme());
+  }
+  // Measured on the H200 (bench/NOTES.md, 256 threads): an update with one
+  // state is fastest with 16 lanes (more loads in flight per thread), one
+  // with codebook states with 8, two or more companded states with 4 (their
+  // registers).
+  int64_t preferred = states.size() <= 1 ? 16 : codebook ? 8 : 4;
+  int64_t lanes = std::min<int64_t>(preferred, minGroup);
   while (threads > 0 && (threads * lanes) % maxGroup != 0 && lanes < 16 &&
          lanes * 2 <= minGroup)
     lanes *= 2;

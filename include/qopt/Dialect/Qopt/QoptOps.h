@@ -63,10 +63,15 @@ LogicalResult verifyTileShape(OptimizerOp optimizer, int64_t threads,
 /// The smallest group or block size of the optimizer's states (4096 if none).
 int64_t getMinGroupSize(OptimizerOp optimizer);
 
+/// Threads per GPU block: `requested`, or with `requested <= 0` the measured
+/// best on the H200 (bench/NOTES.md: 512 for two or more group states, else
+/// 256).
+int64_t getThreadsPerBlock(OptimizerOp optimizer, int64_t requested);
+
 /// Consecutive elements per GPU thread (the lanes of a host chunk): the
 /// `requested` number, or with `requested <= 0` the measured best on the H200
-/// (4; bench/NOTES.md) raised until `threads` such threads cover the largest
-/// block; never more than the smallest group, so that a thread's lanes lie in
+/// (bench/NOTES.md: 16 for one state, 8 with codebook states, else 4) raised
+/// until `threads` such threads cover the largest block; never more than the smallest group, so that a thread's lanes lie in
 /// one group. The tile is `threads` times this.
 int64_t getElementsPerThread(OptimizerOp optimizer, int64_t threads,
                              int64_t requested);
