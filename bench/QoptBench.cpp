@@ -521,7 +521,10 @@ int main(int argc, char **argv) {
       const qopt_launch_info &L = spec.info.launch;
       int warpsPerSM = k.occupancyBlocks * L.threads_per_block / 32;
       double occ = double(warpsPerSM) / double(dev.maxThreadsPerSM / 32);
-      unsigned defaultGrid = unsigned(dev.sms * L.suggested_blocks_per_sm);
+      // The runtime's grid: one wave of the resident blocks (the manifest's
+      // suggestion where the driver cannot say).
+      unsigned defaultGrid = unsigned(
+          dev.sms * (k.occupancyBlocks > 0 ? k.occupancyBlocks : L.suggested_blocks_per_sm));
       std::printf("\n== %s (%s, %s) %s\n   %d regs, %d B local, %d B static smem, %d threads x "
                   "%d elems; %d resident blocks/SM (%d warps, %.0f%% occupancy) vs %d suggested\n",
                   spec.stem.c_str(), spec.info.kernel, spec.binaryFormat.c_str(),

@@ -104,6 +104,8 @@ LoadResult load() {
   resolve(handle, d.cuMemsetD8, {"cuMemsetD8_v2"});
   resolve(handle, d.cuMemGetInfo, {"cuMemGetInfo_v2"});
   resolve(handle, d.cuCtxSynchronize, {"cuCtxSynchronize"});
+  resolve(handle, d.cuOccupancyMaxActiveBlocksPerMultiprocessor,
+          {"cuOccupancyMaxActiveBlocksPerMultiprocessor"});
   resolve(handle, d.cuStreamCreate, {"cuStreamCreate"});
   resolve(handle, d.cuStreamDestroy, {"cuStreamDestroy_v2"});
   resolve(handle, d.cuStreamSynchronize, {"cuStreamSynchronize"});

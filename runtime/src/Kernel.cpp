@@ -174,7 +174,20 @@ void Kernel::finishCudaLoad() {
             cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             static_cast<int>(l.shared_bytes));
   }
-  int64_t blocks = int64_t(ctx_->multiprocessors()) * l.suggested_blocks_per_sm;
+  // The kernels are persistent and give each block one contiguous range of
+  // tiles: one wave of exactly the blocks that fit (the driver's occupancy)
+  // keeps every multiprocessor busy to the end; a grid of 4 per SM where 3
+  // fit would run a second wave at a third of the machine. The manifest's
+  // suggestion stands in where the driver cannot say.
+  int64_t perSM = l.suggested_blocks_per_sm;
+  if (auto occupancy = cu::driver().cuOccupancyMaxActiveBlocksPerMultiprocessor) {
+    int resident = 0;
+    if (occupancy(&resident, function_, static_cast<int>(l.threads_per_block),
+                  static_cast<size_t>(l.shared_bytes)) == cu::CUDA_SUCCESS &&
+        resident > 0)
+      perSM = resident;
+  }
+  int64_t blocks = int64_t(ctx_->multiprocessors()) * perSM;
   maxBlocks_ = static_cast<int>(std::clamp<int64_t>(blocks, 1, INT32_MAX));
 }
 
