@@ -91,11 +91,17 @@ void buildDescriptors(const Manifest &m, const qopt_tensor_list *t,
 }
 
 /// A buffer the step touches, for the overlap and pointer checks.
+/// A buffer of the step. Its label ("tensor 'w' (#3), stream 'm.codes'") is
+/// formatted only for an error message: a 148-tensor list has a thousand
+/// extents per step.
 struct Extent {
+  enum class Kind { Stream, Table, Uniforms };
   uint64_t begin = 0;
   uint64_t bytes = 0;
   bool written = false;
-  std::string label; ///< "tensor 'w' (#3), stream 'm.codes'"
+  Kind kind = Kind::Stream;
+  size_t tensor = 0; ///< Stream: the tensor; Table: the table
+  size_t stream = 0; ///< Stream: the stream
 };
 
 } // namespace
@@ -399,6 +405,7 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
          numTables);
 
   std::vector<Extent> extents;
+  extents.reserve(t->num_tensors * S + numTables + 1);
   for (size_t k = 0; k < t->num_tensors; ++k) {
     int64_t numel = t->numels[k];
     if (numel < 0)
@@ -437,7 +444,8 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
              " is not 16-byte aligned (address mod 16 = ",
              reinterpret_cast<uintptr_t>(p) % 16, ")");
       extents.push_back({reinterpret_cast<uintptr_t>(p), need,
-                         s.access == QOPT_ACCESS_READ_WRITE, where()});
+                         s.access == QOPT_ACCESS_READ_WRITE,
+                         Extent::Kind::Stream, k, j});
     }
   }
   for (size_t i = 0; i < numTables; ++i) {
@@ -450,15 +458,28 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
            " is not 4-byte aligned");
     extents.push_back({reinterpret_cast<uintptr_t>(p),
                        uint64_t(d.count) * sizeof(float), false,
-                       cat("table '", d.name, "'")});
+                       Extent::Kind::Table, i, 0});
   }
   if (deviceUniforms && !m.uniforms.empty()) {
     if (reinterpret_cast<uintptr_t>(deviceUniforms) % 4 != 0)
       fail(QOPT_ERROR_VALIDATION, "uniforms: pointer ", hexPtr(deviceUniforms),
            " is not 4-byte aligned");
     extents.push_back({reinterpret_cast<uintptr_t>(deviceUniforms),
-                       m.uniforms.size() * sizeof(float), false, "uniforms"});
+                       m.uniforms.size() * sizeof(float), false,
+                       Extent::Kind::Uniforms, 0, 0});
   }
+  auto label = [&](const Extent &e) -> std::string {
+    switch (e.kind) {
+    case Extent::Kind::Stream:
+      return cat(tensorLabel(t, e.tensor), ", stream '",
+                 m.streams[e.stream].name, "'");
+    case Extent::Kind::Table:
+      return cat("table '", m.tables[e.tensor].name, "'");
+    case Extent::Kind::Uniforms:
+      return "uniforms";
+    }
+    return "";
+  };
 
   // Overlaps: any pair where one side is written. Sorted by start, the
   // interval reaching furthest (and the written one reaching furthest) so far
@@ -481,8 +502,8 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
         other = far;
       if (other >= 0) {
         const Extent &o = extents[other];
-        fail(QOPT_ERROR_VALIDATION, "overlapping buffers: ", e.label, " [",
-             hexPtr(e.begin), ", +", e.bytes, " bytes) overlaps ", o.label,
+        fail(QOPT_ERROR_VALIDATION, "overlapping buffers: ", label(e), " [",
+             hexPtr(e.begin), ", +", e.bytes, " bytes) overlaps ", label(o),
              " [", hexPtr(o.begin), ", +", o.bytes, " bytes)",
              e.written && o.written ? "; both are written"
                                     : "; one of them is written");
@@ -521,19 +542,19 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
                      cu::CU_POINTER_ATTRIBUTE_RANGE_SIZE};
       void *data[] = {&memType, &managed, &ordinal, &start, &size};
       cu::check(cu::driver().cuPointerGetAttributes(5, attrs, data, e.begin),
-                "cuPointerGetAttributes", cat("for ", e.label));
+                "cuPointerGetAttributes", cat("for ", label(e)));
       if (memType == 0)
-        fail(QOPT_ERROR_VALIDATION, e.label, ": pointer ", hexPtr(e.begin),
+        fail(QOPT_ERROR_VALIDATION, label(e), ": pointer ", hexPtr(e.begin),
              " is not CUDA memory (a host pointer, or freed?)");
       if (!managed && memType == cu::CU_MEMORYTYPE_HOST)
-        fail(QOPT_ERROR_VALIDATION, e.label, ": pointer ", hexPtr(e.begin),
+        fail(QOPT_ERROR_VALIDATION, label(e), ": pointer ", hexPtr(e.begin),
              " is host memory, not device memory");
       if (!managed && ordinal != ctx_->ordinal())
-        fail(QOPT_ERROR_VALIDATION, e.label, ": pointer ", hexPtr(e.begin),
+        fail(QOPT_ERROR_VALIDATION, label(e), ": pointer ", hexPtr(e.begin),
              " is on device ", ordinal, ", the kernel runs on device ",
              ctx_->ordinal());
       if (start != 0 && size != 0 && e.begin + e.bytes > start + size)
-        fail(QOPT_ERROR_VALIDATION, e.label, ": ", e.bytes, " bytes from ",
+        fail(QOPT_ERROR_VALIDATION, label(e), ": ", e.bytes, " bytes from ",
              hexPtr(e.begin), " run past the end of its allocation (",
              size, " bytes from ", hexPtr(start), ") by ",
              e.begin + e.bytes - (start + size), " bytes");
