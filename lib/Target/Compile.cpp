@@ -121,6 +121,11 @@ struct CompileOptions {
                "hyperparameters grad_scale and found_inf, a kernel renamed "
                "<name>_scaled (qopt-fuse-grad-scaling)"),
       cl::init(false), cl::cat(compileCategory)};
+  cl::opt<bool> codebookBuckets{
+      "codebook-buckets",
+      cl::desc("Codebook codes by a short search from a table of float bit "
+               "patterns (exact; the full search for wide buckets)"),
+      cl::init(true), cl::cat(compileCategory)};
   cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
                                  cl::desc("LLVM optimization level of host "
                                           "code (-O0 to -O3)"),
@@ -261,6 +266,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.exactUniformDivision = opts->exactUniformDivision;
   options.elementsPerThread = opts->elementsPerThread;
   options.checkedRounding = opts->checkedRounding;
+  options.codebookBuckets = opts->codebookBuckets;
 
   // Variants of the spec: another parameter type, fused grad scaling.
   if (!opts->paramType.empty() || opts->gradScaling) {
@@ -333,6 +339,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     toGPU.threadsPerBlock = options.threadsPerBlock;
     toGPU.elementsPerThread = options.elementsPerThread;
     toGPU.checkedRounding = options.checkedRounding;
+    toGPU.codebookBuckets = options.codebookBuckets;
     pm.addPass(createConvertQoptToGPU(toGPU));
     if (failed(pm.run(*module)))
       return 1;

@@ -5,7 +5,8 @@
 // equal to the IEEE chain's (convert-qopt-to-gpu checked-rounding,
 // StreamCodecs.cpp). This suite steps every shipped spec with both builds —
 // the default kernels and the same specs compiled with
-// --checked-rounding=false (every code through div.rn/sqrt.rn) — on the same
+// --checked-rounding=false --codebook-buckets=false (every code through
+// div.rn/sqrt.rn, every codebook code by the full 8-step search) — on the same
 // 16 Mi-element tensors and requires every byte of every stream to agree
 // after every step. The gradients span many scales per group, with zero
 // groups and outliers, so that many codes land near a rounding boundary and

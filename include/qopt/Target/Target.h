@@ -35,6 +35,8 @@ struct KernelOptions {
   /// Strict mode: quantization codes through approximate arithmetic with a
   /// rounding-margin check and the IEEE chain as fallback (exact).
   bool checkedRounding = true;
+  /// Codebook codes through a bucket table of float bit patterns (exact).
+  bool codebookBuckets = true;
 };
 
 /// The PTX ISA feature of nvvm-attach-target for `chip` (e.g. "+ptx80" for

@@ -43,9 +43,11 @@ static Type memoryType(Type storage) {
 class KernelEmitter {
 public:
   KernelEmitter(OptimizerOp optimizer, OpBuilder &b, bool fast,
-                bool checkedRounding, int64_t threads, int64_t lanes)
+                bool checkedRounding, bool codebookBuckets, int64_t threads,
+                int64_t lanes)
       : optimizer(optimizer), b(b), loc(optimizer.getLoc()),
         math(b, loc, fast), checkedRounding(checkedRounding),
+        codebookBuckets(codebookBuckets),
         threads(threads), lanes(lanes), tile(threads * lanes) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
@@ -104,6 +106,7 @@ private:
   Location loc;
   LaneMath math;
   bool checkedRounding;
+  bool codebookBuckets;
   int64_t threads, lanes, tile;
   SmallVector<StreamInfo> streams;
   SmallVector<StateOp> states;
@@ -112,6 +115,19 @@ private:
   Value tid;                       // i64
   SmallVector<Value> uniformValues;// f32 scalars
   llvm::DenseMap<int, Value> qmapShared, midShared; // per codebook state
+  /// Per codebook state: for each of kBuckets ranges of float bit patterns
+  /// (the top 12 bits of an order-preserving key), the number of midpoints
+  /// below the range and how many lie in it (start | width << 16).
+  llvm::DenseMap<int, Value> bucketShared;
+  static constexpr int64_t kBuckets = 4096;
+  /// Midpoints a bucket may hold for the short search (4 steps).
+  static constexpr int64_t kBucketSearchWidth = 15;
+  void fillBuckets(Value mids, Value buckets);
+  /// count(mid < x) (or <= with `inclusive`) over the 255 midpoints: 8 steps.
+  Value countBelow(Value mids, Value x, bool inclusive);
+  /// The code of each lane of `normalized` by the bucketed search, the
+  /// binary search for a thread whose lanes include a wide bucket.
+  Value codebookCodes(int stateIndex, Value normalized);
   SmallVector<Value> reductionSlots;                // one per block reduction
   unsigned nextReductionSlot = 0;
 
@@ -419,28 +435,149 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
   Value normalized = math.div(
       value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
-  Value mids = midShared.lookup(index);
-  Value codes = arith::ConstantOp::create(
-      b, loc, b.getZeroAttr(lanesOf(b.getI8Type())));
-  for (int64_t i = 0; i < lanes; ++i) {
-    Value c = vector::ExtractOp::create(b, loc, normalized, i);
-    Value pos = constI32(0);
-    for (int64_t step = 128; step >= 1; step /= 2) {
-      Value candidate = arith::AddIOp::create(b, loc, pos, constI32(step));
-      Value midIndex = arith::SubIOp::create(b, loc, candidate, constI32(1));
-      Value mid = load(f32(), gep(mids, f32(), midIndex), 4);
-      // !(mid >= c): a NaN c takes the last code, as torch.bucketize does.
-      Value below = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ULT,
-                                          mid, c);
-      pos = arith::SelectOp::create(b, loc, below, candidate, pos);
-    }
-    Value code = arith::TruncIOp::create(b, loc, b.getI8Type(), pos);
-    codes = vector::InsertOp::create(b, loc, code, codes, i);
-  }
+  Value codes = codebookCodes(index, normalized);
   storeElements(streamIndex(StreamRole::StateCodes, index), codes);
   storePerGroup(streamIndex(StreamRole::StateAbsmax, index),
                 codebook.getBlock(), absmax);
   return success();
+}
+
+Value KernelEmitter::countBelow(Value mids, Value x, bool inclusive) {
+  Value pos = constI32(0);
+  for (int64_t step = 128; step >= 1; step /= 2) {
+    Value candidate = arith::AddIOp::create(b, loc, pos, constI32(step));
+    Value mid = load(f32(), gep(mids, f32(), arith::SubIOp::create(
+                                               b, loc, candidate, constI32(1))),
+                     4);
+    Value below = arith::CmpFOp::create(
+        b, loc, inclusive ? arith::CmpFPredicate::OLE : arith::CmpFPredicate::OLT,
+        mid, x);
+    pos = arith::SelectOp::create(b, loc, below, candidate, pos);
+  }
+  return pos;
+}
+
+/// The order-preserving key of float bits (radix-sort order: -NaN < -inf <
+/// ... < -0 < +0 < ... < +inf < +NaN) and back.
+static Value orderedKey(OpBuilder &b, Location loc, Value bits) {
+  Type i32 = bits.getType();
+  auto c = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i32, v));
+  };
+  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                         bits, c(0));
+  return arith::SelectOp::create(
+      b, loc, negative, arith::XOrIOp::create(b, loc, bits, c(-1)),
+      arith::OrIOp::create(b, loc, bits, c(INT32_MIN)));
+}
+
+static Value floatOfKey(OpBuilder &b, Location loc, Value key) {
+  Type i32 = key.getType();
+  auto c = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i32, v));
+  };
+  Value positive = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                         key, c(0)); // top bit set
+  Value bits = arith::SelectOp::create(
+      b, loc, positive, arith::AndIOp::create(b, loc, key, c(INT32_MAX)),
+      arith::XOrIOp::create(b, loc, key, c(-1)));
+  return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+}
+
+void KernelEmitter::fillBuckets(Value mids, Value buckets) {
+  // Bucket j holds the keys [j << 20, (j << 20) | 0xFFFFF], clamped to the
+  // non-NaN keys [key(-inf), key(+inf)]; a bucket of NaNs alone gets 0 (a NaN
+  // value never reads it).
+  auto fill = scf::ForOp::create(b, loc, tid, constI64(kBuckets), constI64(threads));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(fill.getBody()->getTerminator());
+  Value j = arith::TruncIOp::create(b, loc, i32(), fill.getInductionVar());
+  Value loKey = arith::ShLIOp::create(b, loc, j, constI32(20));
+  Value hiKey = arith::OrIOp::create(b, loc, loKey, constI32(0xFFFFF));
+  loKey = arith::MaxUIOp::create(b, loc, loKey, constI32(0x007FFFFF));
+  hiKey = arith::MinUIOp::create(b, loc, hiKey,
+                                 constI32(static_cast<int32_t>(0xFF800000u)));
+  Value valid =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, loKey, hiKey);
+  Value start = countBelow(mids, floatOfKey(b, loc, loKey), false);
+  Value end = countBelow(mids, floatOfKey(b, loc, hiKey), true);
+  Value entry = arith::OrIOp::create(
+      b, loc, start,
+      arith::ShLIOp::create(b, loc, arith::SubIOp::create(b, loc, end, start),
+                            constI32(16)));
+  entry = arith::SelectOp::create(b, loc, valid, entry, constI32(0));
+  LLVM::StoreOp::create(b, loc, entry,
+                        gep(buckets, i32(), fill.getInductionVar()), 4);
+}
+
+Value KernelEmitter::codebookCodes(int stateIndex, Value normalized) {
+  // Seed 000's code is the number of midpoints strictly below c
+  // (torch.bucketize, right=False; a NaN c gets the last code). The bucket of
+  // c's bits gives the midpoints below its range and how many lie in it;
+  // with at most 15 there, a 4-step search from that start is the count.
+  // (12-bit buckets give bitsandbytes' dynamic maps at most 9.) A thread with
+  // a lane in a wider bucket takes the 8-step search over all midpoints.
+  Value mids = midShared.lookup(stateIndex);
+  Value buckets = bucketShared.lookup(stateIndex);
+  VectorType codeType = lanesOf(b.getI8Type());
+  auto fullSearch = [&] {
+    Value codes = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
+    for (int64_t i = 0; i < lanes; ++i) {
+      Value c = vector::ExtractOp::create(b, loc, normalized, i);
+      Value pos = constI32(0);
+      for (int64_t step = 128; step >= 1; step /= 2) {
+        Value candidate = arith::AddIOp::create(b, loc, pos, constI32(step));
+        Value midIndex = arith::SubIOp::create(b, loc, candidate, constI32(1));
+        Value mid = load(f32(), gep(mids, f32(), midIndex), 4);
+        // !(mid >= c): a NaN c takes the last code, as torch.bucketize does.
+        Value below = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ULT,
+                                            mid, c);
+        pos = arith::SelectOp::create(b, loc, below, candidate, pos);
+      }
+      codes = vector::InsertOp::create(
+          b, loc, arith::TruncIOp::create(b, loc, b.getI8Type(), pos), codes, i);
+    }
+    return codes;
+  };
+  if (!codebookBuckets)
+    return fullSearch();
+  Value fast = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
+  Value all;
+  for (int64_t i = 0; i < lanes; ++i) {
+    Value c = vector::ExtractOp::create(b, loc, normalized, i);
+    Value key = orderedKey(b, loc, arith::BitcastOp::create(b, loc, i32(), c));
+    Value j = arith::ShRUIOp::create(b, loc, key, constI32(20));
+    Value entry = load(i32(), gep(buckets, i32(), j), 4);
+    Value pos = arith::AndIOp::create(b, loc, entry, constI32(0xFFFF));
+    Value width = arith::ShRUIOp::create(b, loc, entry, constI32(16));
+    for (int64_t step = 8; step >= 1; step /= 2) {
+      Value candidate = arith::AddIOp::create(b, loc, pos, constI32(step));
+      Value mid = load(f32(), gep(mids, f32(), arith::SubIOp::create(
+                                                 b, loc, candidate, constI32(1))),
+                       4);
+      Value below =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, mid, c);
+      pos = arith::SelectOp::create(b, loc, below, candidate, pos);
+    }
+    Value isNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, c, c);
+    pos = arith::SelectOp::create(b, loc, isNaN, constI32(255), pos);
+    Value ok = arith::OrIOp::create(
+        b, loc, isNaN,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, width,
+                              constI32(kBucketSearchWidth)));
+    all = all ? Value(arith::AndIOp::create(b, loc, all, ok)) : ok;
+    fast = vector::InsertOp::create(
+        b, loc, arith::TruncIOp::create(b, loc, b.getI8Type(), pos), fast, i);
+  }
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{codeType}, all,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  scf::YieldOp::create(b, loc, fast);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  scf::YieldOp::create(b, loc, fullSearch());
+  b.setInsertionPointAfter(ifOp);
+  return ifOp.getResult(0);
 }
 
 void KernelEmitter::emitStoreParam(Value value) {
@@ -596,12 +733,20 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   for (auto [k, stateIndex] : llvm::enumerate(codebookStates)) {
     std::string qname = prefix + "_qmap" + std::to_string(stateIndex);
     std::string mname = prefix + "_mid" + std::to_string(stateIndex);
+    std::string bname = prefix + "_bucket" + std::to_string(stateIndex);
     sharedArray(module, qname, 256);
-    sharedArray(module, mname, 255);
+    // 255 midpoints and 16 of +inf after them, read by the bucketed search.
+    sharedArray(module, mname, 255 + kBucketSearchWidth + 1);
+    if (codebookBuckets)
+      sharedArray(module, bname, kBuckets);
     Value qmap = LLVM::AddressOfOp::create(b, loc, sharedPtr(), qname);
     Value mid = LLVM::AddressOfOp::create(b, loc, sharedPtr(), mname);
+    Value bucket = codebookBuckets
+                       ? Value(LLVM::AddressOfOp::create(b, loc, sharedPtr(), bname))
+                       : Value();
     qmapShared[stateIndex] = qmap;
     midShared[stateIndex] = mid;
+    bucketShared[stateIndex] = bucket;
     Value table = entry.getArgument(4 + k);
     auto fill = scf::ForOp::create(b, loc, tid, constI64(256), constI64(threads));
     {
@@ -624,6 +769,22 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       LLVM::StoreOp::create(
           b, loc, math.mul(math.add(lo, hi), math.constF(lo, 0.5)),
           gep(mid, f32(), i), 4);
+    }
+    auto pad = scf::ForOp::create(b, loc, tid, constI64(kBucketSearchWidth + 1),
+                                  constI64(threads));
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(pad.getBody()->getTerminator());
+      Value i = arith::AddIOp::create(b, loc, pad.getInductionVar(),
+                                      constI64(255));
+      LLVM::StoreOp::create(
+          b, loc, arith::ConstantOp::create(
+              b, loc, b.getF32FloatAttr(std::numeric_limits<float>::infinity())),
+          gep(mid, f32(), i), 4);
+    }
+    if (codebookBuckets) {
+      gpu::BarrierOp::create(b, loc);
+      fillBuckets(mid, bucket);
     }
   }
   unsigned slot = 0;
@@ -760,7 +921,7 @@ struct ConvertQoptToGPUPass
       auto gpuModule = gpu::GPUModuleOp::create(
           b, optimizer.getLoc(), (optimizer.getSymName() + "_kernels").str());
       KernelEmitter emitter(optimizer, b, mode == "fast", checkedRounding,
-                            threads, lanes);
+                            codebookBuckets, threads, lanes);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();
       optimizer.erase();

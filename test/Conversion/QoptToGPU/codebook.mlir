@@ -1,16 +1,33 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=codebook-buckets=false | FileCheck %s --check-prefix=FULL
 
-// Seed 000's blockwise codebook: the qmap table and its 255 midpoints in
-// shared memory, filled once per block; the block absmax of 2048 elements
-// (128 threads) over four warp shuffles and then shared memory; the code by an
-// 8-step branchless search of the midpoints.
+// Seed 000's blockwise codebook: the qmap table, its 255 midpoints (and 16
+// of +inf after them) in shared memory, filled once per block, and a table of
+// 4096 buckets of float bit patterns (midpoints below each, how many inside);
+// the block absmax of 2048 elements (128 threads of 16 lanes) over four warp
+// shuffles and then shared memory; the code by a 4-step search from the
+// lane's bucket, the 8-step search of all midpoints for a thread with a lane
+// in a bucket of more than 15.
 
 // CHECK-LABEL: gpu.module @Codebook_kernels
 // CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_qmap0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<256 x f32>
-// CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_mid0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<255 x f32>
+// CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_mid0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<271 x f32>
+// CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_bucket0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<4096 x f32>
 // CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_warpmax0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<8 x f32>
 // CHECK: gpu.func @Codebook(%{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>, %{{.+}}: i64, %{{.+}}: !llvm.ptr<1>, %[[QMAP:.+]]: !llvm.ptr<1>) kernel
 // CHECK: llvm.mlir.addressof @__qopt_Codebook_qmap0 : !llvm.ptr<3>
+// CHECK: gpu.barrier
+// Midpoints, then the +inf padding, then the buckets: the keys
+// [j << 20, j << 20 | 0xFFFFF] clamped to [key(-inf), key(+inf)].
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: gpu.barrier
+// CHECK: scf.for
+// CHECK: arith.shli %{{.+}}, %{{.+}} : i32
+// CHECK: arith.maxui
+// CHECK: arith.minui
+// CHECK-COUNT-8: arith.cmpf olt
+// CHECK-COUNT-8: arith.cmpf ole
 // CHECK: gpu.barrier
 // CHECK: scf.for
 // CHECK-COUNT-5: gpu.shuffle xor
@@ -18,7 +35,21 @@
 // CHECK-COUNT-4: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 // CHECK: gpu.barrier
 // CHECK: arith.divf
+// Per lane: the bucket of its key, four steps from there.
+// CHECK: arith.shrui %{{.+}}, %{{.+}} : i32
+// CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+// CHECK-COUNT-4: arith.cmpf olt, %{{.+}}, %{{.+}} : f32
+// CHECK: arith.cmpf uno
+// CHECK: arith.cmpi ule
+// CHECK: scf.if %{{.+}} -> (vector<16xi8>) {
+// CHECK: } else {
 // CHECK-COUNT-8: arith.cmpf ult, %{{.+}}, %{{.+}} : f32
+
+// Without the bucket table: the 8-step search of all midpoints alone.
+// FULL-NOT: __qopt_Codebook_bucket0
+// FULL: arith.divf
+// FULL-NOT: arith.cmpf olt
+// FULL-COUNT-8: arith.cmpf ult, %{{.+}}, %{{.+}} : f32
 
 qopt.optimizer @Codebook param "p" : bf16 master none grad "g" : f32 {
   qopt.state @m : #qopt.codebook<block = 2048>
