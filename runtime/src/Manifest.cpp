@@ -948,10 +948,16 @@ std::vector<double> resolveHypers(const Manifest &m, const qopt_hyper *hypers,
 std::vector<float> evaluateUniforms(const Manifest &m,
                                     const qopt_hyper *hypers,
                                     size_t numHypers, int64_t step) {
+  if (step < 1)
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "step ", step, " for kernel '", m.kernel,
+         "': the step count is 1-based (the first step is 1)");
   std::vector<double> values = resolveHypers(m, hypers, numHypers);
   std::vector<float> out(m.uniforms.size());
   for (size_t i = 0; i < m.uniforms.size(); ++i) {
     double v = evaluate(m.uniforms[i], values, static_cast<double>(step));
+    // NaN only: an infinite uniform can be meant (a clipping threshold of
+    // inf); a hyperparameter outside its sensible range (beta1 = 1 makes
+    // lr / bc1 infinite) is the caller's to refuse, as torch.optim does.
     if (std::isnan(v)) {
       std::vector<std::string> names;
       std::string env;

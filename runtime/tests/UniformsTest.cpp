@@ -145,6 +145,19 @@ TEST(Uniforms, MinAndMaxPropagateNaNAsAnError) {
   qopt_manifest_destroy(m);
 }
 
+TEST(Uniforms, StepIsOneBased) {
+  qopt_manifest *m = withUniforms(json::array({"lr"}));
+  float out[1];
+  for (int64_t step : {int64_t(0), int64_t(-5)}) {
+    EXPECT_EQ(qopt_manifest_evaluate_uniforms(m, nullptr, 0, step, out, 1),
+              QOPT_ERROR_INVALID_ARGUMENT);
+    std::string msg = qopt_last_error();
+    EXPECT_NE(msg.find("the step count is 1-based"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(qopt_manifest_evaluate_uniforms(m, nullptr, 0, 1, out, 1), QOPT_SUCCESS);
+  qopt_manifest_destroy(m);
+}
+
 TEST(Uniforms, HyperparameterErrors) {
   qopt_manifest *m = withUniforms(json::array({"lr"}), /*withRequired=*/true);
   float out[1];

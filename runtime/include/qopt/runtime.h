@@ -323,8 +323,11 @@ typedef struct qopt_hyper {
 /// Evaluates the manifest's uniform expressions in float64 and rounds each to
 /// float32 once: out[i] = (float)eval(uniforms[i]). `step` is the 1-based
 /// step count as the spec sees it. `capacity` must be >= num_uniforms.
-/// Errors: unknown or missing hyperparameter, a bool hyperparameter not 0/1,
-/// a NaN result (the message names the uniform and its expression).
+/// Errors (QOPT_ERROR_INVALID_ARGUMENT): `step` < 1, unknown or missing
+/// hyperparameter, a bool hyperparameter not 0/1, a NaN result (the message
+/// names the uniform and its expression). An infinite result is allowed (a
+/// threshold of inf can be meant); range checks of hyperparameters (beta1 < 1)
+/// are the caller's, as in torch.optim.
 QOPT_RUNTIME_API qopt_status qopt_manifest_evaluate_uniforms(
     const qopt_manifest *manifest, const qopt_hyper *hypers, size_t num_hypers,
     int64_t step, float *out, size_t capacity);
@@ -553,8 +556,9 @@ QOPT_RUNTIME_API qopt_status qopt_validate(qopt_kernel *kernel,
 /// pinned staging buffer and copied with cuMemcpyHtoDAsync; buffers are
 /// reused across steps once their previous step has finished (checked with
 /// events, never by waiting), so the call does not synchronize. Grid =
-/// min(num_tiles, multiprocessors * suggested_blocks_per_sm). A list with no
-/// tiles launches nothing.
+/// min(num_tiles, multiprocessors * resident blocks per multiprocessor) (the
+/// driver's occupancy; the manifest's suggested_blocks_per_sm without it).
+/// A list with no tiles launches nothing.
 ///
 /// Stream capture: a step called on a capturing stream records its copy and
 /// launch into the graph and keeps its staging buffer for the graph's life
