@@ -114,6 +114,11 @@ void SemaChecker::declare(llvm::StringRef name, RefKind kind, unsigned index,
 }
 
 void SemaChecker::checkDeclarations() {
+  // The name becomes the kernel's PTX entry and host symbol: a PTX identifier
+  // starting with '_' needs another character after it.
+  if (spec.name == "_")
+    error(spec.loc, "optimizer name '_' cannot name a kernel (PTX needs a "
+                    "letter or digit after a leading '_'); choose another name");
   if (!spec.param)
     error(spec.loc, "optimizer '" + spec.name +
                         "' has no 'param' declaration; declare the parameter "

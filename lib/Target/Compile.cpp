@@ -25,12 +25,15 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -143,13 +146,27 @@ static CompileOptions *opts = nullptr;
 /// Chips that a fatbin carries cubins for.
 static const char *const kFatbinChips[] = {"sm_80", "sm_90"};
 
-/// sm_80 and newer, with an optional architecture-specific suffix (sm_90a).
+/// sm_80 and newer, with an optional architecture-specific suffix (sm_90a),
+/// that LLVM's NVPTX backend knows (an unknown one makes it warn and then
+/// abort in instruction selection).
 static bool isSupportedChip(llvm::StringRef chip) {
   unsigned sm = 0;
-  if (!chip.consume_front("sm_"))
+  llvm::StringRef number = chip;
+  if (!number.consume_front("sm_"))
     return false;
-  chip.consume_back("a") || chip.consume_back("f");
-  return !chip.getAsInteger(10, sm) && sm >= 80;
+  number.consume_back("a") || number.consume_back("f");
+  if (number.getAsInteger(10, sm) || sm < 80)
+    return false;
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTargetMC();
+  llvm::Triple triple("nvptx64-nvidia-cuda");
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return true; // no NVPTX backend to ask: gpu-module-to-binary will say
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      target->createMCSubtargetInfo(triple, "sm_80", ""));
+  return !info || info->isCPUStringValid(chip);
 }
 
 static LogicalResult writeOutput(llvm::StringRef path, llvm::StringRef data) {
@@ -218,9 +235,37 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
                  << opts->paramType << "'\n";
     return 1;
   }
+  // Never write over the input, nor the manifest over the binary.
+  {
+    auto same = [](llvm::StringRef a, llvm::StringRef b) {
+      if (a == "-" || b == "-" || a.empty() || b.empty())
+        return false;
+      if (a == b)
+        return true;
+      bool equal = false;
+      return !llvm::sys::fs::equivalent(a, b, equal) && equal;
+    };
+    bool writesManifest = opts->emitKind == Emit::PTX ||
+                          opts->emitKind == Emit::Cubin ||
+                          opts->emitKind == Emit::Fatbin ||
+                          opts->emitKind == Emit::HostLibrary;
+    std::string manifest = writesManifest ? manifestPath() : "";
+    for (const std::string &out : {std::string(opts->outputFilename), manifest})
+      if (same(out, opts->inputFilename)) {
+        llvm::errs() << "qopt-opt: error: '" << out
+                     << "' is the input; refusing to write over it\n";
+        return 1;
+      }
+    if (same(manifest, opts->outputFilename)) {
+      llvm::errs() << "qopt-opt: error: the manifest and the output are both '"
+                   << manifest << "'; give -o or --manifest another path\n";
+      return 1;
+    }
+  }
   if (!isSupportedChip(opts->arch)) {
-    llvm::errs() << "qopt-opt: error: --arch must be sm_80 or newer (sm_80, "
-                    "sm_86, sm_89, sm_90, sm_90a, sm_100, ...), got '"
+    llvm::errs() << "qopt-opt: error: --arch must be a chip LLVM's NVPTX "
+                    "backend knows, sm_80 or newer (sm_80, sm_86, sm_89, "
+                    "sm_90, sm_90a, sm_100, ...), got '"
                  << opts->arch << "'\n";
     return 1;
   }

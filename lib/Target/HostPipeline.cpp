@@ -18,6 +18,7 @@
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -63,6 +64,17 @@ createHostTargetMachine(const HostOptions &options, std::string &error) {
   if (!target)
     return nullptr;
   std::string cpu = options.cpu.empty() ? "generic" : options.cpu;
+  if (options.cpu != "native" && !options.cpu.empty()) {
+    // An unknown CPU makes LLVM warn and then abort in code generation.
+    std::unique_ptr<llvm::MCSubtargetInfo> info(
+        target->createMCSubtargetInfo(triple, "generic", ""));
+    if (info && !info->isCPUStringValid(cpu)) {
+      error = "--host-cpu '" + cpu + "' is not a CPU LLVM knows for " +
+              triple.str() + " (give 'native', an LLVM CPU name such as " +
+              "x86-64-v3, or nothing for the baseline)";
+      return nullptr;
+    }
+  }
   std::string features;
   if (options.cpu == "native") {
     cpu = llvm::sys::getHostCPUName().str();

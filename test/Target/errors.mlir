@@ -1,10 +1,28 @@
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --arch=sm_70 2>&1 | FileCheck %s --check-prefix=ARCH
+// RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --arch=sm_99 2>&1 | FileCheck %s --check-prefix=ARCH99
+// RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --arch=sm_80a 2>&1 | FileCheck %s --check-prefix=ARCH80A
+// RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=host-library --host-cpu=bogus -o %t.so 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --mode=loose 2>&1 | FileCheck %s --check-prefix=MODE
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=cubin 2>&1 | FileCheck %s --check-prefix=CUBIN
 // RUN: env QOPT_CUDA_PATH=%t.nocuda not qopt-opt %S/Inputs/flash-adamw.mlir --emit=cubin -o %t.cubin 2>&1 | FileCheck %s --check-prefix=NOPTXAS
 
-// ARCH: qopt-opt: error: --arch must be sm_80 or newer (sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, ...), got 'sm_70'
+// ARCH: qopt-opt: error: --arch must be a chip LLVM's NVPTX backend knows, sm_80 or newer (sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, ...), got 'sm_70'
+// Chips that look right but that LLVM does not know: refused, not an abort in
+// instruction selection.
+// ARCH99: qopt-opt: error: --arch must be a chip LLVM's NVPTX backend knows, {{.*}} got 'sm_99'
+// ARCH80A: qopt-opt: error: --arch must be a chip LLVM's NVPTX backend knows, {{.*}} got 'sm_80a'
+// CPU: error: --host-cpu 'bogus' is not a CPU LLVM knows for
+// CPU-NOT: LLVM ERROR
 // MODE: qopt-opt: error: --mode must be 'strict' or 'fast', got 'loose'
+
+// The output or the manifest never replaces the input.
+// RUN: cp %S/Inputs/flash-adamw.mlir %t.in.mlir
+// RUN: not qopt-opt %t.in.mlir --emit=ptx -o %t.in.mlir 2>&1 | FileCheck %s --check-prefix=SELF
+// RUN: not qopt-opt %t.in.mlir --emit=ptx -o %t.k.ptx --manifest=%t.in.mlir 2>&1 | FileCheck %s --check-prefix=SELF
+// RUN: cmp %t.in.mlir %S/Inputs/flash-adamw.mlir
+// RUN: not qopt-opt %t.in.mlir --emit=ptx -o %t.k.ptx --manifest=%t.k.ptx 2>&1 | FileCheck %s --check-prefix=BOTH
+// SELF: qopt-opt: error: '{{.*}}in.mlir' is the input; refusing to write over it
+// BOTH: qopt-opt: error: the manifest and the output are both '{{.*}}k.ptx'; give -o or --manifest another path
 // CUBIN: qopt-opt: error: --emit=cubin and --emit=fatbin write binary data; give an output file with -o
 // NOPTXAS: qopt-opt: error: cannot make a cubin: ptxas was not found
 
