@@ -181,6 +181,10 @@ static unsigned vectorAlignment(Type elem, int64_t lanes) {
 }
 
 void KernelEmitter::preloadElements(ArrayRef<unsigned> streamIds) {
+  // An update that reads no element stream (p = 2) has nothing to load; an
+  // scf.if without results would also get a terminator of its own.
+  if (streamIds.empty())
+    return;
   SmallVector<Type> types;
   SmallVector<Value> addrs;
   for (unsigned stream : streamIds) {
