@@ -422,6 +422,11 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
         fail(QOPT_ERROR_VALIDATION, where(), ": dtype ",
              dtypeName(static_cast<qopt_dtype>(t->dtypes[idx])),
              " given, the kernel expects ", dtypeName(s.dtype));
+      uint64_t count = static_cast<uint64_t>(streamCount(s, numel));
+      if (count != 0 && dtypeSize(s.dtype) > UINT64_MAX / count)
+        fail(QOPT_ERROR_VALIDATION, where(), ": ", numel, " elements (",
+             count, " of ", dtypeName(s.dtype),
+             ") overflow a 64-bit byte count");
       uint64_t need = streamBytes(s, numel);
       if (t->bytes && t->bytes[idx] < need) {
         std::string count =

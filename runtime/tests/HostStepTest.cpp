@@ -162,6 +162,16 @@ TEST_F(Validation, WrongDtype) {
                          "kernel expects uint8");
 }
 
+TEST_F(Validation, ByteCountOverflow) {
+  // 2^62 elements of f32 are 2^64 bytes: a validation error naming the
+  // tensor and stream, not an overflowed size.
+  FlashList f({500, 4096, 33});
+  f.numels[1] = int64_t(1) << 62;
+  f.list.bytes = nullptr;
+  expectRejected(f.list, "tensor 'layer1.w' (#1), stream 'm3': 4611686018427387904 "
+                         "elements (4611686018427387904 of f32) overflow a 64-bit byte count");
+}
+
 TEST_F(Validation, NullPointer) {
   FlashList f({500, 4096, 33});
   f.data[2 * 8 + 2] = nullptr;
