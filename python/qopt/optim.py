@@ -10,7 +10,10 @@ lazily from ``qopt_manifest_state_layout`` and kept as it is in ``state_dict``.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import math
+import numbers
+import operator
 import weakref
 from ctypes import byref, c_char_p, c_int32, c_int64, c_uint64, c_void_p
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -60,6 +63,20 @@ def _local_grad(p: torch.Tensor) -> torch.Tensor:
         raise RuntimeError(f"qopt: a parameter of shape {tuple(p.shape)} has placements {pp} but "
                            f"its gradient {gp}; qopt steps the local shards, which must match")
     return _local(g)
+
+
+_is = operator.is_
+_chain = itertools.chain.from_iterable
+
+
+def _size_error(where: str, now: int, made_for: int) -> RuntimeError:
+    """A parameter whose number of elements is not the one its state (and its launch) was made
+    for: stepping it would write past a smaller tensor, or step a part of a larger one."""
+    return RuntimeError(
+        f"{where} has {now} elements, but its optimizer state was made for {made_for} (was "
+        f"`param.data` replaced by a tensor of another size?); nothing was stepped. Recreate the "
+        f"optimizer, or drop this parameter's state with `optimizer.state.pop(param)` so that its "
+        f"next step starts it afresh.")
 
 
 def _backend_of(t: torch.Tensor) -> Tuple[int, int]:
@@ -236,7 +253,7 @@ class _Launch:
     changed."""
 
     def __init__(self, opt: "QoptOptimizer", ks: R.KernelSpec, backend: int, device: int,
-                 params: List[torch.Tensor], names: List[str], kernel_key):
+                 params: List[torch.Tensor], labels: List[str], kernel_key):
         self.opt, self.ks, self.backend, self.device = opt, ks, backend, device
         self.params = params
         self.dtype = TORCH_DTYPES[ks.param_dtype]
@@ -247,15 +264,20 @@ class _Launch:
         self.data = (c_void_p * max(n * S, 1))()
         self.bytes = (c_uint64 * max(n * S, 1))()
         self.dtypes = (c_int32 * max(n * S, 1))()
-        self._names = [s.encode() for s in names]
+        self.labels = labels   # "param_groups[g][i]" of each parameter
+        self._names = [f"{lb} {list(p.shape)}".encode() for lb, p in zip(labels, params)]
         self.names = (c_char_p * max(n, 1))(*self._names)
         self.pptr = [0] * n
         self.gptr = [0] * n
         self.states = [opt.state[p] for p in params]
+        # plain tensors only (no DTensor): check() takes p and p.grad as they are
+        self.plain = all(type(p) in (torch.Tensor, torch.nn.Parameter) for p in params)
+        self.numel_list: List[int] = []   # what the launch (and each state) was made for
         keys = opt._stream_keys(ks)
         for i, (p, st) in enumerate(zip(params, self.states)):
             lp = _local(p)
             self.numels[i] = lp.numel()
+            self.numel_list.append(lp.numel())
             for s in ks.streams:
                 j = i * S + s.index
                 self.dtypes[j] = s.dtype
@@ -271,6 +293,23 @@ class _Launch:
         self.step_tensors = [st["step"] for st in self.states]
         self.step = int(self.step_tensors[0].item()) if self.step_tensors else 0
         self.device_obj = params[0].device
+        self._snapshot()
+        # (local parameter, local gradient) of each parameter, from check() to run() of one step
+        self._cur: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
+
+    def _snapshot(self) -> None:
+        """Records what the launch's pointers were taken from: every value of every parameter's
+        state dict (check() compares them by identity at each step)."""
+        self.state_lens = [len(st) for st in self.states]
+        self.state_vals = [v for st in self.states for v in st.values()]
+        self.state_starts = list(itertools.accumulate([0] + self.state_lens[:-1]))
+
+    def same_state(self, i: int, st: Any) -> bool:
+        """Whether `st` is parameter i's state dict as this launch took it, values and all."""
+        if st is not self.states[i] or len(st) != self.state_lens[i]:
+            return False
+        start = self.state_starts[i]
+        return all(map(_is, st.values(), self.state_vals[start:start + len(st)]))
 
     def _slot(self, scaled: bool) -> _Slot:
         slot = self.slots.get(scaled)
@@ -301,35 +340,67 @@ class _Launch:
             st["step"] = torch.full((), float(self.step), dtype=torch.float32,
                                     device=self.device_obj)
         self.step_tensors = [st["step"] for st in self.states]
+        self._snapshot()
 
-    def check(self) -> None:
-        """Refuses, before any launch of the step, a gradient of another dtype or size than its
-        parameter (and a parameter whose dtype changed since its state was made)."""
+    def check(self) -> bool:
+        """Run for every launch of every group before the step launches anything: refuses a
+        sparse gradient, a gradient of another dtype or size than its parameter, a parameter whose
+        dtype or number of elements changed since its state (and this launch) was made.
+
+        Returns False, having refused nothing yet, where the optimizer's state is no longer what
+        this launch was built from (a parameter's state dict or one of its values replaced, removed
+        or added: ``optimizer.state.pop(p)``, ``optimizer.state.clear()``, ``optimizer.state[p][k] =
+        t``): the launch's pointers would be stale, so the group is rebuilt from the current state.
+        Identity comparisons only (no tensor is read)."""
+        states = self.states
+        if not (all(map(_is, map(self.opt.state.get, self.params), states))
+                and list(map(len, states)) == self.state_lens
+                and all(map(_is, _chain(map(dict.values, states)), self.state_vals))):
+            return False
         ks = self.ks
         want = TORCH_DTYPES[ks.param_dtype]
+        numels = self.numel_list
+        cur = []
+        cls = type(self.opt).__name__
+        plain = self.plain
         for i, p in enumerate(self.params):
-            lp = _local(p)
-            g = _local_grad(p)
+            if plain:
+                lp, g = p, p.grad
+                if type(g) is not torch.Tensor:
+                    g = _local_grad(p)
+            else:
+                lp, g = _local(p), _local_grad(p)
+            if g.layout != torch.strided:
+                raise RuntimeError(f"{cls} does not support sparse gradients ("
+                                   f"{self.labels[i]} {list(p.shape)} has a {g.layout} gradient)")
             if lp.dtype is not want:
-                raise TypeError(f"{type(self.opt).__name__}: {self._names[i].decode()} is "
-                                f"{lp.dtype} now, but its state was made for {want} (kernel "
-                                f"{ks.kernel}); cast parameters before creating the optimizer")
+                raise TypeError(f"{cls}: {self.labels[i]} {list(p.shape)} is {lp.dtype} now, but "
+                                f"its state was made for {want} (kernel {ks.kernel}); cast "
+                                f"parameters before creating the optimizer")
+            n = lp.numel()
+            if n != numels[i]:
+                raise _size_error(f"{cls}: {self.labels[i]} {list(p.shape)}", n, numels[i])
             if g.dtype is not want:
                 self.opt._dtype_error(p, lp.dtype, g.dtype, ks)
-            if g.numel() != lp.numel():
+            if g.numel() != n:
                 raise RuntimeError(f"qopt: {self._names[i].decode()}: gradient has {g.numel()} "
-                                   f"elements, parameter {lp.numel()}")
+                                   f"elements, parameter {n}")
+            cur.append((lp, g))
+        self._cur = cur
+        return True
 
-    def run(self, group: Dict[str, Any], scaling: Optional[Tuple[Any, Any]] = None) -> None:
-        """One launch. `scaling`: (grad_scale, found_inf) from a GradScaler (either may be None),
-        or None without one."""
+    def run(self, group: Dict[str, Any], hv: Dict[str, Any],
+            scaling: Optional[Tuple[Any, Any]] = None) -> None:
+        """One launch, after check() returned True in this step. `hv`: the group's kernel
+        hyperparameters (checked); `scaling`: (grad_scale, found_inf) from a GradScaler (either
+        may be None), or None without one."""
+        cur, self._cur = self._cur, None
+        assert cur is not None and len(cur) == self.n, "qopt: _Launch.run without check"
         ks, S, data = self.ks, self.S, self.data
         ps, gs = ks.param_stream, ks.grad_stream
         keep: List[torch.Tensor] = []           # temporaries that must live until the launch
         copy_back: List[Tuple[torch.Tensor, torch.Tensor]] = []
-        for i, p in enumerate(self.params):
-            lp = _local(p)
-            g = _local_grad(p)
+        for i, (lp, g) in enumerate(cur):
             if not g.is_contiguous() or g.data_ptr() % 16:
                 g = g.contiguous() if not g.is_contiguous() else g.clone()
                 keep.append(g)
@@ -350,7 +421,6 @@ class _Launch:
 
         step = self.step + 1
         lr = group["lr"]
-        hv = self.opt._kernel_hypers(group)
         capturable = bool(group.get("capturable", False))
         use_device_uniforms = capturable or isinstance(lr, torch.Tensor)
         slot = self.slots[False]
@@ -362,6 +432,7 @@ class _Launch:
         if scaling is not None:
             grad_scale, found_inf = scaling
             slot = self._slot(True)
+            hv = dict(hv)
             hv["grad_scale"] = 1.0 if grad_scale is None else grad_scale
             hv["found_inf"] = 0.0 if found_inf is None else found_inf
             if found_inf is not None:
@@ -562,22 +633,43 @@ class QoptOptimizer(torch.optim.Optimizer):
             f"{pdtype} gradients only. qopt does not cast silently.")
 
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        """torch's add_param_group, then qopt's checks of the group (hyperparameters, options the
+        constructor refuses or keeps for the whole optimizer, parameter dtypes); a group refused
+        is not kept."""
         super().add_param_group(param_group)
         group = self.param_groups[-1]
-        self._validate_group(group)
+        try:
+            self._check_group_options(group)
+            self._validate_group(group)
+            for p in group["params"]:
+                lp = _local(p)
+                backend, _ = _backend_of(lp)
+                if lp.dtype not in PARAM_DTYPES:
+                    self._dtype_error(p, lp.dtype, None, None)
+                self._kernel_spec(backend, lp.dtype)  # the kernel exists (FileNotFoundError if not)
+        except BaseException:
+            if self.param_groups and self.param_groups[-1] is group:
+                self.param_groups.pop()
+            raise
         lr = group["lr"]
         group.setdefault("initial_lr", lr.clone() if isinstance(lr, torch.Tensor) else lr)
-        for p in group["params"]:
-            lp = _local(p)
-            backend, _ = _backend_of(lp)
-            if lp.dtype not in PARAM_DTYPES:
-                self._dtype_error(p, lp.dtype, None, None)
-            self._kernel_spec(backend, lp.dtype)  # the kernel exists (FileNotFoundError if not)
         self._generation += 1
 
     # ---- to be provided by subclasses
     def _validate_group(self, group: Dict[str, Any]) -> None:
         _check_lr(group["lr"])
+
+    def _check_group_options(self, group: Dict[str, Any]) -> None:
+        """Refuses, in any param group (also one added later), what the constructor refuses or
+        keeps for the whole optimizer, rather than ignoring it."""
+        if group.get("maximize", False):
+            raise ValueError(f"{type(self).__name__}: maximize=True is not supported")
+
+    def _same_for_all(self, group: Dict[str, Any], key: str, value: Any) -> None:
+        if key in group and group[key] != value:
+            raise ValueError(f"{type(self).__name__}: {key}={group[key]!r} in a param group is not "
+                             f"supported: {key} is set for the whole optimizer ({value!r}); use "
+                             f"another optimizer for these parameters")
 
     def _kernel_hypers(self, group: Dict[str, Any]) -> Dict[str, Any]:
         raise NotImplementedError
@@ -605,8 +697,11 @@ class QoptOptimizer(torch.optim.Optimizer):
     def _expected_state(self, p: torch.Tensor, ks: R.KernelSpec) -> Dict[str, Tuple[tuple, torch.dtype, Any]]:
         """state key -> (shape, dtype, buffer layout) for parameter p."""
         lp = _local(p)
-        host = self._host_tables(ks)
-        arrays = [(ctypes.c_float * 256)(*t) for t in host]
+        cached = self.__dict__.setdefault("_table_arrays", {})   # ks.path -> ctypes arrays
+        arrays = cached.get(ks.path)
+        if arrays is None:
+            arrays = [(ctypes.c_float * 256)(*t) for t in self._host_tables(ks)]
+            cached[ks.path] = arrays
         layout = ks.state_layout(lp.numel(), arrays if arrays else None)
         keys = self._stream_keys(ks)
         out = {}
@@ -621,7 +716,11 @@ class QoptOptimizer(torch.optim.Optimizer):
         lp = _local(p)
         backend, _ = _backend_of(lp)
         ks = self._kernel_spec(backend, lp.dtype)
-        state = self.state[p]
+        state = self.state.get(p)
+        if not isinstance(state, dict):
+            state = {}
+            self.state[p] = state
+        state.clear()
         for key, (shape, dtype, b) in self._expected_state(p, ks).items():
             t = torch.empty(shape, dtype=dtype, device=lp.device)
             if b.init == C.INIT_FILL:
@@ -650,24 +749,52 @@ class QoptOptimizer(torch.optim.Optimizer):
         self._generation += 1
 
     # ---- the step
-    def _build(self, gi: int, group: Dict[str, Any], plist: List[torch.Tensor]) -> _GroupCache:
+    def _build(self, gi: int, group: Dict[str, Any], plist: List[torch.Tensor],
+               old: Optional[_GroupCache] = None) -> _GroupCache:
+        """The launches of group gi for the parameters `plist` (those with a gradient). A parameter
+        without state gets it fresh (as at its first step); an existing state is checked as
+        load_state_dict checks it (ValueError; RuntimeError for a parameter whose size changed),
+        except where `old` (the group's previous cache) took exactly this state for a parameter of
+        this size and dtype."""
         index = {id(p): i for i, p in enumerate(group["params"])}
+        known: Dict[int, Tuple[_Launch, int]] = {}
+        if old is not None:
+            for launch in old.launches:
+                for i, q in enumerate(launch.params):
+                    known[id(q)] = (launch, i)
+        cls = type(self).__name__
         parts: Dict[Tuple[int, int, int, torch.dtype, torch.dtype], List[torch.Tensor]] = {}
         for p in plist:
+            lp = _local(p)
+            backend, dev = _backend_of(lp)
             st = self.state.get(p)
             if not st:
                 st = self._init_param_state(p, group)
-            lp = _local(p)
-            backend, dev = _backend_of(lp)
+            else:
+                where = f"{cls}: param_groups[{gi}][{index[id(p)]}] {list(p.shape)}"
+                k = known.get(id(p))
+                if k is not None and k[0].params[k[1]] is p and k[0].same_state(k[1], st):
+                    launch, i = k
+                    if lp.numel() != launch.numel_list[i]:
+                        raise _size_error(where, lp.numel(), launch.numel_list[i])
+                    if lp.dtype is not launch.dtype:
+                        raise TypeError(f"{where} is {lp.dtype} now, but its state was made for "
+                                        f"{launch.dtype} (kernel {launch.ks.kernel}); cast "
+                                        f"parameters before creating the optimizer")
+                else:
+                    checked = self._validated_state(p, group, st, where, live=True)
+                    for key, v in checked.items():
+                        if st.get(key) is not v:
+                            st[key] = v
             step = int(st["step"].item())
             # counters on the host (int64) and on the device (float32) are not stepped together
             parts.setdefault((backend, dev, step, lp.dtype, st["step"].dtype), []).append(p)
         launches = []
         for j, ((backend, dev, _, dtype, _), ps) in enumerate(parts.items()):
             ks = self._kernel_spec(backend, dtype)
-            names = [f"param_groups[{gi}][{index[id(p)]}] {list(p.shape)}" for p in ps]
+            labels = [f"param_groups[{gi}][{index[id(p)]}]" for p in ps]
             key = (gi, j, backend, dev, str(ks.path))
-            launches.append(_Launch(self, ks, backend, dev, ps, names, key))
+            launches.append(_Launch(self, ks, backend, dev, ps, labels, key))
         return _GroupCache(self._generation, [id(p) for p in plist], launches)
 
     @torch.no_grad()
@@ -695,31 +822,61 @@ class QoptOptimizer(torch.optim.Optimizer):
                     raise TypeError(f"{type(self).__name__}.step: {name} must be a one-element "
                                     f"tensor (as torch.amp.GradScaler sets it), got {v!r}")
             scaling = (grad_scale, found_inf)
+        # The check phase: every group's hyperparameters, every parameter's state and size, every
+        # gradient of every group, before anything is launched (a refused step steps no group).
         work = []
-        for gi, group in enumerate(self.param_groups):
-            plist = [p for p in group["params"] if p.grad is not None]
-            if not plist:
-                continue
-            cache = self._cache.get(gi)
-            ids = [id(p) for p in plist]
-            if cache is None or cache.generation != self._generation or cache.ids != ids:
-                cache = self._build(gi, group, plist)
-                self._cache[gi] = cache
-            work.append((gi, group, cache))
-        # Every gradient of every group is checked before anything is launched.
-        for _, _, cache in work:
+        try:
+            for gi, group in enumerate(self.param_groups):
+                plist = [p for p in group["params"] if p.grad is not None]
+                if not plist:
+                    continue
+                hv = self._checked_hypers(gi, group)
+                cache = self._cache.get(gi)
+                ids = [id(p) for p in plist]
+                if cache is None or cache.generation != self._generation or cache.ids != ids:
+                    cache = self._build(gi, group, plist, cache)
+                    self._cache[gi] = cache
+                if not all(launch.check() for launch in cache.launches):
+                    # the state changed under the cache: rebuild from the current state
+                    cache = self._build(gi, group, plist, cache)
+                    self._cache[gi] = cache
+                    if not all(launch.check() for launch in cache.launches):
+                        raise RuntimeError("qopt: internal error: a launch rebuilt from the "
+                                           "current state does not match it")
+                work.append((gi, group, cache, hv))
+        except BaseException:
+            for cache in self._cache.values():   # drop the gradients check() kept for run()
+                for launch in cache.launches:
+                    launch._cur = None
+            raise
+        for gi, group, cache, hv in work:
             for launch in cache.launches:
-                launch.check()
-        for gi, group, cache in work:
-            for launch in cache.launches:
-                launch.run(group, scaling)
+                launch.run(group, hv, scaling)
             if len(cache.launches) > 1:
-                # parameters whose step counts now agree go into one launch next time
+                # parameters whose step counts now agree go into one launch next time (the old
+                # cache still vouches for the states it took)
                 keys = {(ln.backend, ln.device, ln.dtype, ln.step, ln.step_tensors[0].dtype)
                         for ln in cache.launches}
                 if len(keys) < len(cache.launches):
-                    self._cache.pop(gi, None)
+                    cache.generation = -1
         return loss
+
+    def _checked_hypers(self, gi: int, group: Dict[str, Any]) -> Dict[str, Any]:
+        """The group's kernel hyperparameters, refused (before any launch of the step) where a
+        float one is NaN or infinite, or not a number. Tensor values (a tensor lr) are not read:
+        that would be a host sync."""
+        hv = self._kernel_hypers(group)
+        for name, v in hv.items():
+            if isinstance(v, torch.Tensor):
+                continue
+            if not isinstance(v, numbers.Real):
+                raise TypeError(f"{type(self).__name__}: param_groups[{gi}]: hyperparameter "
+                                f"'{name}' is {v!r}, not a number; nothing was stepped")
+            f = float(v)
+            if not math.isfinite(f):
+                raise ValueError(f"{type(self).__name__}: param_groups[{gi}]: hyperparameter "
+                                 f"'{name}' is {f}; nothing was stepped")
+        return hv
 
     # ---- checkpoints
     def state_dict(self) -> Dict[str, Any]:
@@ -790,32 +947,65 @@ class QoptOptimizer(torch.optim.Optimizer):
         self._generation += 1
 
     def _load_param_state(self, p, group, idx, saved: Dict[str, Any]) -> Dict[str, Any]:
-        name = type(self).__name__
+        where = (f"{type(self).__name__}.load_state_dict: parameter {idx} "
+                 f"(shape {list(_local(p).shape)})")
+        return self._validated_state(p, group, saved, where, live=False)
+
+    def _validated_state(self, p, group, saved: Dict[str, Any], where: str,
+                         live: bool) -> Dict[str, Any]:
+        """One parameter's state `saved`, checked against what its kernel needs (every key present
+        and no unknown key, each tensor's dtype and shape, the codebook tables bit for bit, a
+        non-negative integer step): a ValueError naming `where` otherwise.
+
+        live=False (load_state_dict): the tensors are copied to the parameter's device. live=True
+        (a state found changed at a step, e.g. ``optimizer.state[p][k] = t``): the tensors are the
+        kernel's from now on, so each must already be on the parameter's device, contiguous and
+        16-byte aligned; a per-element tensor may have any shape of the parameter's number of
+        elements, and one of another number of elements is the parameter's size change
+        (RuntimeError). Tables and step are returned as the step keeps them."""
         lp = _local(p)
         backend, _ = _backend_of(lp)
         ks = self._kernel_spec(backend, lp.dtype)
         expected = self._expected_state(p, ks)
+        if not isinstance(saved, dict):
+            raise ValueError(f"{where}: the state is a {type(saved).__name__}, expected a dict")
+        if live:
+            for key, (_, _, b) in expected.items():
+                t = saved.get(key)
+                if (b.per == C.PER_ELEMENT and isinstance(t, torch.Tensor)
+                        and t.numel() != lp.numel()):
+                    raise _size_error(where, lp.numel(), t.numel())
         table_keys = self._table_keys(ks)
         allowed = set(expected) | set(table_keys) | {"step"}
-        unknown = sorted(set(saved) - allowed)
+        unknown = sorted(set(saved) - allowed, key=str)
         missing = sorted((set(expected) | {"step"}) - set(saved))
-        where = f"{name}.load_state_dict: parameter {idx} (shape {list(lp.shape)})"
         if unknown:
             raise ValueError(f"{where}: unexpected state keys {unknown} for kernel {ks.kernel}")
         if missing:
             raise ValueError(f"{where}: missing state keys {missing} for kernel {ks.kernel}")
         out: Dict[str, Any] = {}
-        for key, (shape, dtype, _) in expected.items():
+        for key, (shape, dtype, b) in expected.items():
             t = saved[key]
             if not isinstance(t, torch.Tensor):
                 raise ValueError(f"{where}: '{key}' is a {type(t).__name__}, expected a tensor")
-            if t.dtype != dtype or tuple(t.shape) != shape:
+            flat = live and b.per == C.PER_ELEMENT
+            shape_ok = t.numel() == lp.numel() if flat else tuple(t.shape) == shape
+            if t.dtype != dtype or not shape_ok:
                 raise ValueError(f"{where}: '{key}' is {t.dtype} of shape {list(t.shape)}, the "
                                  f"kernel {ks.kernel} needs {dtype} of shape {list(shape)}")
-            out[key] = t.to(device=lp.device, copy=True).contiguous()
+            if not live:
+                out[key] = t.to(device=lp.device, copy=True).contiguous()
+                continue
+            if t.device != lp.device:
+                raise ValueError(f"{where}: '{key}' is on {t.device}, the parameter on "
+                                 f"{lp.device}; a state tensor must be on its parameter's device")
+            if t.numel() and (not t.is_contiguous() or t.data_ptr() % 16):
+                raise ValueError(f"{where}: '{key}' is not contiguous and 16-byte aligned; the "
+                                 f"kernel steps a state tensor in place")
+            out[key] = t
         tables = self._device_tables(ks, lp.device)
         for key, table in zip(table_keys, tables):
-            if key in saved:
+            if key in saved and saved[key] is not table:
                 t = saved[key]
                 if (not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.numel() != 256
                         or not torch.equal(t.detach().cpu().view(torch.int32),
@@ -824,10 +1014,18 @@ class QoptOptimizer(torch.optim.Optimizer):
                                      f"optimizer's table (a checkpoint of another quantization map)")
             out[key] = table
         step = saved["step"]
-        step_val = int(step.item()) if isinstance(step, torch.Tensor) else int(step)
-        if step_val < 0 or (isinstance(step, torch.Tensor) and float(step.item()) != step_val):
+        try:
+            step_val = int(step.item()) if isinstance(step, torch.Tensor) else int(step)
+            bad = step_val < 0 or (isinstance(step, torch.Tensor) and float(step.item()) != step_val)
+        except (TypeError, ValueError, RuntimeError):
+            bad = True
+        if bad:
             raise ValueError(f"{where}: step {step} is not a non-negative integer")
-        if group.get("capturable", False):
+        if live and isinstance(step, torch.Tensor) and step.dim() == 0 and (
+                (step.dtype == torch.int64 and step.device.type == "cpu")
+                or (step.dtype == torch.float32 and step.device == lp.device)):
+            out["step"] = step   # a host counter, or one on the device (capturable, GradScaler)
+        elif group.get("capturable", False):
             out["step"] = torch.tensor(float(step_val), dtype=torch.float32, device=lp.device)
         else:
             out["step"] = torch.tensor(step_val, dtype=torch.int64)
@@ -839,7 +1037,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size"):
             if k in self.__dict__:
                 d[k] = self.__dict__[k]
-        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer"):
+        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer", "_table_arrays"):
             d.pop(k, None)
         return d
 
@@ -905,6 +1103,17 @@ def _reject_flashoptim_flags(cls: str, quantize, compress_state_dict, check_nume
         raise ValueError(f"{cls}: fused={fused!r} is not supported; every step is one fused launch")
 
 
+def _check_flash_group(opt: "QoptOptimizer", group) -> None:
+    """What a FlashOptim-style constructor refuses, or keeps for the whole optimizer, refused in
+    a param group too."""
+    _reject_flashoptim_flags(type(opt).__name__, group.get("quantize", True),
+                             group.get("compress_state_dict", True),
+                             group.get("check_numerics", False), group.get("fused", True))
+    opt._same_for_all(group, "master_weight_bits", opt.master_weight_bits)
+    if "decouple_lr" in group and bool(group["decouple_lr"]) != bool(opt._decouple_lr):
+        opt._same_for_all(group, "decouple_lr", opt._decouple_lr)
+
+
 def _wd_for_kernel(group, decouple_lr: bool):
     """With decouple_lr the decay is wd * lr / initial_lr; the kernel multiplies lr * wd, so it
     gets wd / initial_lr."""
@@ -961,6 +1170,12 @@ class FlashAdamW(QoptOptimizer):
 
     def _validate_group(self, group):
         _check_adam_group(group)
+
+    def _check_group_options(self, group):
+        super()._check_group_options(group)
+        _check_flash_group(self, group)
+        if group.get("amsgrad", False):
+            raise ValueError(f"{type(self).__name__}: amsgrad=True is not supported")
 
     def _kernel_hypers(self, group):
         b1, b2 = group["betas"]
@@ -1030,6 +1245,10 @@ class FlashSGD(QoptOptimizer):
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
+    def _check_group_options(self, group):
+        super()._check_group_options(group)
+        _check_flash_group(self, group)
+
     def _kernel_hypers(self, group):
         momentum = group["momentum"]
         wd = _wd_for_kernel(group, self._decouple_lr) if self._DECOUPLED else group["weight_decay"]
@@ -1087,6 +1306,10 @@ class FlashLion(QoptOptimizer):
         _check_betas(group["betas"], upper_inclusive=True)
         _check_wd(group["weight_decay"])
 
+    def _check_group_options(self, group):
+        super()._check_group_options(group)
+        _check_flash_group(self, group)
+
     def _kernel_hypers(self, group):
         b1, b2 = group["betas"]
         return {"lr": group["lr"], "beta1": b1, "beta2": b2,
@@ -1094,6 +1317,17 @@ class FlashLion(QoptOptimizer):
 
 
 _DYNAMIC_MAPS: Dict[bool, List[float]] = {}
+
+
+def _reject_bnb_flags(cls: str, amsgrad, percentile_clipping, block_wise, is_paged) -> None:
+    if amsgrad:
+        raise ValueError(f"{cls}: amsgrad=True is not supported")
+    if percentile_clipping != 100:
+        raise ValueError(f"{cls}: percentile_clipping={percentile_clipping} is not supported (100 only)")
+    if not block_wise:
+        raise ValueError(f"{cls}: block_wise=False is not supported")
+    if is_paged:
+        raise ValueError(f"{cls}: is_paged=True is not supported")
 
 
 def dynamic_map(signed: bool) -> List[float]:
@@ -1126,14 +1360,7 @@ class AdamW8bit(QoptOptimizer):
         _check_eps(eps)
         _check_betas(betas)
         _check_wd(weight_decay)
-        if amsgrad:
-            raise ValueError(f"{cls}: amsgrad=True is not supported")
-        if percentile_clipping != 100:
-            raise ValueError(f"{cls}: percentile_clipping={percentile_clipping} is not supported (100 only)")
-        if not block_wise:
-            raise ValueError(f"{cls}: block_wise=False is not supported")
-        if is_paged:
-            raise ValueError(f"{cls}: is_paged=True is not supported")
+        _reject_bnb_flags(cls, amsgrad, percentile_clipping, block_wise, is_paged)
         if block_size not in self._SPECS:
             raise ValueError(f"{cls}: block_size={block_size!r} is not supported; kernels exist "
                              f"for block sizes {sorted(self._SPECS)}")
@@ -1144,6 +1371,13 @@ class AdamW8bit(QoptOptimizer):
 
     def _validate_group(self, group):
         _check_adam_group(group)
+
+    def _check_group_options(self, group):
+        super()._check_group_options(group)
+        _reject_bnb_flags(type(self).__name__, group.get("amsgrad", False),
+                          group.get("percentile_clipping", 100), group.get("block_wise", True),
+                          group.get("is_paged", False))
+        self._same_for_all(group, "block_size", self.block_size)
 
     def _host_tables(self, ks):
         return [dynamic_map(state == "m") for _, state in ks.tables]

@@ -161,6 +161,52 @@ def test_adamw8bit_rejects_unsupported_options(kwargs):
         qopt.AdamW8bit(bf16_params((2,)), **kwargs)
 
 
+GROUP_REFUSALS = [
+    (qopt.AdamW8bit, dict(amsgrad=True)), (qopt.AdamW8bit, dict(is_paged=True)),
+    (qopt.AdamW8bit, dict(percentile_clipping=5)), (qopt.AdamW8bit, dict(block_wise=False)),
+    (qopt.AdamW8bit, dict(block_size=2048)), (qopt.AdamW8bit, dict(maximize=True)),
+    (qopt.FlashAdamW, dict(amsgrad=True)), (qopt.FlashAdamW, dict(quantize=False)),
+    (qopt.FlashAdamW, dict(fused=False)), (qopt.FlashAdamW, dict(check_numerics=True)),
+    (qopt.FlashAdamW, dict(compress_state_dict=False)), (qopt.FlashAdamW, dict(master_weight_bits=32)),
+    (qopt.FlashAdamW, dict(decouple_lr=True)), (qopt.FlashAdam, dict(decouple_lr=True)),
+    (qopt.FlashSGD, dict(master_weight_bits=None)), (qopt.FlashSGDW, dict(decouple_lr=True)),
+    (qopt.FlashLion, dict(quantize=False)), (qopt.FlashLion, dict(maximize=True)),
+]
+
+
+@pytest.mark.parametrize("cls,option", GROUP_REFUSALS,
+                         ids=[f"{c.__name__}-{k}" for c, o in GROUP_REFUSALS for k in o])
+def test_added_group_with_an_option_the_constructor_refuses_is_refused_and_not_kept(cls, option):
+    """What the constructor refuses (or keeps for the whole optimizer) is refused in a param group
+    too, added later or given to the constructor, instead of being ignored; a refused group is not
+    kept."""
+    a, b, c = bf16_params((2,), (3,), (4,))
+    opt = cls([a])
+    with pytest.raises(ValueError, match="not supported"):
+        opt.add_param_group({"params": [b], **option})
+    assert len(opt.param_groups) == 1 and opt.param_groups[0]["params"] == [a]
+    opt.add_param_group({"params": [b]})  # b was not kept in the refused group
+    with pytest.raises(ValueError, match="not supported"):
+        cls([{"params": [c], **option}])
+
+
+def test_added_group_with_accepted_values_of_those_options():
+    a, b, c = bf16_params((2,), (3,), (4,))
+    opt = qopt.AdamW8bit([a], block_size=2048)
+    opt.add_param_group({"params": [b], "amsgrad": False, "block_size": 2048, "percentile_clipping": 100})
+    opt = qopt.FlashAdamW([c], master_weight_bits=32, decouple_lr=True)
+    opt.add_param_group({"params": [a], "master_weight_bits": 32, "decouple_lr": True, "fused": True})
+    assert len(opt.param_groups) == 2
+
+
+def test_added_group_with_invalid_hyperparameters_is_not_kept():
+    a, b = bf16_params((2,), (3,))
+    opt = qopt.FlashAdamW([a])
+    with pytest.raises(ValueError, match="^Invalid learning rate: -1$"):
+        opt.add_param_group({"params": [b], "lr": -1})
+    assert len(opt.param_groups) == 1
+
+
 @pytest.mark.parametrize("cls,kwargs,kernel", [
     (qopt.FlashAdamW, {}, "FlashAdamW"),
     (qopt.FlashAdamW, dict(master_weight_bits=24), "FlashAdamW"),

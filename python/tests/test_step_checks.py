@@ -1,0 +1,317 @@
+"""What step() refuses, or rebuilds from, before it launches anything: a parameter whose size
+changed since its state was made (`param.data = ...`), a state changed under the optimizer's
+launch cache (`optimizer.state[p][k] = t`, `optimizer.state.clear()`, a new `optimizer.state`), a
+NaN or infinite hyperparameter in any group, a sparse gradient. A refused step steps no group.
+
+On the host backend (CPU) and on CUDA, each skipped with the reason where that backend is missing
+(see conftest.py).
+"""
+
+import collections
+import math
+
+import pytest
+import torch
+
+import qopt
+
+BF16 = torch.bfloat16
+
+
+def params_on(device, *shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(s, generator=g).to(BF16).to(device)) for s in shapes]
+
+
+def grad_like(p, seed, n=None):
+    g = torch.Generator().manual_seed(seed)
+    shape = p.shape if n is None else (n,)
+    return (1e-2 * torch.randn(shape, generator=g)).to(p.dtype).to(p.device)
+
+
+def snapshot(opt, params):
+    """Every parameter and every state tensor, copied."""
+    out = [p.detach().clone() for p in params]
+    for p in params:
+        for k, v in sorted(opt.state.get(p, {}).items()):
+            if isinstance(v, torch.Tensor):
+                out.append(v.detach().clone())
+    return out
+
+
+def same(a, b):
+    return len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
+
+
+def bits(t):
+    t = t.detach().cpu().contiguous().reshape(-1)
+    return t.view(torch.uint8) if t.numel() else t.to(torch.uint8)
+
+
+# ------------------------------------------------------------- a parameter's size changed
+
+def _resized_setup(device):
+    a, p = params_on(device, (64,), (64,), seed=1)
+    opt = qopt.FlashAdamW([{"params": [a]}, {"params": [p]}], lr=0.1)
+    a.grad, p.grad = grad_like(a, 2), grad_like(p, 3)
+    opt.step()
+    return a, p, opt
+
+
+def test_shrunk_parameter_is_refused_and_nothing_is_written(device):
+    """`p.data = <a smaller tensor>` after a step: the step used to write the cached 64 elements
+    into a 16-element parameter (past its end)."""
+    a, p, opt = _resized_setup(device)
+    buf = torch.zeros(128, dtype=BF16, device=device)
+    p.data = buf[:16]
+    a.grad, p.grad = grad_like(a, 4), torch.ones(16, dtype=BF16, device=device)
+    before = snapshot(opt, [a])
+    with pytest.raises(RuntimeError) as e:
+        opt.step()
+    msg = str(e.value)
+    assert "param_groups[1][0] [16]" in msg and "16 elements" in msg and "made for 64" in msg
+    assert "optimizer.state.pop" in msg
+    assert not buf.any(), "written past (or into) the resized parameter"
+    assert same(snapshot(opt, [a]), before), "group 0 was stepped by a refused step"
+    assert int(opt.state[a]["step"]) == 1 and int(opt.state[p]["step"]) == 1
+    # dropping the parameter's state, as the message says, starts it afresh at its new size
+    opt.state.pop(p)
+    opt.step()
+    assert buf[:16].ne(0).all() and not buf[16:].any()
+    assert int(opt.state[p]["step"]) == 1 and opt.state[p]["error_bits"].numel() == 16
+    assert int(opt.state[a]["step"]) == 2
+
+
+def test_grown_parameter_is_refused(device):
+    a, p, opt = _resized_setup(device)
+    p.data = torch.randn(1024).to(BF16).to(device)
+    p.grad = torch.ones(1024, dtype=BF16, device=device)
+    before = snapshot(opt, [a, p])
+    with pytest.raises(RuntimeError, match=r"param_groups\[1\]\[0\] \[1024\] has 1024 elements, "
+                                           r"but its optimizer state was made for 64"):
+        opt.step()
+    assert same(snapshot(opt, [a, p]), before)
+
+
+@pytest.mark.parametrize("how", ["grad_none", "add_param_group", "state_replaced"])
+def test_resized_parameter_is_refused_when_the_launch_cache_is_rebuilt(device, how):
+    """A rebuilt cache (another set of gradients, a new group, a replaced state tensor) takes the
+    parameter's new size: the state, made for the old one, must still refuse it."""
+    a, p, opt = _resized_setup(device)
+    p.data = torch.zeros(16, dtype=BF16, device=device)
+    p.grad = torch.ones(16, dtype=BF16, device=device)
+    if how == "grad_none":
+        a.grad = None
+    elif how == "add_param_group":
+        (c,) = params_on(device, (8,), seed=5)
+        opt.add_param_group({"params": [c]})
+    else:
+        opt.state[p]["exp_avg::scales"] = opt.state[p]["exp_avg::scales"].clone()
+    before = snapshot(opt, [a, p])
+    with pytest.raises(RuntimeError, match=r"\[16\] has 16 elements, but its optimizer state was "
+                                           r"made for 64"):
+        opt.step()
+    assert same(snapshot(opt, [a, p]), before)
+    assert not p.detach().any()
+
+
+# ------------------------------------------------------ the state changed under the cache
+
+@pytest.mark.parametrize("cls", [qopt.FlashAdamW, qopt.AdamW8bit, qopt.FlashSGD])
+def test_replaced_state_tensors_are_the_ones_stepped(device, cls):
+    """`optimizer.state[p][k] = optimizer.state[p][k].clone()` for every key: the next step must
+    read and write the new tensors (it used to keep the old pointers: with the old tensors freed,
+    a use after free). The result equals an optimizer whose state was left alone, bit for bit."""
+    ps = params_on(device, (300,), (17, 5), seed=6)
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in ps]
+    kw = dict(lr=1e-2, momentum=0.9) if cls is qopt.FlashSGD else dict(lr=1e-2)
+    opt, ref = cls(ps, **kw), cls(twins, **kw)
+    for seed in (10, 11):
+        for p, t in zip(ps, twins):
+            p.grad, t.grad = grad_like(p, seed), grad_like(p, seed)
+        if seed == 11:
+            old = {p: dict(opt.state[p]) for p in ps}   # kept alive: no use after free here
+            old_copies = {p: {k: v.clone() for k, v in opt.state[p].items()} for p in ps}
+            for p in ps:
+                for k in list(opt.state[p]):
+                    opt.state[p][k] = opt.state[p][k].clone()
+        opt.step()
+        ref.step()
+    for p, t in zip(ps, twins):
+        assert torch.equal(bits(p), bits(t))
+        for k in ref.state[t]:
+            assert torch.equal(bits(opt.state[p][k]), bits(ref.state[t][k])), k
+            if k not in ("qmap1", "qmap2"):
+                assert torch.equal(bits(old[p][k]), bits(old_copies[p][k])), \
+                    f"the replaced tensor {k} was still written"
+    assert int(opt.state[ps[0]]["step"]) == 2
+
+
+def test_replaced_state_tensors_freed_old_ones(device):
+    """The reviewer's repro: replace, drop the old tensors, reuse their memory, step 20 times."""
+    ps = params_on(device, (4096,), (4096,), seed=7)
+    opt = qopt.FlashAdamW(ps)
+    for p in ps:
+        p.grad = grad_like(p, 8)
+    opt.step()
+    for p in ps:
+        for k in list(opt.state[p]):
+            if k != "step":
+                opt.state[p][k] = opt.state[p][k].clone()
+    junk = [torch.zeros(4096, dtype=torch.int8, device=device) for _ in range(50)]
+    for _ in range(20):
+        opt.step()
+    assert not any(j.any() for j in junk)
+    assert all(int(opt.state[p]["step"]) == 21 for p in ps)
+
+
+@pytest.mark.parametrize("how", ["clear", "reassign", "pop_one"])
+def test_cleared_state_starts_afresh(device, how):
+    """`optimizer.state.clear()` (or a new `optimizer.state`, or one parameter's state popped): the
+    next step creates the state as at a first step and steps that one, and state_dict shows it (the
+    kernel used to go on with the hidden old state while state_dict came out empty)."""
+    ps = params_on(device, (100,), (37,), seed=12)
+    opt = qopt.FlashAdamW(ps, lr=1e-2)
+    for p in ps:
+        p.grad = grad_like(p, 13)
+    opt.step()
+    opt.step()
+    dropped = ps if how != "pop_one" else ps[:1]
+    if how == "clear":
+        opt.state.clear()
+    elif how == "reassign":
+        opt.state = collections.defaultdict(dict)
+    else:
+        opt.state.pop(ps[0])
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in dropped]
+    fresh = qopt.FlashAdamW(twins, lr=1e-2)
+    for t in twins:
+        t.grad = grad_like(t, 14)
+    fresh.step()
+    for p in ps:
+        p.grad = grad_like(p, 14)
+    opt.step()
+    sd = opt.state_dict()
+    assert sorted(sd["state"]) == [0, 1]
+    for p, t in zip(dropped, twins):
+        assert int(opt.state[p]["step"]) == 1
+        assert torch.equal(bits(p), bits(t))
+        for k in fresh.state[t]:
+            assert torch.equal(bits(opt.state[p][k]), bits(fresh.state[t][k])), k
+    if how == "pop_one":
+        assert int(opt.state[ps[1]]["step"]) == 3
+
+
+def test_replaced_step_counter_is_used(device):
+    """A replaced step tensor is the step count from then on (bias corrections follow it)."""
+    (p,) = params_on(device, (64,), seed=15)
+    (q,) = params_on(device, (64,), seed=15)
+    opt, ref = qopt.FlashAdamW([p], lr=1e-2), qopt.FlashAdamW([q], lr=1e-2)
+    for seed in range(16, 21):    # ref: five steps
+        q.grad = grad_like(q, seed)
+        ref.step()
+        if seed < 20:             # opt: four steps, then its counter set to 4 by hand ...
+            p.grad = grad_like(p, seed)
+            opt.step()
+    opt.state[p]["step"] = torch.tensor(4)
+    p.grad = grad_like(p, 20)     # ... and the fifth step
+    opt.step()
+    assert int(opt.state[p]["step"]) == 5
+    assert torch.equal(bits(p), bits(q))
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda st: st.__setitem__("exp_avg::scales", st["exp_avg::scales"].float()),
+     r"'exp_avg::scales' is torch.float32 of shape \[4\], the kernel FlashAdamW needs torch.float16"),
+    (lambda st: st.__setitem__("exp_avg::scales", st["exp_avg::scales"][:2].clone()),
+     r"'exp_avg::scales' is torch.float16 of shape \[2\]"),
+    (lambda st: st.__setitem__("exp_avg::quantized", st["exp_avg::quantized"][::2].clone()),
+     r"has 128 elements, but its optimizer state was made for 64"),
+    (lambda st: st.__setitem__("exp_avg_sq::quantized",
+                               torch.zeros(256, dtype=torch.uint8, device=st["step"].device
+                                           if st["step"].dim() else "cpu")[::2]),
+     r"contiguous"),
+    (lambda st: st.pop("exp_avg::scales"), r"missing state keys \['exp_avg::scales'\]"),
+    (lambda st: st.__setitem__("extra", torch.zeros(1)), r"unexpected state keys \['extra'\]"),
+    (lambda st: st.__setitem__("step", torch.tensor(-1)), r"step -1 is not a non-negative"),
+], ids=["dtype", "shape", "size", "noncontiguous", "missing", "unknown", "step"])
+def test_replaced_state_is_checked_before_any_launch(device, change, match):
+    """A state tensor replaced by one the kernel cannot step is refused, as load_state_dict
+    refuses it, before any group is launched."""
+    a, p = params_on(device, (64,), (128,), seed=21)
+    opt = qopt.FlashAdamW([{"params": [a]}, {"params": [p]}])
+    a.grad, p.grad = grad_like(a, 22), grad_like(p, 23)
+    opt.step()
+    change(opt.state[p])
+    before = snapshot(opt, [a])
+    with pytest.raises((ValueError, RuntimeError), match=match) as e:
+        opt.step()
+    assert "param_groups[1][0] [128]" in str(e.value)
+    assert same(snapshot(opt, [a]), before)
+    assert int(opt.state[a]["step"]) == 1
+
+
+def test_state_tensor_on_another_device_is_refused(cuda):
+    (p,) = params_on(cuda, (64,), seed=24)
+    opt = qopt.FlashAdamW([p])
+    p.grad = grad_like(p, 25)
+    opt.step()
+    opt.state[p]["error_bits"] = opt.state[p]["error_bits"].cpu()
+    with pytest.raises(ValueError, match="'error_bits' is on cpu, the parameter on cuda"):
+        opt.step()
+
+
+# ------------------------------------------------------------------ hyperparameters
+
+@pytest.mark.parametrize("cls,key,value,hyper", [
+    (qopt.FlashAdamW, "lr", math.nan, "lr"),
+    (qopt.FlashAdamW, "lr", math.inf, "lr"),
+    (qopt.FlashAdamW, "betas", (0.9, math.nan), "beta2"),
+    (qopt.FlashAdamW, "eps", math.nan, "eps"),
+    (qopt.FlashAdamW, "weight_decay", math.inf, "weight_decay"),
+    (qopt.AdamW8bit, "betas", (math.nan, 0.999), "beta1"),
+    (qopt.FlashSGD, "momentum", math.inf, "momentum"),
+    (qopt.FlashSGD, "dampening", math.nan, "dampening"),
+    (qopt.FlashLion, "lr", -math.inf, "lr"),
+])
+def test_non_finite_hyperparameter_in_a_later_group_steps_no_group(device, cls, key, value, hyper):
+    """A NaN or infinite hyperparameter set in a group after construction is refused before any
+    launch: the earlier groups are not stepped (they used to be, before the runtime refused the
+    later group's launch)."""
+    a, b = params_on(device, (40,), (50,), seed=26)
+    kw = dict(momentum=0.5) if cls is qopt.FlashSGD else {}
+    opt = cls([{"params": [a]}, {"params": [b]}], **kw)
+    a.grad, b.grad = grad_like(a, 27), grad_like(b, 28)
+    opt.step()
+    opt.param_groups[1][key] = value
+    before = snapshot(opt, [a, b])
+    with pytest.raises(ValueError, match=rf"param_groups\[1\]: hyperparameter '{hyper}' is "):
+        opt.step()
+    assert same(snapshot(opt, [a, b]), before)
+    assert int(opt.state[a]["step"]) == 1 and int(opt.state[b]["step"]) == 1
+
+
+def test_non_number_hyperparameter_is_a_type_error_before_any_launch(device):
+    a, b = params_on(device, (40,), (50,), seed=29)
+    opt = qopt.FlashAdamW([{"params": [a]}, {"params": [b]}])
+    a.grad, b.grad = grad_like(a, 30), grad_like(b, 31)
+    opt.param_groups[1]["eps"] = "1e-8"
+    a0 = a.detach().clone()
+    with pytest.raises(TypeError, match=r"param_groups\[1\]: hyperparameter 'eps' is '1e-8'"):
+        opt.step()
+    assert torch.equal(a.detach(), a0)
+    assert int(opt.state[a].get("step", 0)) == 0   # nothing launched
+
+
+# ------------------------------------------------------------------------ sparse gradients
+
+def test_sparse_gradient_is_refused_before_any_launch(device):
+    (a,) = params_on(device, (40,), seed=32)
+    e = torch.nn.Parameter(torch.randn(10, 4).to(device))
+    opt = qopt.FlashAdamW([{"params": [a]}, {"params": [e]}])
+    a.grad = grad_like(a, 33)
+    e.grad = torch.sparse_coo_tensor(torch.tensor([[1]]), torch.ones(1, 4), (10, 4)).to(device)
+    a0 = a.detach().clone()
+    with pytest.raises(RuntimeError, match="FlashAdamW does not support sparse gradients"):
+        opt.step()
+    assert torch.equal(a.detach(), a0)
