@@ -228,8 +228,8 @@ def test_replaced_step_counter_is_used(device):
     (lambda st: st.__setitem__("exp_avg::quantized", st["exp_avg::quantized"][::2].clone()),
      r"has 128 elements, but its optimizer state was made for 64"),
     (lambda st: st.__setitem__("exp_avg_sq::quantized",
-                               torch.zeros(256, dtype=torch.uint8, device=st["step"].device
-                                           if st["step"].dim() else "cpu")[::2]),
+                               torch.zeros(256, dtype=torch.uint8,
+                                           device=st["exp_avg_sq::quantized"].device)[::2]),
      r"contiguous"),
     (lambda st: st.pop("exp_avg::scales"), r"missing state keys \['exp_avg::scales'\]"),
     (lambda st: st.__setitem__("extra", torch.zeros(1)), r"unexpected state keys \['extra'\]"),
