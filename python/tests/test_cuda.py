@@ -79,6 +79,37 @@ def test_cuda_graph_capture_replays_equal_eager(cuda, cls, kw, groups):
     assert float(opt.state[graphed[0]]["step"]) == 5
 
 
+def test_capture_after_a_burst_of_queued_steps(cuda):
+    """Forty steps queued behind a long kernel (every staging buffer of the runtime still in flight),
+    then a capture: the runtime keeps one buffer idle for it, waiting for the oldest step when it
+    must, so the capture succeeds and its replay equals an eager step."""
+    params = params_on(cuda, (4096,), (333,), seed=11)
+    twin = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    opt = qopt.FlashAdamW(params, lr=torch.tensor(1e-3, device=cuda), capturable=True)
+    ref = qopt.FlashAdamW(twin, lr=torch.tensor(1e-3, device=cuda), capturable=True)
+    grads = grads_for(params, seed=12)
+    for p, g in zip(params, grads):
+        p.grad = g.clone()
+    set_grads(twin, grads)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time ahead of the steps
+        for _ in range(40):
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    for _ in range(40):
+        ref.step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        opt.step()
+    graph.replay()
+    ref.step()
+    torch.cuda.synchronize()
+    for p, q in zip(params, twin):
+        assert torch.equal(bits(p), bits(q))
+
+
 def test_optimizer_collected_during_capture_leaves_the_capture_intact(cuda):
     """An optimizer that the garbage collector finalizes in the middle of another one's captured
     step (the finalizer frees staging memory and waits for copies, which a capture forbids) has

@@ -775,15 +775,44 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
         pick = static_cast<long>(i);
       }
     }
-    // Leave one idle slot of this size for a capture that may follow.
+    // Leave one idle slot of this size for a capture that may follow (a
+    // capture may neither allocate nor wait). With every other slot in
+    // flight and no room for another, wait for the oldest: the host then
+    // runs at most kMaxSlots - 1 steps ahead, and a burst of steps followed
+    // by a capture still finds its slot.
     bool spare = false;
     for (size_t i = 0; i < slots_.size() && !spare; ++i) {
       const Slot &s = slots_[i];
       spare = long(i) != pick && !s.captured && !s.pending &&
               s.capacity >= L.total;
     }
-    if (!spare && uncaptured + 1 < kMaxSlots)
+    size_t uncapturedNow = 0;
+    for (const Slot &s : slots_)
+      uncapturedNow += !s.captured;
+    if (!spare && uncapturedNow < kMaxSlots) {
       slots_.push_back(makeSlot(L.total));
+    } else if (!spare) {
+      long oldest = -1;
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        const Slot &s = slots_[i];
+        if (long(i) == pick || s.captured)
+          continue;
+        if (oldest < 0 || s.sequence < slots_[oldest].sequence)
+          oldest = static_cast<long>(i);
+      }
+      if (oldest >= 0) {
+        Slot &s = slots_[static_cast<size_t>(oldest)];
+        if (s.pending) {
+          QOPT_CU(cuEventSynchronize, s.done);
+          s.pending = false;
+        }
+        if (s.capacity < L.total) {
+          Slot fresh = makeSlot(L.total);
+          freeSlot(s);
+          s = fresh;
+        }
+      }
+    }
   }
 
   Slot &s = slots_[static_cast<size_t>(pick)];
@@ -870,6 +899,7 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
     cu::check(cu::driver().cuEventRecord(s.done, cuStream), "cuEventRecord",
               "after the launch");
     s.pending = true;
+    s.sequence = ++stepSequence_;
   }
   scope.pop();
 }

@@ -68,6 +68,7 @@ private:
     bool captured = false;  ///< owned by a captured graph from now on
     bool tablesValid = false;
     size_t numTensors = 0;  ///< descriptors held when tablesValid
+    uint64_t sequence = 0;  ///< order of its last uncaptured step
   };
 
   Kernel(ContextPtr ctx, ManifestPtr m) : ctx_(std::move(ctx)), manifest_(std::move(m)) {}
@@ -103,6 +104,7 @@ private:
   mutable std::mutex verifiedMu_;
   mutable std::vector<std::pair<uint64_t, uint64_t>> verified_;
   std::vector<Slot> slots_;
+  uint64_t stepSequence_ = 0;
   std::vector<unsigned char> scratch_; ///< descriptors of the current step
 };
 
