@@ -109,7 +109,7 @@ step:
   --steps N             number of steps (default 1; 0 only writes the state)
   --step-start K        the step count of the first step, as the spec's `step`
                         sees it (default 1): steps K .. K+N-1 run
-  --hyper NAME=VALUE    a hyperparameter (repeatable; true/false for flags);
+  --hyper NAME=VALUE    a hyperparameter (repeatable; a decimal number, true/false for flags);
                         those not given take the manifest's default
   --table NAME=SRC      codebook table NAME (e.g. m.qmap) from SRC:
                         dynamic-signed, dynamic-unsigned (bitsandbytes'
@@ -932,15 +932,21 @@ std::vector<qopt_hyper> resolveHypers(const Options &o, const KernelInfo &k,
       fail("--hyper ", name, " given twice");
     const qopt_hyper_info &h = k.hypers[static_cast<size_t>(it - names.begin())];
     double v = 0;
-    if (text == "true")
-      v = 1;
-    else if (text == "false")
-      v = 0;
-    else {
+    if (text == "true" || text == "false") {
+      if (!h.is_bool)
+        fail("--hyper ", name, "=", text, ": '", name,
+             "' is a number, not a flag");
+      v = text == "true";
+    } else {
+      // Decimal numbers (and inf, nan): strtod alone would also take
+      // hexadecimal (0x10 = 16).
       char *end = nullptr;
+      bool hex = text.find("0x") != std::string::npos ||
+                 text.find("0X") != std::string::npos;
       v = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end)
-        fail("--hyper ", name, "=", text, ": '", text, "' is not a number");
+      if (text.empty() || *end || hex)
+        fail("--hyper ", name, "=", text, ": '", text,
+             "' is not a decimal number");
     }
     if (h.is_bool && v != 0 && v != 1)
       fail("--hyper ", name, "=", text, ": '", name,

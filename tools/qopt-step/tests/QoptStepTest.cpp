@@ -602,7 +602,9 @@ TEST_F(QoptStepErrors, UnknownOrBadHyperparameter) {
   expectFailure({in}, {"--hyper", "lrr=1e-3"},
                 "--hyper lrr=1e-3: kernel FlashAdamW has no hyperparameter 'lrr' (it has lr, "
                 "beta1, beta2, eps, weight_decay)");
-  expectFailure({in}, {"--hyper", "lr=fast"}, "'fast' is not a number");
+  expectFailure({in}, {"--hyper", "lr=fast"}, "'fast' is not a decimal number");
+  expectFailure({in}, {"--hyper", "lr=0x10"}, "'0x10' is not a decimal number");
+  expectFailure({in}, {"--hyper", "lr=true"}, "'lr' is a number, not a flag");
   expectFailure({in}, {"--hyper", "lr=nan"}, "is NaN");
   expectFailure({in}, {"--hyper=nesterov=2"}, "--hyper nesterov=2: 'nesterov' is a flag", 1,
                 "flash_sgd");
