@@ -618,14 +618,19 @@ void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,
   const float *const *tp = tablePtrs.empty() ? nullptr : tablePtrs.data();
 
   // Tiles are independent: split them into contiguous ranges over the
-  // hardware threads (QOPT_HOST_THREADS overrides), at least kMinTiles each so
-  // that a small list does not pay for threads.
+  // hardware threads (QOPT_HOST_THREADS overrides), at least kMinTiles tiles
+  // and kMinElements elements per thread, so that a small list (many small
+  // tensors: many tiles, few elements) does not pay for starting threads.
   constexpr int64_t kMinTiles = 16;
+  constexpr int64_t kMinElements = int64_t(1) << 18;
+  int64_t elements = 0;
+  for (size_t k = 0; k < t->num_tensors; ++k)
+    elements += t->numels[k];
   int64_t threads = static_cast<int64_t>(std::thread::hardware_concurrency());
   if (const char *env = std::getenv("QOPT_HOST_THREADS"))
     threads = std::max<int64_t>(1, std::atoll(env));
   threads = std::max<int64_t>(
-      1, std::min<int64_t>(threads, c.numTiles / kMinTiles));
+      1, std::min({threads, c.numTiles / kMinTiles, elements / kMinElements}));
   int64_t per = (c.numTiles + threads - 1) / threads;
   std::vector<std::thread> workers;
   for (int64_t w = 1; w < threads; ++w) {
