@@ -36,6 +36,8 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cctype>
+
 using namespace mlir;
 using namespace mlir::qopt;
 namespace cl = llvm::cl;
@@ -181,28 +183,47 @@ static LogicalResult writeOutput(llvm::StringRef path, llvm::StringRef data) {
   return success();
 }
 
-/// Loads the input as a .qopt spec (through the frontend) or as MLIR.
+/// Whether `text` is a spec rather than MLIR: its first word, after blank
+/// space and // comments, is `optimizer` (an MLIR file starts with `module`,
+/// an op name or an attribute alias, never that word).
+static bool looksLikeSpec(llvm::StringRef text) {
+  while (true) {
+    text = text.ltrim();
+    if (!text.consume_front("//"))
+      break;
+    text = text.drop_until([](char c) { return c == '\n'; });
+  }
+  return text.starts_with("optimizer") &&
+         (text.size() == 9 || !(std::isalnum(static_cast<unsigned char>(text[9])) ||
+                                text[9] == '_' || text[9] == '.'));
+}
+
+/// Loads the input as a spec (through the frontend) or as MLIR: a `.qopt`
+/// file is a spec, a `.mlir` file MLIR, anything else (stdin included) what
+/// its first word says.
 static OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
                                        llvm::SourceMgr &sourceMgr) {
-  if (llvm::StringRef(opts->inputFilename).ends_with(".qopt")) {
-    std::unique_ptr<frontend::Spec> spec =
-        frontend::parseSpecFile(sourceMgr, opts->inputFilename, llvm::errs());
-    if (!spec)
+  llvm::StringRef name = opts->inputFilename;
+  std::string error;
+  auto file = openInputFile(name, &error);
+  if (!file) {
+    llvm::errs() << "qopt-opt: error: " << error << "\n";
+    return nullptr;
+  }
+  bool spec = name.ends_with(".qopt") ||
+              (!name.ends_with(".mlir") && looksLikeSpec(file->getBuffer()));
+  unsigned buffer = sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  if (spec) {
+    std::unique_ptr<frontend::Spec> parsed = frontend::parseSpec(sourceMgr, buffer);
+    if (!parsed)
       return nullptr;
 #ifdef QOPT_HAVE_MLIRGEN
-    return frontend::mlirGen(context, *spec, sourceMgr);
+    return frontend::mlirGen(context, *parsed, sourceMgr);
 #else
     llvm::errs() << "qopt-opt: error: this build has no MLIR generation\n";
     return nullptr;
 #endif
   }
-  std::string error;
-  auto file = openInputFile(opts->inputFilename, &error);
-  if (!file) {
-    llvm::errs() << "qopt-opt: error: " << error << "\n";
-    return nullptr;
-  }
-  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
 }
 
@@ -233,6 +254,14 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     llvm::errs() << "qopt-opt: error: --param-type must be bf16, f16 or f32, "
                     "got '"
                  << opts->paramType << "'\n";
+    return 1;
+  }
+  if (opts->threadsPerBlock < 0 || opts->elementsPerThread < 0) {
+    llvm::errs() << "qopt-opt: error: --threads-per-block and "
+                    "--elements-per-thread take 0 (chosen) or a positive "
+                    "number, got "
+                 << opts->threadsPerBlock << " and " << opts->elementsPerThread
+                 << "\n";
     return 1;
   }
   // Never write over the input, nor the manifest over the binary.

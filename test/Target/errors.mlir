@@ -3,6 +3,8 @@
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --arch=sm_80a 2>&1 | FileCheck %s --check-prefix=ARCH80A
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=host-library --host-cpu=bogus -o %t.so 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --mode=loose 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --threads-per-block=-1 2>&1 | FileCheck %s --check-prefix=SHAPE
+// SHAPE: qopt-opt: error: --threads-per-block and --elements-per-thread take 0 (chosen) or a positive number, got -1 and 0
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=cubin 2>&1 | FileCheck %s --check-prefix=CUBIN
 // RUN: env QOPT_CUDA_PATH=%t.nocuda not qopt-opt %S/Inputs/flash-adamw.mlir --emit=cubin -o %t.cubin 2>&1 | FileCheck %s --check-prefix=NOPTXAS
 
