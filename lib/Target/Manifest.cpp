@@ -120,9 +120,11 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     if (!uniforms)
       return optimizer.emitOpError("needs qopt-outline-uniforms before a "
                                    "manifest can be written");
-    int64_t threads = getThreadsPerBlock(optimizer, options.threadsPerBlock);
-    int64_t lanes =
-        getElementsPerThread(optimizer, threads, options.elementsPerThread);
+    FailureOr<TileShape> shape = resolveTileShape(
+        optimizer, options.threadsPerBlock, options.elementsPerThread);
+    if (failed(shape))
+      return failure();
+    int64_t threads = shape->threads, lanes = shape->lanes;
     SmallVector<StreamInfo> streams = getStreams(optimizer);
 
     json::Array hypers;

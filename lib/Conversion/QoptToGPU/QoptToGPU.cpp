@@ -123,8 +123,12 @@ private:
   /// Midpoints a bucket may hold for the short search (4 steps).
   static constexpr int64_t kBucketSearchWidth = 15;
   void fillBuckets(Value mids, Value buckets);
-  /// count(mid < x) (or <= with `inclusive`) over the 255 midpoints: 8 steps.
-  Value countBelow(Value mids, Value x, bool inclusive);
+  /// A branchless binary search of the sorted midpoints from `pos` (i32):
+  /// steps of firstStep, firstStep / 2, ..., 1, each moving to the candidate
+  /// when `pred(mids[candidate - 1], x)`. From 0 with 128 first it counts the
+  /// midpoints for which `pred` holds, over all 255.
+  Value searchMidpoints(Value mids, Value x, Value pos, int64_t firstStep,
+                        arith::CmpFPredicate pred);
   /// The code of each lane of `normalized` by the bucketed search, the
   /// binary search for a thread whose lanes include a wide bucket.
   Value codebookCodes(int stateIndex, Value normalized);
@@ -446,16 +450,15 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
   return success();
 }
 
-Value KernelEmitter::countBelow(Value mids, Value x, bool inclusive) {
-  Value pos = constI32(0);
-  for (int64_t step = 128; step >= 1; step /= 2) {
+Value KernelEmitter::searchMidpoints(Value mids, Value x, Value pos,
+                                     int64_t firstStep,
+                                     arith::CmpFPredicate pred) {
+  for (int64_t step = firstStep; step >= 1; step /= 2) {
     Value candidate = arith::AddIOp::create(b, loc, pos, constI32(step));
     Value mid = load(f32(), gep(mids, f32(), arith::SubIOp::create(
                                                b, loc, candidate, constI32(1))),
                      4);
-    Value below = arith::CmpFOp::create(
-        b, loc, inclusive ? arith::CmpFPredicate::OLE : arith::CmpFPredicate::OLT,
-        mid, x);
+    Value below = arith::CmpFOp::create(b, loc, pred, mid, x);
     pos = arith::SelectOp::create(b, loc, below, candidate, pos);
   }
   return pos;
@@ -503,8 +506,10 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets) {
                                  constI32(static_cast<int32_t>(0xFF800000u)));
   Value valid =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, loKey, hiKey);
-  Value start = countBelow(mids, floatOfKey(b, loc, loKey), false);
-  Value end = countBelow(mids, floatOfKey(b, loc, hiKey), true);
+  Value start = searchMidpoints(mids, floatOfKey(b, loc, loKey), constI32(0),
+                                128, arith::CmpFPredicate::OLT);
+  Value end = searchMidpoints(mids, floatOfKey(b, loc, hiKey), constI32(0), 128,
+                              arith::CmpFPredicate::OLE);
   Value entry = arith::OrIOp::create(
       b, loc, start,
       arith::ShLIOp::create(b, loc, arith::SubIOp::create(b, loc, end, start),
@@ -528,16 +533,9 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized) {
     Value codes = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
     for (int64_t i = 0; i < lanes; ++i) {
       Value c = vector::ExtractOp::create(b, loc, normalized, i);
-      Value pos = constI32(0);
-      for (int64_t step = 128; step >= 1; step /= 2) {
-        Value candidate = arith::AddIOp::create(b, loc, pos, constI32(step));
-        Value midIndex = arith::SubIOp::create(b, loc, candidate, constI32(1));
-        Value mid = load(f32(), gep(mids, f32(), midIndex), 4);
-        // !(mid >= c): a NaN c takes the last code, as torch.bucketize does.
-        Value below = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ULT,
-                                            mid, c);
-        pos = arith::SelectOp::create(b, loc, below, candidate, pos);
-      }
+      // !(mid >= c): a NaN c takes the last code, as torch.bucketize does.
+      Value pos = searchMidpoints(mids, c, constI32(0), 128,
+                                  arith::CmpFPredicate::ULT);
       codes = vector::InsertOp::create(
           b, loc, arith::TruncIOp::create(b, loc, b.getI8Type(), pos), codes, i);
     }
@@ -554,15 +552,7 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized) {
     Value entry = load(i32(), gep(buckets, i32(), j), 4);
     Value pos = arith::AndIOp::create(b, loc, entry, constI32(0xFFFF));
     Value width = arith::ShRUIOp::create(b, loc, entry, constI32(16));
-    for (int64_t step = 8; step >= 1; step /= 2) {
-      Value candidate = arith::AddIOp::create(b, loc, pos, constI32(step));
-      Value mid = load(f32(), gep(mids, f32(), arith::SubIOp::create(
-                                                 b, loc, candidate, constI32(1))),
-                       4);
-      Value below =
-          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, mid, c);
-      pos = arith::SelectOp::create(b, loc, below, candidate, pos);
-    }
+    pos = searchMidpoints(mids, c, pos, 8, arith::CmpFPredicate::OLT);
     Value isNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, c, c);
     pos = arith::SelectOp::create(b, loc, isNaN, constI32(255), pos);
     Value ok = arith::OrIOp::create(
@@ -909,17 +899,11 @@ struct ConvertQoptToGPUPass
     for (OptimizerOp optimizer : optimizers) {
       // Each thread's lanes must lie in one group; the tile must hold whole
       // groups and blocks.
-      int64_t threads = getThreadsPerBlock(optimizer, threadsPerBlock);
-      int64_t lanes =
-          getElementsPerThread(optimizer, threads, elementsPerThread);
-      if (threads % 32 != 0 || threads < 32 || threads > 1024) {
-        optimizer.emitError("threads-per-block must be a multiple of 32 in "
-                            "[32, 1024], got ")
-            << threads;
+      FailureOr<TileShape> shape =
+          resolveTileShape(optimizer, threadsPerBlock, elementsPerThread);
+      if (failed(shape))
         return signalPassFailure();
-      }
-      if (failed(verifyTileShape(optimizer, threads, lanes)))
-        return signalPassFailure();
+      int64_t threads = shape->threads, lanes = shape->lanes;
       OpBuilder b(module.getContext());
       b.setInsertionPointToEnd(module.getBody());
       auto gpuModule = gpu::GPUModuleOp::create(

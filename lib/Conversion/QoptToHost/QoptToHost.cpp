@@ -556,18 +556,11 @@ struct ConvertQoptToHostPass
     for (OptimizerOp optimizer : optimizers) {
       // The GPU kernel's tile (the manifest's launch), and chunks that lie
       // in one group.
-      int64_t threads = getThreadsPerBlock(optimizer, threadsPerBlock);
-      int64_t lanes =
-          getElementsPerThread(optimizer, threads, elementsPerThread);
-      if (threads < 1 || lanes < 1) {
-        optimizer.emitError("threads-per-block and elements-per-thread must "
-                            "be positive, got ")
-            << threads << " and " << elementsPerThread;
+      FailureOr<TileShape> shape =
+          resolveTileShape(optimizer, threadsPerBlock, elementsPerThread);
+      if (failed(shape))
         return signalPassFailure();
-      }
-      int64_t tile = threads * lanes;
-      if (failed(verifyTileShape(optimizer, threads, lanes)))
-        return signalPassFailure();
+      int64_t lanes = shape->lanes, tile = shape->tile();
       OpBuilder b(module.getContext());
       HostKernelEmitter emitter(optimizer, b, mode == "fast", lanes, tile);
       if (failed(emitter.emit(module)))

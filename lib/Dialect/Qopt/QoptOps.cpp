@@ -125,6 +125,20 @@ LogicalResult mlir::qopt::verifyTileShape(OptimizerOp optimizer,
   return success();
 }
 
+FailureOr<TileShape> mlir::qopt::resolveTileShape(OptimizerOp optimizer,
+                                                  int64_t requestedThreads,
+                                                  int64_t requestedLanes) {
+  int64_t threads = getThreadsPerBlock(optimizer, requestedThreads);
+  int64_t lanes = getElementsPerThread(optimizer, threads, requestedLanes);
+  if (threads % 32 != 0 || threads < 32 || threads > 1024)
+    return optimizer.emitError("threads-per-block must be a multiple of 32 in "
+                               "[32, 1024], got ")
+           << threads;
+  if (failed(verifyTileShape(optimizer, threads, lanes)))
+    return failure();
+  return TileShape{threads, lanes};
+}
+
 int64_t mlir::qopt::getMinGroupSize(OptimizerOp optimizer) {
   int64_t result = 4096;
   for (StateOp state : getStates(optimizer))

@@ -60,6 +60,20 @@ int64_t getReductionSize(StateOp state);
 LogicalResult verifyTileShape(OptimizerOp optimizer, int64_t threads,
                               int64_t lanes);
 
+/// A kernel's launch shape: `threads` per block of `lanes` elements each.
+struct TileShape {
+  int64_t threads, lanes;
+  int64_t tile() const { return threads * lanes; }
+};
+
+/// The launch shape for the requested threads and lanes (<= 0: chosen, see
+/// getThreadsPerBlock and getElementsPerThread), checked: threads a multiple
+/// of 32 in [32, 1024], and verifyTileShape. The GPU kernel, the host library
+/// (which walks the same tiles) and the manifest all take it from here.
+FailureOr<TileShape> resolveTileShape(OptimizerOp optimizer,
+                                      int64_t requestedThreads,
+                                      int64_t requestedLanes);
+
 /// The smallest group or block size of the optimizer's states (4096 if none).
 int64_t getMinGroupSize(OptimizerOp optimizer);
 
