@@ -1154,18 +1154,15 @@ class FlashAdamW(QoptOptimizer):
                  master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
                  fused: bool = True, *, capturable: bool = False):
         cls = type(self).__name__
-        _check_lr(lr)
-        _check_eps(eps)
-        _check_betas(betas)
-        _check_wd(weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        capturable=capturable)
+        _check_adam_group(defaults)
         _reject_flashoptim_flags(cls, quantize, compress_state_dict, check_numerics, fused)
         if master_weight_bits not in self._SPECS:
             raise ValueError(f"{cls}: master_weight_bits={master_weight_bits!r} is not supported; "
                              f"this optimizer has kernels for {sorted(self._SPECS, key=str)}")
         self.master_weight_bits = master_weight_bits
         self._decouple_lr = decouple_lr
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                        capturable=capturable)
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 
     def _validate_group(self, group):
@@ -1356,17 +1353,14 @@ class AdamW8bit(QoptOptimizer):
                  block_size: int = 256, percentile_clipping: int = 100, block_wise: bool = True,
                  is_paged: bool = False, *, capturable: bool = False):
         cls = type(self).__name__
-        _check_lr(lr)
-        _check_eps(eps)
-        _check_betas(betas)
-        _check_wd(weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        capturable=capturable)
+        _check_adam_group(defaults)
         _reject_bnb_flags(cls, amsgrad, percentile_clipping, block_wise, is_paged)
         if block_size not in self._SPECS:
             raise ValueError(f"{cls}: block_size={block_size!r} is not supported; kernels exist "
                              f"for block sizes {sorted(self._SPECS)}")
         self.block_size = block_size
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                        capturable=capturable)
         super().__init__(params, defaults, self._SPECS[block_size])
 
     def _validate_group(self, group):
