@@ -41,20 +41,9 @@ std::string envOr(const char *name, const char *fallback) {
 
 using qopt::test::DeviceBuffer;
 using qopt::test::haveGpu;
+using qopt::test::LoadedKernel;
+using qopt::test::loadKernel;
 using Case = qopt::test::SpecCase;
-
-/// One kernel build loaded through the runtime.
-struct Loaded {
-  qopt_manifest *manifest = nullptr;
-  qopt_registry *registry = nullptr;
-  qopt_kernel *kernel = nullptr;
-  qopt_manifest_info info{};
-  ~Loaded() {
-    qopt_kernel_destroy(kernel);
-    qopt_registry_destroy(registry);
-    qopt_manifest_destroy(manifest);
-  }
-};
 
 class CheckedRounding : public ::testing::TestWithParam<Case> {};
 
@@ -73,21 +62,12 @@ TEST_P(CheckedRounding, DefaultKernelEqualsIEEERoundingKernel) {
   CU_CHECK(cu::driver().cuDevicePrimaryCtxRetain(&primary, dev));
   CU_CHECK(cu::driver().cuCtxPushCurrent(primary));
 
-  Loaded builds[2];
+  LoadedKernel builds[2];
   const std::string dirs[2] = {envOr("QOPT_TEST_KERNEL_DIR", QOPT_DEFAULT_KERNEL_DIR),
                                envOr("QOPT_TEST_IEEE_ROUNDING_DIR", QOPT_IEEE_ROUNDING_DIR)};
   for (int i = 0; i < 2; ++i) {
-    std::string path = dirs[i] + "/" + c.spec + ".manifest.json";
-    ASSERT_EQ(qopt_manifest_load(path.c_str(), &builds[i].manifest), QOPT_SUCCESS)
-        << qopt_last_error();
-    ASSERT_EQ(qopt_registry_create(&builds[i].registry), QOPT_SUCCESS);
-    ASSERT_EQ(qopt_registry_add_manifest_file(builds[i].registry, path.c_str()), QOPT_SUCCESS)
-        << qopt_last_error();
-    ASSERT_EQ(qopt_manifest_get_info(builds[i].manifest, &builds[i].info), QOPT_SUCCESS);
-    ASSERT_EQ(qopt_kernel_create(ctx, builds[i].registry, builds[i].info.kernel,
-                                 &builds[i].kernel),
-              QOPT_SUCCESS)
-        << qopt_last_error();
+    loadKernel(ctx, dirs[i] + "/" + c.spec + ".manifest.json", builds[i]);
+    ASSERT_FALSE(HasFatalFailure());
   }
 
   // A 16 Mi-element tensor with a partial last tile, and a small one.

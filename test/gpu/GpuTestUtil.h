@@ -50,6 +50,39 @@ struct DeviceBuffer {
   }
 };
 
+/// One kernel loaded through the runtime from its manifest file (a registry
+/// of that one manifest), freed with the object.
+struct LoadedKernel {
+  qopt_manifest *manifest = nullptr;
+  qopt_registry *registry = nullptr;
+  qopt_kernel *kernel = nullptr;
+  qopt_manifest_info info{};
+  LoadedKernel() = default;
+  LoadedKernel(const LoadedKernel &) = delete;
+  LoadedKernel &operator=(const LoadedKernel &) = delete;
+  ~LoadedKernel() {
+    qopt_kernel_destroy(kernel);
+    qopt_registry_destroy(registry);
+    qopt_manifest_destroy(manifest);
+  }
+};
+
+/// Loads the kernel of `manifestPath` on `ctx` into `out`; a fatal test
+/// failure (check HasFatalFailure) when any step fails.
+inline void loadKernel(qopt_context *ctx, const std::string &manifestPath,
+                       LoadedKernel &out) {
+  ASSERT_EQ(qopt_manifest_load(manifestPath.c_str(), &out.manifest), QOPT_SUCCESS)
+      << qopt_last_error();
+  ASSERT_EQ(qopt_registry_create(&out.registry), QOPT_SUCCESS);
+  ASSERT_EQ(qopt_registry_add_manifest_file(out.registry, manifestPath.c_str()),
+            QOPT_SUCCESS)
+      << qopt_last_error();
+  ASSERT_EQ(qopt_manifest_get_info(out.manifest, &out.info), QOPT_SUCCESS);
+  ASSERT_EQ(qopt_kernel_create(ctx, out.registry, out.info.kernel, &out.kernel),
+            QOPT_SUCCESS)
+      << qopt_last_error();
+}
+
 } // namespace qopt::test
 
 /// Asserts that a driver call succeeded, naming the call and the error.

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -60,19 +61,11 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
   CU_CHECK(cu::driver().cuDeviceGet(&dev, 0));
   CU_CHECK(cu::driver().cuDevicePrimaryCtxRetain(&primary, dev));
   CU_CHECK(cu::driver().cuCtxPushCurrent(primary));
-  qopt_manifest *manifest = nullptr;
-  std::string manifestPath = kernelDir() + "/" + c.spec + ".manifest.json";
-  ASSERT_EQ(qopt_manifest_load(manifestPath.c_str(), &manifest), QOPT_SUCCESS)
-      << qopt_last_error();
-  qopt_registry *registry = nullptr;
-  ASSERT_EQ(qopt_registry_create(&registry), QOPT_SUCCESS);
-  ASSERT_EQ(qopt_registry_add_manifest_file(registry, manifestPath.c_str()), QOPT_SUCCESS)
-      << qopt_last_error();
-  qopt_manifest_info info{};
-  ASSERT_EQ(qopt_manifest_get_info(manifest, &info), QOPT_SUCCESS);
-  qopt_kernel *kernel = nullptr;
-  ASSERT_EQ(qopt_kernel_create(ctx, registry, info.kernel, &kernel), QOPT_SUCCESS)
-      << qopt_last_error();
+  auto loaded = std::make_unique<qopt::test::LoadedKernel>();
+  qopt::test::loadKernel(ctx, kernelDir() + "/" + c.spec + ".manifest.json", *loaded);
+  ASSERT_FALSE(HasFatalFailure());
+  const qopt_manifest_info &info = loaded->info;
+  qopt_kernel *kernel = loaded->kernel;
 
   // Sizes: one element, a partial group, a full tile, a tile and a bit,
   // several tiles with a partial block, and a larger tensor.
@@ -187,9 +180,7 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
 
   device.clear();
   tables.clear();
-  qopt_kernel_destroy(kernel);
-  qopt_registry_destroy(registry);
-  qopt_manifest_destroy(manifest);
+  loaded.reset();
   qopt_context_destroy(ctx);
   cu::CUcontext popped = nullptr;
   (void)cu::driver().cuCtxPopCurrent(&popped);
