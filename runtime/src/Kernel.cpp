@@ -762,6 +762,7 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
     }
     if (pick < 0 && uncaptured < kMaxSlots) {
       slots_.push_back(makeSlot(L.total));
+      ++uncaptured;
       pick = static_cast<long>(slots_.size() - 1);
     }
     if (pick < 0) {
@@ -791,10 +792,7 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
       spare = long(i) != pick && !s.captured && !s.pending &&
               s.capacity >= L.total;
     }
-    size_t uncapturedNow = 0;
-    for (const Slot &s : slots_)
-      uncapturedNow += !s.captured;
-    if (!spare && uncapturedNow < kMaxSlots) {
+    if (!spare && uncaptured < kMaxSlots) {
       slots_.push_back(makeSlot(L.total));
     } else if (!spare) {
       long oldest = -1;
