@@ -546,7 +546,8 @@ QOPT_RUNTIME_API qopt_status qopt_validate(qopt_kernel *kernel,
 /// Steps every tensor of the list in one launch on `stream` (a CUstream;
 /// NULL is the legacy default stream; ignored by the host backend, whose
 /// steps run to completion before the call returns, their tiles split over
-/// the hardware threads or $QOPT_HOST_THREADS). Validates first (as
+/// the hardware threads or $QOPT_HOST_THREADS, with at least 2^18 elements
+/// and 16 tiles per thread). Validates first (as
 /// qopt_validate) and evaluates the uniforms (as
 /// qopt_manifest_evaluate_uniforms); on any error nothing is launched.
 /// `tables`: one device pointer (host pointer for host) per manifest table,
