@@ -545,8 +545,18 @@ static Value roundCode(LaneMath &m, GroupSchemeAttr scheme, Value t) {
              : m.roundEven(t);
 }
 
-/// roundCode(codeArgument(...)) in IEEE arithmetic, computed through the
-/// approximate chain where that is provably the same integer.
+/// The code clamped to the scheme's range [lo, hi], NaN taken as 0.
+static Value clampCode(LaneMath &m, GroupSchemeAttr scheme, Value q) {
+  double range = codeRange(scheme);
+  Value lo = m.constF(q, scheme.getStorage().isSigned() ? -range : 0.0);
+  Value hi = m.constF(q, range);
+  q = m.select(m.cmp(arith::CmpFPredicate::OLT, q, lo), lo,
+               m.select(m.cmp(arith::CmpFPredicate::OGT, q, hi), hi, q));
+  return m.select(m.cmp(arith::CmpFPredicate::UNO, q, q), m.constF(q, 0.0), q);
+}
+
+/// clampCode(roundCode(codeArgument(...))) in IEEE arithmetic, computed
+/// through the approximate chain where that is provably the same integer.
 ///
 /// Every chain of codeArgument is products, quotients and square roots of
 /// its operands plus one sum of non-negative terms (1 + |z|): no
@@ -555,37 +565,47 @@ static Value roundCode(LaneMath &m, GroupSchemeAttr scheme, Value t) {
 /// (div.approx.ftz.f32 within 2 ulp for divisors in [2^-126, 2^126],
 /// sqrt.approx.ftz.f32 within 2^-23, at most 7 operations) both stay within a
 /// relative 22 * 2^-24 of the exact t for normal operands, so |t - t'| < 2^-11
-/// for |t| < 512; the two roundings of t + 0.5 add 2^-16 at most. Flushing a
-/// subnormal operand or quotient to zero moves t by less than
-/// 255 * sqrt(2^-126) / 2^-40 < 2^-15 when the divisor is at least 2^-40
-/// (the authors' divisor is at least 1e-12 > 2^-40). Where u' = t' + 0.5 lies
-/// more than 2^-10 from an integer, both floors (and, away from half
-/// integers, roundeven) agree; elsewhere, and for NaN, infinite or
-/// out-of-range values, the thread's lanes take the IEEE chain.
+/// for |t| < 512. Flushing a subnormal operand or quotient to zero moves t by
+/// less than 255 * sqrt(2^-126) / 2^-40 < 2^-15 when the divisor is at least
+/// 2^-40 (the authors' divisor is at least 1e-12 > 2^-40).
+///
+/// With q' = floor(u'), u' = RN(t' + 0.5), the difference d = t' - q' is exact
+/// (Sterbenz for q' != 0, d = t' for q' = 0). Where |d| < 1/2 - 2^-10, u' lies
+/// more than 2^-10 - 2^-15 from an integer, and u = RN(t + 0.5) is within
+/// 2^-11 + 2^-14 of u', so floor(u) = q' (and, away from half integers,
+/// roundeven(t) = q'). Where also |t' - c| < R, c and R the centre and half
+/// width of [lo - 1/2, hi + 1/2], q' is in [lo, hi] and needs no clamp (and
+/// |t'| < 512). Both conditions are one maximum per thread: max |d| and
+/// max |t' - c| over the lanes (a NaN lane makes both NaN and fails them).
+/// Elsewhere, and where the divisor is out of range, the thread's lanes take
+/// the IEEE chain and its clamp.
 static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
                               Value divisor) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
   LaneMath approx = LaneMath::approximate(b, loc);
   Value t = codeArgument(approx, scheme, x, divisor);
-  Value u = m.add(t, m.constF(t, 0.5));
-  Value q = m.floor(u);
-  Value frac = m.sub(u, q);
+  Value q = m.floor(m.add(t, m.constF(t, 0.5)));
+  double range = codeRange(scheme);
+  double lo = scheme.getStorage().isSigned() ? -range : 0.0;
+  double centre = (lo + range) / 2, halfWidth = (range - lo + 1) / 2;
+  Value distance = m.sub(t, q);
+  Value offCentre = centre == 0.0 ? t : m.sub(t, m.constF(t, centre));
+  auto lanes = cast<VectorType>(t.getType()).getNumElements();
+  auto laneMax = [&](Value v) {
+    Value acc = m.abs(vector::ExtractOp::create(b, loc, v, 0));
+    for (int64_t i = 1; i < lanes; ++i)
+      acc = m.maximum(acc, m.abs(vector::ExtractOp::create(b, loc, v, i)));
+    return acc;
+  };
   auto cmpConst = [&](arith::CmpFPredicate p, Value v, double c) {
     return m.cmp(p, v, m.constF(v, c));
   };
-  Value ok = arith::AndIOp::create(
-      b, loc, cmpConst(arith::CmpFPredicate::OGT, frac, 0x1p-10),
-      cmpConst(arith::CmpFPredicate::OLT, frac, 1.0 - 0x1p-10));
-  ok = arith::AndIOp::create(
-      b, loc, ok, cmpConst(arith::CmpFPredicate::OLT, m.abs(u), 512.0));
-  // Lanes as one predicate: an and-chain of i1s (a vector reduction of i1
-  // lanes becomes a bit-packing sequence in SASS).
-  Value all = vector::ExtractOp::create(b, loc, ok, 0);
-  for (int64_t i = 1, e = cast<VectorType>(ok.getType()).getNumElements(); i < e;
-       ++i)
-    all = arith::AndIOp::create(b, loc, all,
-                                vector::ExtractOp::create(b, loc, ok, i));
+  Value clearOfBoundary =
+      cmpConst(arith::CmpFPredicate::OLT, laneMax(distance), 0.5 - 0x1p-10);
+  Value inRange =
+      cmpConst(arith::CmpFPredicate::OLT, laneMax(offCentre), halfWidth);
+  Value all = arith::AndIOp::create(b, loc, clearOfBoundary, inRange);
   // The divisor is the same for all lanes: its range is checked once.
   Value absDivisor = m.abs(vector::ExtractOp::create(b, loc, divisor, 0));
   all = arith::AndIOp::create(
@@ -598,8 +618,10 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   scf::YieldOp::create(b, loc, q);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-  scf::YieldOp::create(b, loc,
-                       roundCode(m, scheme, codeArgument(m, scheme, x, divisor)));
+  scf::YieldOp::create(
+      b, loc,
+      clampCode(m, scheme,
+                roundCode(m, scheme, codeArgument(m, scheme, x, divisor))));
   b.setInsertionPointAfter(ifOp);
   return ifOp.getResult(0);
 }
@@ -609,8 +631,6 @@ Value mlir::qopt::quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
                                 bool checkedRounding) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
-  bool isSigned = scheme.getStorage().isSigned();
-  double range = codeRange(scheme);
   Value divisor = quantizationDivisor(m, scheme, absmax, storedScale);
   Value q;
   // Linear codes have one IEEE division: the check costs more than it saves
@@ -621,11 +641,7 @@ Value mlir::qopt::quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
       scheme.getCompanding() != Companding::linear)
     q = checkedRoundCode(m, scheme, x, divisor);
   else
-    q = roundCode(m, scheme, codeArgument(m, scheme, x, divisor));
-  Value lo = m.constF(q, isSigned ? -range : 0.0), hi = m.constF(q, range);
-  q = m.select(m.cmp(arith::CmpFPredicate::OLT, q, lo), lo,
-               m.select(m.cmp(arith::CmpFPredicate::OGT, q, hi), hi, q));
-  q = m.select(m.cmp(arith::CmpFPredicate::UNO, q, q), m.constF(q, 0.0), q);
+    q = clampCode(m, scheme, roundCode(m, scheme, codeArgument(m, scheme, x, divisor)));
   Type i32 = withElement(x.getType(), b.getI32Type());
   Value qi = arith::FPToSIOp::create(b, loc, i32, q);
   return arith::TruncIOp::create(b, loc,

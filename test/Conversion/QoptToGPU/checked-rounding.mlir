@@ -3,22 +3,27 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=mode=fast | FileCheck %s --check-prefix=FAST
 
 // Checked rounding (strict mode, the default): a softsign and a sqrt code are
-// computed through div.approx.ftz / sqrt.approx.ftz, kept where u' = t' + 0.5
-// lies more than 2^-10 from an integer, |u'| < 512 and the divisor is in
-// [2^-40, 2^100]; the thread's lanes take the IEEE chain otherwise. A linear
-// code (one IEEE division) keeps the IEEE chain alone.
+// computed through div.approx.ftz / sqrt.approx.ftz, kept where every lane's
+// d = t' - floor(t' + 0.5) has |d| < 1/2 - 2^-10, every lane's t' lies within
+// the code range widened by 1/2 (so the code needs no clamp), and the
+// divisor is in [2^-40, 2^100]; the thread's lanes take the IEEE chain and
+// its clamp otherwise. A linear code (one IEEE division) keeps the IEEE chain
+// alone.
 
 // CHECK-LABEL: gpu.func @Codes
 // The softsign code (state m): z = m / s and 2z / (1 + |z|), approximately.
 // CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
-// CHECK: %[[U:.+]] = arith.addf %{{.+}}, %cst{{.*}} : vector<4xf32>
+// CHECK: %[[U:.+]] = arith.addf %[[T:.+]], %cst{{.*}} : vector<4xf32>
 // CHECK: %[[Q:.+]] = llvm.call_intrinsic "llvm.floor"(%[[U]])
-// CHECK: %[[FRAC:.+]] = arith.subf %[[U]], %[[Q]] : vector<4xf32>
-// CHECK-DAG: arith.cmpf ogt, %[[FRAC]], %{{.+}} : vector<4xf32>
-// CHECK-DAG: arith.cmpf olt, %[[FRAC]], %{{.+}} : vector<4xf32>
-// The lanes' checks and the divisor's range (once: it is the group's) in one
-// predicate.
-// CHECK: vector.extract %{{.+}}[3] : i1 from vector<4xi1>
+// CHECK: %[[D:.+]] = arith.subf %[[T]], %[[Q]] : vector<4xf32>
+// The lanes' largest |d| and |t'| (the signed range is centred on 0), then
+// the divisor's range (once: it is the group's), in one predicate.
+// CHECK: vector.extract %[[D]][3] : f32 from vector<4xf32>
+// CHECK: %[[DMAX:.+]] = arith.maximumf
+// CHECK: arith.cmpf olt, %[[DMAX]], %cst{{.*}} : f32
+// CHECK: vector.extract %[[T]][3] : f32 from vector<4xf32>
+// CHECK: %[[TMAX:.+]] = arith.maximumf
+// CHECK: arith.cmpf olt, %[[TMAX]], %cst{{.*}} : f32
 // CHECK: arith.cmpf ole, %{{.+}}, %{{.+}} : f32
 // CHECK: arith.cmpf oge, %{{.+}}, %{{.+}} : f32
 // CHECK: %[[ALL:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
@@ -28,7 +33,13 @@
 // CHECK: arith.divf %{{.+}}, %{{.+}} : vector<4xf32>
 // CHECK: arith.divf %{{.+}}, %{{.+}} : vector<4xf32>
 // CHECK: llvm.call_intrinsic "llvm.floor"
+// The IEEE chain's clamp to [-127, 127], NaN to 0, in the fallback only.
+// CHECK: arith.cmpf olt
+// CHECK: arith.cmpf ogt
+// CHECK: arith.cmpf uno
 // CHECK: scf.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: arith.fptosi
 // The sqrt code's absmax (state v): one square root of the lanes' maximum,
 // a negative value turned into NaN first.
 // CHECK: %[[NAN:.+]] = arith.constant dense<0x7FC00000> : vector<4xf32>
@@ -36,10 +47,13 @@
 // CHECK: arith.select %[[NEG]], %[[NAN]], %[[V]] : vector<4xi1>, vector<4xf32>
 // CHECK: gpu.shuffle xor
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"(%{{.+}}) : (f32) -> f32
-// The sqrt code: sqrt.approx.ftz per lane, the same check, the IEEE chain
-// behind it.
+// The sqrt code: sqrt.approx.ftz per lane, the same check with the range
+// [-1/2, 255.5) as |t' - 127.5| < 128, the IEEE chain behind it.
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.approx.ftz.f"
-// CHECK: arith.cmpf oge, %{{.+}}, %{{.+}} : f32
+// CHECK: %[[VT:.+]] = llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
+// CHECK: arith.subf %{{.+}}, %cst{{.*}} : vector<4xf32>
+// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
+// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: scf.if
 // CHECK: } else {
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"
