@@ -113,6 +113,12 @@ struct CompileOptions {
       cl::desc("Strict mode: round quantization codes through approximate "
                "arithmetic where a margin proves the IEEE code (exact)"),
       cl::init(true), cl::cat(compileCategory)};
+  cl::opt<bool> guardedIeee{
+      "guarded-ieee",
+      cl::desc("Strict mode: the update's IEEE division and square root as "
+               "ptxas's fast-path sequence with one range check per thread "
+               "(exact)"),
+      cl::init(true), cl::cat(compileCategory)};
   cl::opt<std::string> paramType{
     "param-type",
     cl::desc("Parameter and gradient type of the kernel: bf16, f16 or f32 "
@@ -340,6 +346,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.exactUniformDivision = opts->exactUniformDivision;
   options.elementsPerThread = opts->elementsPerThread;
   options.checkedRounding = opts->checkedRounding;
+  options.guardedIeee = opts->guardedIeee;
   options.codebookBuckets = opts->codebookBuckets;
 
   // Variants of the spec: another parameter type, fused grad scaling.
@@ -413,6 +420,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     toGPU.threadsPerBlock = options.threadsPerBlock;
     toGPU.elementsPerThread = options.elementsPerThread;
     toGPU.checkedRounding = options.checkedRounding;
+    toGPU.guardedIeee = options.guardedIeee;
     toGPU.codebookBuckets = options.codebookBuckets;
     pm.addPass(createConvertQoptToGPU(toGPU));
     if (failed(pm.run(*module)))

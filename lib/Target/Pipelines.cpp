@@ -56,6 +56,7 @@ void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
   toGPU.threadsPerBlock = options.threadsPerBlock;
   toGPU.elementsPerThread = options.elementsPerThread;
   toGPU.checkedRounding = options.checkedRounding;
+  toGPU.guardedIeee = options.guardedIeee;
   toGPU.codebookBuckets = options.codebookBuckets;
   pm.addPass(createConvertQoptToGPU(toGPU));
 

@@ -2,16 +2,19 @@
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --arch=sm_80 | FileCheck %s --check-prefix=SM80
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --mode=fast | FileCheck %s --check-prefix=FAST
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --elements-per-thread=16 | FileCheck %s --check-prefix=WIDE
-// RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --checked-rounding=false | FileCheck %s --check-prefix=IEEE
+// RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --checked-rounding=false --guarded-ieee=false | FileCheck %s --check-prefix=IEEE
 
 // The strict FlashAdamW kernel in PTX: the chip asked for, vector loads and
 // stores of the streams (4 elements per thread by default, the fastest
 // measured: 8-byte bf16 accesses; 16-byte ones with 16 elements per thread),
 // the group-32 absmax by a butterfly shuffle, IEEE square root and division,
-// bf16 rounding to nearest even, and no contraction into FMA anywhere. The
-// state codes go through div.approx.ftz/sqrt.approx.ftz behind a rounding
-// margin check (checked rounding, exact); --checked-rounding=false keeps
-// every operation IEEE.
+// bf16 rounding to nearest even, and no contraction of the update into FMA.
+// The state codes go through div.approx.ftz/sqrt.approx.ftz behind a rounding
+// margin check (checked rounding, exact); the update's division and square
+// root through ptxas's fast-path sequence (rcp/rsqrt.approx.ftz and fma.rn)
+// behind one range check per thread (guarded IEEE, exact);
+// --checked-rounding=false --guarded-ieee=false keep every operation one IEEE
+// instruction.
 
 // CHECK: .target sm_90
 // CHECK: .visible .entry FlashAdamW(
@@ -26,12 +29,15 @@
 // CHECK-DAG: cvt.rn.f16.f32
 // CHECK-DAG: sqrt.approx.ftz.f32
 // CHECK-DAG: div.approx.ftz.f32
+// CHECK-DAG: rcp.approx.ftz.f32
+// CHECK-DAG: rsqrt.approx.ftz.f32
+// CHECK-DAG: fma.rn.f32
 // CHECK-NOT: sqrt.approx.f32
-// CHECK-NOT: fma.rn
 
 // IEEE: .visible .entry FlashAdamW(
 // IEEE-NOT: sqrt.approx
 // IEEE-NOT: div.approx
+// IEEE-NOT: rcp.approx
 // IEEE-NOT: fma.rn
 
 // SM80: .target sm_80

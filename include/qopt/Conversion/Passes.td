@@ -35,6 +35,11 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
            "Strict mode: round quantization codes through approximate "
            "division and square root where a margin proves them equal to "
            "the IEEE result, the IEEE chain elsewhere (exact)">,
+    Option<"guardedIeee", "guarded-ieee", "bool", /*default=*/"true",
+           "Strict mode: the update's div.rn and sqrt.rn (and the codebook "
+           "normalization) as ptxas's fast-path instruction sequence, its "
+           "range check once per thread, div.rn/sqrt.rn for a thread with a "
+           "lane outside it (exact)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

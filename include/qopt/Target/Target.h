@@ -35,6 +35,9 @@ struct KernelOptions {
   /// Strict mode: quantization codes through approximate arithmetic with a
   /// rounding-margin check and the IEEE chain as fallback (exact).
   bool checkedRounding = true;
+  /// Strict mode: the update's div.rn / sqrt.rn as ptxas's fast-path
+  /// sequence with its range check once per thread (exact).
+  bool guardedIeee = true;
   /// Codebook codes through a bucket table of float bit patterns (exact).
   bool codebookBuckets = true;
 };

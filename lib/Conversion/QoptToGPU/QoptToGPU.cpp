@@ -43,11 +43,11 @@ static Type memoryType(Type storage) {
 class KernelEmitter {
 public:
   KernelEmitter(OptimizerOp optimizer, OpBuilder &b, bool fast,
-                bool checkedRounding, bool codebookBuckets, int64_t threads,
-                int64_t lanes)
+                bool checkedRounding, bool codebookBuckets, bool guardedIEEE,
+                int64_t threads, int64_t lanes)
       : optimizer(optimizer), b(b), loc(optimizer.getLoc()),
         math(b, loc, fast), checkedRounding(checkedRounding),
-        codebookBuckets(codebookBuckets),
+        codebookBuckets(codebookBuckets), guardedIEEE(guardedIEEE),
         threads(threads), lanes(lanes), tile(threads * lanes) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
@@ -107,6 +107,9 @@ private:
   LaneMath math;
   bool checkedRounding;
   bool codebookBuckets;
+  /// div.rn / sqrt.rn of the update's lanes with one range check per thread
+  /// (LaneMath::guarded); arithmetic on 8-bit codes keeps the plain ops.
+  bool guardedIEEE;
   int64_t threads, lanes, tile;
   SmallVector<StreamInfo> streams;
   SmallVector<StateOp> states;
@@ -425,8 +428,9 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
     }
     Value stored = groupStoredScale(math, group, absmax);
     Value storedF32 = widenToF32(math, stored);
+    LaneMath quantize = math.guarded(guardedIEEE);
     Value codes = quantizeGroup(
-        math, group, value,
+        quantize, group, value,
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax),
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32),
         checkedRounding);
@@ -441,7 +445,7 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
   Value magnitude = math.select(laneMask, math.abs(value), zeros);
   Value absmax = reduceGroupMax(reduceLanesMax(magnitude), codebook.getBlock());
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
-  Value normalized = math.div(
+  Value normalized = math.guarded(guardedIEEE).div(
       value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
   Value codes = codebookCodes(index, normalized);
   storeElements(streamIndex(StreamRole::StateCodes, index), codes);
@@ -585,7 +589,8 @@ void KernelEmitter::emitStoreParam(Value value) {
 
 /// Vectorizes one arith/math operation of the update.
 FailureOr<Value> KernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
-  return vectorizeUpdateOp(math, op, mapping, lanes);
+  LaneMath update = math.guarded(guardedIEEE);
+  return vectorizeUpdateOp(update, op, mapping, lanes);
 }
 
 LogicalResult KernelEmitter::emitTile() {
@@ -909,7 +914,7 @@ struct ConvertQoptToGPUPass
       auto gpuModule = gpu::GPUModuleOp::create(
           b, optimizer.getLoc(), (optimizer.getSymName() + "_kernels").str());
       KernelEmitter emitter(optimizer, b, mode == "fast", checkedRounding,
-                            codebookBuckets, threads, lanes);
+                            codebookBuckets, guardedIeee, threads, lanes);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();
       optimizer.erase();

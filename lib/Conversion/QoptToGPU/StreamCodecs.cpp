@@ -61,6 +61,8 @@ Value LaneMath::mul(Value a, Value c) {
   return arith::MulFOp::create(b, loc, a, c, flags());
 }
 Value LaneMath::div(Value a, Value c) {
+  if (guardIEEE && isa<VectorType>(a.getType()))
+    return guardedDiv(a, c);
   if (!approxIntrinsics)
     return arith::DivFOp::create(b, loc, a, c, flags());
   auto approxDiv = [&](Value x, Value y) -> Value {
@@ -104,12 +106,130 @@ Value LaneMath::sqrt(Value a) {
   // x86 sqrtss/sqrtps are correctly rounded; fast mode adds no estimate.
   if (target == Target::Host)
     return intrinsic("llvm.sqrt", a);
+  if (guardIEEE && isa<VectorType>(a.getType()))
+    return guardedSqrt(a);
   // sqrt.rn.f32 in strict mode; libdevice's __nv_sqrtf would give
   // sqrt.approx unless __CUDA_PREC_SQRT is set, so call the intrinsic.
   StringRef name = approxIntrinsics ? "llvm.nvvm.sqrt.approx.ftz.f"
                    : fast           ? "llvm.nvvm.sqrt.approx.f"
                                     : "llvm.nvvm.sqrt.rn.f";
   return perLane(a, [&](Value lane) { return intrinsic(name, lane); });
+}
+
+Value LaneMath::lanesWithin(Value v, double lo, double hi, bool magnitude) {
+  auto vec = cast<VectorType>(v.getType());
+  auto lane = [&](int64_t i) {
+    Value x = vector::ExtractOp::create(b, loc, v, i);
+    return magnitude ? abs(x) : x;
+  };
+  Value mn = lane(0), mx = mn;
+  for (int64_t i = 1, e = vec.getNumElements(); i < e; ++i) {
+    Value x = lane(i);
+    mn = arith::MinimumFOp::create(b, loc, mn, x);
+    mx = arith::MaximumFOp::create(b, loc, mx, x);
+  }
+  Value aboveLo = cmp(arith::CmpFPredicate::OGE, mn, constF(mn, lo));
+  Value belowHi = cmp(arith::CmpFPredicate::OLE, mx, constF(mx, hi));
+  return arith::AndIOp::create(b, loc, aboveLo, belowHi);
+}
+
+Value LaneMath::opaqueIEEE(StringRef ptx, ValueRange operands) {
+  // Inline PTX is a call LLVM may not speculate: as plain fdiv (or the NVVM
+  // intrinsics) the fallback's few operations were hoisted above the branch
+  // and run on every thread, the guard then only costing registers.
+  std::string constraints = "=f";
+  for (size_t i = 0; i < operands.size(); ++i)
+    constraints += ",f";
+  return LLVM::InlineAsmOp::create(
+             b, loc, b.getF32Type(), operands, ptx, constraints,
+             /*has_side_effects=*/false, /*is_align_stack=*/false,
+             LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+             ArrayAttr())
+      .getResult(0);
+}
+
+Value LaneMath::guardedResult(Value ok, Value fastValue,
+                              llvm::function_ref<Value()> ieee) {
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{fastValue.getType()}, ok,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  scf::YieldOp::create(b, loc, fastValue);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  scf::YieldOp::create(b, loc, ieee());
+  return ifOp.getResult(0);
+}
+
+Value LaneMath::guardedDiv(Value a, Value c) {
+  // ptxas's div.rn.f32 fast path: r0 = MUFU.RCP(c); r = fma(fma(-c, r0, 1),
+  // r0, r0); q0 = a * r; q = fma(r, fma(-c, q0, a), q0), taken where FCHK
+  // passes. Within the guard, the operands and q are normal with exponents
+  // far from the limits: r and q0 are normal and the remainder is exact.
+  auto fma = [&](Value x, Value y, Value z) -> Value {
+    return LLVM::FMAOp::create(b, loc, x, y, z);
+  };
+  auto rcp = [&](Value x) {
+    return intrinsic("llvm.nvvm.rcp.approx.ftz.f", x);
+  };
+  Value uniform;
+  if (auto broadcast = c.getDefiningOp<vector::BroadcastOp>())
+    if (broadcast.getSource().getType().isF32())
+      uniform = broadcast.getSource();
+  Value r, ok = lanesWithin(a, 0x1p-60, 0x1p60, /*magnitude=*/true);
+  if (uniform) {
+    // The divisor is the same for every lane: its reciprocal and its range
+    // once.
+    Value r0 = rcp(uniform);
+    Value e = fma(arith::NegFOp::create(b, loc, uniform), r0, constF(r0, 1.0));
+    r = vector::BroadcastOp::create(b, loc, c.getType(), fma(e, r0, r0));
+    Value mag = abs(uniform);
+    ok = arith::AndIOp::create(
+        b, loc, ok,
+        arith::AndIOp::create(
+            b, loc, cmp(arith::CmpFPredicate::OGE, mag, constF(mag, 0x1p-60)),
+            cmp(arith::CmpFPredicate::OLE, mag, constF(mag, 0x1p60))));
+  } else {
+    Value r0 = perLane(c, rcp);
+    Value e = fma(arith::NegFOp::create(b, loc, c), r0, constF(r0, 1.0));
+    r = fma(e, r0, r0);
+    ok = arith::AndIOp::create(b, loc, ok,
+                               lanesWithin(c, 0x1p-60, 0x1p60, true));
+  }
+  Value q0 = arith::MulFOp::create(b, loc, a, r);
+  Value rem = fma(arith::NegFOp::create(b, loc, c), q0, a);
+  Value q = fma(r, rem, q0);
+  return guardedResult(ok, q, [&] {
+    Value result = a;
+    for (int64_t i = 0, e = cast<VectorType>(a.getType()).getNumElements();
+         i < e; ++i)
+      result = vector::InsertOp::create(
+          b, loc,
+          opaqueIEEE("div.rn.f32 $0, $1, $2;",
+                     {vector::ExtractOp::create(b, loc, a, i),
+                      vector::ExtractOp::create(b, loc, c, i)}),
+          result, i);
+    return result;
+  });
+}
+
+Value LaneMath::guardedSqrt(Value a) {
+  // ptxas's sqrt.rn.f32 fast path (taken for a in [2^-101, FLT_MAX]):
+  // y = MUFU.RSQ(a); s0 = a * y; h = y * 0.5; s = fma(fma(-s0, s0, a), h, s0).
+  auto fma = [&](Value x, Value y, Value z) -> Value {
+    return LLVM::FMAOp::create(b, loc, x, y, z);
+  };
+  Value y = perLane(a, [&](Value lane) {
+    return intrinsic("llvm.nvvm.rsqrt.approx.ftz.f", lane);
+  });
+  Value s0 = arith::MulFOp::create(b, loc, a, y);
+  Value h = arith::MulFOp::create(b, loc, y, constF(y, 0.5));
+  Value s = fma(fma(arith::NegFOp::create(b, loc, s0), s0, a), h, s0);
+  Value ok = lanesWithin(a, 0x1p-100, 0x1p100, /*magnitude=*/false);
+  return guardedResult(ok, s, [&] {
+    return perLane(a, [&](Value lane) {
+      return opaqueIEEE("sqrt.rn.f32 $0, $1;", {lane});
+    });
+  });
 }
 
 Value LaneMath::abs(Value a) { return intrinsic("llvm.fabs", a); }
@@ -618,10 +738,12 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   scf::YieldOp::create(b, loc, q);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  // The fallback runs rarely: plain div.rn / sqrt.rn, no second guard.
+  LaneMath ieee = m.guarded(false);
   scf::YieldOp::create(
       b, loc,
-      clampCode(m, scheme,
-                roundCode(m, scheme, codeArgument(m, scheme, x, divisor))));
+      clampCode(ieee, scheme,
+                roundCode(ieee, scheme, codeArgument(ieee, scheme, x, divisor))));
   b.setInsertionPointAfter(ifOp);
   return ifOp.getResult(0);
 }
@@ -662,6 +784,8 @@ FailureOr<Value> mlir::qopt::vectorizeUpdateOp(LaneMath &m, Operation *op,
   auto operand = [&](unsigned i) { return mapping.lookup(op->getOperand(i)); };
   if (isa<math::SqrtOp>(op))
     return m.sqrt(operand(0));
+  if (isa<arith::DivFOp>(op) && m.isGuarded())
+    return m.div(operand(0), operand(1));
   if (isa<math::AbsFOp>(op))
     return m.abs(operand(0));
   if (isa<math::FloorOp>(op))

@@ -72,6 +72,25 @@ public:
     return m;
   }
 
+  /// This LaneMath with guarded IEEE division and square root where `enable`
+  /// (strict NVVM only; elsewhere, and on scalars, div and sqrt stay as they
+  /// are): on f32 vectors, div and sqrt emit the instruction sequence ptxas
+  /// gives div.rn.f32 / sqrt.rn.f32 on their fast path (MUFU.RCP or
+  /// MUFU.RSQ, then FMA corrections; for a divisor broadcast from a scalar
+  /// the reciprocal once), with its range check done once for the thread's
+  /// lanes instead of per lane: |a| and |c| in [2^-60, 2^60] for a / c, a in
+  /// [2^-100, 2^100] for sqrt(a). The lanes take div.rn / sqrt.rn otherwise.
+  /// Same bits as div.rn / sqrt.rn (checked exhaustively on an H200 by
+  /// test/gpu/GuardedIEEETest.cpp). Not for arithmetic on 8-bit codes, which
+  /// qopt-tabulate-codes turns into tables.
+  LaneMath guarded(bool enable = true) const {
+    LaneMath m = *this;
+    m.guardIEEE = enable && target == Target::NVVM && !fast &&
+                  !approxIntrinsics;
+    return m;
+  }
+  bool isGuarded() const { return guardIEEE; }
+
 private:
   arith::FastMathFlagsAttr flags();
   Value intrinsic(StringRef name, Value a);
@@ -80,6 +99,17 @@ private:
   bool fast;
   Target target;
   bool approxIntrinsics = false;
+  bool guardIEEE = false;
+  Value guardedDiv(Value a, Value c);
+  Value guardedSqrt(Value a);
+  /// Whether every lane of `v` (|v| where `magnitude`) lies in [lo, hi]:
+  /// the lanes' minimum and maximum, each compared once (NaN fails).
+  Value lanesWithin(Value v, double lo, double hi, bool magnitude);
+  /// One IEEE PTX instruction on f32 scalars, opaque to LLVM.
+  Value opaqueIEEE(StringRef ptx, ValueRange operands);
+  /// `fastValue` where `ok`, else `ieee()` (emitted in the else region).
+  Value guardedResult(Value ok, Value fastValue,
+                      llvm::function_ref<Value()> ieee);
 };
 
 /// Rebuilds one arith/math operation of a qopt.update on vectors of `lanes`

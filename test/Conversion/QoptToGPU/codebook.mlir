@@ -1,5 +1,5 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=codebook-buckets=false | FileCheck %s --check-prefix=FULL
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu='codebook-buckets=false guarded-ieee=false' | FileCheck %s --check-prefix=FULL
 
 // Seed 000's blockwise codebook: the qmap table, its 255 midpoints (and 16
 // of +inf after them) in shared memory, filled once per block, and a table of
@@ -34,7 +34,14 @@
 // CHECK: gpu.barrier
 // CHECK-COUNT-4: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 // CHECK: gpu.barrier
-// CHECK: arith.divf
+// c = x / max(absmax, 1e-30): the block's reciprocal once, two FMA
+// corrections per lane, div.rn for a thread with a lane out of range
+// (guarded IEEE).
+// CHECK: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
+// CHECK: llvm.intr.fma
+// CHECK: llvm.intr.fma
+// CHECK: scf.if %{{.+}} -> (vector<16xf32>) {
+// CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // Per lane: the bucket of its key, four steps from there.
 // CHECK: arith.shrui %{{.+}}, %{{.+}} : i32
 // CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
