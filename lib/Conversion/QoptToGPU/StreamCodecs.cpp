@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 using namespace mlir;
@@ -60,8 +61,14 @@ Value LaneMath::sub(Value a, Value c) {
 Value LaneMath::mul(Value a, Value c) {
   return arith::MulFOp::create(b, loc, a, c, flags());
 }
+static int experimentMask() {
+  const char *e = std::getenv("QOPT_EXPERIMENT_GUARD");
+  return e ? std::atoi(e) : 7;
+}
 Value LaneMath::div(Value a, Value c) {
-  if (guardIEEE && isa<VectorType>(a.getType()))
+  bool uniformC = c.getDefiningOp<vector::BroadcastOp>() != nullptr;
+  if (guardIEEE && isa<VectorType>(a.getType()) &&
+      (experimentMask() & (uniformC ? 1 : 2)))
     return guardedDiv(a, c);
   if (!approxIntrinsics)
     return arith::DivFOp::create(b, loc, a, c, flags());
@@ -106,7 +113,7 @@ Value LaneMath::sqrt(Value a) {
   // x86 sqrtss/sqrtps are correctly rounded; fast mode adds no estimate.
   if (target == Target::Host)
     return intrinsic("llvm.sqrt", a);
-  if (guardIEEE && isa<VectorType>(a.getType()))
+  if (guardIEEE && isa<VectorType>(a.getType()) && (experimentMask() & 4))
     return guardedSqrt(a);
   // sqrt.rn.f32 in strict mode; libdevice's __nv_sqrtf would give
   // sqrt.approx unless __CUDA_PREC_SQRT is set, so call the intrinsic.
@@ -524,11 +531,63 @@ Value mlir::qopt::reconstructMaster(LaneMath &m, Value x16, Value rho,
   return m.add(x16f, m.mul(frac, halfUlp));
 }
 
+/// numerics.md §3's encode for a bf16 x16 and int8 rho in integer
+/// arithmetic, exactly: with a = |x32| and b = |f32(x16)| as bit patterns,
+/// D = a - b counts the error e in ulps of the lower of the two binades (bf16
+/// rounding moves x32 within its binade or up to the next power of two, and
+/// f32 subnormals continue the lowest binade's spacing), and that ulp is
+/// 2^-15 of half an ULP of x16 (2^-16 when x16 rounded up to the power of two
+/// above a normal x32). So en = e * 2^-l = +-|D| * 2^-15 (or 2^-16), |en| <= 1
+/// needs no clamp, s = en * 127 and |s| + 0.5 are exact in f32, and
+/// floor(|s| + 0.5) = (|D| * 254 + 2^15) >> 16 (|D| * 127 + 2^15 at the power
+/// of two). rho takes the sign of e (x32's sign, flipped where D < 0) and is
+/// 0 where x16 is infinite or NaN.
+static Value splitMasterBf16I8(LaneMath &m, Value x32, Value x16) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  Type i32 = withElement(x16.getType(), b.getI32Type());
+  auto c = [&](int64_t v) {
+    return m.constI(i32, static_cast<int32_t>(static_cast<uint32_t>(v)));
+  };
+  using P = arith::CmpIPredicate;
+  auto cmp = [&](P p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  };
+  Value u = bitsOf(m, x32, 32);
+  Value a = arith::AndIOp::create(b, loc, u, c(0x7FFFFFFF));
+  Value h = arith::ExtUIOp::create(b, loc, i32, bitsOf(m, x16, 16));
+  Value bb = arith::ShLIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, h, c(0x7FFF)), c(16));
+  Value d = arith::SubIOp::create(b, loc, a, bb);
+  Value negD = cmp(P::slt, d, c(0));
+  Value mag = arith::SelectOp::create(
+      b, loc, negD, arith::SubIOp::create(b, loc, c(0), d), d);
+  // x16 rounded up to the power of two above a normal x32's binade.
+  Value nextBinade = arith::AndIOp::create(
+      b, loc, cmp(P::sgt, bb, arith::OrIOp::create(b, loc, a, c(0x7FFFFF))),
+      cmp(P::sge, a, c(0x800000)));
+  Value mult = arith::SelectOp::create(b, loc, nextBinade, c(127), c(254));
+  Value r = arith::ShRUIOp::create(
+      b, loc,
+      arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, mag, mult),
+                            c(0x8000)),
+      c(16));
+  Value negative = cmp(P::slt, arith::XOrIOp::create(b, loc, u, d), c(0));
+  Value rho = arith::SelectOp::create(
+      b, loc, negative, arith::SubIOp::create(b, loc, c(0), r), r);
+  rho = arith::SelectOp::create(b, loc, cmp(P::sge, bb, c(0x7F800000)), c(0),
+                                rho);
+  return arith::TruncIOp::create(
+      b, loc, withElement(x16.getType(), b.getIntegerType(8)), rho);
+}
+
 Value mlir::qopt::splitMaster(LaneMath &m, Value x32, Value x16,
                               MasterFormat master) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
   SplitFormat f = getSplitFormat(x16.getType(), master);
+  if (getElementTypeOrSelf(x16.getType()).isBF16() && f.rhoWidth == 8)
+    return splitMasterBf16I8(m, x32, x16);
   Type i32 = withElement(x16.getType(), b.getI32Type());
   Type f32 = withElement(x16.getType(), b.getF32Type());
   Value x16f = widenToF32(m, x16);
