@@ -14,6 +14,9 @@
 #   $D/kernels-ieee         --checked-rounding=false --guarded-ieee=false
 #                           --codebook-buckets=false PTX of the shipped specs
 #   $D/cubin/*.cubin        optional, for cuobjdump
+#   $D/bin/qopt-ecc-encode-tests, $D/extra   optional: the exhaustive encode
+#                           test and its kernels (build/test/host/kernels)
+# Everything comes back as $OUT/ab.tar.gz.
 # Usage: D=devrun SETS="base new" SPECS=flash_adamw,... SIZES=64 bash bench/ab_h200.sh
 set -uo pipefail
 OUT=${OUT:?set OUT to the results folder}
@@ -25,7 +28,7 @@ ROUNDS=${ROUNDS:-2}
 SUITES=${SUITES:-1}
 start=$(date +%s)
 stamp() { echo "[ab_h200 +$(( $(date +%s) - start ))s] $*"; }
-newest=${SETS##* }
+newest=${SUITE_SET:-${SETS##* }}
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
@@ -43,6 +46,12 @@ if [ "$SUITES" = 1 ]; then
   QOPT_TEST_KERNEL_DIR="$D/kernels-$newest/ptx" QOPT_TEST_IEEE_ROUNDING_DIR="$D/kernels-ieee" \
     timeout 240 "$D/bin/qopt-gpu-checked-rounding-tests" > "$OUT/checked.log" 2>&1
   tail -3 "$OUT/checked.log"
+  if [ -x "$D/bin/qopt-ecc-encode-tests" ]; then
+    stamp "error-bit encode on every float32 (host and CUDA)"
+    QOPT_TEST_EXTRA_KERNEL_DIR="$D/extra" timeout 240 "$D/bin/qopt-ecc-encode-tests" \
+      > "$OUT/ecc_encode.log" 2>&1
+    tail -3 "$OUT/ecc_encode.log"
+  fi
 fi
 
 specArg=()
@@ -57,6 +66,19 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
+# Optional Nsight Compute looks: NCU="set:spec:Kernel ..." (64 Mi, one launch).
+for item in ${NCU:-}; do
+  IFS=: read -r s spec kern <<< "$item"
+  stamp "ncu $spec ($s)"
+  timeout 90 ncu --clock-control none --kernel-name "$kern" --launch-skip 6 --launch-count 1 \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section InstructionStats \
+    --section ComputeWorkloadAnalysis --section SchedulerStats --section SourceCounters \
+    "$D/bin/qopt-bench" --kernels "$D/kernels-$s" --specs "$spec" --sizes 64 --no-gpt2 --no-sweep \
+    --no-runtime --json /dev/null --csv /dev/null > "$OUT/ncu_${s}_$spec.log" 2>&1
+  grep -E "Duration|Issue Slots Busy|Executed Instructions  |Registers Per|Achieved Occ|Warp Cycles Per Issued" \
+    "$OUT/ncu_${s}_$spec.log" | head -8
+done
+
 if [ -d "$D/cubin" ]; then
   stamp "SASS"
   mkdir -p "$OUT/sass"
@@ -65,6 +87,10 @@ if [ -d "$D/cubin" ]; then
     cuobjdump -sass "$f" > "$OUT/sass/$n.sass" 2>&1
     cuobjdump -res-usage "$f" 2>&1 | grep -E "REG|Function" >> "$OUT/sass/res_usage.txt"
   done
-  tar czf "$OUT/sass.tar.gz" -C "$OUT" sass && rm -rf "$OUT/sass"
 fi
+# Everything in one archive: the device returns at most 8 files.
+mkdir -p "$OUT/ab"
+mv "$OUT"/*.log "$OUT"/*.json "$OUT"/*.csv "$OUT"/env.txt "$OUT/ab/" 2>/dev/null
+[ -d "$OUT/sass" ] && mv "$OUT/sass" "$OUT/ab/"
+tar czf "$OUT/ab.tar.gz" -C "$OUT" ab && rm -rf "$OUT/ab"
 stamp "done"
