@@ -35,6 +35,7 @@ newest=${SUITE_SET:-${SETS##* }}
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
+# SUITES=1: all suites; SUITES=ecc: the exhaustive encode test alone; 0: none.
 if [ "$SUITES" = 1 ]; then
   stamp "guarded IEEE sequences"
   timeout 120 "$D/bin/qopt-gpu-guarded-ieee-tests" 2>&1 | tee "$OUT/guarded_ieee.log" | tail -4
@@ -46,9 +47,12 @@ if [ "$SUITES" = 1 ]; then
   QOPT_TEST_KERNEL_DIR="$D/kernels-$newest/ptx" QOPT_TEST_IEEE_ROUNDING_DIR="$D/kernels-ieee" \
     timeout 240 "$D/bin/qopt-gpu-checked-rounding-tests" > "$OUT/checked.log" 2>&1
   tail -3 "$OUT/checked.log"
+fi
+if [ "$SUITES" != 0 ]; then
   if [ -x "$D/bin/qopt-ecc-encode-tests" ]; then
     stamp "error-bit encode on every float32 (host and CUDA)"
-    QOPT_TEST_EXTRA_KERNEL_DIR="$D/extra" timeout 240 "$D/bin/qopt-ecc-encode-tests" \
+    LD_LIBRARY_PATH="$D/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" QOPT_TEST_EXTRA_KERNEL_DIR="$D/extra" \
+      timeout 240 "$D/bin/qopt-ecc-encode-tests" \
       > "$OUT/ecc_encode.log" 2>&1
     tail -3 "$OUT/ecc_encode.log"
   fi
@@ -77,6 +81,16 @@ for item in ${NCU:-}; do
     --no-runtime --json /dev/null --csv /dev/null > "$OUT/ncu_${s}_$spec.log" 2>&1
   grep -E "Duration|Issue Slots Busy|Executed Instructions  |Registers Per|Achieved Occ|Warp Cycles Per Issued" \
     "$OUT/ncu_${s}_$spec.log" | head -8
+done
+# Optional per-instruction executed counts (SASS): NCU_SOURCE="set:spec:Kernel ...".
+for item in ${NCU_SOURCE:-}; do
+  IFS=: read -r s spec kern <<< "$item"
+  stamp "ncu source $spec ($s)"
+  timeout 120 ncu --clock-control none --kernel-name "$kern" --launch-skip 6 --launch-count 1 \
+    --section SourceCounters --page source --print-source sass --csv \
+    "$D/bin/qopt-bench" --kernels "$D/kernels-$s" --specs "$spec" --sizes 64 --no-gpt2 --no-sweep \
+    --no-runtime --json /dev/null --csv /dev/null > "$OUT/ncusrc_${s}_$spec.csv" 2>&1
+  echo "rc=$? $(wc -l < "$OUT/ncusrc_${s}_$spec.csv") lines"
 done
 
 if [ -d "$D/cubin" ]; then

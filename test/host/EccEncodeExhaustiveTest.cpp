@@ -6,7 +6,10 @@
 // as written) on every one of the 2^32 float32 bit patterns. The kernel is
 // test/host/specs/ecc_encode.qopt (p = g, g an f32 gradient), so the stored
 // bf16 value and rho are the encode of g. The host backend runs in CI; the
-// CUDA backend (the same spec's PTX) where there is a GPU.
+// CUDA backend (the same spec's PTX) where there is a GPU. A NaN stores the
+// GPU's canonical bf16 NaN (0x7fff) where the reference and the host store
+// 0x7fc0 (docs/numerics-notes.md, "Known differences"): on CUDA a NaN input
+// must give a bf16 NaN and the reference's rho (0).
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,7 +90,10 @@ TEST_P(EccEncodeExhaustive, EveryFloatEncodesAsTheReference) {
         for (int64_t i = t; i < chunk; i += threads) {
           const ref::EccSplit s =
               ref::eccEncode(ref::bitsToFloat(g[i]), ref::DType::BF16, ref::DType::I8);
-          if (s.x16 != x16[i] || s.rho != rho[i]) {
+          const bool nanOnGpu = backend == QOPT_BACKEND_CUDA &&
+                                (g[i] & 0x7FFFFFFFu) > 0x7F800000u &&
+                                (x16[i] & 0x7F80u) == 0x7F80u && (x16[i] & 0x7Fu) != 0;
+          if ((s.x16 != x16[i] && !nanOnGpu) || s.rho != rho[i]) {
             if (!bad[t]++)
               first[t] = g[i];
           }

@@ -91,6 +91,15 @@ public:
   }
   bool isGuarded() const { return guardIEEE; }
 
+  /// This LaneMath (strict NVVM) with div and sqrt of f32 scalars as inline
+  /// div.rn / sqrt.rn PTX, which LLVM cannot hoist out of a rarely taken
+  /// branch (it speculates plain fdiv and the NVVM intrinsics).
+  LaneMath opaque() const {
+    LaneMath m = *this;
+    m.opaqueScalarIEEE = target == Target::NVVM && !fast && !approxIntrinsics;
+    return m;
+  }
+
 private:
   arith::FastMathFlagsAttr flags();
   Value intrinsic(StringRef name, Value a);
@@ -100,6 +109,7 @@ private:
   Target target;
   bool approxIntrinsics = false;
   bool guardIEEE = false;
+  bool opaqueScalarIEEE = false;
   Value guardedDiv(Value a, Value c);
   Value guardedSqrt(Value a);
   /// Whether every lane of `v` (|v| where `magnitude`) lies in [lo, hi]:

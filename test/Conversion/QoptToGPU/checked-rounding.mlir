@@ -6,8 +6,8 @@
 // computed through div.approx.ftz / sqrt.approx.ftz, kept where every lane's
 // d = t' - floor(t' + 0.5) has |d| < 1/2 - 2^-10, every lane's t' lies within
 // the code range widened by 1/2 (so the code needs no clamp), and the
-// divisor is in [2^-40, 2^100]; the thread's lanes take the IEEE chain and
-// its clamp otherwise. A linear code (one IEEE division) keeps the IEEE chain
+// divisor is in [2^-40, 2^100]; otherwise each lane keeps its code where its
+// own check holds and takes the IEEE chain and its clamp where not. A linear code (one IEEE division) keeps the IEEE chain
 // alone.
 
 // CHECK-LABEL: gpu.func @Codes
@@ -30,14 +30,22 @@
 // CHECK: scf.if %[[ALL]] -> (vector<4xf32>) {
 // CHECK-NEXT: scf.yield %[[Q]] : vector<4xf32>
 // CHECK-NEXT: } else {
-// CHECK: arith.divf %{{.+}}, %{{.+}} : vector<4xf32>
-// CHECK: arith.divf %{{.+}}, %{{.+}} : vector<4xf32>
+// Some lane failed: per lane, its checked code where its own check holds,
+// else the IEEE chain on that lane alone (div.rn as inline PTX, which LLVM
+// cannot hoist above the branch) and its clamp to [-127, 127], NaN to 0.
+// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : vector<4xf32>
+// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : vector<4xf32>
+// CHECK: %[[OK0:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
+// CHECK: scf.if %[[OK0]] -> (f32) {
+// CHECK: } else {
+// CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
+// CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // CHECK: llvm.call_intrinsic "llvm.floor"
-// The IEEE chain's clamp to [-127, 127], NaN to 0, in the fallback only.
-// CHECK: arith.cmpf olt
 // CHECK: arith.cmpf ogt
+// CHECK: arith.cmpf olt
 // CHECK: arith.cmpf uno
-// CHECK: scf.yield
+// CHECK: vector.insert %{{.+}}, %{{.+}} [3] : f32 into vector<4xf32>
+// CHECK-NEXT: scf.yield
 // CHECK-NEXT: }
 // CHECK-NEXT: arith.fptosi
 // The sqrt code's absmax (state v): one square root of the lanes' maximum,
@@ -56,8 +64,8 @@
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: scf.if
 // CHECK: } else {
-// CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"
-// CHECK: arith.divf
+// CHECK: llvm.inline_asm "sqrt.rn.f32 $0, $1;"
+// CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // The linear code (state w): no approximate chain, up to the full tile's
 // stores (the partial tile's body follows with the same codes).
 // CHECK-NOT: llvm.nvvm.div.approx
