@@ -590,7 +590,7 @@ Value mlir::qopt::splitMaster(LaneMath &m, Value x32, Value x16,
   OpBuilder &b = m.builder();
   Location loc = m.location();
   SplitFormat f = getSplitFormat(x16.getType(), master);
-  if (getElementTypeOrSelf(x16.getType()).isBF16() && f.rhoWidth == 8)
+  if (getElementTypeOrSelf(x16.getType()).isBF16() && f.rhoWidth == 8 && !std::getenv("QOPT_NO_INT_ECC"))
     return splitMasterBf16I8(m, x32, x16);
   Type i32 = withElement(x16.getType(), b.getI32Type());
   Type f32 = withElement(x16.getType(), b.getF32Type());
@@ -742,26 +742,30 @@ static Value clampCode(LaneMath &m, GroupSchemeAttr scheme, Value q) {
 /// through the approximate chain where that is provably the same integer.
 ///
 /// Every chain of codeArgument is products, quotients and square roots of
-/// its operands plus one sum of non-negative terms (1 + |z|): no
-/// cancellation, and softsign's relative condition number is at most 1. The
-/// IEEE chain (at most 5 roundings of 2^-24) and the approximate one
-/// (div.approx.ftz.f32 within 2 ulp for divisors in [2^-126, 2^126],
-/// sqrt.approx.ftz.f32 within 2^-23, at most 7 operations) both stay within a
-/// relative 22 * 2^-24 of the exact t for normal operands, so |t - t'| < 2^-11
-/// for |t| < 512. Flushing a subnormal operand or quotient to zero moves t by
-/// less than 255 * sqrt(2^-126) / 2^-40 < 2^-15 when the divisor is at least
-/// 2^-40 (the authors' divisor is at least 1e-12 > 2^-40).
+/// its operands plus one sum of non-negative terms (1 + |y|): no
+/// cancellation, and softsign's relative condition number is at most 1, so
+/// each rounding adds its relative error to t's. In units of 2^-24: the IEEE
+/// chain rounds at most 4 times (softsign: y, 1 + |y|, the quotient, the
+/// product by 127; sqrt: the root, the product by 255, the quotient), the
+/// approximate one at most 10 (div.approx.ftz.f32 within 2 ulp, 4 units,
+/// for divisors in [2^-126, 2^126]; sqrt.approx.ftz.f32 within 2^-23, 2
+/// units; the IEEE product and sum, 1 each): softsign 4 + 10, sqrt 3 + 7.
+/// With |t| < 128 (softsign) and |t| < 256 (sqrt) that is E < 1.07e-4 and
+/// E < 1.53e-4. Flushing a subnormal operand or quotient to zero moves t by
+/// less than 255 * sqrt(2^-126) / 2^-40 < 3.1e-5 when the divisor is at
+/// least 2^-40 (the authors' divisor is at least 1e-12 > 2^-40): E < 1.84e-4.
 ///
 /// With q' = floor(u'), u' = RN(t' + 0.5), the difference d = t' - q' is exact
-/// (Sterbenz for q' != 0, d = t' for q' = 0). Where |d| < 1/2 - 2^-10, u' lies
-/// more than 2^-10 - 2^-15 from an integer, and u = RN(t + 0.5) is within
-/// 2^-11 + 2^-14 of u', so floor(u) = q' (and, away from half integers,
-/// roundeven(t) = q'). Where also |t' - c| < R, c and R the centre and half
-/// width of [lo - 1/2, hi + 1/2], q' is in [lo, hi] and needs no clamp (and
-/// |t'| < 512). Both conditions are one maximum per thread: max |d| and
-/// max |t' - c| over the lanes (a NaN lane makes both NaN and fails them).
-/// Elsewhere, and where the divisor is out of range, the thread's lanes take
-/// the IEEE chain and its clamp.
+/// (Sterbenz for q' != 0, d = t' for q' = 0). Where |d| < 1/2 - 2^-12,
+/// t' + 0.5 lies in (q' + 2^-12, q' + 1 - 2^-12); t + 0.5 within E of it and
+/// u = RN(t + 0.5) within 2^-16 more, and E + 2^-16 < 2^-12 (2.0e-4 against
+/// 2.4e-4), so floor(u) = q' (and, away from half integers, roundeven(t) =
+/// q'). Where also |t' - c| < R, c and R the centre and half width of
+/// [lo - 1/2, hi + 1/2], q' is in [lo, hi] and needs no clamp (and the |t|
+/// bounds above hold). Both conditions are one maximum per thread: max |d|
+/// and max |t' - c| over the lanes (a NaN lane makes both NaN and fails
+/// them). Where the thread's check or the divisor's range fails, each lane
+/// checks itself, and a lane that fails takes the IEEE chain and its clamp.
 static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
                               Value divisor) {
   OpBuilder &b = m.builder();
@@ -785,7 +789,7 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
     return m.cmp(p, v, m.constF(v, c));
   };
   Value clearOfBoundary =
-      cmpConst(arith::CmpFPredicate::OLT, laneMax(distance), 0.5 - 0x1p-10);
+      cmpConst(arith::CmpFPredicate::OLT, laneMax(distance), 0.5 - 0x1p-12);
   Value inRange =
       cmpConst(arith::CmpFPredicate::OLT, laneMax(offCentre), halfWidth);
   Value all = arith::AndIOp::create(b, loc, clearOfBoundary, inRange);
@@ -802,39 +806,64 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   scf::YieldOp::create(b, loc, q);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   // Some lane failed: each lane keeps its checked code or takes the IEEE
-  // chain alone, so that a warp pays for the lanes that fail (about a fifth
-  // of the warps have one, measured on the H200) and not for all of them.
-  // Scalar div.rn / sqrt.rn as inline PTX: LLVM would hoist the short
-  // chain above the branch and run it on every lane.
+  // chain with the few lanes beside it, so that a warp pays for the lanes
+  // that fail (ncu on the H200: a fifth to a half of the warps have one at
+  // the 2^-10 margin) and not for all of them. Four fallbacks per thread,
+  // each for a quarter of its lanes; each recomputes its lanes' t' and
+  // check from x (keeping d and t' of every lane live across the branch
+  // took FlashLion from 106 to 162 registers). Scalar div.rn / sqrt.rn as
+  // inline PTX: LLVM would hoist the short chain above the branch.
   LaneMath ieee = m.guarded(false).opaque();
+  if (lanes > 8) {
+    // 16 lanes: the per-lane fallback's registers cost more than it saves
+    // (FlashLion: 126 registers, against 106 with this one).
+    LaneMath all = m.guarded(false);
+    scf::YieldOp::create(
+        b, loc,
+        clampCode(all, scheme,
+                  roundCode(all, scheme, codeArgument(all, scheme, x, divisor))));
+    b.setInsertionPointAfter(ifOp);
+    return ifOp.getResult(0);
+  }
   Value divisorOk = arith::AndIOp::create(
       b, loc, cmpConst(arith::CmpFPredicate::OLE, absDivisor, 0x1p100),
       cmpConst(arith::CmpFPredicate::OGE, absDivisor, 0x1p-40));
-  Value laneOk = arith::AndIOp::create(
-      b, loc,
-      m.cmp(arith::CmpFPredicate::OLT, m.abs(distance),
-            m.constF(distance, 0.5 - 0x1p-10)),
-      m.cmp(arith::CmpFPredicate::OLT, m.abs(offCentre),
-            m.constF(offCentre, halfWidth)));
+  int64_t chunk = std::max<int64_t>(1, lanes / 4);
   Value codes = q;
-  for (int64_t i = 0; i < lanes; ++i) {
-    Value ok = arith::AndIOp::create(
-        b, loc, divisorOk, vector::ExtractOp::create(b, loc, laneOk, i));
-    Value fastCode = vector::ExtractOp::create(b, loc, q, i);
-    auto laneIf = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, ok,
-                                    /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard laneGuard(b);
-    b.setInsertionPointToStart(&laneIf.getThenRegion().front());
-    scf::YieldOp::create(b, loc, fastCode);
-    b.setInsertionPointToStart(&laneIf.getElseRegion().front());
-    Value xi = vector::ExtractOp::create(b, loc, x, i);
-    Value di = vector::ExtractOp::create(b, loc, divisor, i);
-    scf::YieldOp::create(
-        b, loc,
-        clampCode(ieee, scheme,
-                  roundCode(ieee, scheme, codeArgument(ieee, scheme, xi, di))));
-    b.setInsertionPointAfter(laneIf);
-    codes = vector::InsertOp::create(b, loc, laneIf.getResult(0), codes, i);
+  for (int64_t first = 0; first < lanes; first += chunk) {
+    SmallVector<Value> xs, ds, fastCodes;
+    Value ok = divisorOk;
+    for (int64_t i = first; i < first + chunk; ++i) {
+      xs.push_back(vector::ExtractOp::create(b, loc, x, i));
+      ds.push_back(vector::ExtractOp::create(b, loc, divisor, i));
+      Value ti = codeArgument(approx, scheme, xs.back(), ds.back());
+      Value qi = m.floor(m.add(ti, m.constF(ti, 0.5)));
+      Value di = m.sub(ti, qi);
+      Value offi = centre == 0.0 ? ti : m.sub(ti, m.constF(ti, centre));
+      ok = arith::AndIOp::create(b, loc, ok,
+                                 cmpConst(arith::CmpFPredicate::OLT, m.abs(di),
+                                          0.5 - 0x1p-12));
+      ok = arith::AndIOp::create(b, loc, ok,
+                                 cmpConst(arith::CmpFPredicate::OLT,
+                                          m.abs(offi), halfWidth));
+      fastCodes.push_back(qi);
+    }
+    SmallVector<Type> types(chunk, b.getF32Type());
+    auto chunkIf = scf::IfOp::create(b, loc, types, ok, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard chunkGuard(b);
+    b.setInsertionPointToStart(&chunkIf.getThenRegion().front());
+    scf::YieldOp::create(b, loc, fastCodes);
+    b.setInsertionPointToStart(&chunkIf.getElseRegion().front());
+    SmallVector<Value> ieeeCodes;
+    for (int64_t i = 0; i < chunk; ++i)
+      ieeeCodes.push_back(clampCode(
+          ieee, scheme,
+          roundCode(ieee, scheme, codeArgument(ieee, scheme, xs[i], ds[i]))));
+    scf::YieldOp::create(b, loc, ieeeCodes);
+    b.setInsertionPointAfter(chunkIf);
+    for (int64_t i = first; i < first + chunk; ++i)
+      codes = vector::InsertOp::create(b, loc, chunkIf.getResult(i - first),
+                                       codes, i);
   }
   scf::YieldOp::create(b, loc, codes);
   b.setInsertionPointAfter(ifOp);

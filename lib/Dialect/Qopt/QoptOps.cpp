@@ -167,17 +167,15 @@ int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
   if (requested > 0)
     return std::min(requested, minGroup);
   int64_t maxGroup = 1;
-  bool codebook = false;
   SmallVector<StateOp> states = getStates(optimizer);
-  for (StateOp state : states) {
+  for (StateOp state : states)
     maxGroup = std::max(maxGroup, getReductionSize(state));
-    codebook |= isa<CodebookSchemeAttr>(state.getScheme());
-  }
-  // Measured on the H200 (bench/NOTES.md, 256 threads): an update with one
-  // state is fastest with 16 lanes (more loads in flight per thread), one
-  // with codebook states with 8, two or more companded states with 4 (their
-  // registers).
-  int64_t preferred = states.size() <= 1 ? 16 : codebook ? 8 : 4;
+  // Measured on the H200 (bench/NOTES.md): an update with one state is
+  // fastest with 16 lanes (more loads in flight per thread), one with
+  // codebook states with 8, and two or more companded states with 8 since
+  // the guarded IEEE division (its range check once per thread pays more
+  // with more lanes: FlashAdamW 2162 GB/s against 2035 with 4).
+  int64_t preferred = states.size() <= 1 ? 16 : 8;
   int64_t lanes = std::min<int64_t>(preferred, minGroup);
   while (threads > 0 && (threads * lanes) % maxGroup != 0 && lanes < 16 &&
          lanes * 2 <= minGroup)

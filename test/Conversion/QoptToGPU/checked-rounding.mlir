@@ -4,7 +4,7 @@
 
 // Checked rounding (strict mode, the default): a softsign and a sqrt code are
 // computed through div.approx.ftz / sqrt.approx.ftz, kept where every lane's
-// d = t' - floor(t' + 0.5) has |d| < 1/2 - 2^-10, every lane's t' lies within
+// d = t' - floor(t' + 0.5) has |d| < 1/2 - 2^-12, every lane's t' lies within
 // the code range widened by 1/2 (so the code needs no clamp), and the
 // divisor is in [2^-40, 2^100]; otherwise each lane keeps its code where its
 // own check holds and takes the IEEE chain and its clamp where not. A linear code (one IEEE division) keeps the IEEE chain
@@ -13,30 +13,33 @@
 // CHECK-LABEL: gpu.func @Codes
 // The softsign code (state m): z = m / s and 2z / (1 + |z|), approximately.
 // CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
-// CHECK: %[[U:.+]] = arith.addf %[[T:.+]], %cst{{.*}} : vector<4xf32>
+// CHECK: %[[U:.+]] = arith.addf %[[T:.+]], %cst{{.*}} : vector<8xf32>
 // CHECK: %[[Q:.+]] = llvm.call_intrinsic "llvm.floor"(%[[U]])
-// CHECK: %[[D:.+]] = arith.subf %[[T]], %[[Q]] : vector<4xf32>
+// CHECK: %[[D:.+]] = arith.subf %[[T]], %[[Q]] : vector<8xf32>
 // The lanes' largest |d| and |t'| (the signed range is centred on 0), then
 // the divisor's range (once: it is the group's), in one predicate.
-// CHECK: vector.extract %[[D]][3] : f32 from vector<4xf32>
+// CHECK: vector.extract %[[D]][7] : f32 from vector<8xf32>
 // CHECK: %[[DMAX:.+]] = arith.maximumf
 // CHECK: arith.cmpf olt, %[[DMAX]], %cst{{.*}} : f32
-// CHECK: vector.extract %[[T]][3] : f32 from vector<4xf32>
+// CHECK: vector.extract %[[T]][7] : f32 from vector<8xf32>
 // CHECK: %[[TMAX:.+]] = arith.maximumf
 // CHECK: arith.cmpf olt, %[[TMAX]], %cst{{.*}} : f32
 // CHECK: arith.cmpf ole, %{{.+}}, %{{.+}} : f32
 // CHECK: arith.cmpf oge, %{{.+}}, %{{.+}} : f32
 // CHECK: %[[ALL:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
-// CHECK: scf.if %[[ALL]] -> (vector<4xf32>) {
-// CHECK-NEXT: scf.yield %[[Q]] : vector<4xf32>
+// CHECK: scf.if %[[ALL]] -> (vector<8xf32>) {
+// CHECK-NEXT: scf.yield %[[Q]] : vector<8xf32>
 // CHECK-NEXT: } else {
-// Some lane failed: per lane, its checked code where its own check holds,
-// else the IEEE chain on that lane alone (div.rn as inline PTX, which LLVM
-// cannot hoist above the branch) and its clamp to [-127, 127], NaN to 0.
-// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : vector<4xf32>
-// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : vector<4xf32>
-// CHECK: %[[OK0:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
-// CHECK: scf.if %[[OK0]] -> (f32) {
+// Some lane failed: four fallbacks, each for two of the 8 lanes: their t'
+// and check recomputed from m (the approximate chain again), their checked
+// codes where both lanes pass, else the IEEE chain on those two lanes alone
+// (div.rn as inline PTX, which LLVM cannot hoist above the branch) and its
+// clamp to [-127, 127], NaN to 0.
+// CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
+// CHECK: llvm.call_intrinsic "llvm.floor"
+// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
+// CHECK: scf.if %{{.+}} -> (f32, f32) {
 // CHECK: } else {
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
@@ -44,41 +47,45 @@
 // CHECK: arith.cmpf ogt
 // CHECK: arith.cmpf olt
 // CHECK: arith.cmpf uno
-// CHECK: vector.insert %{{.+}}, %{{.+}} [3] : f32 into vector<4xf32>
+// CHECK: scf.if %{{.+}} -> (f32, f32) {
+// CHECK: scf.if %{{.+}} -> (f32, f32) {
+// CHECK: scf.if %{{.+}} -> (f32, f32) {
+// CHECK: vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
 // CHECK-NEXT: scf.yield
 // CHECK-NEXT: }
 // CHECK-NEXT: arith.fptosi
 // The sqrt code's absmax (state v): one square root of the lanes' maximum,
 // a negative value turned into NaN first.
-// CHECK: %[[NAN:.+]] = arith.constant dense<0x7FC00000> : vector<4xf32>
-// CHECK: %[[NEG:.+]] = arith.cmpf olt, %[[V:.+]], %{{.+}} : vector<4xf32>
-// CHECK: arith.select %[[NEG]], %[[NAN]], %[[V]] : vector<4xi1>, vector<4xf32>
+// CHECK: %[[NAN:.+]] = arith.constant dense<0x7FC00000> : vector<8xf32>
+// CHECK: %[[NEG:.+]] = arith.cmpf olt, %[[V:.+]], %{{.+}} : vector<8xf32>
+// CHECK: arith.select %[[NEG]], %[[NAN]], %[[V]] : vector<8xi1>, vector<8xf32>
 // CHECK: gpu.shuffle xor
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"(%{{.+}}) : (f32) -> f32
 // The sqrt code: sqrt.approx.ftz per lane, the same check with the range
 // [-1/2, 255.5) as |t' - 127.5| < 128, the IEEE chain behind it.
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.approx.ftz.f"
 // CHECK: %[[VT:.+]] = llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
-// CHECK: arith.subf %{{.+}}, %cst{{.*}} : vector<4xf32>
+// CHECK: arith.subf %{{.+}}, %cst{{.*}} : vector<8xf32>
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: scf.if
 // CHECK: } else {
 // CHECK: llvm.inline_asm "sqrt.rn.f32 $0, $1;"
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
+// CHECK: vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
 // The linear code (state w): no approximate chain, up to the full tile's
 // stores (the partial tile's body follows with the same codes).
 // CHECK-NOT: llvm.nvvm.div.approx
-// CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 4 : i64} : vector<4xi8>, !llvm.ptr<1>
+// CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 8 : i64} : vector<8xi8>, !llvm.ptr<1>
 // CHECK: gpu.return
 
 // IEEE-NOT: llvm.nvvm.div.approx
 // IEEE-NOT: llvm.nvvm.sqrt.approx
-// IEEE-NOT: scf.if %{{.+}} -> (vector<4xf32>)
+// IEEE-NOT: scf.if %{{.+}} -> (vector<8xf32>)
 // IEEE: gpu.return
 
 // Fast mode has no check: its codes come from the approximate chain alone.
-// FAST-NOT: scf.if %{{.+}} -> (vector<4xf32>)
+// FAST-NOT: scf.if %{{.+}} -> (vector<8xf32>)
 // FAST: gpu.return
 
 qopt.optimizer @Codes param "p" : f32 master none grad "g" : f32 {
