@@ -14,7 +14,6 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 
 using namespace mlir;
@@ -61,14 +60,8 @@ Value LaneMath::sub(Value a, Value c) {
 Value LaneMath::mul(Value a, Value c) {
   return arith::MulFOp::create(b, loc, a, c, flags());
 }
-static int experimentMask() {
-  const char *e = std::getenv("QOPT_EXPERIMENT_GUARD");
-  return e ? std::atoi(e) : 7;
-}
 Value LaneMath::div(Value a, Value c) {
-  bool uniformC = c.getDefiningOp<vector::BroadcastOp>() != nullptr;
-  if (guardIEEE && isa<VectorType>(a.getType()) &&
-      (experimentMask() & (uniformC ? 1 : 2)))
+  if (guardIEEE && isa<VectorType>(a.getType()))
     return guardedDiv(a, c);
   if (opaqueScalarIEEE && a.getType().isF32())
     return opaqueIEEE("div.rn.f32 $0, $1, $2;", {a, c});
@@ -115,7 +108,7 @@ Value LaneMath::sqrt(Value a) {
   // x86 sqrtss/sqrtps are correctly rounded; fast mode adds no estimate.
   if (target == Target::Host)
     return intrinsic("llvm.sqrt", a);
-  if (guardIEEE && isa<VectorType>(a.getType()) && (experimentMask() & 4))
+  if (guardIEEE && isa<VectorType>(a.getType()))
     return guardedSqrt(a);
   if (opaqueScalarIEEE && a.getType().isF32())
     return opaqueIEEE("sqrt.rn.f32 $0, $1;", {a});
@@ -590,7 +583,7 @@ Value mlir::qopt::splitMaster(LaneMath &m, Value x32, Value x16,
   OpBuilder &b = m.builder();
   Location loc = m.location();
   SplitFormat f = getSplitFormat(x16.getType(), master);
-  if (getElementTypeOrSelf(x16.getType()).isBF16() && f.rhoWidth == 8 && !std::getenv("QOPT_NO_INT_ECC"))
+  if (getElementTypeOrSelf(x16.getType()).isBF16() && f.rhoWidth == 8)
     return splitMasterBf16I8(m, x32, x16);
   Type i32 = withElement(x16.getType(), b.getI32Type());
   Type f32 = withElement(x16.getType(), b.getF32Type());
