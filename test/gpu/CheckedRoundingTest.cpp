@@ -27,6 +27,8 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace ref = qopt::ref;
@@ -45,14 +47,56 @@ using qopt::test::LoadedKernel;
 using qopt::test::loadKernel;
 using Case = qopt::test::SpecCase;
 
-class CheckedRounding : public ::testing::TestWithParam<Case> {};
+/// An ascending 256-entry codebook that crowds the bucketed search: 100
+/// codes in [0.90, 0.95] (buckets of more than 7 midpoints, the full
+/// search's fallback), 50 tiny ones of each sign around an exact 0 (the
+/// buckets beside -0 and +0), the rest spread over [-1, -0.5].
+std::vector<float> crowdedQmap() {
+  std::vector<float> q;
+  for (int i = 0; i < 100; ++i)
+    q.push_back(0.90f + 0.05f * i / 99.0f);
+  for (int i = 0; i < 50; ++i) {
+    float t = std::pow(10.0f, -30.0f + 27.0f * i / 49.0f);
+    q.push_back(t);
+    q.push_back(-t);
+  }
+  q.push_back(0.0f);
+  while (q.size() < 256)
+    q.push_back(-1.0f + 0.5f * (q.size() - 201) / 54.0f);
+  std::sort(q.begin(), q.end());
+  return q;
+}
 
-TEST_P(CheckedRounding, DefaultKernelEqualsIEEERoundingKernel) {
+class CheckedRounding : public ::testing::TestWithParam<Case> {
+protected:
+  /// Steps the default build and the --checked-rounding=false
+  /// --guarded-ieee=false --codebook-buckets=false build of the spec on the
+  /// same tensors and compares every byte; `crowded`: the codebook states
+  /// take crowdedQmap() instead of the spec's tables.
+  void compareBuilds(bool crowded);
+};
+
+TEST_P(CheckedRounding, DefaultKernelEqualsIEEERoundingKernel) { compareBuilds(false); }
+
+TEST_P(CheckedRounding, CrowdedCodebookEqualsFullSearch) { compareBuilds(true); }
+
+void CheckedRounding::compareBuilds(bool crowded) {
   std::string why;
   if (!haveGpu(why))
     GTEST_SKIP() << "GPU test skipped: " << why;
   const Case &c = GetParam();
   ref::StepSpec spec = c.make();
+  if (crowded) {
+    bool codebook = false;
+    for (ref::StateScheme &st : spec.states)
+      if (st.kind == ref::StateKind::Codebook) {
+        std::vector<float> q = crowdedQmap();
+        std::copy(q.begin(), q.end(), st.qmap.begin());
+        codebook = true;
+      }
+    if (!codebook)
+      GTEST_SKIP() << c.spec << " has no codebook state";
+  }
 
   qopt_context *ctx = nullptr;
   ASSERT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx), QOPT_SUCCESS) << qopt_last_error();

@@ -78,7 +78,8 @@ private:
   Value load(Type type, Value ptr, unsigned align) {
     return LLVM::LoadOp::create(b, loc, type, ptr, align);
   }
-  Value sharedArray(gpu::GPUModuleOp module, StringRef name, int64_t count);
+  Value sharedArray(gpu::GPUModuleOp module, StringRef name, int64_t count,
+                    Type elem = {});
 
   // Streams of the current tile.
   Value streamPtr(unsigned index);
@@ -119,12 +120,14 @@ private:
   SmallVector<Value> uniformValues;// f32 scalars
   llvm::DenseMap<int, Value> qmapShared, midShared; // per codebook state
   /// Per codebook state: for each of kBuckets ranges of float bit patterns
-  /// (the top 12 bits of an order-preserving key), the number of midpoints
-  /// below the range and how many lie in it (start | width << 16).
+  /// (the top 13 bits of an order-preserving key), the number of midpoints
+  /// below the range and how many lie in it (i16: start | width << 8, the
+  /// width saturated at 255).
   llvm::DenseMap<int, Value> bucketShared;
-  static constexpr int64_t kBuckets = 4096;
-  /// Midpoints a bucket may hold for the short search (4 steps).
-  static constexpr int64_t kBucketSearchWidth = 15;
+  static constexpr int64_t kBucketBits = 13;
+  static constexpr int64_t kBuckets = int64_t(1) << kBucketBits;
+  /// Midpoints a bucket may hold for the short search (3 steps).
+  static constexpr int64_t kBucketSearchWidth = 7;
   void fillBuckets(Value mids, Value buckets);
   /// A branchless binary search of the sorted midpoints from `pos` (i32):
   /// steps of firstStep, firstStep / 2, ..., 1, each moving to the candidate
@@ -156,10 +159,10 @@ private:
 } // namespace
 
 Value KernelEmitter::sharedArray(gpu::GPUModuleOp module, StringRef name,
-                                 int64_t count) {
+                                 int64_t count, Type elem) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(module.getBody());
-  auto arrayType = LLVM::LLVMArrayType::get(f32(), count);
+  auto arrayType = LLVM::LLVMArrayType::get(elem ? elem : f32(), count);
   LLVM::GlobalOp::create(b, loc, arrayType, /*isConstant=*/false,
                          LLVM::Linkage::Internal, name, Attribute(),
                          /*alignment=*/16, /*addrSpace=*/3);
@@ -496,40 +499,89 @@ static Value floatOfKey(OpBuilder &b, Location loc, Value key) {
 }
 
 void KernelEmitter::fillBuckets(Value mids, Value buckets) {
-  // Bucket j holds the keys [j << 20, (j << 20) | 0xFFFFF], clamped to the
+  // Bucket j holds the keys [j << 19, (j << 19) | 0x7FFFF], clamped to the
   // non-NaN keys [key(-inf), key(+inf)]; a bucket of NaNs alone gets 0 (a NaN
-  // value never reads it).
-  auto fill = scf::ForOp::create(b, loc, tid, constI64(kBuckets), constI64(threads));
+  // value never reads it). Each thread fills a run of kBuckets / threads
+  // buckets by two cursors over the ascending midpoints: `below` counts the
+  // midpoints < the bucket's lowest float, `upTo` those <= its highest (both
+  // only move up with j; as float comparisons they keep -0 == +0). One
+  // binary search starts the run.
+  // A block size that does not divide kBuckets leaves the last thread's run
+  // short: its indices are clamped to the last bucket, written again with
+  // the same value.
+  int64_t perThread = (kBuckets + threads - 1) / threads;
+  auto clampBucket = [&](Value j) {
+    return arith::MinUIOp::create(b, loc, j, constI32(kBuckets - 1));
+  };
+  Value first = clampBucket(arith::TruncIOp::create(
+      b, loc, i32(), arith::MulIOp::create(b, loc, tid, constI64(perThread))));
+  auto bounds = [&](Value j) {
+    Value loKey = arith::ShLIOp::create(b, loc, j, constI32(32 - kBucketBits));
+    Value hiKey = arith::OrIOp::create(
+        b, loc, loKey, constI32((int64_t(1) << (32 - kBucketBits)) - 1));
+    loKey = arith::MaxUIOp::create(b, loc, loKey, constI32(0x007FFFFF));
+    hiKey = arith::MinUIOp::create(b, loc, hiKey,
+                                   constI32(static_cast<int32_t>(0xFF800000u)));
+    Value valid =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, loKey, hiKey);
+    return std::make_tuple(floatOfKey(b, loc, loKey), floatOfKey(b, loc, hiKey),
+                           valid);
+  };
+  // Moves `pos` (i32) up while pos < 255 and pred(mids[pos], x).
+  auto advance = [&](Value pos, Value x, arith::CmpFPredicate pred) {
+    auto loop = scf::WhileOp::create(b, loc, TypeRange{i32()}, ValueRange{pos});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      Block *before = b.createBlock(&loop.getBefore(), {}, {i32()}, {loc});
+      Value p = before->getArgument(0);
+      Value inside =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, p, constI32(255));
+      // mids[255..] is +inf padding: the load is in bounds either way.
+      Value mid = load(f32(), gep(mids, f32(), p), 4);
+      Value more = arith::AndIOp::create(
+          b, loc, inside, arith::CmpFOp::create(b, loc, pred, mid, x));
+      scf::ConditionOp::create(b, loc, more, ValueRange{p});
+      Block *after = b.createBlock(&loop.getAfter(), {}, {i32()}, {loc});
+      scf::YieldOp::create(
+          b, loc,
+          ValueRange{arith::AddIOp::create(b, loc, after->getArgument(0),
+                                           constI32(1))});
+    }
+    return loop.getResult(0);
+  };
+  Value startBelow = searchMidpoints(mids, std::get<0>(bounds(first)),
+                                     constI32(0), 128, arith::CmpFPredicate::OLT);
+  auto fill = scf::ForOp::create(
+      b, loc, constI64(0), constI64(perThread), constI64(1),
+      ValueRange{startBelow, startBelow});
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(fill.getBody()->getTerminator());
-  Value j = arith::TruncIOp::create(b, loc, i32(), fill.getInductionVar());
-  Value loKey = arith::ShLIOp::create(b, loc, j, constI32(20));
-  Value hiKey = arith::OrIOp::create(b, loc, loKey, constI32(0xFFFFF));
-  loKey = arith::MaxUIOp::create(b, loc, loKey, constI32(0x007FFFFF));
-  hiKey = arith::MinUIOp::create(b, loc, hiKey,
-                                 constI32(static_cast<int32_t>(0xFF800000u)));
-  Value valid =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, loKey, hiKey);
-  Value start = searchMidpoints(mids, floatOfKey(b, loc, loKey), constI32(0),
-                                128, arith::CmpFPredicate::OLT);
-  Value end = searchMidpoints(mids, floatOfKey(b, loc, hiKey), constI32(0), 128,
-                              arith::CmpFPredicate::OLE);
+  b.setInsertionPointToStart(fill.getBody());
+  Value j = clampBucket(arith::AddIOp::create(
+      b, loc, first,
+      arith::TruncIOp::create(b, loc, i32(), fill.getInductionVar())));
+  auto [lo, hi, valid] = bounds(j);
+  Value below = advance(fill.getRegionIterArgs()[0], lo, arith::CmpFPredicate::OLT);
+  Value upTo = arith::MaxSIOp::create(b, loc, fill.getRegionIterArgs()[1], below);
+  upTo = advance(upTo, hi, arith::CmpFPredicate::OLE);
+  Value width = arith::MinSIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, upTo, below), constI32(255));
   Value entry = arith::OrIOp::create(
-      b, loc, start,
-      arith::ShLIOp::create(b, loc, arith::SubIOp::create(b, loc, end, start),
-                            constI32(16)));
+      b, loc, below, arith::ShLIOp::create(b, loc, width, constI32(8)));
   entry = arith::SelectOp::create(b, loc, valid, entry, constI32(0));
-  LLVM::StoreOp::create(b, loc, entry,
-                        gep(buckets, i32(), fill.getInductionVar()), 4);
+  LLVM::StoreOp::create(
+      b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), entry),
+      gep(buckets, b.getI16Type(), j), 2);
+  scf::YieldOp::create(b, loc, ValueRange{below, upTo});
 }
 
 Value KernelEmitter::codebookCodes(int stateIndex, Value normalized) {
   // Seed 000's code is the number of midpoints strictly below c
   // (torch.bucketize, right=False; a NaN c gets the last code). The bucket of
   // c's bits gives the midpoints below its range and how many lie in it;
-  // with at most 15 there, a 4-step search from that start is the count.
-  // (12-bit buckets give bitsandbytes' dynamic maps at most 9.) A thread with
-  // a lane in a wider bucket takes the 8-step search over all midpoints.
+  // with at most 7 there, a 3-step search from that start is the count.
+  // (13-bit buckets give bitsandbytes' dynamic maps at most 3 (signed) and 5
+  // (unsigned).) A thread with a lane in a wider bucket takes the 8-step
+  // search over all midpoints.
   Value mids = midShared.lookup(stateIndex);
   Value buckets = bucketShared.lookup(stateIndex);
   VectorType codeType = lanesOf(b.getI8Type());
@@ -552,11 +604,13 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized) {
   for (int64_t i = 0; i < lanes; ++i) {
     Value c = vector::ExtractOp::create(b, loc, normalized, i);
     Value key = orderedKey(b, loc, arith::BitcastOp::create(b, loc, i32(), c));
-    Value j = arith::ShRUIOp::create(b, loc, key, constI32(20));
-    Value entry = load(i32(), gep(buckets, i32(), j), 4);
-    Value pos = arith::AndIOp::create(b, loc, entry, constI32(0xFFFF));
-    Value width = arith::ShRUIOp::create(b, loc, entry, constI32(16));
-    pos = searchMidpoints(mids, c, pos, 8, arith::CmpFPredicate::OLT);
+    Value j = arith::ShRUIOp::create(b, loc, key, constI32(32 - kBucketBits));
+    Value entry = arith::ExtUIOp::create(
+        b, loc, i32(), load(b.getI16Type(), gep(buckets, b.getI16Type(), j), 2));
+    Value pos = arith::AndIOp::create(b, loc, entry, constI32(0xFF));
+    Value width = arith::ShRUIOp::create(b, loc, entry, constI32(8));
+    pos = searchMidpoints(mids, c, pos, (kBucketSearchWidth + 1) / 2,
+                          arith::CmpFPredicate::OLT);
     Value isNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, c, c);
     pos = arith::SelectOp::create(b, loc, isNaN, constI32(255), pos);
     Value ok = arith::OrIOp::create(
@@ -737,7 +791,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     // 255 midpoints and 16 of +inf after them, read by the bucketed search.
     sharedArray(module, mname, 255 + kBucketSearchWidth + 1);
     if (codebookBuckets)
-      sharedArray(module, bname, kBuckets);
+      sharedArray(module, bname, kBuckets, b.getI16Type());
     Value qmap = LLVM::AddressOfOp::create(b, loc, sharedPtr(), qname);
     Value mid = LLVM::AddressOfOp::create(b, loc, sharedPtr(), mname);
     Value bucket = codebookBuckets
