@@ -9,7 +9,8 @@
 
 // CHECK: module attributes {gpu.container_module}
 // CHECK-LABEL: gpu.module @Momentum_kernels
-// CHECK: gpu.func @Momentum(%[[DESCS:.+]]: !llvm.ptr<1>, %[[MAP:.+]]: !llvm.ptr<1>, %[[NTILES:.+]]: i64, %[[UNIF:.+]]: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// One state, 256 threads: built for two resident blocks per SM.
+// CHECK: gpu.func @Momentum(%[[DESCS:.+]]: !llvm.ptr<1>, %[[MAP:.+]]: !llvm.ptr<1>, %[[NTILES:.+]]: i64, %[[UNIF:.+]]: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
 // CHECK: %[[TID:.+]] = gpu.thread_id x
 // CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: %[[BID:.+]] = gpu.block_id x

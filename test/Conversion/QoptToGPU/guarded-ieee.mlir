@@ -70,6 +70,9 @@
 // refined per tile, then per lane mul.rn and two fma.rn, div.rn behind the
 // branch.
 // PTX: .visible .entry Guarded(
+// 256 threads: built for two resident blocks per SM.
+// PTX: .maxntid 256, 1, 1
+// PTX-NEXT: .minnctapersm 2
 // PTX-DAG: neg.f32 [[NC:%r[0-9]+]], [[C:%r[0-9]+]];
 // PTX-DAG: rcp.approx.ftz.f32 [[R0:%r[0-9]+]], [[C]];
 // PTX: fma.rn.f32 [[E:%r[0-9]+]], [[NC]], [[R0]], 0f3F800000;
