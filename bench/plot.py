@@ -39,11 +39,16 @@ def main():
     ap.add_argument("--torch")
     ap.add_argument("--out", default="gbps_vs_size.png")
     ap.add_argument("--driver", help="driver version for the title (e.g. 580.159.04)")
+    ap.add_argument("--all-variants", action="store_true",
+                    help="also draw the .f16/.f32/.scaled variants (default: the shipped specs)")
     args = ap.parse_args()
     with open(args.bench) as f:
         bench = json.load(f)
     rows = []
     for k in bench["kernels"]:
+        # <spec>.f16, <spec>.scaled, ...: sixty lines make the chart unreadable.
+        if not args.all_variants and "." in k["spec"]:
+            continue
         for c in k["cases"]:
             rows.append(dict(c, name=f"qopt {k['spec']}"))
     qopt = series(rows, "name")

@@ -152,7 +152,7 @@ int64_t mlir::qopt::getThreadsPerBlock(OptimizerOp optimizer,
   if (requested > 0)
     return requested;
   // Measured on the H200 (bench/NOTES.md): two or more group states (the
-  // Adam family, 4 lanes) run faster with 512 threads; one state or
+  // Adam family, 8 lanes) run faster with 512 threads; one state or
   // codebook states with 256.
   SmallVector<StateOp> states = getStates(optimizer);
   bool codebook = llvm::any_of(states, [](StateOp state) {
