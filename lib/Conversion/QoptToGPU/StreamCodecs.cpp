@@ -799,13 +799,11 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   scf::YieldOp::create(b, loc, q);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   // Some lane failed: each lane keeps its checked code or takes the IEEE
-  // chain with the few lanes beside it, so that a warp pays for the lanes
-  // that fail (ncu on the H200: a fifth to a half of the warps have one at
-  // the 2^-10 margin) and not for all of them. Four fallbacks per thread,
-  // each for a quarter of its lanes; each recomputes its lanes' t' and
-  // check from x (keeping d and t' of every lane live across the branch
-  // took FlashLion from 106 to 162 registers). Scalar div.rn / sqrt.rn as
-  // inline PTX: LLVM would hoist the short chain above the branch.
+  // chain alone, so that a warp pays for the lanes that fail and not for
+  // all of them (ncu on the H200: the sqrt codes of repeated bf16 gradients
+  // fall on exact half integers, ties, and some lane of 256 does in most
+  // warps). Scalar div.rn / sqrt.rn as inline PTX: LLVM would hoist the
+  // short chain above the branch.
   LaneMath ieee = m.guarded(false).opaque();
   if (lanes > 8) {
     // 16 lanes: the per-lane fallback's registers cost more than it saves
@@ -821,44 +819,66 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   Value divisorOk = arith::AndIOp::create(
       b, loc, cmpConst(arith::CmpFPredicate::OLE, absDivisor, 0x1p100),
       cmpConst(arith::CmpFPredicate::OGE, absDivisor, 0x1p-40));
-  int64_t chunk = std::max<int64_t>(1, lanes / 4);
-  Value codes = q;
-  for (int64_t first = 0; first < lanes; first += chunk) {
-    SmallVector<Value> xs, ds, fastCodes;
-    Value ok = divisorOk;
-    for (int64_t i = first; i < first + chunk; ++i) {
-      xs.push_back(vector::ExtractOp::create(b, loc, x, i));
-      ds.push_back(vector::ExtractOp::create(b, loc, divisor, i));
-      Value ti = codeArgument(approx, scheme, xs.back(), ds.back());
-      Value qi = m.floor(m.add(ti, m.constF(ti, 0.5)));
-      Value di = m.sub(ti, qi);
-      Value offi = centre == 0.0 ? ti : m.sub(ti, m.constF(ti, centre));
-      ok = arith::AndIOp::create(b, loc, ok,
-                                 cmpConst(arith::CmpFPredicate::OLT, m.abs(di),
-                                          0.5 - 0x1p-12));
-      ok = arith::AndIOp::create(b, loc, ok,
-                                 cmpConst(arith::CmpFPredicate::OLT,
-                                          m.abs(offi), halfWidth));
-      fastCodes.push_back(qi);
-    }
-    SmallVector<Type> types(chunk, b.getF32Type());
-    auto chunkIf = scf::IfOp::create(b, loc, types, ok, /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard chunkGuard(b);
-    b.setInsertionPointToStart(&chunkIf.getThenRegion().front());
-    scf::YieldOp::create(b, loc, fastCodes);
-    b.setInsertionPointToStart(&chunkIf.getElseRegion().front());
-    SmallVector<Value> ieeeCodes;
-    for (int64_t i = 0; i < chunk; ++i)
-      ieeeCodes.push_back(clampCode(
-          ieee, scheme,
-          roundCode(ieee, scheme, codeArgument(ieee, scheme, xs[i], ds[i]))));
-    scf::YieldOp::create(b, loc, ieeeCodes);
-    b.setInsertionPointAfter(chunkIf);
-    for (int64_t i = first; i < first + chunk; ++i)
-      codes = vector::InsertOp::create(b, loc, chunkIf.getResult(i - first),
-                                       codes, i);
+  // One lane at a time: a mask of the failing lanes, and a loop that gives
+  // the lowest one the IEEE chain. A warp runs it as often as its thread
+  // with the most failing lanes (usually once), whatever lanes they are:
+  // the main job's FlashAdamW 0.816 -> 0.773 ms against a fallback per
+  // quarter of the lanes (bench/NOTES.md).
+  Type i32 = b.getI32Type();
+  auto ci = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  };
+  Value laneOk = arith::AndIOp::create(
+      b, loc,
+      m.cmp(arith::CmpFPredicate::OLT, m.abs(distance),
+            m.constF(distance, 0.5 - 0x1p-12)),
+      m.cmp(arith::CmpFPredicate::OLT, m.abs(offCentre),
+            m.constF(offCentre, halfWidth)));
+  Value mask = ci(0);
+  for (int64_t i = 0; i < lanes; ++i) {
+    Value ok = arith::AndIOp::create(
+        b, loc, divisorOk, vector::ExtractOp::create(b, loc, laneOk, i));
+    mask = arith::OrIOp::create(
+        b, loc, mask,
+        arith::SelectOp::create(b, loc, ok, ci(0), ci(int64_t(1) << i)));
   }
-  scf::YieldOp::create(b, loc, codes);
+  auto loopOp = scf::WhileOp::create(b, loc, TypeRange{i32, q.getType()},
+                                     ValueRange{mask, q});
+  {
+    OpBuilder::InsertionGuard loopGuard(b);
+    Block *before = b.createBlock(&loopOp.getBefore(), {}, {i32, q.getType()},
+                                  {loc, loc});
+    Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                       before->getArgument(0), ci(0));
+    scf::ConditionOp::create(b, loc, more, before->getArguments());
+    Block *after = b.createBlock(&loopOp.getAfter(), {}, {i32, q.getType()},
+                                 {loc, loc});
+    Value bits = after->getArgument(0), cur = after->getArgument(1);
+    Value lane = LLVM::CountTrailingZerosOp::create(b, loc, i32, bits, false);
+    Value xi = vector::ExtractOp::create(b, loc, x, 0);
+    for (int64_t k = 1; k < lanes; ++k)
+      xi = arith::SelectOp::create(
+          b, loc,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, ci(k)),
+          vector::ExtractOp::create(b, loc, x, k), xi);
+    Value di = vector::ExtractOp::create(b, loc, divisor, 0);
+    Value code = clampCode(
+        ieee, scheme, roundCode(ieee, scheme, codeArgument(ieee, scheme, xi, di)));
+    SmallVector<int32_t> iota;
+    for (int64_t k = 0; k < lanes; ++k)
+      iota.push_back(static_cast<int32_t>(k));
+    auto vecI32 = VectorType::get({lanes}, i32);
+    Value hit = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vecI32, ArrayRef<int32_t>(iota))),
+        vector::BroadcastOp::create(b, loc, vecI32, lane));
+    Value next = arith::SelectOp::create(
+        b, loc, hit, vector::BroadcastOp::create(b, loc, q.getType(), code), cur);
+    Value rest = arith::AndIOp::create(
+        b, loc, bits, arith::SubIOp::create(b, loc, bits, ci(1)));
+    scf::YieldOp::create(b, loc, ValueRange{rest, next});
+  }
+  scf::YieldOp::create(b, loc, loopOp.getResult(1));
   b.setInsertionPointAfter(ifOp);
   return ifOp.getResult(0);
 }

@@ -7,7 +7,8 @@
 // d = t' - floor(t' + 0.5) has |d| < 1/2 - 2^-12, every lane's t' lies within
 // the code range widened by 1/2 (so the code needs no clamp), and the
 // divisor is in [2^-40, 2^100]; otherwise each lane keeps its code where its
-// own check holds and takes the IEEE chain and its clamp where not. A linear code (one IEEE division) keeps the IEEE chain
+// own check holds, and a loop gives the lanes that fail, one at a time, the
+// IEEE chain and its clamp. A linear code (one IEEE division) keeps the IEEE chain
 // alone.
 
 // CHECK-LABEL: gpu.func @Codes
@@ -30,28 +31,28 @@
 // CHECK: scf.if %[[ALL]] -> (vector<8xf32>) {
 // CHECK-NEXT: scf.yield %[[Q]] : vector<8xf32>
 // CHECK-NEXT: } else {
-// Some lane failed: four fallbacks, each for two of the 8 lanes: their t'
-// and check recomputed from m (the approximate chain again), their checked
-// codes where both lanes pass, else the IEEE chain on those two lanes alone
-// (div.rn as inline PTX, which LLVM cannot hoist above the branch) and its
-// clamp to [-127, 127], NaN to 0.
-// CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
-// CHECK: llvm.call_intrinsic "llvm.floor"
-// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
-// CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
-// CHECK: scf.if %{{.+}} -> (f32, f32) {
-// CHECK: } else {
+// Some lane failed: a mask of the lanes whose own check fails (or all, for a
+// divisor out of range), then a loop that gives the lowest such lane the IEEE
+// chain (div.rn as inline PTX, which LLVM cannot hoist above the branch) and
+// its clamp to [-127, 127], NaN to 0, and puts the code in its place.
+// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : vector<8xf32>
+// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : vector<8xf32>
+// CHECK: arith.select %{{.+}}, %{{.+}}, %c128_i32{{.*}} : i32
+// CHECK: %[[LOOP:.+]]:2 = scf.while (%[[MASK:.+]] = %{{.+}}, %{{.+}} = %[[Q]]) : (i32, vector<8xf32>) -> (i32, vector<8xf32>) {
+// CHECK: arith.cmpi ne, %[[MASK]], %{{.+}} : i32
+// CHECK: scf.condition
+// CHECK: } do {
+// CHECK: llvm.intr.cttz
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // CHECK: llvm.call_intrinsic "llvm.floor"
 // CHECK: arith.cmpf ogt
 // CHECK: arith.cmpf olt
 // CHECK: arith.cmpf uno
-// CHECK: scf.if %{{.+}} -> (f32, f32) {
-// CHECK: scf.if %{{.+}} -> (f32, f32) {
-// CHECK: scf.if %{{.+}} -> (f32, f32) {
-// CHECK: vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
-// CHECK-NEXT: scf.yield
+// CHECK: arith.select %{{.+}}, %{{.+}}, %{{.+}} : vector<8xi1>, vector<8xf32>
+// CHECK: scf.yield
+// CHECK: }
+// CHECK-NEXT: scf.yield %[[LOOP]]#1 : vector<8xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: arith.fptosi
 // The sqrt code's absmax (state v): one square root of the lanes' maximum,
