@@ -495,6 +495,26 @@ qopt_status qopt_registry_add_manifest(qopt_registry *registry,
   });
 }
 
+qopt_status qopt_registry_add_embedded(qopt_registry *registry,
+                                       const char *kernel,
+                                       const char *manifest_json,
+                                       size_t manifest_size, const char *source,
+                                       qopt_binary_format format,
+                                       const void *image, size_t image_size) {
+  return guard([&] {
+    need(manifest_json, "manifest_json");
+    if (image_size && !image)
+      fail(QOPT_ERROR_INVALID_ARGUMENT, "image is NULL but image_size is ",
+           image_size);
+    need(registry, "registry")
+        ->impl->addEmbedded(need(kernel, "kernel"),
+                            std::string_view(manifest_json, manifest_size),
+                            source ? source : "<embedded>", format,
+                            std::string_view(static_cast<const char *>(image),
+                                             image ? image_size : 0));
+  });
+}
+
 qopt_status qopt_registry_count(const qopt_registry *registry, size_t *count) {
   return guard([&] {
     *need(count, "count") = need(registry, "registry")->impl->count();

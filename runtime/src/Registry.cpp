@@ -50,14 +50,33 @@ const char *formatName(qopt_binary_format f) {
   return "invalid";
 }
 
-void Registry::insert(RegistryEntry entry) {
+namespace {
+const std::string &sourceOf(const RegistryEntry &e) {
+  return e.manifest ? e.manifest->source : e.source;
+}
+} // namespace
+
+void Registry::insert(const std::string &name, RegistryEntry entry) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string &name = entry.manifest->kernel;
   auto it = entries_.find(name);
   if (it != entries_.end())
     fail(QOPT_ERROR_INVALID_ARGUMENT, "kernel '", name, "' is defined twice: ",
-         it->second.manifest->source, " and ", entry.manifest->source);
+         sourceOf(it->second), " and ", sourceOf(entry));
   entries_.emplace(name, std::move(entry));
+}
+
+void Registry::addEmbedded(const std::string &kernel,
+                           std::string_view manifestJson,
+                           const std::string &source,
+                           qopt_binary_format format, std::string_view image) {
+  if (kernel.empty())
+    fail(QOPT_ERROR_INVALID_ARGUMENT, source, ": an embedded kernel needs a name");
+  RegistryEntry e;
+  e.manifestText = manifestJson;
+  e.imageBytes = image;
+  e.imageFormat = format;
+  e.source = source;
+  insert(kernel, std::move(e));
 }
 
 void Registry::addManifestFile(const std::string &path) {
@@ -82,7 +101,8 @@ void Registry::addManifestFile(const std::string &path) {
         e.images.push_back({format, m.arch, stem + ext, nullptr});
     }
   }
-  insert(std::move(e));
+  std::string name = e.manifest->kernel;
+  insert(name, std::move(e));
 }
 
 size_t Registry::addDirectory(const std::string &dir) {
@@ -115,7 +135,8 @@ void Registry::add(ManifestPtr manifest, qopt_binary_format format,
         static_cast<const char *>(image), size);
     e.images.push_back(std::move(s));
   }
-  insert(std::move(e));
+  std::string name = e.manifest->kernel;
+  insert(name, std::move(e));
 }
 
 size_t Registry::count() const {
@@ -141,7 +162,24 @@ RegistryEntry Registry::get(const std::string &kernel) const {
     fail(QOPT_ERROR_NOT_FOUND, "no kernel '", kernel, "' in the registry (",
          known.empty() ? "it is empty" : "it has: " + known, ")");
   }
-  return it->second;
+  RegistryEntry &e = it->second;
+  if (!e.manifest) {
+    ManifestPtr m = parseManifest(e.manifestText, e.source);
+    if (m->kernel != kernel)
+      fail(QOPT_ERROR_MANIFEST, e.source, ": the manifest's kernel is '",
+           m->kernel, "', but it was registered as '", kernel, "'");
+    if (!e.imageBytes.empty()) {
+      ImageSource img;
+      img.format = e.imageFormat == QOPT_BINARY_AUTO
+                       ? detectFormat(e.imageBytes.data(), e.imageBytes.size())
+                       : e.imageFormat;
+      img.arch = m->arch;
+      img.data = std::make_shared<const std::string>(e.imageBytes);
+      e.images.push_back(std::move(img));
+    }
+    e.manifest = std::move(m);
+  }
+  return e;
 }
 
 } // namespace qopt::rt

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace qopt::rt {
@@ -22,8 +23,14 @@ struct ImageSource {
 };
 
 struct RegistryEntry {
+  /// Null for an embedded kernel until it is first asked for.
   ManifestPtr manifest;
   std::vector<ImageSource> images;
+  /// An embedded kernel until first asked for: its manifest text, its image
+  /// (both borrowed), the image's format and the name in messages.
+  std::string_view manifestText, imageBytes;
+  qopt_binary_format imageFormat = QOPT_BINARY_AUTO;
+  std::string source;
 };
 
 /// The format of an in-memory image: ELF = cubin, fatbin magic, else PTX.
@@ -36,6 +43,11 @@ public:
   size_t addDirectory(const std::string &dir);
   void add(ManifestPtr manifest, qopt_binary_format format, const void *image,
            size_t size);
+  /// An embedded kernel: its manifest is parsed, and its image copied, when
+  /// it is first asked for (get); until then both are only referred to.
+  void addEmbedded(const std::string &kernel, std::string_view manifestJson,
+                   const std::string &source, qopt_binary_format format,
+                   std::string_view image);
   size_t count() const;
   /// The name of kernel `index` in sorted order; lives as long as this.
   const std::string &name(size_t index) const;
@@ -43,9 +55,10 @@ public:
   RegistryEntry get(const std::string &kernel) const;
 
 private:
-  void insert(RegistryEntry entry);
+  void insert(const std::string &name, RegistryEntry entry);
   mutable std::mutex mu_;
-  std::map<std::string, RegistryEntry> entries_;
+  // Mutable: get() parses an embedded kernel's manifest once.
+  mutable std::map<std::string, RegistryEntry> entries_;
 };
 
 } // namespace qopt::rt

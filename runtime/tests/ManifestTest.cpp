@@ -369,6 +369,74 @@ TEST(Registry, AddsADirectoryInNameOrder) {
   qopt_registry_destroy(r);
 }
 
+TEST(Registry, EmbeddedKernelsParseWhenFirstUsed) {
+  // Borrowed text: it must outlive the registry, as an embedded manifest does.
+  json good = json::parse(sgdManifestJson());
+  good["kernel"] = "Emb";
+  const std::string goodText = good.dump();
+  const std::string badText = "{\"kernel\": ";
+  const std::string image = "not a binary";
+  qopt_registry *r = nullptr;
+  ASSERT_EQ(qopt_registry_create(&r), QOPT_SUCCESS);
+  ASSERT_EQ(qopt_registry_add_embedded(r, "Emb", goodText.data(), goodText.size(), "<emb>/good",
+                                       QOPT_BINARY_PTX, image.data(), image.size()),
+            QOPT_SUCCESS)
+      << qopt_last_error();
+  // Registered under the given name, nothing parsed yet: a malformed manifest
+  // and one that names another kernel are accepted now...
+  ASSERT_EQ(qopt_registry_add_embedded(r, "Bad", badText.data(), badText.size(), "<emb>/bad",
+                                       QOPT_BINARY_PTX, nullptr, 0),
+            QOPT_SUCCESS);
+  ASSERT_EQ(qopt_registry_add_embedded(r, "Other", goodText.data(), goodText.size(),
+                                       "<emb>/other", QOPT_BINARY_PTX, nullptr, 0),
+            QOPT_SUCCESS);
+  size_t n = 0;
+  ASSERT_EQ(qopt_registry_count(r, &n), QOPT_SUCCESS);
+  EXPECT_EQ(n, 3u);
+  // ...and refused when first asked for, naming the source.
+  qopt_manifest *m = nullptr;
+  EXPECT_EQ(qopt_registry_get_manifest(r, "Bad", &m), QOPT_ERROR_MANIFEST);
+  EXPECT_NE(std::string(qopt_last_error()).find("<emb>/bad"), std::string::npos)
+      << qopt_last_error();
+  EXPECT_EQ(qopt_registry_get_manifest(r, "Other", &m), QOPT_ERROR_MANIFEST);
+  EXPECT_NE(std::string(qopt_last_error()).find("the manifest's kernel is 'Emb', but it was "
+                                                "registered as 'Other'"),
+            std::string::npos)
+      << qopt_last_error();
+  ASSERT_EQ(qopt_registry_get_manifest(r, "Emb", &m), QOPT_SUCCESS) << qopt_last_error();
+  qopt_manifest_info info;
+  ASSERT_EQ(qopt_manifest_get_info(m, &info), QOPT_SUCCESS);
+  EXPECT_STREQ(info.kernel, "Emb");
+  EXPECT_STREQ(info.source, "<emb>/good");
+  qopt_manifest_destroy(m);
+  // Asked for again: the same, parsed once.
+  ASSERT_EQ(qopt_registry_get_manifest(r, "Emb", &m), QOPT_SUCCESS);
+  qopt_manifest_destroy(m);
+  // A name already there is refused at once, naming both sources.
+  EXPECT_EQ(qopt_registry_add_embedded(r, "Emb", goodText.data(), goodText.size(), "<emb>/again",
+                                       QOPT_BINARY_PTX, nullptr, 0),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  std::string msg = qopt_last_error();
+  EXPECT_NE(msg.find("kernel 'Emb' is defined twice: <emb>/good and <emb>/again"),
+            std::string::npos)
+      << msg;
+  // Bad arguments.
+  EXPECT_EQ(qopt_registry_add_embedded(r, nullptr, goodText.data(), goodText.size(), "x",
+                                       QOPT_BINARY_PTX, nullptr, 0),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(qopt_registry_add_embedded(r, "Y", nullptr, 0, "x", QOPT_BINARY_PTX, nullptr, 0),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(qopt_registry_add_embedded(r, "Z", goodText.data(), goodText.size(), "x",
+                                       QOPT_BINARY_PTX, nullptr, 16),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(qopt_last_error()).find("image is NULL but image_size is 16"),
+            std::string::npos)
+      << qopt_last_error();
+  ASSERT_EQ(qopt_registry_count(r, &n), QOPT_SUCCESS);
+  EXPECT_EQ(n, 3u);
+  qopt_registry_destroy(r);
+}
+
 TEST(Registry, ListedBinaryMustExist) {
   std::string dir = makeTempDir();
   json a = json::parse(sgdManifestJson());

@@ -48,6 +48,20 @@ TEST(ShippedKernels, EverySpecIsEmbeddedAndRegisters) {
   EXPECT_EQ(info.grad_dtype, QOPT_DTYPE_F32);
   qopt_manifest_destroy(manifest);
 
+  // Every kernel is registered before its manifest is parsed (under the name
+  // CMake takes from its spec): each parses when asked for and names itself.
+  size_t count = 0;
+  ASSERT_EQ(qopt_registry_count(registry, &count), QOPT_SUCCESS);
+  for (size_t i = 0; i < count; ++i) {
+    const char *name = nullptr;
+    ASSERT_EQ(qopt_registry_kernel_name(registry, i, &name), QOPT_SUCCESS);
+    ASSERT_EQ(qopt_registry_get_manifest(registry, name, &manifest), QOPT_SUCCESS)
+        << name << ": " << qopt_last_error();
+    ASSERT_EQ(qopt_manifest_get_info(manifest, &info), QOPT_SUCCESS);
+    EXPECT_STREQ(info.kernel, name);
+    qopt_manifest_destroy(manifest);
+  }
+
   // A second registration of the same kernels is refused, naming the kernel.
   EXPECT_NE(qopt_registry_add_shipped(registry, nullptr), QOPT_SUCCESS);
   EXPECT_NE(std::string(qopt_last_error()).find("AdamW8bit_block2048"), std::string::npos)

@@ -441,6 +441,20 @@ QOPT_RUNTIME_API qopt_status qopt_registry_add_directory(
 QOPT_RUNTIME_API qopt_status qopt_registry_add_manifest(
     qopt_registry *registry, const qopt_manifest *manifest,
     qopt_binary_format format, const void *image, size_t image_size);
+/// Adds a kernel embedded in the caller's binary (libqopt_kernels adds the
+/// shipped kernels so): `kernel` is its name, `manifest_json` (`manifest_size`
+/// bytes) its manifest, `image` (`image_size` bytes, may be NULL and 0) its
+/// binary, `source` its name in messages. Both are only referred to until the
+/// kernel is first asked for (qopt_registry_get_manifest,
+/// qopt_kernel_create), when the manifest is parsed and the image copied: they
+/// must stay valid and unchanged while the registry exists (static data). A
+/// malformed manifest, or one whose "kernel" is not `kernel`, is
+/// QOPT_ERROR_MANIFEST then; a name already in the registry is
+/// QOPT_ERROR_INVALID_ARGUMENT now.
+QOPT_RUNTIME_API qopt_status qopt_registry_add_embedded(
+    qopt_registry *registry, const char *kernel, const char *manifest_json,
+    size_t manifest_size, const char *source, qopt_binary_format format,
+    const void *image, size_t image_size);
 QOPT_RUNTIME_API qopt_status qopt_registry_count(const qopt_registry *registry,
                                                  size_t *count);
 /// Kernel names in sorted order; the string lives as long as the registry.
