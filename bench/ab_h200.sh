@@ -21,13 +21,20 @@
 set -uo pipefail
 OUT=${OUT:?set OUT to the results folder}
 D=${D:-devrun}
-SETS=${SETS:-base new}
+SETS=${SETS-base new}
 SPECS=${SPECS:-}
 SIZES=${SIZES:-64}
 ROUNDS=${ROUNDS:-2}
 SUITES=${SUITES:-1}
 start=$(date +%s)
 stamp() { echo "[ab_h200 +$(( $(date +%s) - start ))s] $*"; }
+# Each suite's exit status; the script exits non-zero when one failed.
+failed=""
+suite() { # name, then the command
+  local name=$1; shift
+  "$@"; local rc=$?
+  [ $rc -eq 0 ] || { failed="$failed $name(rc=$rc)"; echo "SUITE FAILED: $name rc=$rc"; }
+}
 newest=${SUITE_SET:-${SETS##* }}
 {
   date -u
@@ -38,22 +45,22 @@ cat "$OUT/env.txt"
 # SUITES=1: all suites; SUITES=ecc: the exhaustive encode test alone; 0: none.
 if [ "$SUITES" = 1 ]; then
   stamp "guarded IEEE sequences"
-  timeout 120 "$D/bin/qopt-gpu-guarded-ieee-tests" 2>&1 | tee "$OUT/guarded_ieee.log" | tail -4
+  suite guarded timeout 120 "$D/bin/qopt-gpu-guarded-ieee-tests" > "$OUT/guarded_ieee.log" 2>&1
+  tail -3 "$OUT/guarded_ieee.log"
   stamp "strict suite on kernels-$newest"
-  QOPT_TEST_KERNEL_DIR="$D/kernels-$newest/ptx" timeout 240 "$D/bin/qopt-gpu-tests" \
+  QOPT_TEST_KERNEL_DIR="$D/kernels-$newest/ptx" suite strict timeout 240 "$D/bin/qopt-gpu-tests" \
     > "$OUT/strict.log" 2>&1
   tail -3 "$OUT/strict.log"
   stamp "checked-rounding suite (kernels-$newest against kernels-ieee)"
   QOPT_TEST_KERNEL_DIR="$D/kernels-$newest/ptx" QOPT_TEST_IEEE_ROUNDING_DIR="$D/kernels-ieee" \
-    timeout 240 "$D/bin/qopt-gpu-checked-rounding-tests" > "$OUT/checked.log" 2>&1
+    suite checked timeout 240 "$D/bin/qopt-gpu-checked-rounding-tests" > "$OUT/checked.log" 2>&1
   tail -3 "$OUT/checked.log"
 fi
 if [ "$SUITES" != 0 ]; then
   if [ -x "$D/bin/qopt-ecc-encode-tests" ]; then
     stamp "error-bit encode on every float32 (host and CUDA)"
     LD_LIBRARY_PATH="$D/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" QOPT_TEST_EXTRA_KERNEL_DIR="$D/extra" \
-      timeout 240 "$D/bin/qopt-ecc-encode-tests" \
-      > "$OUT/ecc_encode.log" 2>&1
+      suite ecc timeout 240 "$D/bin/qopt-ecc-encode-tests" > "$OUT/ecc_encode.log" 2>&1
     tail -3 "$OUT/ecc_encode.log"
   fi
 fi
@@ -108,3 +115,7 @@ mv "$OUT"/*.log "$OUT"/*.json "$OUT"/*.csv "$OUT"/env.txt "$OUT/ab/" 2>/dev/null
 [ -d "$OUT/sass" ] && mv "$OUT/sass" "$OUT/ab/"
 tar czf "$OUT/ab.tar.gz" -C "$OUT" ab && rm -rf "$OUT/ab"
 stamp "done"
+if [ -n "$failed" ]; then
+  echo "suites failed:$failed"
+  exit 1
+fi

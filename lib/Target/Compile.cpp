@@ -101,12 +101,14 @@ struct CompileOptions {
   cl::opt<int64_t> elementsPerThread{
       "elements-per-thread",
       cl::desc("Consecutive elements each GPU thread owns per tile (0: "
-               "4, or more where a block needs a larger tile)"),
+               "16 for one state, 8 for more or with codebook states, more "
+               "where a block needs a larger tile)"),
       cl::init(0), cl::cat(compileCategory)};
   cl::opt<bool> exactUniformDivision{
       "exact-uniform-division",
       cl::desc("Divide by lane-uniform values through a proven reciprocal "
-               "(exact; off by default: measured slower on the H200)"),
+               "(exact; off by default: measured slower on the H200; "
+               "implies --guarded-ieee=false)"),
       cl::init(false), cl::cat(compileCategory)};
   cl::opt<bool> checkedRounding{
       "checked-rounding",
@@ -346,7 +348,9 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.exactUniformDivision = opts->exactUniformDivision;
   options.elementsPerThread = opts->elementsPerThread;
   options.checkedRounding = opts->checkedRounding;
-  options.guardedIeee = opts->guardedIeee;
+  // The proven uniform division rewrites the arith.divf the lowering leaves;
+  // the guarded sequence would leave none for it.
+  options.guardedIeee = opts->guardedIeee && !opts->exactUniformDivision;
   options.codebookBuckets = opts->codebookBuckets;
 
   // Variants of the spec: another parameter type, fused grad scaling.

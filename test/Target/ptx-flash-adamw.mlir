@@ -5,8 +5,8 @@
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --checked-rounding=false --guarded-ieee=false | FileCheck %s --check-prefix=IEEE
 
 // The strict FlashAdamW kernel in PTX: the chip asked for, vector loads and
-// stores of the streams (4 elements per thread by default, the fastest
-// measured: 8-byte bf16 accesses; 16-byte ones with 16 elements per thread),
+// stores of the streams (8 elements per thread by default, the fastest
+// measured: 16-byte bf16 accesses),
 // the group-32 absmax by a butterfly shuffle, IEEE square root and division,
 // bf16 rounding to nearest even, and no contraction of the update into FMA.
 // The state codes go through div.approx.ftz/sqrt.approx.ftz behind a rounding
@@ -20,6 +20,8 @@
 // CHECK: .visible .entry FlashAdamW(
 // Two group states: 512 threads per block by default (getThreadsPerBlock).
 // CHECK: .maxntid 512, 1, 1
+// CHECK-DAG: ld.global.v4.b32
+// CHECK-DAG: st.global.v4.b32
 // CHECK-DAG: ld.global.v2.b32
 // CHECK-DAG: st.global.v2.b32
 // CHECK-DAG: shfl.sync.bfly.b32

@@ -506,8 +506,8 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets) {
   // midpoints < the bucket's lowest float, `upTo` those <= its highest (both
   // only move up with j; as float comparisons they keep -0 == +0). One
   // binary search starts the run.
-  // A block size that does not divide kBuckets leaves the last thread's run
-  // short: its indices are clamped to the last bucket, written again with
+  // A block size that does not divide kBuckets leaves the last runs short or
+  // empty: their indices are clamped to the last bucket, written again with
   // the same value.
   int64_t perThread = (kBuckets + threads - 1) / threads;
   auto clampBucket = [&](Value j) {
@@ -764,14 +764,16 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func.setKnownBlockSizeAttr(
       b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
-  // Blocks of 256 threads or fewer without codebook states (the one-state
-  // updates, 16 lanes) are built for two resident blocks per multiprocessor
+  // Blocks of 256 threads or fewer of updates with at most one state and no
+  // codebook (SGD, Lion: 16 lanes) are built for two resident blocks per
+  // multiprocessor
   // (.minnctapersm 2: at most 128 registers). FlashLion's f16 and GradScaler
   // variants took 134 and 141 registers without it, one block per SM, 13 to
   // 16% slower (H200); with it ptxas fits them in 128 with no spills. The
   // codebook kernels take 64 registers (four blocks) by themselves but 96
-  // under the bound.
-  if (threads <= 256 && codebookStates.empty())
+  // under the bound, and the Adam family at 256 threads x 16 lanes would
+  // spill under it (175 registers without).
+  if (threads <= 256 && codebookStates.empty() && states.size() <= 1)
     func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
@@ -797,7 +799,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     std::string mname = prefix + "_mid" + std::to_string(stateIndex);
     std::string bname = prefix + "_bucket" + std::to_string(stateIndex);
     sharedArray(module, qname, 256);
-    // 255 midpoints and 16 of +inf after them, read by the bucketed search.
+    // 255 midpoints and 8 of +inf after them, read by the bucketed search.
     sharedArray(module, mname, 255 + kBucketSearchWidth + 1);
     if (codebookBuckets)
       sharedArray(module, bname, kBuckets, b.getI16Type());

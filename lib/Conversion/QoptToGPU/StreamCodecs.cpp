@@ -60,8 +60,14 @@ Value LaneMath::sub(Value a, Value c) {
 Value LaneMath::mul(Value a, Value c) {
   return arith::MulFOp::create(b, loc, a, c, flags());
 }
+/// f32 lanes: the guarded sequences are the f32 instructions'.
+static bool isF32Vector(Value v) {
+  auto vec = dyn_cast<VectorType>(v.getType());
+  return vec && vec.getElementType().isF32();
+}
+
 Value LaneMath::div(Value a, Value c) {
-  if (guardIEEE && isa<VectorType>(a.getType()))
+  if (guardIEEE && isF32Vector(a))
     return guardedDiv(a, c);
   if (opaqueScalarIEEE && a.getType().isF32())
     return opaqueIEEE("div.rn.f32 $0, $1, $2;", {a, c});
@@ -108,7 +114,7 @@ Value LaneMath::sqrt(Value a) {
   // x86 sqrtss/sqrtps are correctly rounded; fast mode adds no estimate.
   if (target == Target::Host)
     return intrinsic("llvm.sqrt", a);
-  if (guardIEEE && isa<VectorType>(a.getType()))
+  if (guardIEEE && isF32Vector(a))
     return guardedSqrt(a);
   if (opaqueScalarIEEE && a.getType().isF32())
     return opaqueIEEE("sqrt.rn.f32 $0, $1;", {a});
@@ -743,13 +749,18 @@ static Value clampCode(LaneMath &m, GroupSchemeAttr scheme, Value q) {
 /// approximate one at most 10 (div.approx.ftz.f32 within 2 ulp, 4 units,
 /// for divisors in [2^-126, 2^126]; sqrt.approx.ftz.f32 within 2^-23, 2
 /// units; the IEEE product and sum, 1 each): softsign 4 + 10, sqrt 3 + 7.
+/// (The second division's divisor 1 + |y| is within div.approx's range as
+/// |y| <= 1 up to rounding: the divisor is the group's absmax, or its stored
+/// scale, which is within a factor of 2 of it.)
 /// With |t| < 128 (softsign) and |t| < 256 (sqrt) that is E < 1.07e-4 and
 /// E < 1.53e-4. Flushing a subnormal operand or quotient to zero moves t by
 /// less than 255 * sqrt(2^-126) / 2^-40 < 3.1e-5 when the divisor is at
 /// least 2^-40 (the authors' divisor is at least 1e-12 > 2^-40): E < 1.84e-4.
 ///
 /// With q' = floor(u'), u' = RN(t' + 0.5), the difference d = t' - q' is exact
-/// (Sterbenz for q' != 0, d = t' for q' = 0). Where |d| < 1/2 - 2^-12,
+/// where |d| < 1/2 (Sterbenz for q' != 0, d = t' for q' = 0; a t' just
+/// below 1/2 whose u' rounds up to 1 gives |d| = 1/2, which fails). Where
+/// |d| < 1/2 - 2^-12,
 /// t' + 0.5 lies in (q' + 2^-12, q' + 1 - 2^-12); t + 0.5 within E of it and
 /// u = RN(t + 0.5) within 2^-16 more, and E + 2^-16 < 2^-12 (2.0e-4 against
 /// 2.4e-4), so floor(u) = q' (and, away from half integers, roundeven(t) =

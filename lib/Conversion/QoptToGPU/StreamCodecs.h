@@ -80,8 +80,12 @@ public:
   /// the reciprocal once), with its range check done once for the thread's
   /// lanes instead of per lane: |a| and |c| in [2^-60, 2^60] for a / c, a in
   /// [2^-100, 2^100] for sqrt(a). The lanes take div.rn / sqrt.rn otherwise.
-  /// Same bits as div.rn / sqrt.rn (checked exhaustively on an H200 by
-  /// test/gpu/GuardedIEEETest.cpp). Not for arithmetic on 8-bit codes, which
+  /// Same bits as div.rn / sqrt.rn: the sequences are ptxas's own (FCHK's
+  /// exact condition is undocumented; the domain here keeps far from the
+  /// exponent limits), and test/gpu/GuardedIEEETest.cpp runs them on an H200
+  /// against the hardware's instructions: every sqrt input of the domain,
+  /// every numerator for 40 uniform divisors, 2 x 0xF0000000 random lane
+  /// pairs. Not for arithmetic on 8-bit codes, which
   /// qopt-tabulate-codes turns into tables.
   LaneMath guarded(bool enable = true) const {
     LaneMath m = *this;
