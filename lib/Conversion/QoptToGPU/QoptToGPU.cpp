@@ -46,8 +46,8 @@ public:
                 bool checkedRounding, bool codebookBuckets, bool guardedIEEE,
                 int64_t threads, int64_t lanes)
       : optimizer(optimizer), b(b), loc(optimizer.getLoc()),
-        math(b, loc, fast), checkedRounding(checkedRounding),
-        codebookBuckets(codebookBuckets), guardedIEEE(guardedIEEE),
+        math(b, loc, fast), guardedMath(math.guarded(guardedIEEE)),
+        checkedRounding(checkedRounding), codebookBuckets(codebookBuckets),
         threads(threads), lanes(lanes), tile(threads * lanes) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
@@ -106,11 +106,13 @@ private:
   OpBuilder &b;
   Location loc;
   LaneMath math;
+  /// `math` with div.rn / sqrt.rn of f32 lanes under one range check per
+  /// thread (LaneMath::guarded) where the option asks for it: the update's
+  /// arithmetic and the codes' quantization. Arithmetic on 8-bit codes
+  /// (dequantization, error bits) keeps `math`'s plain ops.
+  LaneMath guardedMath;
   bool checkedRounding;
   bool codebookBuckets;
-  /// div.rn / sqrt.rn of the update's lanes with one range check per thread
-  /// (LaneMath::guarded); arithmetic on 8-bit codes keeps the plain ops.
-  bool guardedIEEE;
   int64_t threads, lanes, tile;
   SmallVector<StreamInfo> streams;
   SmallVector<StateOp> states;
@@ -431,9 +433,8 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
     }
     Value stored = groupStoredScale(math, group, absmax);
     Value storedF32 = widenToF32(math, stored);
-    LaneMath quantize = math.guarded(guardedIEEE);
     Value codes = quantizeGroup(
-        quantize, group, value,
+        guardedMath, group, value,
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax),
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32),
         checkedRounding);
@@ -448,7 +449,7 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
   Value magnitude = math.select(laneMask, math.abs(value), zeros);
   Value absmax = reduceGroupMax(reduceLanesMax(magnitude), codebook.getBlock());
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
-  Value normalized = math.guarded(guardedIEEE).div(
+  Value normalized = guardedMath.div(
       value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
   Value codes = codebookCodes(index, normalized);
   storeElements(streamIndex(StreamRole::StateCodes, index), codes);
@@ -643,8 +644,7 @@ void KernelEmitter::emitStoreParam(Value value) {
 
 /// Vectorizes one arith/math operation of the update.
 FailureOr<Value> KernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
-  LaneMath update = math.guarded(guardedIEEE);
-  return vectorizeUpdateOp(update, op, mapping, lanes);
+  return vectorizeUpdateOp(guardedMath, op, mapping, lanes);
 }
 
 LogicalResult KernelEmitter::emitTile() {
@@ -766,8 +766,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
   // Blocks of 256 threads or fewer of updates with at most one state and no
   // codebook (SGD, Lion: 16 lanes) are built for two resident blocks per
-  // multiprocessor
-  // (.minnctapersm 2: at most 128 registers). FlashLion's f16 and GradScaler
+  // multiprocessor (.minnctapersm 2: at most 128 registers). FlashLion's f16 and GradScaler
   // variants took 134 and 141 registers without it, one block per SM, 13 to
   // 16% slower (H200); with it ptxas fits them in 128 with no spills. The
   // codebook kernels take 64 registers (four blocks) by themselves but 96
