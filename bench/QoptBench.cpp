@@ -111,7 +111,7 @@ struct DirectKernel {
     BCU(x.cuFuncGetAttribute(&maxThreads, kFuncMaxThreadsPerBlock, fn));
     BCU(x.cuFuncGetAttribute(&binaryVersion, kFuncBinaryVersion, fn));
     int64_t dyn = spec.info.launch.shared_bytes;
-    if (dyn > 48 * 1024)
+    if (dyn > 0) // static + dynamic may pass 48 KiB (the runtime does the same)
       BCU(d.cuFuncSetAttribute(fn, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(dyn)));
     BCU(x.cuOccupancyMaxActiveBlocksPerMultiprocessor(
         &occupancyBlocks, fn, spec.info.launch.threads_per_block, size_t(dyn)));

@@ -121,6 +121,18 @@ struct CompileOptions {
                "ptxas's fast-path sequence with one range check per thread "
                "(exact)"),
       cl::init(true), cl::cat(compileCategory)};
+  cl::opt<AsyncCopy> asyncCopy{
+      "async-copy",
+      cl::desc("Copy each full tile's read streams into shared memory one "
+               "tile ahead with cp.async, so its loads are in flight while "
+               "the tile before it computes (exact; the manifest asks for "
+               "the dynamic shared memory)"),
+      cl::values(clEnumValN(AsyncCopy::Auto, "auto",
+                            "on for two or more group states without a "
+                            "codebook (measured on the H200), else off"),
+                 clEnumValN(AsyncCopy::On, "on", "always"),
+                 clEnumValN(AsyncCopy::Off, "off", "never")),
+      cl::init(AsyncCopy::Auto), cl::cat(compileCategory)};
   cl::opt<std::string> paramType{
     "param-type",
     cl::desc("Parameter and gradient type of the kernel: bf16, f16 or f32 "
@@ -352,6 +364,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   // the guarded sequence would leave none for it.
   options.guardedIeee = opts->guardedIeee && !opts->exactUniformDivision;
   options.codebookBuckets = opts->codebookBuckets;
+  options.asyncCopy = opts->asyncCopy;
 
   // Variants of the spec: another parameter type, fused grad scaling.
   if (!opts->paramType.empty() || opts->gradScaling) {
@@ -426,6 +439,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     toGPU.checkedRounding = options.checkedRounding;
     toGPU.guardedIeee = options.guardedIeee;
     toGPU.codebookBuckets = options.codebookBuckets;
+    toGPU.asyncCopy = options.asyncCopy;
     pm.addPass(createConvertQoptToGPU(toGPU));
     if (failed(pm.run(*module)))
       return 1;

@@ -213,7 +213,11 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                       {"elements_per_thread", lanes},
                       {"tile_elements", threads * lanes},
                       {"descriptor_bytes", int64_t(16 + 8 * streams.size())},
-                      {"shared_bytes", 0},
+                      {"shared_bytes",
+                       format != "host" &&
+                               useAsyncCopy(optimizer, options.asyncCopy)
+                           ? getTileStaging(optimizer, *shape).sharedBytes()
+                           : int64_t(0)},
                       {"suggested_blocks_per_sm", 4}}}};
     if (gradScaling)
       kernel["grad_scaling"] = json::Object{{"scale", "grad_scale"},

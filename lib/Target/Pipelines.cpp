@@ -58,6 +58,7 @@ void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
   toGPU.checkedRounding = options.checkedRounding;
   toGPU.guardedIeee = options.guardedIeee;
   toGPU.codebookBuckets = options.codebookBuckets;
+  toGPU.asyncCopy = options.asyncCopy;
   pm.addPass(createConvertQoptToGPU(toGPU));
 
   GpuNVVMAttachTargetOptions target;

@@ -171,7 +171,10 @@ void Kernel::loadImage(const ImageSource &src, std::string *jitLog) {
 
 void Kernel::finishCudaLoad() {
   const qopt_launch_info &l = manifest_->launch;
-  if (l.shared_bytes > 48 * 1024) {
+  // Opted in for any dynamic shared memory: with the kernel's static shared
+  // memory (codebook tables) the block can pass the default 48 KiB although
+  // the dynamic part alone does not (the launch then fails).
+  if (l.shared_bytes > 0) {
     if (l.shared_bytes > ctx_->maxSharedOptin())
       fail(QOPT_ERROR_UNSUPPORTED, "kernel '", manifest_->kernel, "' needs ",
            l.shared_bytes, " bytes of shared memory per block; ",

@@ -40,10 +40,22 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
            "normalization) as ptxas's fast-path instruction sequence, its "
            "range check once per thread, div.rn/sqrt.rn for a thread with a "
            "lane outside it (exact)">,
+    Option<"asyncCopy", "async-copy", "::mlir::qopt::AsyncCopy",
+           /*default=*/"::mlir::qopt::AsyncCopy::Auto",
+           "Copy each full tile's read streams into dynamic shared memory one "
+           "tile ahead with cp.async (two stages, getTileStaging; the "
+           "manifest's launch.shared_bytes), so that its loads are in flight "
+           "while the tile before it computes (auto: useAsyncCopy's choice)",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::qopt::AsyncCopy::Auto, "auto",
+                        "the measured best for the update (useAsyncCopy)"),
+             clEnumValN(::mlir::qopt::AsyncCopy::On, "on", "always"),
+             clEnumValN(::mlir::qopt::AsyncCopy::Off, "off", "never"))}]>,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
-    "::mlir::LLVM::LLVMDialect", "::mlir::scf::SCFDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect"
   ];
 }

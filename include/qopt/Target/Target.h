@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "qopt/Dialect/Qopt/QoptOps.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/JSON.h"
 #include <string>
@@ -40,6 +41,10 @@ struct KernelOptions {
   bool guardedIeee = true;
   /// Codebook codes through a bucket table of float bit patterns (exact).
   bool codebookBuckets = true;
+  /// Full tiles' read streams copied into shared memory one tile ahead with
+  /// cp.async (getTileStaging; Auto: useAsyncCopy's choice); the manifest
+  /// asks for the shared memory.
+  AsyncCopy asyncCopy = AsyncCopy::Auto;
 };
 
 /// The PTX ISA feature of nvvm-attach-target for `chip` (e.g. "+ptx80" for

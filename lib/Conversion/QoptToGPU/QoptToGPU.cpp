@@ -6,7 +6,10 @@
 // vector of f32 lanes, so every per-element operation of the update becomes
 // one vector operation and every stream access one (or a few) 16-byte
 // accesses. A partial last tile uses masked accesses. Group absmax is reduced
-// with warp shuffles, block absmax beyond a warp through shared memory.
+// with warp shuffles, block absmax beyond a warp through shared memory. With
+// async copies each thread copies its part of the next full tile into shared
+// memory (cp.async) before it computes the current one, so the tile's loads
+// are in flight without holding registers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +18,7 @@
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
@@ -44,11 +48,12 @@ class KernelEmitter {
 public:
   KernelEmitter(OptimizerOp optimizer, OpBuilder &b, bool fast,
                 bool checkedRounding, bool codebookBuckets, bool guardedIEEE,
-                int64_t threads, int64_t lanes)
+                bool asyncCopy, int64_t threads, int64_t lanes)
       : optimizer(optimizer), b(b), loc(optimizer.getLoc()),
         math(b, loc, fast), guardedMath(math.guarded(guardedIEEE)),
         checkedRounding(checkedRounding), codebookBuckets(codebookBuckets),
-        threads(threads), lanes(lanes), tile(threads * lanes) {}
+        asyncCopy(asyncCopy), threads(threads), lanes(lanes),
+        tile(threads * lanes) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
 
@@ -88,6 +93,12 @@ private:
   void preloadElements(ArrayRef<unsigned> streamIds);
   void flushStores();
   Value loadPerGroup(unsigned stream, int64_t groupSize);
+  // Async copies (TileStaging): the full tile `tileInTensor` of the run's
+  // tensor copied into stage `stageIndex`, and a staged stream read back.
+  void copyTileToStage(Value tileInTensor, Value stageIndex);
+  Value stagedAddress(const StagedStream &staged, Value stageIndex,
+                      int64_t chunk);
+  Value loadStaged(const StagedStream &staged, Type type);
   void storePerGroup(unsigned stream, int64_t groupSize, Value value);
   unsigned streamIndex(StreamRole role, int state = -1);
 
@@ -113,7 +124,12 @@ private:
   LaneMath guardedMath;
   bool checkedRounding;
   bool codebookBuckets;
+  bool asyncCopy;
   int64_t threads, lanes, tile;
+  /// The streams copied ahead into dynamic shared memory (empty: none), the
+  /// memory, and in a full tile body the stage holding the tile (i64).
+  TileStaging staging;
+  Value stagingBase, stage;
   SmallVector<StreamInfo> streams;
   SmallVector<StateOp> states;
 
@@ -202,13 +218,19 @@ void KernelEmitter::preloadElements(ArrayRef<unsigned> streamIds) {
   for (unsigned stream : streamIds) {
     Type elem = memoryType(streams[stream].storage);
     types.push_back(lanesOf(elem));
-    addrs.push_back(gep(streamPtr(stream), elem, base));
+    addrs.push_back(isFullTile() && staging.lookup(stream)
+                        ? Value()
+                        : gep(streamPtr(stream), elem, base));
   }
   if (isFullTile()) {
-    for (auto [i, stream] : llvm::enumerate(streamIds))
-      preloaded[stream] =
-          load(types[i], addrs[i],
-               vectorAlignment(getElementTypeOrSelf(types[i]), lanes));
+    for (auto [i, stream] : llvm::enumerate(streamIds)) {
+      if (const StagedStream *staged = staging.lookup(stream))
+        preloaded[stream] = loadStaged(*staged, types[i]);
+      else
+        preloaded[stream] =
+            load(types[i], addrs[i],
+                 vectorAlignment(getElementTypeOrSelf(types[i]), lanes));
+    }
     return;
   }
   auto ifOp = scf::IfOp::create(b, loc, types, full, /*withElseRegion=*/true);
@@ -300,6 +322,9 @@ void KernelEmitter::storeElements(unsigned stream, Value value) {
 
 Value KernelEmitter::loadPerGroup(unsigned stream, int64_t groupSize) {
   Type elem = memoryType(streams[stream].storage);
+  if (const StagedStream *staged = staging.lookup(stream);
+      staged && isFullTile())
+    return widenToF32(math, loadStaged(*staged, elem));
   // A thread past the end reads group 0 (which exists: a tile's tensor is not
   // empty) so that it can still take part in the group's shuffles.
   Value group = arith::DivUIOp::create(b, loc, base, constI64(groupSize));
@@ -307,6 +332,88 @@ Value KernelEmitter::loadPerGroup(unsigned stream, int64_t groupSize) {
   Value scalar = load(elem, gep(streamPtr(stream), elem, safe),
                       elem.getIntOrFloatBitWidth() / 8);
   return widenToF32(math, scalar);
+}
+
+Value KernelEmitter::stagedAddress(const StagedStream &staged, Value stageIndex,
+                                   int64_t chunk) {
+  Value offset = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, stageIndex, constI64(staging.stageBytes)),
+      arith::MulIOp::create(
+          b, loc,
+          arith::AddIOp::create(b, loc, tid, constI64(chunk * threads)),
+          constI64(staged.chunkBytes)));
+  return gep(stagingBase, b.getI8Type(),
+             arith::AddIOp::create(b, loc, offset, constI64(staged.offset)));
+}
+
+void KernelEmitter::copyTileToStage(Value tileInTensor, Value stageIndex) {
+  Value first = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, tileInTensor, constI64(tile)),
+      arith::MulIOp::create(b, loc, tid, constI64(lanes)));
+  for (const StagedStream &staged : staging.streams) {
+    const StreamInfo &info = streams[staged.stream];
+    Type elem = memoryType(info.storage);
+    Value index = first;
+    if (info.perElements != 1) {
+      index = arith::DivUIOp::create(b, loc, first, constI64(info.perElements));
+      if (staged.elementsPerCopy > 1)
+        index = arith::AndIOp::create(b, loc, index,
+                                      constI64(-staged.elementsPerCopy));
+    }
+    Value src = gep(streamPtr(staged.stream), elem, index);
+    // 16-byte chunks bypass L1 (.cg: the data is read once, from shared
+    // memory); cp.async takes 4 and 8 bytes only through L1 (.ca).
+    auto cache = staged.chunkBytes == 16 ? NVVM::LoadCacheModifierKind::CG
+                                         : NVVM::LoadCacheModifierKind::CA;
+    for (int64_t j = 0; j < staged.bytesPerThread / staged.chunkBytes; ++j) {
+      Value chunkSrc = gep(src, b.getI8Type(), constI64(j * staged.chunkBytes));
+      NVVM::CpAsyncOp::create(
+          b, loc, stagedAddress(staged, stageIndex, j), chunkSrc,
+          b.getI32IntegerAttr(staged.chunkBytes),
+          NVVM::LoadCacheModifierKindAttr::get(b.getContext(), cache),
+          /*cpSize=*/Value());
+    }
+  }
+}
+
+Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
+  // One shared load per chunk (a 16-byte chunk is one ld.shared.v4), then the
+  // chunks joined into the thread's vector.
+  auto vecType = dyn_cast<VectorType>(type);
+  if (!vecType) {
+    Value addr = stagedAddress(staged, stage, 0);
+    if (staged.elementsPerCopy == 1)
+      return load(type, addr, staged.chunkBytes);
+    // The thread's scalar within the copied word.
+    Value group = arith::DivUIOp::create(
+        b, loc, base, constI64(streams[staged.stream].perElements));
+    Value within = arith::AndIOp::create(b, loc, group,
+                                         constI64(staged.elementsPerCopy - 1));
+    return load(type, gep(addr, type, within),
+                type.getIntOrFloatBitWidth() / 8);
+  }
+  int64_t chunks = staged.bytesPerThread / staged.chunkBytes;
+  int64_t perChunk = vecType.getNumElements() / chunks;
+  VectorType chunkType = VectorType::get({perChunk}, vecType.getElementType());
+  SmallVector<Value> parts;
+  for (int64_t j = 0; j < chunks; ++j)
+    parts.push_back(load(chunkType, stagedAddress(staged, stage, j),
+                         staged.chunkBytes));
+  // Pairwise concatenation: chunks is a power of two.
+  while (parts.size() > 1) {
+    SmallVector<Value> joined;
+    for (size_t k = 0; k < parts.size(); k += 2) {
+      int64_t n = cast<VectorType>(parts[k].getType()).getNumElements();
+      SmallVector<int64_t> mask;
+      for (int64_t i = 0; i < 2 * n; ++i)
+        mask.push_back(i);
+      joined.push_back(
+          vector::ShuffleOp::create(b, loc, parts[k], parts[k + 1], mask));
+    }
+    parts = std::move(joined);
+  }
+  return parts.front();
 }
 
 void KernelEmitter::storePerGroup(unsigned stream, int64_t groupSize,
@@ -861,6 +968,42 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   }
   gpu::BarrierOp::create(b, loc);
 
+  if (asyncCopy)
+    staging = getTileStaging(optimizer, TileShape{threads, lanes});
+  if (!staging.streams.empty()) {
+    // Dynamic shared memory (launch.shared_bytes of the manifest).
+    std::string name = prefix + "_staging";
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module.getBody());
+      LLVM::GlobalOp::create(
+          b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+          /*isConstant=*/false, LLVM::Linkage::External, name, Attribute(),
+          /*alignment=*/16, /*addrSpace=*/3);
+    }
+    stagingBase = LLVM::AddressOfOp::create(b, loc, sharedPtr(), name);
+  }
+  auto tileIsFull = [&](Value tileInTensor) {
+    Value tileEnd = arith::MulIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, tileInTensor, constI64(1)),
+        constI64(tile));
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, tileEnd,
+                                 numel);
+  };
+  // Copies the tile `tileInTensor` into stage `stageIndex` where `when`
+  // holds, then commits a cp.async group (an empty one otherwise, so that
+  // "all groups but the latest" is always the current tile's).
+  auto copyAheadIf = [&](Value when, Value tileInTensor, Value stageIndex) {
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, when,
+                                  /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      copyTileToStage(tileInTensor, stageIndex);
+    }
+    NVVM::CpAsyncCommitGroupOp::create(b, loc);
+  };
+
   // Each block steps one contiguous range of tiles, [start, stop), in runs
   // of one tensor's tiles: a run loads its tile-map entry and descriptor
   // once, so a tile's loads wait on no tile-map load.
@@ -905,6 +1048,12 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       arith::MinSIOp::create(
           b, loc, stop, arith::AddIOp::create(b, loc, firstTile, tensorTiles)),
       arith::AddIOp::create(b, loc, runStart, constI64(1)));
+  // The run's first tile is copied before the loop, each next one while its
+  // predecessor computes; stage k % 2 holds the run's k-th tile.
+  if (stagingBase) {
+    Value firstInTensor = arith::SubIOp::create(b, loc, runStart, firstTile);
+    copyAheadIf(tileIsFull(firstInTensor), firstInTensor, constI64(0));
+  }
   auto loop = scf::ForOp::create(b, loc, runStart, runEnd, constI64(1));
   scf::YieldOp::create(b, loc, ValueRange{runEnd});
   b.setInsertionPoint(loop.getBody()->getTerminator());
@@ -913,19 +1062,35 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   base = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, tileInTensor, constI64(tile)),
       arith::MulIOp::create(b, loc, tid, constI64(lanes)));
+  if (stagingBase) {
+    Value next = arith::AddIOp::create(b, loc, t, constI64(1));
+    Value nextInTensor = arith::AddIOp::create(b, loc, tileInTensor, constI64(1));
+    Value nextFull = arith::AndIOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, next, runEnd),
+        tileIsFull(nextInTensor));
+    Value nextStage = arith::AndIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, next, runStart), constI64(1));
+    copyAheadIf(nextFull, nextInTensor, nextStage);
+  }
   // A tile wholly inside its tensor (every tile of a run but a tensor's
   // last; the same for all threads of the block, so block reductions may
   // synchronize in it) gets a body of its own with no lane masks.
-  Value tileEnd = arith::MulIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, tileInTensor, constI64(1)),
-      constI64(tile));
-  Value tileFull =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, tileEnd, numel);
+  Value tileFull = tileIsFull(tileInTensor);
   auto split = scf::IfOp::create(b, loc, TypeRange{}, tileFull,
                                  /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&split.getThenRegion().front());
+    if (stagingBase) {
+      // Every group but the latest (the next tile's) is complete: this
+      // thread's copies of this tile are in shared memory. Each thread reads
+      // only what it copied itself, so no barrier is needed, and a stage is
+      // copied into again only after the thread has used what it read.
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(1));
+      stage = arith::AndIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, t, runStart), constI64(1));
+    }
     full = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
     active = full;
     laneMask = arith::ConstantOp::create(
@@ -978,7 +1143,9 @@ struct ConvertQoptToGPUPass
       auto gpuModule = gpu::GPUModuleOp::create(
           b, optimizer.getLoc(), (optimizer.getSymName() + "_kernels").str());
       KernelEmitter emitter(optimizer, b, mode == "fast", checkedRounding,
-                            codebookBuckets, guardedIeee, threads, lanes);
+                            codebookBuckets, guardedIeee,
+                            useAsyncCopy(optimizer, asyncCopy), threads,
+                            lanes);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();
       optimizer.erase();

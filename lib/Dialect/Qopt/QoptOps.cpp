@@ -183,6 +183,81 @@ int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
   return lanes;
 }
 
+const StagedStream *TileStaging::lookup(unsigned stream) const {
+  for (const StagedStream &s : streams)
+    if (s.stream == stream)
+      return &s;
+  return nullptr;
+}
+
+TileStaging mlir::qopt::getTileStaging(OptimizerOp optimizer,
+                                       TileShape shape) {
+  SmallVector<StreamInfo> streams = getStreams(optimizer);
+  SmallVector<StateOp> states = getStates(optimizer);
+  // The streams the update reads, in ABI order.
+  llvm::SmallBitVector read(streams.size());
+  auto markRead = [&](StreamRole role, int state = -1) {
+    for (auto [i, s] : llvm::enumerate(streams))
+      if (s.role == role && (state < 0 || s.stateIndex == state))
+        read.set(i);
+  };
+  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+    if (isa<LoadGradOp>(op))
+      markRead(StreamRole::Grad);
+    if (isa<LoadParamOp>(op)) {
+      markRead(StreamRole::Param);
+      markRead(StreamRole::ErrorBits);
+    }
+    if (auto load = dyn_cast<LoadStateOp>(op)) {
+      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+          optimizer, load.getStateAttr());
+      int index = llvm::find(states, state) - states.begin();
+      for (StreamRole role : {StreamRole::State, StreamRole::StateCodes,
+                              StreamRole::StateScales, StreamRole::StateAbsmax})
+        markRead(role, index);
+    }
+  }
+  TileStaging staging;
+  for (auto [i, s] : llvm::enumerate(streams)) {
+    if (!read.test(i))
+      continue;
+    int64_t elementBytes = s.storage.getIntOrFloatBitWidth() / 8;
+    int64_t bytes = s.perElements == 1 ? shape.lanes * elementBytes
+                                       : elementBytes;
+    int64_t perCopy = 1;
+    if (s.perElements != 1 && bytes < 4) {
+      // The word of a pair of scalars lies in the tile if its groups do.
+      perCopy = 4 / bytes;
+      if ((shape.tile() / s.perElements) % perCopy != 0)
+        continue;
+      bytes = 4;
+    }
+    if (bytes != 4 && bytes != 8 && bytes % 16 != 0)
+      continue;
+    int64_t chunk = std::min<int64_t>(bytes, 16);
+    staging.streams.push_back(
+        {static_cast<unsigned>(i), bytes, chunk, staging.stageBytes, perCopy});
+    // Regions stay 16-byte aligned: threads is a multiple of 32.
+    staging.stageBytes += shape.threads * bytes;
+  }
+  if (staging.sharedBytes() > TileStaging::kMaxSharedBytes)
+    return TileStaging();
+  return staging;
+}
+
+bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {
+  if (requested != AsyncCopy::Auto)
+    return requested == AsyncCopy::On;
+  SmallVector<StateOp> states = getStates(optimizer);
+  int64_t groupStates = llvm::count_if(states, [](StateOp state) {
+    return isa<GroupSchemeAttr>(state.getScheme());
+  });
+  bool codebook = llvm::any_of(states, [](StateOp state) {
+    return isa<CodebookSchemeAttr>(state.getScheme());
+  });
+  return groupStates >= 2 && !codebook;
+}
+
 static bool isStreamFloat(Type type) {
   return type.isF32() || type.isBF16() || type.isF16();
 }

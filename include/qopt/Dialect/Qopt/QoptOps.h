@@ -84,11 +84,59 @@ int64_t getThreadsPerBlock(OptimizerOp optimizer, int64_t requested);
 
 /// Consecutive elements per GPU thread (the lanes of a host chunk): the
 /// `requested` number, or with `requested <= 0` the measured best on the H200
-/// (bench/NOTES.md: 16 for one state, 8 with codebook states, else 4) raised
+/// (bench/NOTES.md: 16 for one state, else 8) raised
 /// until `threads` such threads cover the largest block; never more than the smallest group, so that a thread's lanes lie in
 /// one group. The tile is `threads` times this.
 int64_t getElementsPerThread(OptimizerOp optimizer, int64_t threads,
                              int64_t requested);
+
+/// One stream that a GPU kernel with async copies (convert-qopt-to-gpu
+/// `async-copy`) copies into shared memory a tile ahead of its use. Each
+/// thread's `bytesPerThread` bytes travel as chunks of `chunkBytes` (4, 8 or
+/// 16, the sizes of cp.async); chunk j of thread i lies at
+/// `offset + (j * threads + i) * chunkBytes` from the start of a stage, so
+/// that a warp's shared loads of one chunk touch consecutive bytes. A group
+/// stream of 2-byte scales is copied as the aligned 4-byte word that holds
+/// the thread's scale (`elementsPerCopy` 2: the word's other scale is its
+/// neighbour group's, inside the same full tile).
+struct StagedStream {
+  unsigned stream;        ///< index into getStreams()
+  int64_t bytesPerThread; ///< lanes x element bytes; a group stream's scalar
+  int64_t chunkBytes;
+  int64_t offset;         ///< bytes from the start of a stage
+  int64_t elementsPerCopy = 1; ///< group streams: scalars per 4-byte copy
+};
+
+/// The streams a full tile reads, staged in shared memory: two stages (the
+/// tile being computed and the next one, in flight), each `stageBytes`.
+struct TileStaging {
+  static constexpr int64_t kStages = 2;
+  /// Beyond this the staging would cost blocks per multiprocessor (and past
+  /// 227 KiB it would not fit the H200's block at all): no staging then.
+  static constexpr int64_t kMaxSharedBytes = 96 * 1024;
+  llvm::SmallVector<StagedStream> streams;
+  int64_t stageBytes = 0;
+  /// Dynamic shared memory per block: the manifest's `launch.shared_bytes`.
+  int64_t sharedBytes() const { return kStages * stageBytes; }
+  const StagedStream *lookup(unsigned stream) const;
+};
+
+/// The staging of `optimizer`'s tiles of `shape`: every per-element stream
+/// the update reads, and each read quantized state's scales or absmax (one
+/// scalar per thread, 2-byte scales as their 4-byte word), whose bytes per
+/// thread are 4, 8 or a multiple of 16.
+/// Empty where the two stages would exceed TileStaging::kMaxSharedBytes.
+TileStaging getTileStaging(OptimizerOp optimizer, TileShape shape);
+
+/// Whether a GPU kernel copies its tiles ahead with cp.async (getTileStaging).
+enum class AsyncCopy { Auto, On, Off };
+
+/// `requested`, or for Auto the measured best on the H200 (bench/NOTES.md):
+/// on for updates with two or more group states and no codebook state (the
+/// Adam family: +10 to 24% at 64 Mi elements), off for the rest: the
+/// one-state updates (SGD, Lion: -8%) and the codebook updates (-11%, their
+/// bound is already the shared-memory pipe that the staging also uses).
+bool useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested);
 } // namespace mlir::qopt
 
 #endif // QOPT_DIALECT_QOPT_QOPTOPS_H

@@ -1,0 +1,86 @@
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=off | FileCheck %s --check-prefix=OFF
+// RUN: qopt-opt %s --emit=ptx -o %t.ptx
+// RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
+// RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
+
+// Async copies (two group states: on by default, useAsyncCopy). Each thread
+// copies its part of a full tile into dynamic shared memory with cp.async one
+// tile ahead: the run's first tile before the run's loop, each next tile at
+// the top of the iteration before it; a cp.async group is committed either
+// way, so that waiting for all but the latest group waits for this tile.
+// The full tile reads back only what the thread copied (no barrier). Layout
+// per stage (512 threads x 8 lanes), by getTileStaging:
+//   p f32 32 B (two 16-byte chunks)  0      g f32 32 B           16384
+//   m.codes 8 B                      32768  m.scales f16 word 4 B 36864
+//   v.codes 8 B                      38912  v.scales f16 word 4 B 43008
+// 45056 bytes a stage, two stages: 90112 bytes.
+
+// CHECK: llvm.mlir.global external @__qopt_Staged_staging() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+// CHECK-LABEL: gpu.func @Staged
+// CHECK: %[[STAGING:.+]] = llvm.mlir.addressof @__qopt_Staged_staging : !llvm.ptr<3>
+// CHECK: scf.while
+// The run's first tile, where it is full, into stage 0.
+// CHECK: scf.if %{{.+}} {
+// CHECK-COUNT-4: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 16, cache =  cg : !llvm.ptr<3>, !llvm.ptr<1>
+// CHECK: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 8, cache =  ca
+// The f16 scale's aligned word: the group index with its low bit cleared.
+// CHECK: arith.andi %{{.+}}, %c-2_i64 : i64
+// CHECK: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 4, cache =  ca
+// CHECK: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 8, cache =  ca
+// CHECK: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 4, cache =  ca
+// CHECK: }
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK: scf.for
+// The next tile, if it is in the run and full, into the other stage.
+// CHECK: arith.cmpi slt
+// CHECK: scf.if %{{.+}} {
+// CHECK-COUNT-8: nvvm.cp.async.shared.global
+// CHECK: }
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// The full tile: wait, then shared loads only; p's two chunks joined.
+// CHECK: scf.if %{{.+}} {
+// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK-NOT: !llvm.ptr<1> -> vector
+// CHECK: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xf32>
+// CHECK: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xf32>
+// CHECK: vector.shuffle %{{.+}}, %{{.+}} [0, 1, 2, 3, 4, 5, 6, 7] : vector<4xf32>, vector<4xf32>
+// CHECK: llvm.load %{{.+}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<8xi8>
+// CHECK: llvm.load %{{.+}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<8xi8>
+// The thread's scale within the word: the group index's low bit.
+// CHECK: arith.andi %{{.+}}, %c1_i64{{.*}} : i64
+// CHECK: llvm.load %{{.+}} {alignment = 2 : i64} : !llvm.ptr<3> -> f16
+// CHECK: } else {
+// The partial tile loads from global memory, masked.
+// CHECK: llvm.intr.masked.load
+// CHECK: gpu.return
+
+// OFF-NOT: cp.async
+// OFF-NOT: staging
+// OFF: gpu.return
+
+// PTX: .extern .shared .align 16 .b8 __qopt_Staged_staging[];
+// PTX: cp.async.cg.shared.global [{{%rd[0-9]+}}], [{{%rd[0-9]+}}], 16;
+// PTX: cp.async.ca.shared.global [{{%rd[0-9]+}}{{(\+[0-9]+)?}}], [{{%rd[0-9]+}}], 4;
+// PTX: cp.async.commit_group;
+// PTX: cp.async.wait_group 1;
+// PTX: ld.shared.v4.b32
+
+// MANIFEST: "shared_bytes": 90112
+qopt.optimizer @Staged param "p" : f32 master none grad "g" : f32 {
+  qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
+  qopt.state @v : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_up, divisor = absmax>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %v = qopt.load_state @v : f32
+    %mn = arith.addf %m, %g : f32
+    %g2 = arith.mulf %g, %g : f32
+    %vn = arith.addf %v, %g2 : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_state @v, %vn : f32
+    qopt.store_param %pn : f32
+  }
+}
