@@ -91,8 +91,8 @@ struct CompileOptions {
     cl::value_desc("path"), cl::init(""), cl::cat(compileCategory)};
   cl::opt<int64_t> threadsPerBlock{
       "threads-per-block",
-      cl::desc("Threads per block (0: 512 for two or more group states, "
-               "else 256)"),
+      cl::desc("Threads per block (0: 512 for group states without a "
+               "codebook, else 256)"),
       cl::init(0), cl::cat(compileCategory)};
   cl::opt<bool> tabulateCodes{
       "tabulate-codes",
@@ -101,8 +101,8 @@ struct CompileOptions {
   cl::opt<int64_t> elementsPerThread{
       "elements-per-thread",
       cl::desc("Consecutive elements each GPU thread owns per tile (0: "
-               "16 for one state, 8 for more or with codebook states, more "
-               "where a block needs a larger tile)"),
+               "16 for at most one plain state, else 8, more where a block "
+               "needs a larger tile)"),
       cl::init(0), cl::cat(compileCategory)};
   cl::opt<bool> exactUniformDivision{
       "exact-uniform-division",
@@ -128,7 +128,7 @@ struct CompileOptions {
                "the tile before it computes (exact; the manifest asks for "
                "the dynamic shared memory)"),
       cl::values(clEnumValN(AsyncCopy::Auto, "auto",
-                            "on for two or more group states without a "
+                            "on for group states without a "
                             "codebook (measured on the H200), else off"),
                  clEnumValN(AsyncCopy::On, "on", "always"),
                  clEnumValN(AsyncCopy::Off, "off", "never")),

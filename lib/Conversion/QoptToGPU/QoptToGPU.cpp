@@ -396,8 +396,9 @@ Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
   int64_t chunks = staged.bytesPerThread / staged.chunkBytes;
   int64_t perChunk = vecType.getNumElements() / chunks;
   VectorType chunkType = VectorType::get({perChunk}, vecType.getElementType());
-  SmallVector<Value> parts;
-  for (int64_t j = 0; j < chunks; ++j)
+  SmallVector<Value> parts = {
+      load(chunkType, stagedAddress(staged, stage, 0), staged.chunkBytes)};
+  for (int64_t j = 1; j < chunks; ++j)
     parts.push_back(load(chunkType, stagedAddress(staged, stage, j),
                          staged.chunkBytes));
   // Pairwise concatenation: chunks is a power of two.

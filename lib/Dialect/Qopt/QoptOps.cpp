@@ -147,18 +147,28 @@ int64_t mlir::qopt::getMinGroupSize(OptimizerOp optimizer) {
   return result;
 }
 
+/// Group (companded) states and whether any state is a codebook one: what
+/// the measured tile shapes and async copies depend on.
+static std::pair<int64_t, bool> countStateKinds(OptimizerOp optimizer) {
+  SmallVector<StateOp> states = getStates(optimizer);
+  int64_t groupStates = llvm::count_if(states, [](StateOp state) {
+    return isa<GroupSchemeAttr>(state.getScheme());
+  });
+  bool codebook = llvm::any_of(states, [](StateOp state) {
+    return isa<CodebookSchemeAttr>(state.getScheme());
+  });
+  return {groupStates, codebook};
+}
+
 int64_t mlir::qopt::getThreadsPerBlock(OptimizerOp optimizer,
                                        int64_t requested) {
   if (requested > 0)
     return requested;
-  // Measured on the H200 (bench/NOTES.md): two or more group states (the
-  // Adam family, 8 lanes) run faster with 512 threads; one state or
-  // codebook states with 256.
-  SmallVector<StateOp> states = getStates(optimizer);
-  bool codebook = llvm::any_of(states, [](StateOp state) {
-    return isa<CodebookSchemeAttr>(state.getScheme());
-  });
-  return states.size() >= 2 && !codebook ? 512 : 256;
+  // Measured on the H200 (bench/NOTES.md): updates with group states and no
+  // codebook (the Adam family, SGD, Lion: 8 lanes, async copies) run faster
+  // with 512 threads; codebook states and plain states with 256.
+  auto [groupStates, codebook] = countStateKinds(optimizer);
+  return groupStates >= 1 && !codebook ? 512 : 256;
 }
 
 int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
@@ -170,12 +180,14 @@ int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
   SmallVector<StateOp> states = getStates(optimizer);
   for (StateOp state : states)
     maxGroup = std::max(maxGroup, getReductionSize(state));
-  // Measured on the H200 (bench/NOTES.md): an update with one state is
-  // fastest with 16 lanes (more loads in flight per thread), one with
-  // codebook states with 8, and two or more companded states with 8 since
-  // the guarded IEEE division (its range check once per thread pays more
-  // with more lanes: FlashAdamW 2162 GB/s against 2035 with 4).
-  int64_t preferred = states.size() <= 1 ? 16 : 8;
+  // Measured on the H200 (bench/NOTES.md): updates with group states take 8
+  // lanes (with async copies the loads in flight need no registers: SGD and
+  // Lion 2971 -> 3217 GB/s against 16 lanes and 256 threads without; the
+  // guarded IEEE division's range check once per thread pays more with more
+  // lanes: FlashAdamW 2162 against 2035 with 4), codebook states 8; a plain
+  // update with at most one state 16 (more loads in flight per thread).
+  auto [groupStates, codebook] = countStateKinds(optimizer);
+  int64_t preferred = states.size() <= 1 && groupStates == 0 ? 16 : 8;
   int64_t lanes = std::min<int64_t>(preferred, minGroup);
   while (threads > 0 && (threads * lanes) % maxGroup != 0 && lanes < 16 &&
          lanes * 2 <= minGroup)
@@ -248,14 +260,8 @@ TileStaging mlir::qopt::getTileStaging(OptimizerOp optimizer,
 bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {
   if (requested != AsyncCopy::Auto)
     return requested == AsyncCopy::On;
-  SmallVector<StateOp> states = getStates(optimizer);
-  int64_t groupStates = llvm::count_if(states, [](StateOp state) {
-    return isa<GroupSchemeAttr>(state.getScheme());
-  });
-  bool codebook = llvm::any_of(states, [](StateOp state) {
-    return isa<CodebookSchemeAttr>(state.getScheme());
-  });
-  return groupStates >= 2 && !codebook;
+  auto [groupStates, codebook] = countStateKinds(optimizer);
+  return groupStates >= 1 && !codebook;
 }
 
 static bool isStreamFloat(Type type) {

@@ -1,26 +1,33 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s --check-prefix=AUTO
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=on | FileCheck %s --check-prefix=ON
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=off | FileCheck %s --check-prefix=OFF
 // RUN: qopt-opt %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
-// RUN: qopt-opt %s --emit=ptx --async-copy=on -o %t.on.ptx
-// RUN: FileCheck %s --check-prefix=MANIFEST-ON --input-file=%t.on.manifest.json
+// RUN: qopt-opt %s --emit=ptx --async-copy=off -o %t.off.ptx
+// RUN: FileCheck %s --check-prefix=MANIFEST-OFF --input-file=%t.off.manifest.json
 
-// One state: no async copies by default (measured slower, useAsyncCopy);
-// async-copy=on stages the bf16 parameter and gradient (16 lanes: 32 bytes,
-// two chunks), the codes (16 bytes) and the f32 scale (4 bytes) of 256
-// threads: (32 + 32 + 16 + 4) * 256 = 21504 bytes a stage, 43008 for two.
+// One group state (SGD's momentum, Lion): async copies by default too
+// (useAsyncCopy), with 512 threads of 8 lanes (getThreadsPerBlock,
+// getElementsPerThread). A stage holds the bf16 parameter and gradient (16
+// bytes each), the codes (8) and the f32 scale (4) of 512 threads:
+// (16 + 16 + 8 + 4) * 512 = 22528 bytes, 45056 for two stages. The scale is
+// one 4-byte copy per thread.
 
-// AUTO-NOT: cp.async
-// AUTO: gpu.return
+// AUTO: llvm.mlir.global external @__qopt_Momentum_staging()
+// AUTO: gpu.func @Momentum({{.+}}) kernel attributes {known_block_size = array<i32: 512, 1, 1>}
+// AUTO: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 4, cache =  ca
+// AUTO: nvvm.cp.async.commit.group
+// AUTO: nvvm.cp.async.wait.group 1
+// AUTO: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<8xbf16>
+// AUTO: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 
-// ON: llvm.mlir.global external @__qopt_Momentum_staging()
-// ON: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 4, cache =  ca
-// ON: nvvm.cp.async.commit.group
-// ON: nvvm.cp.async.wait.group 1
-// ON: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// OFF-NOT: cp.async
+// OFF: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// OFF: gpu.return
 
-// MANIFEST: "shared_bytes": 0
-// MANIFEST-ON: "shared_bytes": 43008
+// MANIFEST: "elements_per_thread": 8
+// MANIFEST: "shared_bytes": 45056
+// MANIFEST: "threads_per_block": 512
+// MANIFEST-OFF: "shared_bytes": 0
 
 qopt.optimizer @Momentum param "p" : bf16 master none grad "g" : bf16 {
   qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = linear, scale = f32, rounding = half_up, divisor = absmax>

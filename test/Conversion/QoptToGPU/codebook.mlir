@@ -1,5 +1,11 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu='codebook-buckets=false guarded-ieee=false' | FileCheck %s --check-prefix=FULL
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOASYNC
+
+// Codebook states take no async copies by default (useAsyncCopy: measured
+// slower, the codebook search already loads the shared-memory pipe).
+// NOASYNC-NOT: cp.async
+// NOASYNC: gpu.return
 
 // Seed 000's blockwise codebook: the qmap table, its 255 midpoints (and 8
 // of +inf after them) in shared memory, filled once per block, and a table of

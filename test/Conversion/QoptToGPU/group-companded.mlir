@@ -1,8 +1,9 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=elements-per-thread=16 | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="mode=fast elements-per-thread=16" | FileCheck %s --check-prefix=FAST
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="elements-per-thread=16 threads-per-block=256 async-copy=off" | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="mode=fast elements-per-thread=16 threads-per-block=256 async-copy=off" | FileCheck %s --check-prefix=FAST
 
 // A companded group-32 momentum and a bf16 parameter with int8 error bits: the
-// kernel signature of docs/abi.md, 16 lanes per thread, each block stepping a
+// kernel signature of docs/abi.md, 16 lanes per thread and loads straight to
+// registers (no async copies: async-copy.mlir has those), each block stepping a
 // contiguous range of tiles in runs of one tensor's tiles (one tile-map load
 // per run), 16-byte accesses with a masked tail, the group absmax over two
 // threads by one xor shuffle.
