@@ -147,28 +147,40 @@ int64_t mlir::qopt::getMinGroupSize(OptimizerOp optimizer) {
   return result;
 }
 
-/// Group (companded) states and whether any state is a codebook one: what
-/// the measured tile shapes and async copies depend on.
-static std::pair<int64_t, bool> countStateKinds(OptimizerOp optimizer) {
+/// Whether the measured best for `optimizer` is 512 threads of 8 lanes with
+/// async copies (H200, bench/NOTES.md): group states, no codebook state, and
+/// a 16-bit parameter. Those steps are bound by their instruction issue, and
+/// the staging frees the registers that loads in flight would hold. With an
+/// f32 parameter (the .f32 variants: no error bits, 9 to 16 B/param of
+/// mostly memory traffic) the direct loads keep more bytes in flight than one
+/// staged tile: FlashLion.f32 3659 -> 2435 GB/s and FlashAdamW.f32 2918 ->
+/// 2566 with the staging.
+static bool prefersStagedTiles(OptimizerOp optimizer) {
   SmallVector<StateOp> states = getStates(optimizer);
-  int64_t groupStates = llvm::count_if(states, [](StateOp state) {
+  bool group = llvm::any_of(states, [](StateOp state) {
     return isa<GroupSchemeAttr>(state.getScheme());
   });
   bool codebook = llvm::any_of(states, [](StateOp state) {
     return isa<CodebookSchemeAttr>(state.getScheme());
   });
-  return {groupStates, codebook};
+  return group && !codebook &&
+         optimizer.getParamType().getIntOrFloatBitWidth() == 16;
 }
 
 int64_t mlir::qopt::getThreadsPerBlock(OptimizerOp optimizer,
                                        int64_t requested) {
   if (requested > 0)
     return requested;
-  // Measured on the H200 (bench/NOTES.md): updates with group states and no
-  // codebook (the Adam family, SGD, Lion: 8 lanes, async copies) run faster
-  // with 512 threads; codebook states and plain states with 256.
-  auto [groupStates, codebook] = countStateKinds(optimizer);
-  return groupStates >= 1 && !codebook ? 512 : 256;
+  // Measured on the H200 (bench/NOTES.md): the staged steps
+  // (prefersStagedTiles) and, without staging, two or more states without a
+  // codebook run faster with 512 threads; the rest with 256.
+  if (prefersStagedTiles(optimizer))
+    return 512;
+  SmallVector<StateOp> states = getStates(optimizer);
+  bool codebook = llvm::any_of(states, [](StateOp state) {
+    return isa<CodebookSchemeAttr>(state.getScheme());
+  });
+  return states.size() >= 2 && !codebook ? 512 : 256;
 }
 
 int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
@@ -180,14 +192,14 @@ int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
   SmallVector<StateOp> states = getStates(optimizer);
   for (StateOp state : states)
     maxGroup = std::max(maxGroup, getReductionSize(state));
-  // Measured on the H200 (bench/NOTES.md): updates with group states take 8
-  // lanes (with async copies the loads in flight need no registers: SGD and
-  // Lion 2971 -> 3217 GB/s against 16 lanes and 256 threads without; the
-  // guarded IEEE division's range check once per thread pays more with more
-  // lanes: FlashAdamW 2162 against 2035 with 4), codebook states 8; a plain
-  // update with at most one state 16 (more loads in flight per thread).
-  auto [groupStates, codebook] = countStateKinds(optimizer);
-  int64_t preferred = states.size() <= 1 && groupStates == 0 ? 16 : 8;
+  // Measured on the H200 (bench/NOTES.md): the staged steps take 8 lanes
+  // (their loads in flight need no registers: SGD and Lion 2971 -> 3217 GB/s
+  // against 16 lanes and 256 threads unstaged; the guarded IEEE division's
+  // range check once per thread pays more with more lanes: FlashAdamW 2162
+  // against 2035 with 4); unstaged, an update with one state 16 (more loads in
+  // flight per thread), with more or codebook states 8.
+  int64_t preferred =
+      !prefersStagedTiles(optimizer) && states.size() <= 1 ? 16 : 8;
   int64_t lanes = std::min<int64_t>(preferred, minGroup);
   while (threads > 0 && (threads * lanes) % maxGroup != 0 && lanes < 16 &&
          lanes * 2 <= minGroup)
@@ -260,8 +272,7 @@ TileStaging mlir::qopt::getTileStaging(OptimizerOp optimizer,
 bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {
   if (requested != AsyncCopy::Auto)
     return requested == AsyncCopy::On;
-  auto [groupStates, codebook] = countStateKinds(optimizer);
-  return groupStates >= 1 && !codebook;
+  return prefersStagedTiles(optimizer);
 }
 
 static bool isStreamFloat(Type type) {

@@ -1,10 +1,12 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=on | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s --check-prefix=OFF
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=off | FileCheck %s --check-prefix=OFF
-// RUN: qopt-opt %s --emit=ptx -o %t.ptx
+// RUN: qopt-opt %s --emit=ptx --async-copy=on -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 
-// Async copies (two group states: on by default, useAsyncCopy). Each thread
+// Async copies (async-copy=on; by default an f32 parameter takes none:
+// useAsyncCopy, measured slower for these mostly-memory steps). Each thread
 // copies its part of a full tile into dynamic shared memory with cp.async one
 // tile ahead: the run's first tile before the run's loop, each next tile at
 // the top of the iteration before it; a cp.async group is committed either

@@ -78,13 +78,14 @@ FailureOr<TileShape> resolveTileShape(OptimizerOp optimizer,
 int64_t getMinGroupSize(OptimizerOp optimizer);
 
 /// Threads per GPU block: `requested`, or with `requested <= 0` the measured
-/// best on the H200 (bench/NOTES.md: 512 for group states without a
-/// codebook, else 256).
+/// best on the H200 (bench/NOTES.md: 512 where useAsyncCopy's Auto stages the
+/// tiles or for two or more states without a codebook, else 256).
 int64_t getThreadsPerBlock(OptimizerOp optimizer, int64_t requested);
 
 /// Consecutive elements per GPU thread (the lanes of a host chunk): the
 /// `requested` number, or with `requested <= 0` the measured best on the H200
-/// (bench/NOTES.md: 16 for at most one plain state, else 8) raised
+/// (bench/NOTES.md: 8 where the tiles are staged, else 16 for one state and 8
+/// for more) raised
 /// until `threads` such threads cover the largest block; never more than the smallest group, so that a thread's lanes lie in
 /// one group. The tile is `threads` times this.
 int64_t getElementsPerThread(OptimizerOp optimizer, int64_t threads,
@@ -132,11 +133,13 @@ TileStaging getTileStaging(OptimizerOp optimizer, TileShape shape);
 enum class AsyncCopy { Auto, On, Off };
 
 /// `requested`, or for Auto the measured best on the H200 (bench/NOTES.md):
-/// on for updates with group states and no codebook state (the Adam family:
-/// +10 to 24% at 64 Mi elements; SGD and Lion at 8 lanes x 512 threads: +8%),
-/// off for the rest: the codebook updates (-11% at their best shape: their
-/// bound is already the shared-memory pipe that the staging also uses) and
-/// plain states (not measured).
+/// on for updates with group states, no codebook state and a 16-bit parameter
+/// (the Adam family: +10 to 26% at 64 Mi elements; SGD and Lion at 8 lanes x
+/// 512 threads: +8%), off for the rest: the codebook updates (-11% at their
+/// best shape: their bound is already the shared-memory pipe that the
+/// staging also uses), f32 parameters (-12 to -33%: mostly memory traffic,
+/// where direct loads keep more bytes in flight) and plain states (not
+/// measured).
 bool useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested);
 } // namespace mlir::qopt
 
