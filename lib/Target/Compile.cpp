@@ -91,8 +91,9 @@ struct CompileOptions {
     cl::value_desc("path"), cl::init(""), cl::cat(compileCategory)};
   cl::opt<int64_t> threadsPerBlock{
       "threads-per-block",
-      cl::desc("Threads per block (0: 512 for group states without a "
-               "codebook, else 256)"),
+      cl::desc("Threads per block (0: 512 with async copies (group states, "
+               "no codebook, a 16-bit parameter) or for two or more states "
+               "without a codebook, else 256)"),
       cl::init(0), cl::cat(compileCategory)};
   cl::opt<bool> tabulateCodes{
       "tabulate-codes",
@@ -101,8 +102,8 @@ struct CompileOptions {
   cl::opt<int64_t> elementsPerThread{
       "elements-per-thread",
       cl::desc("Consecutive elements each GPU thread owns per tile (0: "
-               "16 for at most one plain state, else 8, more where a block "
-               "needs a larger tile)"),
+               "8 with async copies, else 16 for one state and 8 for more, "
+               "more where a block needs a larger tile)"),
       cl::init(0), cl::cat(compileCategory)};
   cl::opt<bool> exactUniformDivision{
       "exact-uniform-division",
@@ -126,10 +127,12 @@ struct CompileOptions {
       cl::desc("Copy each full tile's read streams into shared memory one "
                "tile ahead with cp.async, so its loads are in flight while "
                "the tile before it computes (exact; the manifest asks for "
-               "the dynamic shared memory)"),
+               "the dynamic shared memory; at most 96 KiB, streams of 4, 8 "
+               "or a power of two times 16 bytes per thread)"),
       cl::values(clEnumValN(AsyncCopy::Auto, "auto",
-                            "on for group states without a "
-                            "codebook (measured on the H200), else off"),
+                            "on for group states without a codebook and "
+                            "a 16-bit parameter (measured on the H200), "
+                            "else off"),
                  clEnumValN(AsyncCopy::On, "on", "always"),
                  clEnumValN(AsyncCopy::Off, "off", "never")),
       cl::init(AsyncCopy::Auto), cl::cat(compileCategory)};

@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::qopt;
@@ -127,6 +128,19 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     int64_t threads = shape->threads, lanes = shape->lanes;
     SmallVector<StreamInfo> streams = getStreams(optimizer);
 
+    // Dynamic shared memory: the async copies' two stages. The runtime sizes
+    // the grid by the driver's occupancy; the suggestion, for where it
+    // cannot, is 4 blocks per SM or as many as the staging lets fit in the
+    // 228 KiB of an H100/H200 SM (1 KiB of it reserved per block).
+    int64_t sharedBytes =
+        format != "host" && useAsyncCopy(optimizer, options.asyncCopy)
+            ? getTileStaging(optimizer, *shape).sharedBytes()
+            : 0;
+    int64_t suggestedBlocks =
+        sharedBytes ? std::clamp<int64_t>(228 * 1024 / (sharedBytes + 1024),
+                                          1, 4)
+                    : 4;
+
     json::Array hypers;
     for (HyperOp hyper : getHypers(optimizer)) {
       json::Object h{{"name", hyper.getSymName().str()}};
@@ -213,12 +227,8 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                       {"elements_per_thread", lanes},
                       {"tile_elements", threads * lanes},
                       {"descriptor_bytes", int64_t(16 + 8 * streams.size())},
-                      {"shared_bytes",
-                       format != "host" &&
-                               useAsyncCopy(optimizer, options.asyncCopy)
-                           ? getTileStaging(optimizer, *shape).sharedBytes()
-                           : int64_t(0)},
-                      {"suggested_blocks_per_sm", 4}}}};
+                      {"shared_bytes", sharedBytes},
+                      {"suggested_blocks_per_sm", suggestedBlocks}}}};
     if (gradScaling)
       kernel["grad_scaling"] = json::Object{{"scale", "grad_scale"},
                                             {"found_inf", "found_inf"}};

@@ -68,8 +68,12 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
   qopt_kernel *kernel = loaded->kernel;
 
   // Sizes: one element, a partial group, a full tile, a tile and a bit,
-  // several tiles with a partial block, and a larger tensor.
-  const std::vector<int64_t> sizes = {1, 31, 4096, 4097, 3 * 4096 + 17, 70001};
+  // several tiles with a partial block, a larger tensor, and one of more
+  // tiles than the grid has blocks (at least 1280 tiles against at most 528
+  // blocks on an H200), so that blocks step runs of several tiles: the async
+  // copies' copy-ahead into both stages, waits with a group pending.
+  const std::vector<int64_t> sizes = {1,     31,    4096, 4097, 3 * 4096 + 17,
+                                      70001, 5 * 1024 * 1024 + 3};
   std::mt19937 rng(1234);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<ref::TensorBuffers> tensors;

@@ -969,8 +969,16 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   }
   gpu::BarrierOp::create(b, loc);
 
-  if (asyncCopy)
+  if (asyncCopy) {
     staging = getTileStaging(optimizer, TileShape{threads, lanes});
+    if (staging.streams.empty())
+      optimizer.emitWarning("async copies: no stream of a ")
+          << threads << " x " << lanes
+          << " tile can be staged (4 or 8 bytes, or a power of two of "
+             "16-byte chunks per thread, in at most "
+          << TileStaging::kMaxSharedBytes / 1024
+          << " KiB of shared memory): its loads go to registers";
+  }
   if (!staging.streams.empty()) {
     // Dynamic shared memory (launch.shared_bytes of the manifest).
     std::string name = prefix + "_staging";

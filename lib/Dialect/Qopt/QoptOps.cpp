@@ -256,7 +256,10 @@ TileStaging mlir::qopt::getTileStaging(OptimizerOp optimizer,
         continue;
       bytes = 4;
     }
-    if (bytes != 4 && bytes != 8 && bytes % 16 != 0)
+    // Whole 16-byte chunks, a power of two of them (the shared loads are
+    // joined pairwise), or one 4- or 8-byte copy.
+    if (bytes != 4 && bytes != 8 &&
+        (bytes % 16 != 0 || !llvm::isPowerOf2_64(bytes / 16)))
       continue;
     int64_t chunk = std::min<int64_t>(bytes, 16);
     staging.streams.push_back(

@@ -125,7 +125,7 @@ struct TileStaging {
 /// The staging of `optimizer`'s tiles of `shape`: every per-element stream
 /// the update reads, and each read quantized state's scales or absmax (one
 /// scalar per thread, 2-byte scales as their 4-byte word), whose bytes per
-/// thread are 4, 8 or a multiple of 16.
+/// thread are 4, 8 or a power of two times 16.
 /// Empty where the two stages would exceed TileStaging::kMaxSharedBytes.
 TileStaging getTileStaging(OptimizerOp optimizer, TileShape shape);
 
@@ -134,7 +134,7 @@ enum class AsyncCopy { Auto, On, Off };
 
 /// `requested`, or for Auto the measured best on the H200 (bench/NOTES.md):
 /// on for updates with group states, no codebook state and a 16-bit parameter
-/// (the Adam family: +10 to 26% at 64 Mi elements; SGD and Lion at 8 lanes x
+/// (the Adam family: +11 to 26% at 64 Mi elements; SGD and Lion at 8 lanes x
 /// 512 threads: +8%), off for the rest: the codebook updates (-11% at their
 /// best shape: their bound is already the shared-memory pipe that the
 /// staging also uses), f32 parameters (-12 to -33%: mostly memory traffic,
