@@ -69,6 +69,9 @@
 // PTX: ld.shared.v4.b32
 
 // MANIFEST: "shared_bytes": 90112
+// Where the driver cannot size the grid: as many blocks as 228 KiB of shared
+// memory holds, 1 KiB reserved each: 233472 / (90112 + 1024) = 2.
+// MANIFEST: "suggested_blocks_per_sm": 2
 qopt.optimizer @Staged param "p" : f32 master none grad "g" : f32 {
   qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
   qopt.state @v : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_up, divisor = absmax>

@@ -1,0 +1,55 @@
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=elements-per-thread=8 | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="elements-per-thread=8 checked-rounding=false guarded-ieee=false" | FileCheck %s --check-prefix=IEEE
+
+// Checked rounding for seed 003's scheme: the divisor is the stored (float16)
+// scale, a zero scale taken as 1, and codes round half to even. The fast code
+// is floor(t' + 1/2) behind the same margin check as the authors' scheme: away
+// from half integers it equals roundeven(t) (StreamCodecs.cpp). A lane that
+// fails takes the IEEE chain, which rounds half to even and clamps.
+
+// CHECK-LABEL: gpu.func @Seed003
+// The group absmax, rounded to the stored float16 scale; a zero scale is 1.
+// CHECK: gpu.shuffle xor
+// CHECK: %[[S16:.+]] = arith.truncf %{{.+}} : f32 to f16
+// CHECK: %[[S:.+]] = arith.extf %[[S16]] : f16 to f32
+// CHECK: %[[SV:.+]] = vector.broadcast %[[S]] : f32 to vector<8xf32>
+// CHECK: %[[ZERO:.+]] = arith.cmpf oeq, %[[SV]], %{{.+}} : vector<8xf32>
+// CHECK: %[[DIV:.+]] = arith.select %[[ZERO]], %{{.+}}, %[[SV]] : vector<8xi1>, vector<8xf32>
+// y = m / divisor and softsign, approximately.
+// CHECK: vector.extract %[[DIV]][0]
+// CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
+// CHECK: %[[Q:.+]] = llvm.call_intrinsic "llvm.floor"(%{{.+}}) : (vector<8xf32>) -> vector<8xf32>
+// The thread's check (|d| < 1/2 - 2^-12 on every lane, the code range
+// [-127, 127] widened by 1/2), then the failing lanes one at a time.
+// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
+// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
+// CHECK: scf.if %{{.+}} -> (vector<8xf32>) {
+// CHECK-NEXT: scf.yield %[[Q]] : vector<8xf32>
+// CHECK: scf.while
+// CHECK: "llvm.intr.cttz"
+// CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
+// CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
+// CHECK: arith.mulf %{{.+}}, %{{.+}} : f32
+// CHECK: llvm.call_intrinsic "llvm.roundeven"(%{{.+}}) : (f32) -> f32
+// CHECK: arith.cmpf ogt
+// CHECK: arith.cmpf olt
+// CHECK: gpu.return
+
+// IEEE-NOT: div.approx
+// IEEE-NOT: llvm.floor
+// IEEE: arith.divf %{{.+}}, %{{.+}} : vector<8xf32>
+// IEEE: llvm.call_intrinsic "llvm.roundeven"(%{{.+}}) : (vector<8xf32>) -> vector<8xf32>
+// IEEE: gpu.return
+
+qopt.optimizer @Seed003 param "p" : f32 master none grad "g" : f32 {
+  qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_even, divisor = stored_scale>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %mn = arith.addf %m, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_param %pn : f32
+  }
+}
