@@ -54,6 +54,18 @@ namespace {
 const std::string &sourceOf(const RegistryEntry &e) {
   return e.manifest ? e.manifest->source : e.source;
 }
+
+/// An in-memory image of `format` (detected from its bytes for AUTO), copied.
+ImageSource inMemoryImage(qopt_binary_format format, const std::string &arch,
+                          std::string_view bytes) {
+  ImageSource s;
+  s.format = format == QOPT_BINARY_AUTO
+                 ? detectFormat(bytes.data(), bytes.size())
+                 : format;
+  s.arch = arch;
+  s.data = std::make_shared<const std::string>(bytes);
+  return s;
+}
 } // namespace
 
 void Registry::insert(const std::string &name, RegistryEntry entry) {
@@ -127,14 +139,10 @@ void Registry::add(ManifestPtr manifest, qopt_binary_format format,
                    const void *image, size_t size) {
   RegistryEntry e;
   e.manifest = std::move(manifest);
-  if (image && size) {
-    ImageSource s;
-    s.format = format == QOPT_BINARY_AUTO ? detectFormat(image, size) : format;
-    s.arch = e.manifest->arch;
-    s.data = std::make_shared<const std::string>(
-        static_cast<const char *>(image), size);
-    e.images.push_back(std::move(s));
-  }
+  if (image && size)
+    e.images.push_back(inMemoryImage(
+        format, e.manifest->arch,
+        std::string_view(static_cast<const char *>(image), size)));
   std::string name = e.manifest->kernel;
   insert(name, std::move(e));
 }
@@ -168,15 +176,8 @@ RegistryEntry Registry::get(const std::string &kernel) const {
     if (m->kernel != kernel)
       fail(QOPT_ERROR_MANIFEST, e.source, ": the manifest's kernel is '",
            m->kernel, "', but it was registered as '", kernel, "'");
-    if (!e.imageBytes.empty()) {
-      ImageSource img;
-      img.format = e.imageFormat == QOPT_BINARY_AUTO
-                       ? detectFormat(e.imageBytes.data(), e.imageBytes.size())
-                       : e.imageFormat;
-      img.arch = m->arch;
-      img.data = std::make_shared<const std::string>(e.imageBytes);
-      e.images.push_back(std::move(img));
-    }
+    if (!e.imageBytes.empty())
+      e.images.push_back(inMemoryImage(e.imageFormat, m->arch, e.imageBytes));
     e.manifest = std::move(m);
   }
   return e;

@@ -83,8 +83,12 @@ private:
   Value load(Type type, Value ptr, unsigned align) {
     return LLVM::LoadOp::create(b, loc, type, ptr, align);
   }
+  /// A 16-byte aligned shared-memory array of `count` `elem`s (f32 by
+  /// default) in `module`, and its address here. External with no elements:
+  /// the kernel's dynamic shared memory.
   Value sharedArray(gpu::GPUModuleOp module, StringRef name, int64_t count,
-                    Type elem = {});
+                    Type elem = {},
+                    LLVM::Linkage linkage = LLVM::Linkage::Internal);
 
   // Streams of the current tile.
   Value streamPtr(unsigned index);
@@ -103,7 +107,6 @@ private:
   unsigned streamIndex(StreamRole role, int state = -1);
 
   // Reductions.
-  Value reduceLanesMax(Value lanesValue);
   Value reduceGroupMax(Value scalar, int64_t groupSize);
 
   // The update.
@@ -177,14 +180,17 @@ private:
 } // namespace
 
 Value KernelEmitter::sharedArray(gpu::GPUModuleOp module, StringRef name,
-                                 int64_t count, Type elem) {
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(module.getBody());
-  auto arrayType = LLVM::LLVMArrayType::get(elem ? elem : f32(), count);
-  LLVM::GlobalOp::create(b, loc, arrayType, /*isConstant=*/false,
-                         LLVM::Linkage::Internal, name, Attribute(),
-                         /*alignment=*/16, /*addrSpace=*/3);
-  return Value();
+                                 int64_t count, Type elem,
+                                 LLVM::Linkage linkage) {
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto arrayType = LLVM::LLVMArrayType::get(elem ? elem : f32(), count);
+    LLVM::GlobalOp::create(b, loc, arrayType, /*isConstant=*/false, linkage,
+                           name, Attribute(), /*alignment=*/16,
+                           /*addrSpace=*/3);
+  }
+  return LLVM::AddressOfOp::create(b, loc, sharedPtr(), name);
 }
 
 unsigned KernelEmitter::streamIndex(StreamRole role, int state) {
@@ -434,13 +440,6 @@ void KernelEmitter::storePerGroup(unsigned stream, int64_t groupSize,
                         elem.getIntOrFloatBitWidth() / 8);
 }
 
-Value KernelEmitter::reduceLanesMax(Value lanesValue) {
-  Value acc = vector::ExtractOp::create(b, loc, lanesValue, 0);
-  for (int64_t i = 1; i < lanes; ++i)
-    acc = math.maximum(acc, vector::ExtractOp::create(b, loc, lanesValue, i));
-  return acc;
-}
-
 Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize) {
   int64_t threadsPerGroup = groupSize / lanes;
   Value width = constI32(32);
@@ -531,13 +530,13 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
       Value domain = math.select(
           math.cmp(arith::CmpFPredicate::OLT, value, zeros), nan, value);
       Value maxValue = reduceGroupMax(
-          reduceLanesMax(math.select(laneMask, domain, zeros)),
+          math.laneMaximum(math.select(laneMask, domain, zeros)),
           group.getGroupSize());
       absmax = math.sqrt(maxValue);
     } else {
       Value magnitude =
           math.select(laneMask, groupMagnitude(math, group, value), zeros);
-      absmax = reduceGroupMax(reduceLanesMax(magnitude), group.getGroupSize());
+      absmax = reduceGroupMax(math.laneMaximum(magnitude), group.getGroupSize());
     }
     Value stored = groupStoredScale(math, group, absmax);
     Value storedF32 = widenToF32(math, stored);
@@ -555,7 +554,7 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
   // Seed 000: absmax over the block; c = x / max(absmax, 1e-30); the code is
   // the number of midpoints strictly below c (torch.bucketize, right=False).
   Value magnitude = math.select(laneMask, math.abs(value), zeros);
-  Value absmax = reduceGroupMax(reduceLanesMax(magnitude), codebook.getBlock());
+  Value absmax = reduceGroupMax(math.laneMaximum(magnitude), codebook.getBlock());
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
   Value normalized = guardedMath.div(
       value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
@@ -764,30 +763,12 @@ LogicalResult KernelEmitter::emitTile() {
   IRMapping mapping;
   SmallVector<std::pair<Operation *, Value>> stores;
 
-  // Every element stream the update reads, loaded up front.
+  // Every element stream the update reads, loaded up front (the scales and
+  // absmax are loaded where used).
   SmallVector<unsigned> reads;
-  auto addRead = [&](unsigned stream) {
-    if (!llvm::is_contained(reads, stream))
+  for (unsigned stream : getReadStreams(optimizer))
+    if (streams[stream].perElements == 1)
       reads.push_back(stream);
-  };
-  for (Operation &op : optimizer.getUpdate().getBody().front()) {
-    if (isa<LoadGradOp>(op))
-      addRead(streamIndex(StreamRole::Grad));
-    if (isa<LoadParamOp>(op)) {
-      addRead(streamIndex(StreamRole::Param));
-      if (optimizer.getMaster() != MasterFormat::none)
-        addRead(streamIndex(StreamRole::ErrorBits));
-    }
-    if (auto loadState = dyn_cast<LoadStateOp>(op)) {
-      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-          optimizer, loadState.getStateAttr());
-      int index = llvm::find(states, state) - states.begin();
-      addRead(streamIndex(isa<PlainSchemeAttr>(state.getScheme())
-                              ? StreamRole::State
-                              : StreamRole::StateCodes,
-                          index));
-    }
-  }
   preloadElements(reads);
   for (Operation &op : optimizer.getUpdate().getBody().front()) {
     loc = op.getLoc();
@@ -905,15 +886,11 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     std::string qname = prefix + "_qmap" + std::to_string(stateIndex);
     std::string mname = prefix + "_mid" + std::to_string(stateIndex);
     std::string bname = prefix + "_bucket" + std::to_string(stateIndex);
-    sharedArray(module, qname, 256);
+    Value qmap = sharedArray(module, qname, 256);
     // 255 midpoints and 8 of +inf after them, read by the bucketed search.
-    sharedArray(module, mname, 255 + kBucketSearchWidth + 1);
-    if (codebookBuckets)
-      sharedArray(module, bname, kBuckets, b.getI16Type());
-    Value qmap = LLVM::AddressOfOp::create(b, loc, sharedPtr(), qname);
-    Value mid = LLVM::AddressOfOp::create(b, loc, sharedPtr(), mname);
+    Value mid = sharedArray(module, mname, 255 + kBucketSearchWidth + 1);
     Value bucket = codebookBuckets
-                       ? Value(LLVM::AddressOfOp::create(b, loc, sharedPtr(), bname))
+                       ? sharedArray(module, bname, kBuckets, b.getI16Type())
                        : Value();
     qmapShared[stateIndex] = qmap;
     midShared[stateIndex] = mid;
@@ -963,9 +940,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     if (getReductionSize(state) / lanes <= 32)
       continue;
     std::string name = prefix + "_warpmax" + std::to_string(slot++);
-    sharedArray(module, name, threads / 32);
-    reductionSlots.push_back(
-        LLVM::AddressOfOp::create(b, loc, sharedPtr(), name));
+    reductionSlots.push_back(sharedArray(module, name, threads / 32));
   }
   gpu::BarrierOp::create(b, loc);
 
@@ -979,19 +954,10 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
           << TileStaging::kMaxSharedBytes / 1024
           << " KiB of shared memory): its loads go to registers";
   }
-  if (!staging.streams.empty()) {
-    // Dynamic shared memory (launch.shared_bytes of the manifest).
-    std::string name = prefix + "_staging";
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(module.getBody());
-      LLVM::GlobalOp::create(
-          b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
-          /*isConstant=*/false, LLVM::Linkage::External, name, Attribute(),
-          /*alignment=*/16, /*addrSpace=*/3);
-    }
-    stagingBase = LLVM::AddressOfOp::create(b, loc, sharedPtr(), name);
-  }
+  // Dynamic shared memory (launch.shared_bytes of the manifest).
+  if (!staging.streams.empty())
+    stagingBase = sharedArray(module, prefix + "_staging", 0, b.getI8Type(),
+                              LLVM::Linkage::External);
   auto tileIsFull = [&](Value tileInTensor) {
     Value tileEnd = arith::MulIOp::create(
         b, loc, arith::AddIOp::create(b, loc, tileInTensor, constI64(1)),

@@ -126,6 +126,18 @@ Value LaneMath::sqrt(Value a) {
   return perLane(a, [&](Value lane) { return intrinsic(name, lane); });
 }
 
+Value LaneMath::laneMaximum(Value v, bool magnitude) {
+  auto lane = [&](int64_t i) {
+    Value x = vector::ExtractOp::create(b, loc, v, i);
+    return magnitude ? abs(x) : x;
+  };
+  Value acc = lane(0);
+  for (int64_t i = 1, e = cast<VectorType>(v.getType()).getNumElements();
+       i < e; ++i)
+    acc = maximum(acc, lane(i));
+  return acc;
+}
+
 Value LaneMath::lanesWithin(Value v, double lo, double hi, bool magnitude) {
   auto vec = cast<VectorType>(v.getType());
   auto lane = [&](int64_t i) {
@@ -783,19 +795,15 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   Value distance = m.sub(t, q);
   Value offCentre = centre == 0.0 ? t : m.sub(t, m.constF(t, centre));
   auto lanes = cast<VectorType>(t.getType()).getNumElements();
-  auto laneMax = [&](Value v) {
-    Value acc = m.abs(vector::ExtractOp::create(b, loc, v, 0));
-    for (int64_t i = 1; i < lanes; ++i)
-      acc = m.maximum(acc, m.abs(vector::ExtractOp::create(b, loc, v, i)));
-    return acc;
-  };
   auto cmpConst = [&](arith::CmpFPredicate p, Value v, double c) {
     return m.cmp(p, v, m.constF(v, c));
   };
   Value clearOfBoundary =
-      cmpConst(arith::CmpFPredicate::OLT, laneMax(distance), 0.5 - 0x1p-12);
-  Value inRange =
-      cmpConst(arith::CmpFPredicate::OLT, laneMax(offCentre), halfWidth);
+      cmpConst(arith::CmpFPredicate::OLT,
+               m.laneMaximum(distance, /*magnitude=*/true), 0.5 - 0x1p-12);
+  Value inRange = cmpConst(arith::CmpFPredicate::OLT,
+                           m.laneMaximum(offCentre, /*magnitude=*/true),
+                           halfWidth);
   Value all = arith::AndIOp::create(b, loc, clearOfBoundary, inRange);
   // The divisor is the same for all lanes: its range is checked once, for
   // the thread here and for each lane's own check in the fallback.

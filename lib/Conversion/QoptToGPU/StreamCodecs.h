@@ -55,6 +55,9 @@ public:
   Value maxKeepNaN(Value a, Value c);
   /// IEEE 754-2019 maximum: NaN-propagating (torch.amax).
   Value maximum(Value a, Value c);
+  /// The maximum over the lanes of `v` (of |v| where `magnitude`), one
+  /// arith.maximumf per lane (NaN-propagating).
+  Value laneMaximum(Value v, bool magnitude = false);
   Value select(Value cond, Value a, Value c);
   Value cmp(arith::CmpFPredicate pred, Value a, Value c);
   /// 2^e for an i32 (vector) exponent in the normal range, built from bits.

@@ -91,6 +91,35 @@ SmallVector<StreamInfo> mlir::qopt::getStreams(OptimizerOp optimizer) {
   return streams;
 }
 
+SmallVector<unsigned> mlir::qopt::getReadStreams(OptimizerOp optimizer) {
+  SmallVector<StreamInfo> streams = getStreams(optimizer);
+  SmallVector<StateOp> states = getStates(optimizer);
+  SmallVector<unsigned> reads;
+  auto markRead = [&](StreamRole role, int state = -1) {
+    for (auto [i, s] : llvm::enumerate(streams))
+      if (s.role == role && (state < 0 || s.stateIndex == state) &&
+          !llvm::is_contained(reads, i))
+        reads.push_back(i);
+  };
+  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+    if (isa<LoadGradOp>(op))
+      markRead(StreamRole::Grad);
+    if (isa<LoadParamOp>(op)) {
+      markRead(StreamRole::Param);
+      markRead(StreamRole::ErrorBits);
+    }
+    if (auto load = dyn_cast<LoadStateOp>(op)) {
+      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+          optimizer, load.getStateAttr());
+      int index = llvm::find(states, state) - states.begin();
+      for (StreamRole role : {StreamRole::State, StreamRole::StateCodes,
+                              StreamRole::StateScales, StreamRole::StateAbsmax})
+        markRead(role, index);
+    }
+  }
+  return reads;
+}
+
 StringRef mlir::qopt::stringifyStreamRole(StreamRole role) {
   switch (role) {
   case StreamRole::Param: return "param";
@@ -155,15 +184,15 @@ int64_t mlir::qopt::getMinGroupSize(OptimizerOp optimizer) {
 /// mostly memory traffic) the direct loads keep more bytes in flight than one
 /// staged tile: FlashLion.f32 3659 -> 2435 GB/s and FlashAdamW.f32 2918 ->
 /// 2566 with the staging.
+template <typename Scheme> static bool hasStateOf(OptimizerOp optimizer) {
+  return llvm::any_of(getStates(optimizer), [](StateOp state) {
+    return isa<Scheme>(state.getScheme());
+  });
+}
+
 static bool prefersStagedTiles(OptimizerOp optimizer) {
-  SmallVector<StateOp> states = getStates(optimizer);
-  bool group = llvm::any_of(states, [](StateOp state) {
-    return isa<GroupSchemeAttr>(state.getScheme());
-  });
-  bool codebook = llvm::any_of(states, [](StateOp state) {
-    return isa<CodebookSchemeAttr>(state.getScheme());
-  });
-  return group && !codebook &&
+  return hasStateOf<GroupSchemeAttr>(optimizer) &&
+         !hasStateOf<CodebookSchemeAttr>(optimizer) &&
          optimizer.getParamType().getIntOrFloatBitWidth() == 16;
 }
 
@@ -176,11 +205,10 @@ int64_t mlir::qopt::getThreadsPerBlock(OptimizerOp optimizer,
   // codebook run faster with 512 threads; the rest with 256.
   if (prefersStagedTiles(optimizer))
     return 512;
-  SmallVector<StateOp> states = getStates(optimizer);
-  bool codebook = llvm::any_of(states, [](StateOp state) {
-    return isa<CodebookSchemeAttr>(state.getScheme());
-  });
-  return states.size() >= 2 && !codebook ? 512 : 256;
+  return getStates(optimizer).size() >= 2 &&
+                 !hasStateOf<CodebookSchemeAttr>(optimizer)
+             ? 512
+             : 256;
 }
 
 int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
@@ -217,30 +245,10 @@ const StagedStream *TileStaging::lookup(unsigned stream) const {
 TileStaging mlir::qopt::getTileStaging(OptimizerOp optimizer,
                                        TileShape shape) {
   SmallVector<StreamInfo> streams = getStreams(optimizer);
-  SmallVector<StateOp> states = getStates(optimizer);
-  // The streams the update reads, in ABI order.
+  // The regions follow ABI order.
   llvm::SmallBitVector read(streams.size());
-  auto markRead = [&](StreamRole role, int state = -1) {
-    for (auto [i, s] : llvm::enumerate(streams))
-      if (s.role == role && (state < 0 || s.stateIndex == state))
-        read.set(i);
-  };
-  for (Operation &op : optimizer.getUpdate().getBody().front()) {
-    if (isa<LoadGradOp>(op))
-      markRead(StreamRole::Grad);
-    if (isa<LoadParamOp>(op)) {
-      markRead(StreamRole::Param);
-      markRead(StreamRole::ErrorBits);
-    }
-    if (auto load = dyn_cast<LoadStateOp>(op)) {
-      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-          optimizer, load.getStateAttr());
-      int index = llvm::find(states, state) - states.begin();
-      for (StreamRole role : {StreamRole::State, StreamRole::StateCodes,
-                              StreamRole::StateScales, StreamRole::StateAbsmax})
-        markRead(role, index);
-    }
-  }
+  for (unsigned i : getReadStreams(optimizer))
+    read.set(i);
   TileStaging staging;
   for (auto [i, s] : llvm::enumerate(streams)) {
     if (!read.test(i))

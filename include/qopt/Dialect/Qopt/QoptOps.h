@@ -47,6 +47,11 @@ struct StreamInfo {
 /// The streams of `optimizer` in ABI order.
 llvm::SmallVector<StreamInfo> getStreams(OptimizerOp optimizer);
 
+/// The streams the update reads (indices into getStreams), in the order of
+/// their first load: a load_param reads the parameter and its error bits, a
+/// load_state the state's values or codes and then its scales or absmax.
+llvm::SmallVector<unsigned> getReadStreams(OptimizerOp optimizer);
+
 /// The name of a stream role in manifests (`param`, `error_bits`, ...).
 llvm::StringRef stringifyStreamRole(StreamRole role);
 
