@@ -14,7 +14,7 @@
 #   $D/kernels-ieee         --checked-rounding=false --guarded-ieee=false
 #                           --codebook-buckets=false PTX of the shipped specs
 #   $D/cubin/*.cubin        optional, for cuobjdump
-#   $D/bin/qopt-ecc-encode-tests, $D/extra   optional: the exhaustive encode
+#   $D/bin/qopt-ecc-tests, $D/extra   optional: the exhaustive encode
 #                           test and its kernels (build/test/host/kernels)
 # Everything comes back as $OUT/ab.tar.gz.
 # Usage: D=devrun SETS="base new" SPECS=flash_adamw,... SIZES=64 bash bench/ab_h200.sh
@@ -57,11 +57,11 @@ if [ "$SUITES" = 1 ]; then
   tail -3 "$OUT/checked.log"
 fi
 if [ "$SUITES" != 0 ]; then
-  if [ -x "$D/bin/qopt-ecc-encode-tests" ]; then
+  if [ -x "$D/bin/qopt-ecc-tests" ]; then
     stamp "error-bit encode on every float32 (host and CUDA)"
     LD_LIBRARY_PATH="$D/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" QOPT_TEST_EXTRA_KERNEL_DIR="$D/extra" \
-      suite ecc timeout 240 "$D/bin/qopt-ecc-encode-tests" > "$OUT/ecc_encode.log" 2>&1
-    tail -3 "$OUT/ecc_encode.log"
+      suite ecc timeout 240 "$D/bin/qopt-ecc-tests" > "$OUT/ecc.log" 2>&1
+    tail -3 "$OUT/ecc.log"
   fi
 fi
 

@@ -309,6 +309,21 @@ Value LaneMath::maxKeepNaN(Value a, Value c) {
   return select(cmp(arith::CmpFPredicate::OLT, a, c), c, a);
 }
 
+// llvm.maxnum / llvm.minnum, not arith.maxnumf: convert-gpu-to-nvvm maps a
+// scalar arith.maxnumf to libdevice's __nv_fmaxf, which is not linked.
+Value LaneMath::maxNum(Value a, Value c) {
+  return LLVM::CallIntrinsicOp::create(b, loc, a.getType(),
+                                       b.getStringAttr("llvm.maxnum"),
+                                       ValueRange{a, c})
+      .getResult(0);
+}
+Value LaneMath::minNum(Value a, Value c) {
+  return LLVM::CallIntrinsicOp::create(b, loc, a.getType(),
+                                       b.getStringAttr("llvm.minnum"),
+                                       ValueRange{a, c})
+      .getResult(0);
+}
+
 Value LaneMath::maximum(Value a, Value c) {
   return arith::MaximumFOp::create(b, loc, a, c);
 }
@@ -509,15 +524,23 @@ static SplitFormat getSplitFormat(Type x16, MasterFormat master) {
           rhoWidth == 8 ? 127 : 32767, rhoWidth};
 }
 
-/// The f32 exponent field of the widened x16, in place (bits 23..30): 2^E as
-/// f32 bits for a normal x16, 0 for zero (and a bf16 subnormal), the field
-/// of all ones for infinities and NaN.
-static Value exponentBits(LaneMath &m, Value x16f) {
+/// max(|x16f|, 2^(1 - bias)): the widened x16 with the exponent numerics.md
+/// §3 takes for it (1 - bias for zero and subnormals) in its f32 exponent
+/// field. A NaN x16 gives 2^(1 - bias) (maxnum), an infinite one keeps the
+/// field of all ones.
+static Value exponentFloor(LaneMath &m, Value x16f, const SplitFormat &f) {
+  return m.maxNum(m.abs(x16f), m.constF(x16f, std::ldexp(1.0, 1 - f.bias)));
+}
+
+/// The f32 exponent field of `x` alone, as f32 bits: 2^E for a normal x.
+static Value exponentPower(LaneMath &m, Value x) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
-  Type i32 = withElement(x16f.getType(), b.getI32Type());
-  Value bits = arith::BitcastOp::create(b, loc, i32, x16f);
-  return arith::AndIOp::create(b, loc, bits, m.constI(i32, 0x7F800000));
+  Type i32 = withElement(x.getType(), b.getI32Type());
+  Value bits = arith::BitcastOp::create(b, loc, i32, x);
+  return arith::BitcastOp::create(
+      b, loc, x.getType(),
+      arith::AndIOp::create(b, loc, bits, m.constI(i32, 0x7F800000)));
 }
 
 Value mlir::qopt::reconstructMaster(LaneMath &m, Value x16, Value rho,
@@ -530,20 +553,19 @@ Value mlir::qopt::reconstructMaster(LaneMath &m, Value x16, Value rho,
   // numerics.md §3: x32 = f32(x16) + ((rho / Nmax) * 2^h') * 2^(l - h'),
   // l = E - mbits - 1, E the exponent of x16 (1 - bias for zero and
   // subnormals). Both products of that form are exact but the last, so it
-  // equals one rounding of (rho / Nmax) * 2^l, and 2^l is a float
-  // (2^-134 at least): 2^clamp(E, 1 - bias, bias) * 2^-(mbits + 1), from
-  // the exponent bits of the widened x16. (At an infinite or NaN x16 the
-  // clamp only changes a finite addend of a non-finite sum.)
-  Value expF = arith::BitcastOp::create(b, loc, f32, exponentBits(m, x16f));
-  Value lo = m.constF(x16f, std::ldexp(1.0, 1 - f.bias));
-  Value hi = m.constF(x16f, std::ldexp(1.0, f.bias));
-  Value clamped = m.select(m.cmp(arith::CmpFPredicate::OLT, expF, lo), lo,
-                           m.select(m.cmp(arith::CmpFPredicate::OGT, expF, hi),
-                                    hi, expF));
-  Value halfUlp = m.mul(clamped, m.constF(x16f, std::ldexp(1.0, -(f.mbits + 1))));
+  // equals one rounding of (rho / Nmax) * 2^l, computed here as
+  // ((rho / Nmax) * 2^-(mbits + 1)) * 2^E: the first product depends on rho
+  // alone (a table under qopt-tabulate-codes) and is exact (a normal float
+  // times a power of two), 2^E is the exponent field of |x16| clamped to
+  // [2^(1 - bias), 2^bias]. (At an infinite or NaN x16 the clamp only
+  // changes a finite addend of a non-finite sum.) Checked against the
+  // reference for every x16 and rho: test/host/EccDecodeExhaustiveTest.cpp.
+  Value clamped = m.minNum(exponentFloor(m, x16f, f),
+                           m.constF(x16f, std::ldexp(1.0, f.bias)));
   Value rhoF = arith::SIToFPOp::create(b, loc, f32, rho);
-  Value frac = m.div(rhoF, m.constF(rhoF, f.nmax));
-  return m.add(x16f, m.mul(frac, halfUlp));
+  Value frac = m.mul(m.div(rhoF, m.constF(rhoF, f.nmax)),
+                     m.constF(rhoF, std::ldexp(1.0, -(f.mbits + 1))));
+  return m.add(x16f, m.mul(frac, exponentPower(m, clamped)));
 }
 
 /// numerics.md §3's encode for a bf16 x16 and int8 rho in integer
@@ -596,11 +618,72 @@ static Value splitMasterBf16I8(LaneMath &m, Value x32, Value x16) {
       b, loc, withElement(x16.getType(), b.getIntegerType(8)), rho);
 }
 
+/// numerics.md §3's encode on the GPU, in six float operations and no
+/// branch: en * Nmax = (e * 2^(1 - E)) * (Nmax * 2^mbits) with 2^-l =
+/// 2^(mbits + 1 - E) split so that 2^(1 - E) is a normal float for every E of
+/// a finite x16 (E in [1 - bias, bias]: 2^(1 - E) in [2^(1 - bias), 2^bias]).
+/// e = x32 - f32(x16) is exact and a multiple of 2^(E - 24) (or of the f32
+/// subnormal step), so e * 2^(1 - E) is exact; the product with the constant
+/// rounds once, as the reference's s = en * Nmax does (|en| <= 1 after
+/// round-to-nearest-even: the clamp changes nothing). 2^(1 - E) is the
+/// complement of the exponent field of max(|x16|, 2^(1 - bias)): its field
+/// 255 - (E + 127). An infinite or NaN x16 gives the field 0, so s is NaN
+/// (inf * 0, or NaN) and the saturating conversion makes rho 0, the
+/// reference's value there. |s| + 0.5 is exact (|s| <= Nmax < 2^15), so
+/// trunc(s + copysign(0.5, s)) rounds ties away from zero. Checked against
+/// the reference on every float32 for the four formats: on the GPU by
+/// test/host/EccEncodeExhaustiveTest.cpp, and as C++ float arithmetic.
+/// (The host keeps the integer and two-step forms below: they have no
+/// subnormal operands, so a caller's flush-to-zero mode cannot change them.)
+static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
+                             const SplitFormat &f) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  Type i32 = withElement(x16.getType(), b.getI32Type());
+  Value x16f = widenToF32(m, x16);
+  Value e = m.sub(x32, x16f);
+  Value floorBits = arith::BitcastOp::create(b, loc, i32, exponentFloor(m, x16f, f));
+  Value scale = arith::BitcastOp::create(
+      b, loc, x32.getType(),
+      arith::AndIOp::create(
+          b, loc,
+          arith::XOrIOp::create(b, loc, floorBits, m.constI(i32, -1)),
+          m.constI(i32, 0x7F800000)));
+  Value s = m.mul(m.mul(e, scale),
+                  m.constF(e, f.nmax * std::ldexp(1.0, f.mbits)));
+  Value half = LLVM::CallIntrinsicOp::create(
+                   b, loc, s.getType(), b.getStringAttr("llvm.copysign"),
+                   ValueRange{m.constF(s, 0.5), s})
+                   .getResult(0);
+  // cvt.rzi.s32.f32: truncates, saturates, and takes NaN to 0 (PTX ISA;
+  // llvm.fptosi.sat would add the saturation and NaN selects around it).
+  Value t = m.add(s, half);
+  auto f2i = [&](Value lane) {
+    return LLVM::CallIntrinsicOp::create(b, loc, b.getI32Type(),
+                                         b.getStringAttr("llvm.nvvm.f2i.rz"),
+                                         ValueRange{lane})
+        .getResult(0);
+  };
+  Value rho;
+  if (auto vec = dyn_cast<VectorType>(t.getType())) {
+    rho = arith::ConstantOp::create(b, loc, b.getZeroAttr(i32));
+    for (int64_t i = 0, n = vec.getNumElements(); i < n; ++i)
+      rho = vector::InsertOp::create(
+          b, loc, f2i(vector::ExtractOp::create(b, loc, t, i)), rho, i);
+  } else {
+    rho = f2i(t);
+  }
+  return arith::TruncIOp::create(
+      b, loc, withElement(x16.getType(), b.getIntegerType(f.rhoWidth)), rho);
+}
+
 Value mlir::qopt::splitMaster(LaneMath &m, Value x32, Value x16,
                               MasterFormat master) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
   SplitFormat f = getSplitFormat(x16.getType(), master);
+  if (m.getTarget() == LaneMath::Target::NVVM)
+    return splitMasterNVVM(m, x32, x16, f);
   if (getElementTypeOrSelf(x16.getType()).isBF16() && f.rhoWidth == 8)
     return splitMasterBf16I8(m, x32, x16);
   Type i32 = withElement(x16.getType(), b.getI32Type());
@@ -618,7 +701,8 @@ Value mlir::qopt::splitMaster(LaneMath &m, Value x32, Value x16,
   auto c = [&](int64_t v) {
     return m.constI(i32, static_cast<int32_t>(static_cast<uint32_t>(v)));
   };
-  Value expBits = exponentBits(m, x16f);
+  Value expBits = arith::AndIOp::create(
+      b, loc, arith::BitcastOp::create(b, loc, i32, x16f), c(0x7F800000));
   Value clampedE = arith::MaxSIOp::create(b, loc, expBits, c((128 - f.bias) << 23));
   Value e1 = arith::MaxSIOp::create(b, loc, clampedE, c((f.mbits + 1) << 23));
   Value p1 = arith::BitcastOp::create(

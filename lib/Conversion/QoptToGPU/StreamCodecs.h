@@ -53,6 +53,9 @@ public:
   Value roundEven(Value a);
   /// `a < c ? c : a`, i.e. std::max(a, c) with a NaN in `a` kept.
   Value maxKeepNaN(Value a, Value c);
+  /// IEEE 754-2008 maxNum / minNum: a NaN operand gives the other one.
+  Value maxNum(Value a, Value c);
+  Value minNum(Value a, Value c);
   /// IEEE 754-2019 maximum: NaN-propagating (torch.amax).
   Value maximum(Value a, Value c);
   /// The maximum over the lanes of `v` (of |v| where `magnitude`), one
