@@ -833,7 +833,17 @@ static Value clampCode(LaneMath &m, GroupSchemeAttr scheme, Value q) {
   return m.select(m.cmp(arith::CmpFPredicate::UNO, q, q), m.constF(q, 0.0), q);
 }
 
-/// clampCode(roundCode(codeArgument(...))) in IEEE arithmetic, computed
+/// 1.5 * 2^23: an integer code q in [-2^22, 2^22] plus this is exact, and the
+/// low bits of the sum's pattern are q in two's complement.
+static constexpr double kCodeBias = 0x1.8p23;
+
+/// q + kCodeBias for an integer-valued code q (exact).
+static Value biasCode(LaneMath &m, Value q) {
+  return m.add(q, m.constF(q, kCodeBias));
+}
+
+/// clampCode(roundCode(codeArgument(...))) in IEEE arithmetic, plus
+/// kCodeBias (the code is the low byte of the sum's pattern), computed
 /// through the approximate chain where that is provably the same integer.
 ///
 /// Every chain of codeArgument is products, quotients and square roots of
@@ -872,7 +882,16 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   Location loc = m.location();
   LaneMath approx = LaneMath::approximate(b, loc);
   Value t = codeArgument(approx, scheme, x, divisor);
-  Value q = m.floor(m.add(t, m.constF(t, 0.5)));
+  // floor(u') as RM(u' + kCodeBias) - kCodeBias: add.rm on the FMA pipe, not
+  // FRND on the quarter-rate conversion pipe, and the biased sum is the code
+  // (quantizeGroup).
+  Value biased = m.perLane(m.add(t, m.constF(t, 0.5)), [&](Value lane) {
+    return LLVM::CallIntrinsicOp::create(
+               b, loc, lane.getType(), b.getStringAttr("llvm.nvvm.add.rm.f"),
+               ValueRange{lane, m.constF(lane, kCodeBias)})
+        .getResult(0);
+  });
+  Value q = m.sub(biased, m.constF(biased, kCodeBias));
   double range = codeRange(scheme);
   double lo = scheme.getStorage().isSigned() ? -range : 0.0;
   double centre = (lo + range) / 2, halfWidth = (range - lo + 1) / 2;
@@ -901,7 +920,7 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-  scf::YieldOp::create(b, loc, q);
+  scf::YieldOp::create(b, loc, biased);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   // Some lane failed: each lane keeps its checked code or takes the IEEE
   // chain alone, so that a warp pays for the lanes that fail and not for
@@ -917,8 +936,9 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
     LaneMath plain = m.guarded(false);
     scf::YieldOp::create(
         b, loc,
-        clampCode(plain, scheme,
-                  roundCode(plain, scheme, codeArgument(plain, scheme, x, divisor))));
+        biasCode(plain, clampCode(plain, scheme,
+                                  roundCode(plain, scheme,
+                                            codeArgument(plain, scheme, x, divisor)))));
     b.setInsertionPointAfter(ifOp);
     return ifOp.getResult(0);
   }
@@ -946,7 +966,7 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
         arith::SelectOp::create(b, loc, ok, ci(0), ci(int64_t(1) << i)));
   }
   auto loopOp = scf::WhileOp::create(b, loc, TypeRange{i32, q.getType()},
-                                     ValueRange{mask, q});
+                                     ValueRange{mask, biased});
   {
     OpBuilder::InsertionGuard loopGuard(b);
     Block *before = b.createBlock(&loopOp.getBefore(), {}, {i32, q.getType()},
@@ -965,8 +985,9 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, ci(k)),
           vector::ExtractOp::create(b, loc, x, k), xi);
     Value di = vector::ExtractOp::create(b, loc, divisor, 0);
-    Value code = clampCode(
-        ieee, scheme, roundCode(ieee, scheme, codeArgument(ieee, scheme, xi, di)));
+    Value code = biasCode(
+        ieee, clampCode(ieee, scheme,
+                        roundCode(ieee, scheme, codeArgument(ieee, scheme, xi, di))));
     SmallVector<int32_t> iota;
     for (int64_t k = 0; k < lanes; ++k)
       iota.push_back(static_cast<int32_t>(k));
@@ -992,20 +1013,25 @@ Value mlir::qopt::quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
   OpBuilder &b = m.builder();
   Location loc = m.location();
   Value divisor = quantizationDivisor(m, scheme, absmax, storedScale);
-  Value q;
+  Type i32 = withElement(x.getType(), b.getI32Type());
+  Type i8 = withElement(x.getType(), b.getI8Type());
   // Linear codes have one IEEE division: the check costs more than it saves
   // (measured on the H200, bench/NOTES.md).
   if (checkedRounding && !m.isFast() &&
       m.getTarget() == LaneMath::Target::NVVM &&
       isa<VectorType>(x.getType()) &&
       scheme.getCompanding() != Companding::linear)
-    q = checkedRoundCode(m, scheme, x, divisor);
-  else
-    q = clampCode(m, scheme, roundCode(m, scheme, codeArgument(m, scheme, x, divisor)));
-  Type i32 = withElement(x.getType(), b.getI32Type());
-  Value qi = arith::FPToSIOp::create(b, loc, i32, q);
-  return arith::TruncIOp::create(b, loc,
-                                 withElement(x.getType(), b.getI8Type()), qi);
+    return arith::TruncIOp::create(
+        b, loc, i8,
+        arith::BitcastOp::create(b, loc, i32,
+                                 checkedRoundCode(m, scheme, x, divisor)));
+  Value q = clampCode(m, scheme, roundCode(m, scheme, codeArgument(m, scheme, x, divisor)));
+  // On the GPU the code from the biased sum's bits (an FADD), not a
+  // conversion (F2I, quarter rate); the host converts.
+  Value qi = m.getTarget() == LaneMath::Target::NVVM
+                 ? Value(arith::BitcastOp::create(b, loc, i32, biasCode(m, q)))
+                 : Value(arith::FPToSIOp::create(b, loc, i32, q));
+  return arith::TruncIOp::create(b, loc, i8, qi);
 }
 
 FailureOr<Value> mlir::qopt::vectorizeUpdateOp(LaneMath &m, Operation *op,

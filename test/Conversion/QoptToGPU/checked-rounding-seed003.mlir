@@ -18,13 +18,16 @@
 // y = m / divisor and softsign, approximately.
 // CHECK: vector.extract %[[DIV]][0]
 // CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
-// CHECK: %[[Q:.+]] = llvm.call_intrinsic "llvm.floor"(%{{.+}}) : (vector<8xf32>) -> vector<8xf32>
+// floor(t' + 1/2) as add.rm(t' + 1/2, 1.5 * 2^23), lane by lane: the biased
+// sum B, whose low byte is the code.
+// CHECK: llvm.call_intrinsic "llvm.nvvm.add.rm.f"(%{{.+}}, %{{.+}}) : (f32, f32) -> f32
+// CHECK: %[[B:.+]] = vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
 // The thread's check (|d| < 1/2 - 2^-12 on every lane, the code range
 // [-127, 127] widened by 1/2), then the failing lanes one at a time.
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: scf.if %{{.+}} -> (vector<8xf32>) {
-// CHECK-NEXT: scf.yield %[[Q]] : vector<8xf32>
+// CHECK-NEXT: scf.yield %[[B]] : vector<8xf32>
 // CHECK: scf.while
 // CHECK: "llvm.intr.cttz"
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
@@ -37,6 +40,7 @@
 
 // IEEE-NOT: div.approx
 // IEEE-NOT: llvm.floor
+// IEEE-NOT: add.rm
 // IEEE: arith.divf %{{.+}}, %{{.+}} : vector<8xf32>
 // IEEE: llvm.call_intrinsic "llvm.roundeven"(%{{.+}}) : (vector<8xf32>) -> vector<8xf32>
 // IEEE: gpu.return

@@ -15,7 +15,12 @@
 // The softsign code (state m): z = m / s and 2z / (1 + |z|), approximately.
 // CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
 // CHECK: %[[U:.+]] = arith.addf %[[T:.+]], %cst{{.*}} : vector<8xf32>
-// CHECK: %[[Q:.+]] = llvm.call_intrinsic "llvm.floor"(%[[U]])
+// floor(u) as add.rm(u, 1.5 * 2^23) - 1.5 * 2^23, lane by lane: the biased
+// sum B is the code in its low bits.
+// CHECK: vector.extract %[[U]][0] : f32 from vector<8xf32>
+// CHECK: llvm.call_intrinsic "llvm.nvvm.add.rm.f"(%{{.+}}, %{{.+}}) : (f32, f32) -> f32
+// CHECK: %[[B:.+]] = vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
+// CHECK: %[[Q:.+]] = arith.subf %[[B]], %cst{{.*}} : vector<8xf32>
 // CHECK: %[[D:.+]] = arith.subf %[[T]], %[[Q]] : vector<8xf32>
 // The lanes' largest |d| and |t'| (the signed range is centred on 0), then
 // the divisor's range (once: it is the group's), in one predicate.
@@ -29,7 +34,7 @@
 // CHECK: arith.cmpf oge, %{{.+}}, %{{.+}} : f32
 // CHECK: %[[ALL:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
 // CHECK: scf.if %[[ALL]] -> (vector<8xf32>) {
-// CHECK-NEXT: scf.yield %[[Q]] : vector<8xf32>
+// CHECK-NEXT: scf.yield %[[B]] : vector<8xf32>
 // CHECK-NEXT: } else {
 // Some lane failed: a mask of the lanes whose own check fails (or all, for a
 // divisor out of range), then a loop that gives the lowest such lane the IEEE
@@ -38,7 +43,7 @@
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : vector<8xf32>
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : vector<8xf32>
 // CHECK: arith.select %{{.+}}, %{{.+}}, %c128_i32{{.*}} : i32
-// CHECK: %[[LOOP:.+]]:2 = scf.while (%[[MASK:.+]] = %{{.+}}, %{{.+}} = %[[Q]]) : (i32, vector<8xf32>) -> (i32, vector<8xf32>) {
+// CHECK: %[[LOOP:.+]]:2 = scf.while (%[[MASK:.+]] = %{{.+}}, %{{.+}} = %[[B]]) : (i32, vector<8xf32>) -> (i32, vector<8xf32>) {
 // CHECK: arith.cmpi ne, %[[MASK]], %{{.+}} : i32
 // CHECK: scf.condition
 // CHECK: } do {
@@ -49,12 +54,15 @@
 // CHECK: arith.cmpf ogt
 // CHECK: arith.cmpf olt
 // CHECK: arith.cmpf uno
+// CHECK: arith.addf %{{.+}}, %cst{{.*}} : f32
 // CHECK: arith.select %{{.+}}, %{{.+}}, %{{.+}} : vector<8xi1>, vector<8xf32>
 // CHECK: scf.yield
 // CHECK: }
 // CHECK-NEXT: scf.yield %[[LOOP]]#1 : vector<8xf32>
 // CHECK-NEXT: }
-// CHECK-NEXT: arith.fptosi
+// The code is the low byte of the biased sum's pattern: no conversion.
+// CHECK-NEXT: arith.bitcast %{{.+}} : vector<8xf32> to vector<8xi32>
+// CHECK-NEXT: arith.trunci %{{.+}} : vector<8xi32> to vector<8xi8>
 // The sqrt code's absmax (state v): one square root of the lanes' maximum,
 // a negative value turned into NaN first.
 // CHECK: %[[NAN:.+]] = arith.constant dense<0x7FC00000> : vector<8xf32>
