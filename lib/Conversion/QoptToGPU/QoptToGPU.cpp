@@ -125,6 +125,8 @@ private:
   /// arithmetic and the codes' quantization. Arithmetic on 8-bit codes
   /// (dequantization, error bits) keeps `math`'s plain ops.
   LaneMath guardedMath;
+  /// Range facts of the tile body's lanes, for the guards (per body).
+  LaneFacts facts;
   bool checkedRounding;
   bool codebookBuckets;
   bool asyncCopy;
@@ -758,6 +760,11 @@ LogicalResult KernelEmitter::emitTile() {
   // Each tile body (full, partial) starts afresh; the two share the block
   // reduction slots, as only one of them runs per tile.
   preloaded.clear();
+  facts.clear();
+  if (guardedMath.isGuarded()) {
+    math.setFacts(&facts);
+    guardedMath.setFacts(&facts);
+  }
   pendingStores.clear();
   nextReductionSlot = 0;
   IRMapping mapping;

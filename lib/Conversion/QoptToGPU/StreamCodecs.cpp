@@ -51,19 +51,102 @@ Value LaneMath::constI(Type type, int64_t value) {
       b, loc, cast<TypedAttr>(splat(type, b.getIntegerAttr(elem, value))));
 }
 
+/// f32 lanes: the guarded sequences are the f32 instructions'.
+static bool isF32Vector(Value v) {
+  auto vec = dyn_cast<VectorType>(v.getType());
+  return vec && vec.getElementType().isF32();
+}
+
 Value LaneMath::add(Value a, Value c) {
-  return arith::AddFOp::create(b, loc, a, c, flags());
+  Value r = arith::AddFOp::create(b, loc, a, c, flags());
+  recordAdd(a, c, r);
+  return r;
 }
 Value LaneMath::sub(Value a, Value c) {
   return arith::SubFOp::create(b, loc, a, c, flags());
 }
 Value LaneMath::mul(Value a, Value c) {
-  return arith::MulFOp::create(b, loc, a, c, flags());
+  Value r = arith::MulFOp::create(b, loc, a, c, flags());
+  recordMul(a, c, r);
+  return r;
 }
-/// f32 lanes: the guarded sequences are the f32 instructions'.
-static bool isF32Vector(Value v) {
-  auto vec = dyn_cast<VectorType>(v.getType());
-  return vec && vec.getElementType().isF32();
+
+Value LaneMath::uniformOf(Value v) {
+  if (auto broadcast = v.getDefiningOp<vector::BroadcastOp>())
+    if (broadcast.getSource().getType().isF32())
+      return broadcast.getSource();
+  return {};
+}
+
+Value LaneMath::andCond(Value a, Value c) {
+  if (!a)
+    return c;
+  if (!c)
+    return a;
+  return arith::AndIOp::create(b, loc, a, c);
+}
+
+Value LaneMath::nonnegCond(Value v) {
+  auto it = facts->nonnegative.find(v);
+  if (it == facts->nonnegative.end())
+    return {};
+  return it->second ? it->second
+                    : Value(arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+}
+
+// The facts are about IEEE results (what every guarded sequence returns):
+// x * x >= 0 or NaN; u * x keeps x's sign where u >= 0, and (u * x) * x
+// >= 0 where u >= 0; sums and products of nonnegatives stay nonnegative. A
+// condition on a uniform u is one scalar compare (NaN fails it).
+void LaneMath::recordMul(Value a, Value c, Value result) {
+  if (!facts || !isF32Vector(result))
+    return;
+  auto uniformAtLeast = [&](Value u, double lo) {
+    return cmp(arith::CmpFPredicate::OGE, u, constF(u, lo));
+  };
+  if (a == c) {
+    facts->nonnegative[result] = Value();
+    return;
+  }
+  for (auto [x, y] : {std::pair(a, c), std::pair(c, a)}) {
+    if (Value u = uniformOf(x)) {
+      facts->scaled[result] = {y, u};
+      if (Value k = nonnegCond(y))
+        facts->nonnegative[result] = andCond(k, uniformAtLeast(u, 0.0));
+      return;
+    }
+    auto s = facts->scaled.find(x);
+    if (s != facts->scaled.end() && s->second.first == y) {
+      facts->nonnegative[result] = uniformAtLeast(s->second.second, 0.0);
+      return;
+    }
+  }
+  Value ka = nonnegCond(a), kc = ka ? nonnegCond(c) : Value();
+  if (ka && kc)
+    facts->nonnegative[result] = andCond(ka, kc);
+}
+
+void LaneMath::recordAdd(Value a, Value c, Value result) {
+  if (!facts || !isF32Vector(result))
+    return;
+  Value ka = nonnegCond(a), kc = ka ? nonnegCond(c) : Value();
+  if (ka && kc)
+    facts->nonnegative[result] = andCond(ka, kc);
+  // x in [lo, hi] plus a uniform u in [0, 2^40]: in [lo, (hi + 2^40)
+  // rounded up] (RN is monotone; the margin covers the sum's rounding).
+  for (auto [x, y] : {std::pair(a, c), std::pair(c, a)}) {
+    Value u = uniformOf(y);
+    auto bx = facts->bounds.find(x);
+    if (!u || bx == facts->bounds.end())
+      continue;
+    Value uOk = arith::AndIOp::create(
+        b, loc, cmp(arith::CmpFPredicate::OGE, u, constF(u, 0.0)),
+        cmp(arith::CmpFPredicate::OLE, u, constF(u, 0x1p40)));
+    LaneFacts::Bounds bounds = bx->second;
+    facts->bounds[result] = {bounds.lo, (bounds.hi + 0x1p40) * (1 + 0x1p-20),
+                             andCond(bounds.cond, uOk)};
+    return;
+  }
 }
 
 Value LaneMath::div(Value a, Value c) {
@@ -214,13 +297,25 @@ Value LaneMath::guardedDiv(Value a, Value c) {
     Value r0 = perLane(c, rcp);
     Value e = fma(arith::NegFOp::create(b, loc, c), r0, constF(r0, 1.0));
     r = fma(e, r0, r0);
-    ok = arith::AndIOp::create(b, loc, ok,
-                               lanesWithin(c, 0x1p-60, 0x1p60, true));
+    // A divisor whose bounds lie in the domain needs no look at its lanes:
+    // the facts' condition stands for the check (sqrt(v / bc2) + eps).
+    const LaneFacts::Bounds *bc = nullptr;
+    if (facts) {
+      auto it = facts->bounds.find(c);
+      if (it != facts->bounds.end() && it->second.lo >= 0x1p-60 &&
+          it->second.hi <= 0x1p60)
+        bc = &it->second;
+    }
+    if (bc)
+      ok = andCond(ok, bc->cond);
+    else
+      ok = arith::AndIOp::create(b, loc, ok,
+                                 lanesWithin(c, 0x1p-60, 0x1p60, true));
   }
   Value q0 = arith::MulFOp::create(b, loc, a, r);
   Value rem = fma(arith::NegFOp::create(b, loc, c), q0, a);
   Value q = fma(r, rem, q0);
-  return guardedResult(ok, q, [&] {
+  Value result = guardedResult(ok, q, [&] {
     Value result = a;
     for (int64_t i = 0, e = cast<VectorType>(a.getType()).getNumElements();
          i < e; ++i)
@@ -232,6 +327,17 @@ Value LaneMath::guardedDiv(Value a, Value c) {
           result, i);
     return result;
   });
+  // a >= 0 with |a| in [2^-60, 2^60] (the check passed), over a uniform u in
+  // [2^-40, 1] (a bias correction): the quotient lies in [2^-60, 2^100].
+  if (facts && uniform)
+    if (Value k = nonnegCond(a)) {
+      Value uOk = arith::AndIOp::create(
+          b, loc, cmp(arith::CmpFPredicate::OGE, uniform, constF(uniform, 0x1p-40)),
+          cmp(arith::CmpFPredicate::OLE, uniform, constF(uniform, 1.0)));
+      facts->bounds[result] = {0x1p-60, 0x1p100,
+                               andCond(andCond(ok, k), uOk)};
+    }
+  return result;
 }
 
 Value LaneMath::guardedSqrt(Value a) {
@@ -246,12 +352,30 @@ Value LaneMath::guardedSqrt(Value a) {
   Value s0 = arith::MulFOp::create(b, loc, a, y);
   Value h = arith::MulFOp::create(b, loc, y, constF(y, 0.5));
   Value s = fma(fma(arith::NegFOp::create(b, loc, s0), s0, a), h, s0);
-  Value ok = lanesWithin(a, 0x1p-100, 0x1p100, /*magnitude=*/false);
-  return guardedResult(ok, s, [&] {
+  // Bounds inside the domain stand for the check (their condition, one
+  // predicate); the root's bounds follow them.
+  std::optional<LaneFacts::Bounds> ba;
+  if (facts) {
+    auto it = facts->bounds.find(a);
+    if (it != facts->bounds.end())
+      ba = it->second;
+  }
+  bool known = ba.has_value();
+  Value ok;
+  if (known && ba->lo >= 0x1p-100 && ba->hi <= 0x1p100)
+    ok = ba->cond ? ba->cond
+                  : Value(arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+  else
+    ok = lanesWithin(a, 0x1p-100, 0x1p100, /*magnitude=*/false);
+  Value result = guardedResult(ok, s, [&] {
     return perLane(a, [&](Value lane) {
       return opaqueIEEE("sqrt.rn.f32 $0, $1;", {lane});
     });
   });
+  if (known)
+    facts->bounds[result] = {std::sqrt(ba->lo), std::sqrt(ba->hi) * (1 + 0x1p-20),
+                             ba->cond};
+  return result;
 }
 
 Value LaneMath::abs(Value a) { return intrinsic("llvm.fabs", a); }
@@ -1074,5 +1198,10 @@ FailureOr<Value> mlir::qopt::vectorizeUpdateOp(LaneMath &m, Operation *op,
                              b.getContext(), arith::FastMathFlags::contract |
                                                  arith::FastMathFlags::afn |
                                                  arith::FastMathFlags::arcp));
-  return b.create(state)->getResult(0);
+  Value result = b.create(state)->getResult(0);
+  if (isa<arith::MulFOp>(op))
+    m.recordMul(operand(0), operand(1), result);
+  else if (isa<arith::AddFOp>(op))
+    m.recordAdd(operand(0), operand(1), result);
+  return result;
 }

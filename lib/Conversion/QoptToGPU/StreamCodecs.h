@@ -20,6 +20,29 @@
 
 namespace mlir::qopt {
 
+/// What the guarded division and square root know of f32 lane vectors
+/// without looking at them: range facts that make a guard's own range check
+/// redundant. Each fact holds where its condition (an i1 scalar, or null for
+/// always) holds; where it does not, the guard takes the IEEE instruction,
+/// which is always right.
+struct LaneFacts {
+  /// Every lane in [lo, hi] (no NaN).
+  struct Bounds {
+    double lo, hi;
+    Value cond;
+  };
+  /// Every lane nonnegative or NaN (-0 included).
+  llvm::DenseMap<Value, Value> nonnegative;
+  llvm::DenseMap<Value, Bounds> bounds;
+  /// value = uniform * base, lane by lane (the uniform a broadcast scalar).
+  llvm::DenseMap<Value, std::pair<Value, Value>> scaled;
+  void clear() {
+    nonnegative.clear();
+    bounds.clear();
+    scaled.clear();
+  }
+};
+
 /// Builds arithmetic on scalars or vectors of f32 lanes, with the fast-math
 /// flags of the kernel's mode.
 class LaneMath {
@@ -100,6 +123,14 @@ public:
     return m;
   }
   bool isGuarded() const { return guardIEEE; }
+  /// Range facts for the guards (strict NVVM, guarded): mul, add, div and
+  /// sqrt record what they prove, and a guard whose operand has bounds
+  /// inside its domain checks the facts' condition instead of the lanes.
+  void setFacts(LaneFacts *f) { facts = f; }
+  /// Records the facts of result = a * c / a + c (also called for the
+  /// update's arith ops, which vectorizeUpdateOp clones).
+  void recordMul(Value a, Value c, Value result);
+  void recordAdd(Value a, Value c, Value result);
 
   /// This LaneMath (strict NVVM) with div and sqrt of f32 scalars as inline
   /// div.rn / sqrt.rn PTX, which LLVM cannot hoist out of a rarely taken
@@ -120,6 +151,13 @@ private:
   bool approxIntrinsics = false;
   bool guardIEEE = false;
   bool opaqueScalarIEEE = false;
+  LaneFacts *facts = nullptr;
+  /// The scalar a broadcast lane vector was built from, if it is one.
+  static Value uniformOf(Value v);
+  Value andCond(Value a, Value c);
+  /// The condition under which `v` is nonnegative (or NaN), if known: true
+  /// (a constant) where it always is.
+  Value nonnegCond(Value v);
   Value guardedDiv(Value a, Value c);
   Value guardedSqrt(Value a);
   /// Whether every lane of `v` (|v| where `magnitude`) lies in [lo, hi]:
