@@ -528,12 +528,32 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
       // max_i sqrt(v_i) = sqrt(max_i v_i): sqrt.rn is monotone on [-0, inf]
       // and NaN below -0, so a negative v becomes NaN before the maximum.
       // One square root per thread instead of one per lane.
-      Value nan = math.constF(value, std::numeric_limits<double>::quiet_NaN());
-      Value domain = math.select(
-          math.cmp(arith::CmpFPredicate::OLT, value, zeros), nan, value);
-      Value maxValue = reduceGroupMax(
-          math.laneMaximum(math.select(laneMask, domain, zeros)),
-          group.getGroupSize());
+      auto lanesMax = [&](bool known) {
+        Value domain = value;
+        if (!known)
+          domain = math.select(
+              math.cmp(arith::CmpFPredicate::OLT, value, zeros),
+              math.constF(value, std::numeric_limits<double>::quiet_NaN()),
+              value);
+        return math.laneMaximum(math.select(laneMask, domain, zeros));
+      };
+      // Where the range facts know v is nonnegative (Adam's v with beta2 and
+      // 1 - beta2 >= 0: a uniform condition), no lane needs the select.
+      Value lanesMaxValue;
+      auto nonneg = facts.nonnegative.find(value);
+      if (nonneg != facts.nonnegative.end() && nonneg->second) {
+        auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32()}, nonneg->second,
+                                      /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+        scf::YieldOp::create(b, loc, lanesMax(true));
+        b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+        scf::YieldOp::create(b, loc, lanesMax(false));
+        lanesMaxValue = ifOp.getResult(0);
+      } else {
+        lanesMaxValue = lanesMax(nonneg != facts.nonnegative.end());
+      }
+      Value maxValue = reduceGroupMax(lanesMaxValue, group.getGroupSize());
       absmax = math.sqrt(maxValue);
     } else {
       Value magnitude =

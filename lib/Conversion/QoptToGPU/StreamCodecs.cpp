@@ -86,12 +86,11 @@ Value LaneMath::andCond(Value a, Value c) {
   return arith::AndIOp::create(b, loc, a, c);
 }
 
-Value LaneMath::nonnegCond(Value v) {
+std::optional<Value> LaneMath::nonnegCond(Value v) {
   auto it = facts->nonnegative.find(v);
   if (it == facts->nonnegative.end())
-    return {};
-  return it->second ? it->second
-                    : Value(arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+    return std::nullopt;
+  return it->second;
 }
 
 // The facts are about IEEE results (what every guarded sequence returns):
@@ -111,8 +110,8 @@ void LaneMath::recordMul(Value a, Value c, Value result) {
   for (auto [x, y] : {std::pair(a, c), std::pair(c, a)}) {
     if (Value u = uniformOf(x)) {
       facts->scaled[result] = {y, u};
-      if (Value k = nonnegCond(y))
-        facts->nonnegative[result] = andCond(k, uniformAtLeast(u, 0.0));
+      if (std::optional<Value> k = nonnegCond(y))
+        facts->nonnegative[result] = andCond(*k, uniformAtLeast(u, 0.0));
       return;
     }
     auto s = facts->scaled.find(x);
@@ -121,17 +120,17 @@ void LaneMath::recordMul(Value a, Value c, Value result) {
       return;
     }
   }
-  Value ka = nonnegCond(a), kc = ka ? nonnegCond(c) : Value();
+  std::optional<Value> ka = nonnegCond(a), kc = nonnegCond(c);
   if (ka && kc)
-    facts->nonnegative[result] = andCond(ka, kc);
+    facts->nonnegative[result] = andCond(*ka, *kc);
 }
 
 void LaneMath::recordAdd(Value a, Value c, Value result) {
   if (!facts || !isF32Vector(result))
     return;
-  Value ka = nonnegCond(a), kc = ka ? nonnegCond(c) : Value();
+  std::optional<Value> ka = nonnegCond(a), kc = nonnegCond(c);
   if (ka && kc)
-    facts->nonnegative[result] = andCond(ka, kc);
+    facts->nonnegative[result] = andCond(*ka, *kc);
   // x in [lo, hi] plus a uniform u in [0, 2^40]: in [lo, (hi + 2^40)
   // rounded up] (RN is monotone; the margin covers the sum's rounding).
   for (auto [x, y] : {std::pair(a, c), std::pair(c, a)}) {
@@ -330,12 +329,12 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   // a >= 0 with |a| in [2^-60, 2^60] (the check passed), over a uniform u in
   // [2^-40, 1] (a bias correction): the quotient lies in [2^-60, 2^100].
   if (facts && uniform)
-    if (Value k = nonnegCond(a)) {
+    if (std::optional<Value> k = nonnegCond(a)) {
       Value uOk = arith::AndIOp::create(
           b, loc, cmp(arith::CmpFPredicate::OGE, uniform, constF(uniform, 0x1p-40)),
           cmp(arith::CmpFPredicate::OLE, uniform, constF(uniform, 1.0)));
       facts->bounds[result] = {0x1p-60, 0x1p100,
-                               andCond(andCond(ok, k), uOk)};
+                               andCond(andCond(ok, *k), uOk)};
     }
   return result;
 }
@@ -996,9 +995,11 @@ static Value biasCode(LaneMath &m, Value q) {
 /// 2.4e-4), so floor(u) = q' (and, away from half integers, roundeven(t) =
 /// q'). Where also |t' - c| < R, c and R the centre and half width of
 /// [lo - 1/2, hi + 1/2], q' is in [lo, hi] and needs no clamp (and the |t|
-/// bounds above hold). Both conditions are one maximum per thread: max |d|
-/// and max |t' - c| over the lanes (a NaN lane makes both NaN and fails
-/// them). Where the thread's check or the divisor's range fails, each lane
+/// bounds above hold); with the absmax as divisor that holds by itself (see
+/// below), with seed 003's stored scale it is checked. Each condition is one
+/// maximum per thread: max |d| and max |t' - c| over the lanes (a NaN lane
+/// makes both NaN and fails them). Where the thread's check or the divisor's
+/// range fails, each lane
 /// checks itself, and a lane that fails takes the IEEE chain and its clamp.
 static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
                               Value divisor) {
@@ -1028,10 +1029,18 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   Value clearOfBoundary =
       cmpConst(arith::CmpFPredicate::OLT,
                m.laneMaximum(distance, /*magnitude=*/true), 0.5 - 0x1p-12);
-  Value inRange = cmpConst(arith::CmpFPredicate::OLT,
-                           m.laneMaximum(offCentre, /*magnitude=*/true),
-                           halfWidth);
-  Value all = arith::AndIOp::create(b, loc, clearOfBoundary, inRange);
+  // With the absmax as divisor the range needs no check: |x| <= absmax <=
+  // divisor (the sqrt codes' divisor is sqrt.rn of the largest v), so
+  // |t'| <= range * (1 + 2^-20) < range + 1/2 for both chains (their errors
+  // above), and a NaN lane fails the boundary check. (Lanes past a partial
+  // tile's end take no part in the absmax; their codes are not stored.)
+  Value all = clearOfBoundary;
+  if (scheme.getDivisor() != ScaleDivisor::absmax) {
+    Value inRange = cmpConst(arith::CmpFPredicate::OLT,
+                             m.laneMaximum(offCentre, /*magnitude=*/true),
+                             halfWidth);
+    all = arith::AndIOp::create(b, loc, all, inRange);
+  }
   // The divisor is the same for all lanes: its range is checked once, for
   // the thread here and for each lane's own check in the fallback.
   Value absDivisor = m.abs(vector::ExtractOp::create(b, loc, divisor, 0));

@@ -155,9 +155,9 @@ private:
   /// The scalar a broadcast lane vector was built from, if it is one.
   static Value uniformOf(Value v);
   Value andCond(Value a, Value c);
-  /// The condition under which `v` is nonnegative (or NaN), if known: true
-  /// (a constant) where it always is.
-  Value nonnegCond(Value v);
+  /// The condition under which `v` is nonnegative (or NaN), if known: a
+  /// null Value where it always is.
+  std::optional<Value> nonnegCond(Value v);
   Value guardedDiv(Value a, Value c);
   Value guardedSqrt(Value a);
   /// Whether every lane of `v` (|v| where `magnitude`) lies in [lo, hi]:

@@ -22,14 +22,13 @@
 // CHECK: %[[B:.+]] = vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
 // CHECK: %[[Q:.+]] = arith.subf %[[B]], %cst{{.*}} : vector<8xf32>
 // CHECK: %[[D:.+]] = arith.subf %[[T]], %[[Q]] : vector<8xf32>
-// The lanes' largest |d| and |t'| (the signed range is centred on 0), then
-// the divisor's range (once: it is the group's), in one predicate.
+// The lanes' largest |d|, then the divisor's range (once: it is the
+// group's), in one predicate. With the absmax as divisor |t'| is within the
+// code range by itself: no maximum of |t'|.
 // CHECK: vector.extract %[[D]][7] : f32 from vector<8xf32>
 // CHECK: %[[DMAX:.+]] = arith.maximumf
 // CHECK: arith.cmpf olt, %[[DMAX]], %cst{{.*}} : f32
-// CHECK: vector.extract %[[T]][7] : f32 from vector<8xf32>
-// CHECK: %[[TMAX:.+]] = arith.maximumf
-// CHECK: arith.cmpf olt, %[[TMAX]], %cst{{.*}} : f32
+// CHECK-NOT: vector.extract %[[T]][7] : f32 from vector<8xf32>
 // CHECK: arith.cmpf ole, %{{.+}}, %{{.+}} : f32
 // CHECK: arith.cmpf oge, %{{.+}}, %{{.+}} : f32
 // CHECK: %[[ALL:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
@@ -63,28 +62,33 @@
 // The code is the low byte of the biased sum's pattern: no conversion.
 // CHECK-NEXT: arith.bitcast %{{.+}} : vector<8xf32> to vector<8xi32>
 // CHECK-NEXT: arith.trunci %{{.+}} : vector<8xi32> to vector<8xi8>
-// The sqrt code's absmax (state v): one square root of the lanes' maximum,
-// a negative value turned into NaN first.
-// CHECK: %[[NAN:.+]] = arith.constant dense<0x7FC00000> : vector<8xf32>
-// CHECK: %[[NEG:.+]] = arith.cmpf olt, %[[V:.+]], %{{.+}} : vector<8xf32>
-// CHECK: arith.select %[[NEG]], %[[NAN]], %[[V]] : vector<8xi1>, vector<8xf32>
+// The sqrt code's absmax (state v): one square root of the lanes' maximum.
+// v + g * g is nonnegative or NaN (a dequantized v is u * u): the lanes'
+// maximum as they are, no select of NaN for a negative lane.
+// CHECK-NOT: arith.constant dense<0x7FC00000> : vector<8xf32>
 // CHECK: gpu.shuffle xor
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"(%{{.+}}) : (f32) -> f32
-// The sqrt code: sqrt.approx.ftz per lane, the same check with the range
-// [-1/2, 255.5) as |t' - 127.5| < 128, the IEEE chain behind it.
+// The sqrt code: sqrt.approx.ftz per lane, the boundary check alone (the
+// absmax divisor keeps t' in [0, 255.5)), the IEEE chain behind it.
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.approx.ftz.f"
 // CHECK: %[[VT:.+]] = llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
-// CHECK: arith.subf %{{.+}}, %cst{{.*}} : vector<8xf32>
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
-// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
+// CHECK-NOT: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: scf.if
 // CHECK: } else {
 // CHECK: llvm.inline_asm "sqrt.rn.f32 $0, $1;"
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // CHECK: vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
-// The linear code (state w): no approximate chain, up to the full tile's
-// stores (the partial tile's body follows with the same codes).
+// The linear code (state w): no approximate chain, up to the next state's
+// absmax. The sqrt code of y - g * g (state y), of unknown sign: a negative
+// lane turned into NaN before the lanes' maximum.
 // CHECK-NOT: llvm.nvvm.div.approx
+// CHECK: %[[NAN:.+]] = arith.constant dense<0x7FC00000> : vector<8xf32>
+// CHECK: %[[NEG:.+]] = arith.cmpf olt, %[[Y:.+]], %{{.+}} : vector<8xf32>
+// CHECK: arith.select %[[NEG]], %[[NAN]], %[[Y]] : vector<8xi1>, vector<8xf32>
+// CHECK: gpu.shuffle xor
+// CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"(%{{.+}}) : (f32) -> f32
+// Up to the full tile's stores (the partial tile's body follows).
 // CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 8 : i64} : vector<8xi8>, !llvm.ptr<1>
 // CHECK: gpu.return
 
@@ -101,20 +105,24 @@ qopt.optimizer @Codes param "p" : f32 master none grad "g" : f32 {
   qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
   qopt.state @v : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_up, divisor = absmax>
   qopt.state @w : #qopt.group<storage = si8, group_size = 32, companding = linear, scale = f16, rounding = half_up, divisor = absmax>
+  qopt.state @y : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_up, divisor = absmax>
   qopt.update {
     %g = qopt.load_grad : f32
     %p = qopt.load_param : f32
     %m = qopt.load_state @m : f32
     %v = qopt.load_state @v : f32
     %w = qopt.load_state @w : f32
+    %y = qopt.load_state @y : f32
     %mn = arith.addf %m, %g : f32
     %g2 = arith.mulf %g, %g : f32
     %vn = arith.addf %v, %g2 : f32
     %wn = arith.subf %w, %g : f32
+    %yn = arith.subf %y, %g2 : f32
     %pn = arith.subf %p, %mn : f32
     qopt.store_state @m, %mn : f32
     qopt.store_state @v, %vn : f32
     qopt.store_state @w, %wn : f32
+    qopt.store_state @y, %yn : f32
     qopt.store_param %pn : f32
   }
 }
