@@ -763,7 +763,18 @@ static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
   OpBuilder &b = m.builder();
   Location loc = m.location();
   Type i32 = withElement(x16.getType(), b.getI32Type());
-  Value x16f = widenToF32(m, x16);
+  // A bf16 widened from its bits (a shift): as fpext of the fptrunc, LLVM
+  // rounds each lane alone (F2F, a quarter-rate conversion) instead of
+  // pairs (F2FP.PACK_AB), which the store needs anyway.
+  Value x16f =
+      getElementTypeOrSelf(x16.getType()).isBF16()
+          ? Value(arith::BitcastOp::create(
+                b, loc, x32.getType(),
+                arith::ShLIOp::create(
+                    b, loc,
+                    arith::ExtUIOp::create(b, loc, i32, bitsOf(m, x16, 16)),
+                    m.constI(i32, 16))))
+          : widenToF32(m, x16);
   Value e = m.sub(x32, x16f);
   Value floorBits = arith::BitcastOp::create(b, loc, i32, exponentFloor(m, x16f, f));
   Value scale = arith::BitcastOp::create(
