@@ -208,30 +208,41 @@ Value LaneMath::sqrt(Value a) {
   return perLane(a, [&](Value lane) { return intrinsic(name, lane); });
 }
 
-Value LaneMath::laneMaximum(Value v, bool magnitude) {
-  auto lane = [&](int64_t i) {
-    Value x = vector::ExtractOp::create(b, loc, v, i);
-    return magnitude ? abs(x) : x;
-  };
-  Value acc = lane(0);
-  for (int64_t i = 1, e = cast<VectorType>(v.getType()).getNumElements();
-       i < e; ++i)
-    acc = maximum(acc, lane(i));
-  return acc;
+/// The lanes of `v` (|v| where `magnitude`) combined pairwise, a tree of
+/// depth log2(lanes) instead of a chain: the same value for an associative
+/// and commutative `combine` (IEEE maximum and minimum are), and a shorter
+/// dependency path for the warp scheduler to wait on.
+static Value reduceLanesPairwise(LaneMath &m, Value v, bool magnitude,
+                                 llvm::function_ref<Value(Value, Value)> combine) {
+  OpBuilder &b = m.builder();
+  SmallVector<Value> level;
+  for (int64_t i = 0, e = cast<VectorType>(v.getType()).getNumElements(); i < e;
+       ++i) {
+    Value x = vector::ExtractOp::create(b, m.location(), v, i);
+    level.push_back(magnitude ? m.abs(x) : x);
+  }
+  while (level.size() > 1) {
+    SmallVector<Value> next;
+    for (size_t k = 0; k + 1 < level.size(); k += 2)
+      next.push_back(combine(level[k], level[k + 1]));
+    if (level.size() % 2)
+      next.push_back(level.back());
+    level = std::move(next);
+  }
+  return level.front();
 }
 
+Value LaneMath::laneMaximum(Value v, bool magnitude) {
+  return reduceLanesPairwise(*this, v, magnitude,
+                             [&](Value x, Value y) { return maximum(x, y); });
+}
 Value LaneMath::lanesWithin(Value v, double lo, double hi, bool magnitude) {
-  auto vec = cast<VectorType>(v.getType());
-  auto lane = [&](int64_t i) {
-    Value x = vector::ExtractOp::create(b, loc, v, i);
-    return magnitude ? abs(x) : x;
-  };
-  Value mn = lane(0), mx = mn;
-  for (int64_t i = 1, e = vec.getNumElements(); i < e; ++i) {
-    Value x = lane(i);
-    mn = arith::MinimumFOp::create(b, loc, mn, x);
-    mx = arith::MaximumFOp::create(b, loc, mx, x);
-  }
+  Value mn = reduceLanesPairwise(*this, v, magnitude, [&](Value x, Value y) {
+    return arith::MinimumFOp::create(b, loc, x, y).getResult();
+  });
+  Value mx = reduceLanesPairwise(*this, v, magnitude, [&](Value x, Value y) {
+    return arith::MaximumFOp::create(b, loc, x, y).getResult();
+  });
   Value aboveLo = cmp(arith::CmpFPredicate::OGE, mn, constF(mn, lo));
   Value belowHi = cmp(arith::CmpFPredicate::OLE, mx, constF(mx, hi));
   return arith::AndIOp::create(b, loc, aboveLo, belowHi);
