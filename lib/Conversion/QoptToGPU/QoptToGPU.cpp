@@ -142,15 +142,22 @@ private:
   Value tid;                       // i64
   SmallVector<Value> uniformValues;// f32 scalars
   llvm::DenseMap<int, Value> qmapShared, midShared; // per codebook state
-  /// Per codebook state: for each of kBuckets ranges of float bit patterns
-  /// (the top 13 bits of an order-preserving key), the number of midpoints
-  /// below the range and how many lie in it (i16: start | width << 8, the
-  /// width saturated at 255).
+  /// Per codebook state: for each of kBuckets ranges of normalized values
+  /// c in [-1, 1], the number of midpoints below the range and how many lie
+  /// in it (i16: start | width << 8, the width saturated at 255). A range is
+  /// a sign and 2^16 consecutive patterns of |c| (the exponent and the top
+  /// 7 mantissa bits: a 128th of a binade), |c| clamped to [2^-32, 1];
+  /// bucket s * kBucketsPerSign + k holds the magnitudes [kMagLo + k * 2^16,
+  /// kMagLo + (k + 1) * 2^16) (bucket 0 also all below kMagLo, the last one
+  /// 1.0 alone). With at most one midpoint in c's range, the code is start
+  /// + (mids[start] < c); bitsandbytes' dynamic maps have at most one.
   llvm::DenseMap<int, Value> bucketShared;
-  static constexpr int64_t kBucketBits = 13;
-  static constexpr int64_t kBuckets = int64_t(1) << kBucketBits;
-  /// Midpoints a bucket may hold for the short search (3 steps).
-  static constexpr int64_t kBucketSearchWidth = 7;
+  static constexpr int64_t kMagLo = 0x2F800000; // 2^-32
+  static constexpr int64_t kMagHi = 0x3F800000; // 1.0
+  static constexpr int64_t kBucketsPerSign = ((kMagHi - kMagLo) >> 16) + 1;
+  static constexpr int64_t kBuckets = 2 * kBucketsPerSign;
+  /// +inf padding after the 255 midpoints (mids[255] is read for start 255).
+  static constexpr int64_t kMidPadding = 8;
   void fillBuckets(Value mids, Value buckets);
   /// A branchless binary search of the sorted midpoints from `pos` (i32):
   /// steps of firstStep, firstStep / 2, ..., 1, each moving to the candidate
@@ -601,61 +608,53 @@ Value KernelEmitter::searchMidpoints(Value mids, Value x, Value pos,
   return pos;
 }
 
-/// The order-preserving key of float bits (radix-sort order: -NaN < -inf <
-/// ... < -0 < +0 < ... < +inf < +NaN) and back.
-static Value orderedKey(OpBuilder &b, Location loc, Value bits) {
-  Type i32 = bits.getType();
-  auto c = [&](int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i32, v));
-  };
-  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                         bits, c(0));
-  return arith::SelectOp::create(
-      b, loc, negative, arith::XOrIOp::create(b, loc, bits, c(-1)),
-      arith::OrIOp::create(b, loc, bits, c(INT32_MIN)));
-}
-
-static Value floatOfKey(OpBuilder &b, Location loc, Value key) {
-  Type i32 = key.getType();
-  auto c = [&](int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i32, v));
-  };
-  Value positive = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                         key, c(0)); // top bit set
-  Value bits = arith::SelectOp::create(
-      b, loc, positive, arith::AndIOp::create(b, loc, key, c(INT32_MAX)),
-      arith::XOrIOp::create(b, loc, key, c(-1)));
-  return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
-}
-
 void KernelEmitter::fillBuckets(Value mids, Value buckets) {
-  // Bucket j holds the keys [j << 19, (j << 19) | 0x7FFFF], clamped to the
-  // non-NaN keys [key(-inf), key(+inf)]; a bucket of NaNs alone gets 0 (a NaN
-  // value never reads it). Each thread fills a run of kBuckets / threads
-  // buckets by two cursors over the ascending midpoints: `below` counts the
-  // midpoints < the bucket's lowest float, `upTo` those <= its highest (both
-  // only move up with j; as float comparisons they keep -0 == +0). One
-  // binary search starts the run.
-  // A block size that does not divide kBuckets leaves the last runs short or
-  // empty: their indices are clamped to the last bucket, written again with
-  // the same value.
+  // Buckets in ascending order of c: v < kBucketsPerSign is the negative
+  // bucket k = kBucketsPerSign - 1 - v, the rest the positive k = v -
+  // kBucketsPerSign. Each thread fills a run of kBuckets / threads of them
+  // by two cursors over the ascending midpoints: `below` counts the
+  // midpoints < the bucket's lowest c, `upTo` those <= its highest (both
+  // only move up with v; as float comparisons they keep -0 == +0). One
+  // binary search starts the run. A block size that does not divide
+  // kBuckets leaves the last runs short or empty: their indices are clamped
+  // to the last bucket, written again with the same value.
   int64_t perThread = (kBuckets + threads - 1) / threads;
-  auto clampBucket = [&](Value j) {
-    return arith::MinUIOp::create(b, loc, j, constI32(kBuckets - 1));
+  auto clampBucket = [&](Value v) {
+    return arith::MinUIOp::create(b, loc, v, constI32(kBuckets - 1));
   };
   Value first = clampBucket(arith::TruncIOp::create(
       b, loc, i32(), arith::MulIOp::create(b, loc, tid, constI64(perThread))));
-  auto bounds = [&](Value j) {
-    Value loKey = arith::ShLIOp::create(b, loc, j, constI32(32 - kBucketBits));
-    Value hiKey = arith::OrIOp::create(
-        b, loc, loKey, constI32((int64_t(1) << (32 - kBucketBits)) - 1));
-    loKey = arith::MaxUIOp::create(b, loc, loKey, constI32(0x007FFFFF));
-    hiKey = arith::MinUIOp::create(b, loc, hiKey,
-                                   constI32(static_cast<int32_t>(0xFF800000u)));
-    Value valid =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, loKey, hiKey);
-    return std::make_tuple(floatOfKey(b, loc, loKey), floatOfKey(b, loc, hiKey),
-                           valid);
+  auto asFloat = [&](Value bits) {
+    return arith::BitcastOp::create(b, loc, f32(), bits);
+  };
+  // (lowest c, highest c, storage index) of bucket v.
+  auto bounds = [&](Value v) {
+    Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                           v, constI32(kBucketsPerSign));
+    Value k = arith::SelectOp::create(
+        b, loc, negative,
+        arith::SubIOp::create(b, loc, constI32(kBucketsPerSign - 1), v),
+        arith::SubIOp::create(b, loc, v, constI32(kBucketsPerSign)));
+    Value start = arith::AddIOp::create(
+        b, loc, constI32(kMagLo), arith::ShLIOp::create(b, loc, k, constI32(16)));
+    Value magLo = arith::SelectOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, k, constI32(0)),
+        constI32(0), start);
+    Value magHi = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, start, constI32(0xFFFF)),
+        constI32(kMagHi));
+    Value sign = constI32(INT32_MIN);
+    Value lo = arith::SelectOp::create(
+        b, loc, negative, asFloat(arith::OrIOp::create(b, loc, magHi, sign)),
+        asFloat(magLo));
+    Value hi = arith::SelectOp::create(
+        b, loc, negative, asFloat(arith::OrIOp::create(b, loc, magLo, sign)),
+        asFloat(magHi));
+    Value index = arith::SelectOp::create(
+        b, loc, negative, arith::AddIOp::create(b, loc, k, constI32(kBucketsPerSign)),
+        k);
+    return std::make_tuple(lo, hi, index);
   };
   // Moves `pos` (i32) up while pos < 255 and pred(mids[pos], x).
   auto advance = [&](Value pos, Value x, arith::CmpFPredicate pred) {
@@ -686,10 +685,10 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets) {
       ValueRange{startBelow, startBelow});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(fill.getBody());
-  Value j = clampBucket(arith::AddIOp::create(
+  Value v = clampBucket(arith::AddIOp::create(
       b, loc, first,
       arith::TruncIOp::create(b, loc, i32(), fill.getInductionVar())));
-  auto [lo, hi, valid] = bounds(j);
+  auto [lo, hi, index] = bounds(v);
   Value below = advance(fill.getRegionIterArgs()[0], lo, arith::CmpFPredicate::OLT);
   Value upTo = arith::MaxSIOp::create(b, loc, fill.getRegionIterArgs()[1], below);
   upTo = advance(upTo, hi, arith::CmpFPredicate::OLE);
@@ -697,10 +696,9 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets) {
       b, loc, arith::SubIOp::create(b, loc, upTo, below), constI32(255));
   Value entry = arith::OrIOp::create(
       b, loc, below, arith::ShLIOp::create(b, loc, width, constI32(8)));
-  entry = arith::SelectOp::create(b, loc, valid, entry, constI32(0));
   LLVM::StoreOp::create(
       b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), entry),
-      gep(buckets, b.getI16Type(), j), 2);
+      gep(buckets, b.getI16Type(), index), 2);
   scf::YieldOp::create(b, loc, ValueRange{below, upTo});
 }
 
@@ -708,10 +706,10 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized) {
   // Seed 000's code is the number of midpoints strictly below c
   // (torch.bucketize, right=False; a NaN c gets the last code). The bucket of
   // c's bits gives the midpoints below its range and how many lie in it;
-  // with at most 7 there, a 3-step search from that start is the count.
-  // (13-bit buckets give bitsandbytes' dynamic maps at most 3 (signed) and 5
-  // (unsigned).) A thread with a lane in a wider bucket takes the 8-step
-  // search over all midpoints.
+  // with at most one there, one comparison with it finishes the count (a
+  // 128th of a binade per bucket: bitsandbytes' dynamic maps put at most one
+  // midpoint in each). A thread with a lane in a wider bucket takes the
+  // 8-step search over all midpoints.
   Value mids = midShared.lookup(stateIndex);
   Value buckets = bucketShared.lookup(stateIndex);
   VectorType codeType = lanesOf(b.getI8Type());
@@ -733,20 +731,40 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized) {
   Value all;
   for (int64_t i = 0; i < lanes; ++i) {
     Value c = vector::ExtractOp::create(b, loc, normalized, i);
-    Value key = orderedKey(b, loc, arith::BitcastOp::create(b, loc, i32(), c));
-    Value j = arith::ShRUIOp::create(b, loc, key, constI32(32 - kBucketBits));
+    Value bits = arith::BitcastOp::create(b, loc, i32(), c);
+    // The bucket: |c|'s pattern clamped to [kMagLo, kMagHi] (a NaN, or a
+    // partial tile's unused lane, lands in range), its 2^16-pattern step,
+    // the sign's half of the table.
+    Value mag = arith::AndIOp::create(b, loc, bits, constI32(INT32_MAX));
+    mag = arith::MinUIOp::create(
+        b, loc, arith::MaxUIOp::create(b, loc, mag, constI32(kMagLo)),
+        constI32(kMagHi));
+    Value k = arith::ShRUIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, mag, constI32(kMagLo)),
+        constI32(16));
+    Value j = arith::AddIOp::create(
+        b, loc, k,
+        arith::MulIOp::create(
+            b, loc, arith::ShRUIOp::create(b, loc, bits, constI32(31)),
+            constI32(kBucketsPerSign)));
     Value entry = arith::ExtUIOp::create(
         b, loc, i32(), load(b.getI16Type(), gep(buckets, b.getI16Type(), j), 2));
-    Value pos = arith::AndIOp::create(b, loc, entry, constI32(0xFF));
+    Value start = arith::AndIOp::create(b, loc, entry, constI32(0xFF));
     Value width = arith::ShRUIOp::create(b, loc, entry, constI32(8));
-    pos = searchMidpoints(mids, c, pos, (kBucketSearchWidth + 1) / 2,
-                          arith::CmpFPredicate::OLT);
+    // At most one midpoint in the range: it is mids[start] if any (the
+    // first not below the range; +inf padding past 255).
+    Value mid = load(f32(), gep(mids, f32(), start), 4);
+    Value pos = arith::AddIOp::create(
+        b, loc, start,
+        arith::ExtUIOp::create(
+            b, loc, i32(),
+            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, mid, c)));
     Value isNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, c, c);
     pos = arith::SelectOp::create(b, loc, isNaN, constI32(255), pos);
     Value ok = arith::OrIOp::create(
         b, loc, isNaN,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, width,
-                              constI32(kBucketSearchWidth)));
+                              constI32(1)));
     all = all ? Value(arith::AndIOp::create(b, loc, all, ok)) : ok;
     fast = vector::InsertOp::create(
         b, loc, arith::TruncIOp::create(b, loc, b.getI8Type(), pos), fast, i);
@@ -915,7 +933,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     std::string bname = prefix + "_bucket" + std::to_string(stateIndex);
     Value qmap = sharedArray(module, qname, 256);
     // 255 midpoints and 8 of +inf after them, read by the bucketed search.
-    Value mid = sharedArray(module, mname, 255 + kBucketSearchWidth + 1);
+    Value mid = sharedArray(module, mname, 255 + kMidPadding);
     Value bucket = codebookBuckets
                        ? sharedArray(module, bname, kBuckets, b.getI16Type())
                        : Value();
@@ -945,7 +963,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
           b, loc, math.mul(math.add(lo, hi), math.constF(lo, 0.5)),
           gep(mid, f32(), i), 4);
     }
-    auto pad = scf::ForOp::create(b, loc, tid, constI64(kBucketSearchWidth + 1),
+    auto pad = scf::ForOp::create(b, loc, tid, constI64(kMidPadding),
                                   constI64(threads));
     {
       OpBuilder::InsertionGuard guard(b);
