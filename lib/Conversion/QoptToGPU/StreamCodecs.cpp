@@ -383,8 +383,8 @@ Value LaneMath::guardedSqrt(Value a) {
     });
   });
   if (known)
-    facts->bounds[result] = {std::sqrt(ba->lo), std::sqrt(ba->hi) * (1 + 0x1p-20),
-                             ba->cond};
+    facts->bounds[result] = {std::sqrt(ba->lo) * (1 - 0x1p-20),
+                             std::sqrt(ba->hi) * (1 + 0x1p-20), ba->cond};
   return result;
 }
 
@@ -693,7 +693,7 @@ Value mlir::qopt::reconstructMaster(LaneMath &m, Value x16, Value rho,
   // times a power of two), 2^E is the exponent field of |x16| clamped to
   // [2^(1 - bias), 2^bias]. (At an infinite or NaN x16 the clamp only
   // changes a finite addend of a non-finite sum.) Checked against the
-  // reference for every x16 and rho: test/host/EccDecodeExhaustiveTest.cpp.
+  // reference for every x16 and rho: test/host/EccExhaustiveTest.cpp.
   Value clamped = m.minNum(exponentFloor(m, x16f, f),
                            m.constF(x16f, std::ldexp(1.0, f.bias)));
   Value rhoF = arith::SIToFPOp::create(b, loc, f32, rho);
@@ -756,17 +756,20 @@ static Value splitMasterBf16I8(LaneMath &m, Value x32, Value x16) {
 /// branch: en * Nmax = (e * 2^(1 - E)) * (Nmax * 2^mbits) with 2^-l =
 /// 2^(mbits + 1 - E) split so that 2^(1 - E) is a normal float for every E of
 /// a finite x16 (E in [1 - bias, bias]: 2^(1 - E) in [2^(1 - bias), 2^bias]).
-/// e = x32 - f32(x16) is exact and a multiple of 2^(E - 24) (or of the f32
-/// subnormal step), so e * 2^(1 - E) is exact; the product with the constant
-/// rounds once, as the reference's s = en * Nmax does (|en| <= 1 after
-/// round-to-nearest-even: the clamp changes nothing). 2^(1 - E) is the
-/// complement of the exponent field of max(|x16|, 2^(1 - bias)): its field
-/// 255 - (E + 127). An infinite or NaN x16 gives the field 0, so s is NaN
-/// (inf * 0, or NaN) and the saturating conversion makes rho 0, the
-/// reference's value there. |s| + 0.5 is exact (|s| <= Nmax < 2^15), so
-/// trunc(s + copysign(0.5, s)) rounds ties away from zero. Checked against
-/// the reference on every float32 for the four formats: on the GPU by
-/// test/host/EccEncodeExhaustiveTest.cpp, and as C++ float arithmetic.
+/// e = x32 - f32(x16) is exact, and so is e * 2^(1 - E): where E <= 1 the
+/// factor is at least 1 (e is a multiple of the f32 subnormal step at
+/// least); where E > 1, x16 is normal, x32 lies in binade E or E - 1, e is a
+/// multiple of 2^(E - 24) and the product a multiple of 2^-23. The product
+/// with the constant rounds once, as the reference's s = en * Nmax does
+/// (|en| <= 1 after round-to-nearest-even: the clamp changes nothing).
+/// 2^(1 - E) is the complement of the exponent field of max(|x16|, 2^(1 -
+/// bias)): its field 255 - (E + 127). An infinite x16 gives the field 0, so s
+/// is inf * 0 = NaN; a NaN x16 gives a NaN e; the saturating conversion
+/// takes NaN to rho 0, the reference's value there. trunc(RN(s + copysign(
+/// 0.5, s))) equals the reference's copysign(floor(RN(|s| + 0.5)), s), RN
+/// being symmetric: ties go away from zero (|s| <= Nmax, no saturation).
+/// Checked against the reference on every float32 for the four formats: on
+/// the GPU by test/host/EccExhaustiveTest.cpp, and as C++ float arithmetic.
 /// (The host keeps the integer and two-step forms below: they have no
 /// subnormal operands, so a caller's flush-to-zero mode cannot change them.)
 static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
@@ -978,7 +981,7 @@ static Value clampCode(LaneMath &m, GroupSchemeAttr scheme, Value q) {
   return m.select(m.cmp(arith::CmpFPredicate::UNO, q, q), m.constF(q, 0.0), q);
 }
 
-/// 1.5 * 2^23: an integer code q in [-2^22, 2^22] plus this is exact, and the
+/// 1.5 * 2^23: an integer code q in (-2^22, 2^22) plus this is exact, and the
 /// low bits of the sum's pattern are q in two's complement.
 static constexpr double kCodeBias = 0x1.8p23;
 
