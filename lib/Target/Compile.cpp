@@ -151,8 +151,9 @@ struct CompileOptions {
       cl::init(false), cl::cat(compileCategory)};
   cl::opt<bool> codebookBuckets{
       "codebook-buckets",
-      cl::desc("Codebook codes by a short search from a table of float bit "
-               "patterns (exact; the full search for wide buckets)"),
+      cl::desc("Codebook codes by one comparison from a table of buckets of "
+               "normalized values (exact; the full search for a bucket of more "
+               "than one midpoint)"),
       cl::init(true), cl::cat(compileCategory)};
   cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
                                  cl::desc("LLVM optimization level of host "

@@ -28,9 +28,9 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
            /*default=*/"0", "Consecutive elements each thread owns per tile (0: chosen, "
            "see getElementsPerThread)">,
     Option<"codebookBuckets", "codebook-buckets", "bool", /*default=*/"true",
-           "Codebook codes by a 3-step search from an 8192-bucket table of "
-           "float bit patterns (exact; the 8-step search where a bucket holds "
-           "more than 7 midpoints)">,
+           "Codebook codes by one comparison from a table of 2 x 4097 buckets "
+           "of normalized values (exact; the 8-step search where a bucket "
+           "holds more than one midpoint)">,
     Option<"checkedRounding", "checked-rounding", "bool", /*default=*/"true",
            "Strict mode: round quantization codes through approximate "
            "division and square root where a margin proves them equal to "
