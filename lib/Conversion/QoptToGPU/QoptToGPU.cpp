@@ -485,8 +485,14 @@ Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize) {
     Value v = load(f32(), gep(slots, f32(), index), 4);
     result = result ? math.maximum(result, v) : v;
   }
-  // The slots are reused by the next tile.
-  gpu::BarrierOp::create(b, loc);
+  // The slots are written again in the next tile. With one cross-warp
+  // reduction per tile a barrier must keep that write behind these reads.
+  // With two or more (each its own slots, the same sequence in every tile,
+  // whichever body runs) the next reduction's barrier already does: a
+  // thread reads here before it reaches that barrier, and a thread writes
+  // these slots again only after passing it.
+  if (reductionSlots.size() < 2)
+    gpu::BarrierOp::create(b, loc);
   return result;
 }
 
