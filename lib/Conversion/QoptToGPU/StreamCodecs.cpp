@@ -155,11 +155,8 @@ Value LaneMath::div(Value a, Value c) {
     return opaqueIEEE("div.rn.f32 $0, $1, $2;", {a, c});
   if (!approxIntrinsics)
     return arith::DivFOp::create(b, loc, a, c, flags());
-  auto approxDiv = [&](Value x, Value y) -> Value {
-    return LLVM::CallIntrinsicOp::create(
-               b, loc, x.getType(), b.getStringAttr("llvm.nvvm.div.approx.ftz.f"),
-               ValueRange{x, y})
-        .getResult(0);
+  auto approxDiv = [&](Value x, Value y) {
+    return intrinsic("llvm.nvvm.div.approx.ftz.f", {x, y});
   };
   auto vec = dyn_cast<VectorType>(a.getType());
   if (!vec)
@@ -174,11 +171,15 @@ Value LaneMath::div(Value a, Value c) {
   return result;
 }
 
-Value LaneMath::perLane(Value a, llvm::function_ref<Value(Value)> fn) {
+Value LaneMath::perLane(Value a, llvm::function_ref<Value(Value)> fn,
+                        Type resultElement) {
   auto vec = dyn_cast<VectorType>(a.getType());
   if (!vec)
     return fn(a);
   Value result = a;
+  if (resultElement && resultElement != vec.getElementType())
+    result = arith::ConstantOp::create(
+        b, loc, b.getZeroAttr(VectorType::get(vec.getShape(), resultElement)));
   for (int64_t i = 0, e = vec.getNumElements(); i < e; ++i) {
     Value lane = vector::ExtractOp::create(b, loc, a, i);
     result = vector::InsertOp::create(b, loc, fn(lane), result, i);
@@ -186,10 +187,15 @@ Value LaneMath::perLane(Value a, llvm::function_ref<Value(Value)> fn) {
   return result;
 }
 
-Value LaneMath::intrinsic(StringRef name, Value a) {
-  return LLVM::CallIntrinsicOp::create(b, loc, a.getType(),
-                                       b.getStringAttr(name), ValueRange{a})
+Value LaneMath::intrinsic(StringRef name, ValueRange operands, Type result) {
+  return LLVM::CallIntrinsicOp::create(
+             b, loc, result ? result : operands.front().getType(),
+             b.getStringAttr(name), operands)
       .getResult(0);
+}
+
+Value LaneMath::copySign(Value magnitude, Value sign) {
+  return intrinsic("llvm.copysign", {magnitude, sign});
 }
 
 Value LaneMath::sqrt(Value a) {
@@ -413,11 +419,7 @@ static Value hostRound(LaneMath &m, Value a, bool even) {
     r = m.select(m.cmp(arith::CmpFPredicate::OGT, t, a),
                  arith::SubFOp::create(b, loc, t, m.constF(t, 1.0)), t);
   }
-  Value signedR = LLVM::CallIntrinsicOp::create(b, loc, a.getType(),
-                                                b.getStringAttr("llvm.copysign"),
-                                                ValueRange{r, a})
-                      .getResult(0);
-  return m.select(small, signedR, a);
+  return m.select(small, m.copySign(r, a), a);
 }
 
 Value LaneMath::floor(Value a) {
@@ -446,16 +448,10 @@ Value LaneMath::maxKeepNaN(Value a, Value c) {
 // llvm.maxnum / llvm.minnum, not arith.maxnumf: convert-gpu-to-nvvm maps a
 // scalar arith.maxnumf to libdevice's __nv_fmaxf, which is not linked.
 Value LaneMath::maxNum(Value a, Value c) {
-  return LLVM::CallIntrinsicOp::create(b, loc, a.getType(),
-                                       b.getStringAttr("llvm.maxnum"),
-                                       ValueRange{a, c})
-      .getResult(0);
+  return intrinsic("llvm.maxnum", {a, c});
 }
 Value LaneMath::minNum(Value a, Value c) {
-  return LLVM::CallIntrinsicOp::create(b, loc, a.getType(),
-                                       b.getStringAttr("llvm.minnum"),
-                                       ValueRange{a, c})
-      .getResult(0);
+  return intrinsic("llvm.minnum", {a, c});
 }
 
 Value LaneMath::maximum(Value a, Value c) {
@@ -477,6 +473,18 @@ static Value bitsOf(LaneMath &m, Value x, unsigned width) {
       b, m.location(), withElement(x.getType(), b.getIntegerType(width)), x);
 }
 
+/// A bf16 (lanes) widened to f32 from its bits: the pattern shifted up.
+static Value widenBf16Bits(LaneMath &m, Value stored) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  Type i32 = withElement(stored.getType(), b.getI32Type());
+  return arith::BitcastOp::create(
+      b, loc, withElement(stored.getType(), b.getF32Type()),
+      arith::ShLIOp::create(
+          b, loc, arith::ExtUIOp::create(b, loc, i32, bitsOf(m, stored, 16)),
+          m.constI(i32, 16)));
+}
+
 /// Exact bf16/f16 -> f32 from the bits, with no subnormal f32 operand (so a
 /// caller's flush-to-zero mode cannot change it).
 static Value widenHost(LaneMath &m, Value stored) {
@@ -491,8 +499,7 @@ static Value widenHost(LaneMath &m, Value stored) {
     return m.constI(i32, static_cast<int32_t>(static_cast<uint32_t>(v)));
   };
   if (getElementTypeOrSelf(stored.getType()).isBF16())
-    return arith::BitcastOp::create(
-        b, loc, f32, arith::ShLIOp::create(b, loc, h, c(16)));
+    return widenBf16Bits(m, stored);
   Value sign = arith::ShLIOp::create(
       b, loc, arith::AndIOp::create(b, loc, h, c(0x8000)), c(16));
   Value exp = arith::AndIOp::create(
@@ -780,15 +787,9 @@ static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
   // A bf16 widened from its bits (a shift): as fpext of the fptrunc, LLVM
   // rounds each lane alone (F2F, a quarter-rate conversion) instead of
   // pairs (F2FP.PACK_AB), which the store needs anyway.
-  Value x16f =
-      getElementTypeOrSelf(x16.getType()).isBF16()
-          ? Value(arith::BitcastOp::create(
-                b, loc, x32.getType(),
-                arith::ShLIOp::create(
-                    b, loc,
-                    arith::ExtUIOp::create(b, loc, i32, bitsOf(m, x16, 16)),
-                    m.constI(i32, 16))))
-          : widenToF32(m, x16);
+  Value x16f = getElementTypeOrSelf(x16.getType()).isBF16()
+                   ? widenBf16Bits(m, x16)
+                   : widenToF32(m, x16);
   Value e = m.sub(x32, x16f);
   Value floorBits = arith::BitcastOp::create(b, loc, i32, exponentFloor(m, x16f, f));
   Value scale = arith::BitcastOp::create(
@@ -799,28 +800,15 @@ static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
           m.constI(i32, 0x7F800000)));
   Value s = m.mul(m.mul(e, scale),
                   m.constF(e, f.nmax * std::ldexp(1.0, f.mbits)));
-  Value half = LLVM::CallIntrinsicOp::create(
-                   b, loc, s.getType(), b.getStringAttr("llvm.copysign"),
-                   ValueRange{m.constF(s, 0.5), s})
-                   .getResult(0);
+  Value t = m.add(s, m.copySign(m.constF(s, 0.5), s));
   // cvt.rzi.s32.f32: truncates, saturates, and takes NaN to 0 (PTX ISA;
   // llvm.fptosi.sat would add the saturation and NaN selects around it).
-  Value t = m.add(s, half);
-  auto f2i = [&](Value lane) {
-    return LLVM::CallIntrinsicOp::create(b, loc, b.getI32Type(),
-                                         b.getStringAttr("llvm.nvvm.f2i.rz"),
-                                         ValueRange{lane})
-        .getResult(0);
-  };
-  Value rho;
-  if (auto vec = dyn_cast<VectorType>(t.getType())) {
-    rho = arith::ConstantOp::create(b, loc, b.getZeroAttr(i32));
-    for (int64_t i = 0, n = vec.getNumElements(); i < n; ++i)
-      rho = vector::InsertOp::create(
-          b, loc, f2i(vector::ExtractOp::create(b, loc, t, i)), rho, i);
-  } else {
-    rho = f2i(t);
-  }
+  Value rho = m.perLane(
+      t,
+      [&](Value lane) {
+        return m.intrinsic("llvm.nvvm.f2i.rz", {lane}, b.getI32Type());
+      },
+      b.getI32Type());
   return arith::TruncIOp::create(
       b, loc, withElement(x16.getType(), b.getIntegerType(f.rhoWidth)), rho);
 }
@@ -1036,10 +1024,7 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   // FRND on the quarter-rate conversion pipe, and the biased sum is the code
   // (quantizeGroup).
   Value biased = m.perLane(m.add(t, m.constF(t, 0.5)), [&](Value lane) {
-    return LLVM::CallIntrinsicOp::create(
-               b, loc, lane.getType(), b.getStringAttr("llvm.nvvm.add.rm.f"),
-               ValueRange{lane, m.constF(lane, kCodeBias)})
-        .getResult(0);
+    return m.intrinsic("llvm.nvvm.add.rm.f", {lane, m.constF(lane, kCodeBias)});
   });
   Value q = m.sub(biased, m.constF(biased, kCodeBias));
   double range = codeRange(scheme);
@@ -1213,11 +1198,7 @@ FailureOr<Value> mlir::qopt::vectorizeUpdateOp(LaneMath &m, Operation *op,
   if (isa<math::FloorOp>(op))
     return m.floor(operand(0));
   if (isa<math::CopySignOp>(op))
-    return Value(LLVM::CallIntrinsicOp::create(
-                     b, loc, operand(0).getType(),
-                     b.getStringAttr("llvm.copysign"),
-                     ValueRange{operand(0), operand(1)})
-                     .getResult(0));
+    return m.copySign(operand(0), operand(1));
   if (op->getDialect()->getNamespace() != "arith")
     return op->emitOpError("is not supported in a per-element expression");
   OperationState state(loc, op->getName());

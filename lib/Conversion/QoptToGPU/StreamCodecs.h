@@ -88,8 +88,15 @@ public:
   Value cmp(arith::CmpFPredicate pred, Value a, Value c);
   /// 2^e for an i32 (vector) exponent in the normal range, built from bits.
   Value exp2i(Value e);
-  /// Applies a per-lane intrinsic that has no vector form.
-  Value perLane(Value a, llvm::function_ref<Value(Value)> fn);
+  /// copysign(magnitude, sign) (llvm.copysign; copysign.f32 on the GPU).
+  Value copySign(Value magnitude, Value sign);
+  /// A call of the LLVM intrinsic `name` on `operands`, of `operands[0]`'s
+  /// type unless `result` is given.
+  Value intrinsic(StringRef name, ValueRange operands, Type result = {});
+  /// Applies a per-lane intrinsic that has no vector form; the lanes of the
+  /// result have `a`'s element type unless `resultElement` is given.
+  Value perLane(Value a, llvm::function_ref<Value(Value)> fn,
+                Type resultElement = {});
 
   /// A strict LaneMath whose div and sqrt are the NVVM approximate
   /// intrinsics (div.approx.f32, sqrt.approx.f32) and whose other operations
@@ -143,7 +150,6 @@ public:
 
 private:
   arith::FastMathFlagsAttr flags();
-  Value intrinsic(StringRef name, Value a);
   OpBuilder &b;
   Location loc;
   bool fast;
