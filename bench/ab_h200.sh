@@ -78,11 +78,14 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 # Optional Nsight Compute looks: NCU="set:spec:Kernel ..." (64 Mi, one launch).
+# NCU_SKIP launches are skipped first: the default 6 lands on a set's first
+# step; 40 lands in the timed loop (the steady state).
+NCU_SKIP=${NCU_SKIP:-6}
 for item in ${NCU:-}; do
   IFS=: read -r s spec kern <<< "$item"
   stamp "ncu $spec ($s)"
-  timeout 90 ncu --clock-control none --kernel-name "$kern" --launch-skip 6 --launch-count 1 \
-    --section SpeedOfLight --section Occupancy --section WarpStateStats --section InstructionStats \
+  timeout 90 ncu --clock-control none --kernel-name "$kern" --launch-skip "$NCU_SKIP" --launch-count 1 \
+    --print-details all --section SpeedOfLight --section Occupancy --section WarpStateStats --section InstructionStats \
     --section ComputeWorkloadAnalysis --section SchedulerStats --section SourceCounters \
     "$D/bin/qopt-bench" --kernels "$D/kernels-$s" --specs "$spec" --sizes 64 --no-gpt2 --no-sweep \
     --no-runtime --json /dev/null --csv /dev/null > "$OUT/ncu_${s}_$spec.log" 2>&1
@@ -93,7 +96,7 @@ done
 for item in ${NCU_SOURCE:-}; do
   IFS=: read -r s spec kern <<< "$item"
   stamp "ncu source $spec ($s)"
-  timeout 120 ncu --clock-control none --kernel-name "$kern" --launch-skip 6 --launch-count 1 \
+  timeout 120 ncu --clock-control none --kernel-name "$kern" --launch-skip "$NCU_SKIP" --launch-count 1 \
     --section SourceCounters --page source --print-source sass --csv \
     "$D/bin/qopt-bench" --kernels "$D/kernels-$s" --specs "$spec" --sizes 64 --no-gpt2 --no-sweep \
     --no-runtime --json /dev/null --csv /dev/null > "$OUT/ncusrc_${s}_$spec.csv" 2>&1

@@ -92,6 +92,16 @@ private:
 
   // Streams of the current tile.
   Value streamPtr(unsigned index);
+  /// The address of this thread's data of `stream` in the current full tile
+  /// (its first element, or its group's scalar). Where tiles are staged the
+  /// run's loop carries it, so a full tile computes no address of its own.
+  Value threadPtr(unsigned stream);
+  /// Bytes of `stream` per tile: what its thread pointer advances by.
+  int64_t tileBytes(unsigned stream) const;
+  /// The element of the tile at which this thread's lanes start (i64).
+  Value threadBase() {
+    return arith::MulIOp::create(b, loc, tid, constI64(lanes));
+  }
   Value loadElements(unsigned stream);
   void storeElements(unsigned stream, Value value);
   void preloadElements(ArrayRef<unsigned> streamIds);
@@ -99,7 +109,7 @@ private:
   Value loadPerGroup(unsigned stream, int64_t groupSize);
   // Async copies (TileStaging): the full tile `tileInTensor` of the run's
   // tensor copied into stage `stageIndex`, and a staged stream read back.
-  void copyTileToStage(Value tileInTensor, Value stageIndex);
+  void copyTileToStage(ArrayRef<Value> threadPtrs, Value stageIndex);
   Value stagedAddress(const StagedStream &staged, Value stageIndex,
                       int64_t chunk);
   Value loadStaged(const StagedStream &staged, Type type);
@@ -174,8 +184,16 @@ private:
   // Per-run values (a run of one tensor's tiles): its descriptor and element
   // count, loaded once.
   Value desc, numel;
-  // Per-tile values.
+  // Per-tile values: the thread's first element in its tensor, the masks of
+  // a partial tile, and (where the run's loop carries them, else empty) the
+  // thread pointers of the tile's streams.
   Value base, full, active, laneMask;
+  SmallVector<Value> tilePtrs;
+  /// Whether the run's loop carries the thread pointers: where the tiles are
+  /// staged, whose kernels run one block per multiprocessor and have
+  /// registers to spare (128 at 512 threads). The codebook kernels take 64
+  /// registers for four blocks; carrying would take them to 106.
+  bool carryPointers() const { return !staging.streams.empty(); }
   /// Whether this tile body is the one for a tile wholly inside its tensor
   /// (`full` the constant true): plain vector loads and stores, no masks.
   bool isFullTile() { return matchPattern(full, m_One()); }
@@ -216,6 +234,23 @@ Value KernelEmitter::streamPtr(unsigned index) {
   return load(globalPtr(), addr, 8);
 }
 
+Value KernelEmitter::threadPtr(unsigned stream) {
+  if (!tilePtrs.empty())
+    return tilePtrs[stream];
+  const StreamInfo &info = streams[stream];
+  Value index = info.perElements == 1
+                    ? base
+                    : arith::DivUIOp::create(b, loc, base,
+                                             constI64(info.perElements));
+  return gep(streamPtr(stream), memoryType(info.storage), index);
+}
+
+int64_t KernelEmitter::tileBytes(unsigned stream) const {
+  const StreamInfo &info = streams[stream];
+  return tile / info.perElements * memoryType(info.storage).getIntOrFloatBitWidth() /
+         8;
+}
+
 /// The alignment of a thread's vector of `lanes` elements: the stream's base
 /// is 16-byte aligned and the thread's first element a multiple of `lanes`.
 static unsigned vectorAlignment(Type elem, int64_t lanes) {
@@ -233,9 +268,9 @@ void KernelEmitter::preloadElements(ArrayRef<unsigned> streamIds) {
   for (unsigned stream : streamIds) {
     Type elem = memoryType(streams[stream].storage);
     types.push_back(lanesOf(elem));
-    addrs.push_back(isFullTile() && staging.lookup(stream)
-                        ? Value()
-                        : gep(streamPtr(stream), elem, base));
+    addrs.push_back(isFullTile() ? (staging.lookup(stream) ? Value()
+                                                           : threadPtr(stream))
+                                 : gep(streamPtr(stream), elem, base));
   }
   if (isFullTile()) {
     for (auto [i, stream] : llvm::enumerate(streamIds)) {
@@ -278,8 +313,10 @@ void KernelEmitter::flushStores() {
     return;
   SmallVector<Value> addrs;
   for (auto &[stream, value] : pendingStores)
-    addrs.push_back(gep(streamPtr(stream),
-                        memoryType(streams[stream].storage), base));
+    addrs.push_back(isFullTile()
+                        ? threadPtr(stream)
+                        : gep(streamPtr(stream),
+                              memoryType(streams[stream].storage), base));
   auto storeAll = [&] {
     for (auto [i, entry] : llvm::enumerate(pendingStores)) {
       Type elem = memoryType(streams[entry.first].storage);
@@ -313,9 +350,9 @@ Value KernelEmitter::loadElements(unsigned stream) {
   Type elem = memoryType(streams[stream].storage);
   VectorType vecType = lanesOf(elem);
   unsigned align = vectorAlignment(elem, lanes);
-  Value addr = gep(streamPtr(stream), elem, base);
   if (isFullTile())
-    return load(vecType, addr, align);
+    return load(vecType, threadPtr(stream), align);
+  Value addr = gep(streamPtr(stream), elem, base);
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, full,
                                 /*withElseRegion=*/true);
   {
@@ -340,6 +377,9 @@ Value KernelEmitter::loadPerGroup(unsigned stream, int64_t groupSize) {
   if (const StagedStream *staged = staging.lookup(stream);
       staged && isFullTile())
     return widenToF32(math, loadStaged(*staged, elem));
+  if (isFullTile())
+    return widenToF32(math, load(elem, threadPtr(stream),
+                                 elem.getIntOrFloatBitWidth() / 8));
   // A thread past the end reads group 0 (which exists: a tile's tensor is not
   // empty) so that it can still take part in the group's shuffles.
   Value group = arith::DivUIOp::create(b, loc, base, constI64(groupSize));
@@ -362,21 +402,15 @@ Value KernelEmitter::stagedAddress(const StagedStream &staged, Value stageIndex,
              arith::AddIOp::create(b, loc, offset, constI64(staged.offset)));
 }
 
-void KernelEmitter::copyTileToStage(Value tileInTensor, Value stageIndex) {
-  Value first = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, tileInTensor, constI64(tile)),
-      arith::MulIOp::create(b, loc, tid, constI64(lanes)));
+void KernelEmitter::copyTileToStage(ArrayRef<Value> threadPtrs,
+                                    Value stageIndex) {
   for (const StagedStream &staged : staging.streams) {
-    const StreamInfo &info = streams[staged.stream];
-    Type elem = memoryType(info.storage);
-    Value index = first;
-    if (info.perElements != 1) {
-      index = arith::DivUIOp::create(b, loc, first, constI64(info.perElements));
-      if (staged.elementsPerCopy > 1)
-        index = arith::AndIOp::create(b, loc, index,
-                                      constI64(-staged.elementsPerCopy));
-    }
-    Value src = gep(streamPtr(staged.stream), elem, index);
+    Value src = threadPtrs[staged.stream];
+    // The aligned word that holds the thread's scale: the stream's base is
+    // 16-byte aligned, so aligning the address aligns the index.
+    if (staged.elementsPerCopy > 1)
+      src = LLVM::PtrMaskOp::create(b, loc, src.getType(), src,
+                                    constI64(-staged.chunkBytes));
     // 16-byte chunks bypass L1 (.cg: the data is read once, from shared
     // memory); cp.async takes 4 and 8 bytes only through L1 (.ca).
     auto cache = staged.chunkBytes == 16 ? NVVM::LoadCacheModifierKind::CG
@@ -400,9 +434,10 @@ Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
     Value addr = stagedAddress(staged, stage, 0);
     if (staged.elementsPerCopy == 1)
       return load(type, addr, staged.chunkBytes);
-    // The thread's scalar within the copied word.
+    // The thread's scalar within the copied word: a tile holds whole words
+    // of groups (getTileStaging), so its place in the tile says which.
     Value group = arith::DivUIOp::create(
-        b, loc, base, constI64(streams[staged.stream].perElements));
+        b, loc, threadBase(), constI64(streams[staged.stream].perElements));
     Value within = arith::AndIOp::create(b, loc, group,
                                          constI64(staged.elementsPerCopy - 1));
     return load(type, gep(addr, type, within),
@@ -435,8 +470,10 @@ Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
 void KernelEmitter::storePerGroup(unsigned stream, int64_t groupSize,
                                   Value value) {
   Type elem = memoryType(streams[stream].storage);
-  Value group = arith::DivUIOp::create(b, loc, base, constI64(groupSize));
-  Value rem = arith::RemUIOp::create(b, loc, base, constI64(groupSize));
+  // A tile holds whole groups: in a full one the thread's place in the tile
+  // says whether it leads its group.
+  Value rem = arith::RemUIOp::create(
+      b, loc, isFullTile() ? threadBase() : base, constI64(groupSize));
   Value leader = arith::AndIOp::create(
       b, loc, active,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem,
@@ -445,8 +482,12 @@ void KernelEmitter::storePerGroup(unsigned stream, int64_t groupSize,
                                 /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-  LLVM::StoreOp::create(b, loc, value, gep(streamPtr(stream), elem, group),
-                        elem.getIntOrFloatBitWidth() / 8);
+  Value addr =
+      isFullTile()
+          ? threadPtr(stream)
+          : gep(streamPtr(stream), elem,
+                arith::DivUIOp::create(b, loc, base, constI64(groupSize)));
+  LLVM::StoreOp::create(b, loc, value, addr, elem.getIntOrFloatBitWidth() / 8);
 }
 
 Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize) {
@@ -1009,23 +1050,18 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   if (!staging.streams.empty())
     stagingBase = sharedArray(module, prefix + "_staging", 0, b.getI8Type(),
                               LLVM::Linkage::External);
-  auto tileIsFull = [&](Value tileInTensor) {
-    Value tileEnd = arith::MulIOp::create(
-        b, loc, arith::AddIOp::create(b, loc, tileInTensor, constI64(1)),
-        constI64(tile));
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, tileEnd,
-                                 numel);
-  };
-  // Copies the tile `tileInTensor` into stage `stageIndex` where `when`
-  // holds, then commits a cp.async group (an empty one otherwise, so that
-  // "all groups but the latest" is always the current tile's).
-  auto copyAheadIf = [&](Value when, Value tileInTensor, Value stageIndex) {
+  // Copies the tile whose thread pointers are `threadPtrs` into stage
+  // `stageIndex` where `when` holds, then commits a cp.async group (an empty
+  // one otherwise, so that "all groups but the latest" is always the current
+  // tile's).
+  auto copyAheadIf = [&](Value when, ArrayRef<Value> threadPtrs,
+                         Value stageIndex) {
     auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, when,
                                   /*withElseRegion=*/false);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      copyTileToStage(tileInTensor, stageIndex);
+      copyTileToStage(threadPtrs, stageIndex);
     }
     NVVM::CpAsyncCommitGroupOp::create(b, loc);
   };
@@ -1074,35 +1110,88 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       arith::MinSIOp::create(
           b, loc, stop, arith::AddIOp::create(b, loc, firstTile, tensorTiles)),
       arith::AddIOp::create(b, loc, runStart, constI64(1)));
+  // Tiles before `fullEnd` lie wholly inside the tensor.
+  Value fullEnd = arith::AddIOp::create(
+      b, loc, firstTile, arith::DivUIOp::create(b, loc, numel, constI64(tile)));
+  // Each stream's thread pointer at the run's first tile, advanced by the
+  // stream's bytes per tile: a full tile's loads, copies and stores take
+  // their addresses from these, with no 64-bit index arithmetic per tile.
+  // The loop carries the next tile's (the copies' sources); the current
+  // tile's are those minus a tile, an immediate offset of the stores, so
+  // that one register pair per stream lives across the loop.
+  Value firstInTensor = arith::SubIOp::create(b, loc, runStart, firstTile);
+  Value firstBase = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, firstInTensor, constI64(tile)),
+      threadBase());
+  SmallVector<Value> runPtrs;
+  for (auto [i, info] : llvm::enumerate(streams)) {
+    if (!carryPointers())
+      break;
+    Value index = info.perElements == 1
+                      ? firstBase
+                      : arith::DivUIOp::create(b, loc, firstBase,
+                                               constI64(info.perElements));
+    runPtrs.push_back(gep(streamPtr(i), memoryType(info.storage), index));
+  }
   // The run's first tile is copied before the loop, each next one while its
   // predecessor computes; stage k % 2 holds the run's k-th tile.
-  if (stagingBase) {
-    Value firstInTensor = arith::SubIOp::create(b, loc, runStart, firstTile);
-    copyAheadIf(tileIsFull(firstInTensor), firstInTensor, constI64(0));
-  }
-  auto loop = scf::ForOp::create(b, loc, runStart, runEnd, constI64(1));
+  if (stagingBase)
+    copyAheadIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                      runStart, fullEnd),
+                runPtrs, constI64(0));
+  auto advance = [&](ArrayRef<Value> ptrs, int64_t tiles) {
+    SmallVector<Value> advanced;
+    for (auto [i, ptr] : llvm::enumerate(ptrs))
+      advanced.push_back(
+          gep(ptr, b.getI8Type(), constI64(tiles * tileBytes(i))));
+    return advanced;
+  };
+  auto loop = scf::ForOp::create(b, loc, runStart, runEnd, constI64(1),
+                                 advance(runPtrs, 1));
   scf::YieldOp::create(b, loc, ValueRange{runEnd});
-  b.setInsertionPoint(loop.getBody()->getTerminator());
+  b.setInsertionPointToStart(loop.getBody());
+  SmallVector<Value> nextPtrs(loop.getRegionIterArgs().begin(),
+                              loop.getRegionIterArgs().end());
+  tilePtrs = advance(nextPtrs, -1);
   Value t = loop.getInductionVar();
-  Value tileInTensor = arith::SubIOp::create(b, loc, t, firstTile);
-  base = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, tileInTensor, constI64(tile)),
-      arith::MulIOp::create(b, loc, tid, constI64(lanes)));
+  auto tileBase = [&] {
+    return arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc,
+                              arith::SubIOp::create(b, loc, t, firstTile),
+                              constI64(tile)),
+        threadBase());
+  };
+  if (!carryPointers())
+    base = tileBase();
   if (stagingBase) {
     Value next = arith::AddIOp::create(b, loc, t, constI64(1));
-    Value nextInTensor = arith::AddIOp::create(b, loc, tileInTensor, constI64(1));
-    Value nextFull = arith::AndIOp::create(
-        b, loc,
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, next, runEnd),
-        tileIsFull(nextInTensor));
+    Value nextFull = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::slt, next,
+        arith::MinSIOp::create(b, loc, runEnd, fullEnd));
     Value nextStage = arith::AndIOp::create(
         b, loc, arith::SubIOp::create(b, loc, next, runStart), constI64(1));
-    copyAheadIf(nextFull, nextInTensor, nextStage);
+    copyAheadIf(nextFull, nextPtrs, nextStage);
   }
   // A tile wholly inside its tensor (every tile of a run but a tensor's
   // last; the same for all threads of the block, so block reductions may
   // synchronize in it) gets a body of its own with no lane masks.
-  Value tileFull = tileIsFull(tileInTensor);
+  // (The codebook kernels keep (t - firstTile + 1) * tile <= numel: at 64
+  // registers, the bound held across the loop took one more than they have.)
+  Value tileFull =
+      carryPointers()
+          ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, t, fullEnd)
+                .getResult()
+          : arith::CmpIOp::create(
+                b, loc, arith::CmpIPredicate::sle,
+                arith::MulIOp::create(
+                    b, loc,
+                    arith::AddIOp::create(
+                        b, loc, arith::SubIOp::create(b, loc, t, firstTile),
+                        constI64(1)),
+                    constI64(tile)),
+                numel)
+                .getResult();
   auto split = scf::IfOp::create(b, loc, TypeRange{}, tileFull,
                                  /*withElseRegion=*/true);
   {
@@ -1125,6 +1214,34 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       return failure();
   }
   b.setInsertionPointToStart(&split.getElseRegion().front());
+  // The partial tile addresses its streams from `base`.
+  tilePtrs.clear();
+  if (carryPointers())
+    base = tileBase();
+  // The tile's successor's pointers, after all of the tile's uses.
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(split);
+    // The advance is inline PTX: as a GEP, LLVM folds the phi of advanced
+    // pointers into one of current pointers (InstCombine), the next
+    // tile's then computed at the top for the copies, both live to the
+    // stores and copied with 14 moves at the end of every tile.
+    SmallVector<Value> advanced;
+    for (auto [i, ptr] : llvm::enumerate(nextPtrs)) {
+      Value bits = LLVM::PtrToIntOp::create(b, loc, i64(), ptr);
+      Value sum =
+          LLVM::InlineAsmOp::create(
+              b, loc, i64(), ValueRange{bits},
+              ("add.s64 $0, $1, " + std::to_string(tileBytes(i)) + ";"),
+              "=l,l", /*has_side_effects=*/false, /*is_align_stack=*/false,
+              LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+              ArrayAttr())
+              .getResult(0);
+      advanced.push_back(LLVM::IntToPtrOp::create(b, loc, globalPtr(), sum));
+    }
+    if (!advanced.empty())
+      scf::YieldOp::create(b, loc, advanced);
+  }
   Value end = arith::AddIOp::create(b, loc, base, constI64(lanes));
   full = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, end, numel);
   active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, base, numel);

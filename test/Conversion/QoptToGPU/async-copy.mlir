@@ -17,23 +17,35 @@
 //   m.codes 8 B                      32768  m.scales f16 word 4 B 36864
 //   v.codes 8 B                      38912  v.scales f16 word 4 B 43008
 // 45056 bytes a stage, two stages: 90112 bytes.
+// The run's loop carries each stream's thread pointer, advanced by the
+// stream's bytes per tile (p and g 512 x 32 B, the codes 512 x 8 B, the scales
+// 128 groups x 2 B): a full tile loads no descriptor and computes no index.
 
 // CHECK: llvm.mlir.global external @__qopt_Staged_staging() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
 // CHECK-LABEL: gpu.func @Staged
 // CHECK: %[[STAGING:.+]] = llvm.mlir.addressof @__qopt_Staged_staging : !llvm.ptr<3>
 // CHECK: scf.while
+// The six thread pointers at the run's first tile.
+// CHECK-COUNT-6: llvm.load %{{.+}} {alignment = 8 : i64} : !llvm.ptr<1> -> !llvm.ptr<1>
 // The run's first tile, where it is full, into stage 0.
 // CHECK: scf.if %{{.+}} {
 // CHECK-COUNT-4: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 16, cache =  cg : !llvm.ptr<3>, !llvm.ptr<1>
 // CHECK: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 8, cache =  ca
-// The f16 scale's aligned word: the group index with its low bit cleared.
-// CHECK: arith.andi %{{.+}}, %c-2_i64 : i64
+// The f16 scale's aligned word: the thread pointer with its low bits cleared.
+// CHECK: llvm.intr.ptrmask %{{.+}}, %c-4_i64
 // CHECK: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 4, cache =  ca
 // CHECK: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 8, cache =  ca
 // CHECK: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 4, cache =  ca
 // CHECK: }
 // CHECK-NEXT: nvvm.cp.async.commit.group
-// CHECK: scf.for
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[P:.+]] = %{{.+}}, %[[G:.+]] = %{{.+}}, %[[MC:.+]] = %{{.+}}, %[[MS:.+]] = %{{.+}}, %[[VC:.+]] = %{{.+}}, %[[VS:.+]] = %{{.+}}) -> (!llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
+// The next tile's thread pointers.
+// CHECK: %[[P1:.+]] = llvm.getelementptr %[[P]][%c16384_i64]
+// CHECK: %[[G1:.+]] = llvm.getelementptr %[[G]][%c16384_i64{{.*}}]
+// CHECK: %[[MC1:.+]] = llvm.getelementptr %[[MC]][%c4096_i64{{.*}}]
+// CHECK: %[[MS1:.+]] = llvm.getelementptr %[[MS]][%c256_i64]
+// CHECK: %[[VC1:.+]] = llvm.getelementptr %[[VC]][%c4096_i64{{.*}}]
+// CHECK: %[[VS1:.+]] = llvm.getelementptr %[[VS]][%c256_i64{{.*}}]
 // The next tile, if it is in the run and full, into the other stage.
 // CHECK: arith.cmpi slt
 // CHECK: scf.if %{{.+}} {
@@ -43,7 +55,7 @@
 // The full tile: wait, then shared loads only; p's two chunks joined.
 // CHECK: scf.if %{{.+}} {
 // CHECK-NEXT: nvvm.cp.async.wait.group 1
-// CHECK-NOT: !llvm.ptr<1> -> vector
+// CHECK-NOT: !llvm.ptr<1> -> {{vector|!llvm.ptr}}
 // CHECK: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xf32>
 // CHECK: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xf32>
 // CHECK: vector.shuffle %{{.+}}, %{{.+}} [0, 1, 2, 3, 4, 5, 6, 7] : vector<4xf32>, vector<4xf32>
@@ -52,9 +64,20 @@
 // The thread's scale within the word: the group index's low bit.
 // CHECK: arith.andi %{{.+}}, %c1_i64{{.*}} : i64
 // CHECK: llvm.load %{{.+}} {alignment = 2 : i64} : !llvm.ptr<3> -> f16
+// The stores go to the thread pointers: a group's leader its scale, then the
+// codes and p.
+// CHECK-NOT: !llvm.ptr<1> -> !llvm.ptr<1>
+// CHECK: llvm.store %{{.+}}, %[[MS]] {alignment = 2 : i64} : f16, !llvm.ptr<1>
+// CHECK-NOT: !llvm.ptr<1> -> !llvm.ptr<1>
+// CHECK: llvm.store %{{.+}}, %[[VS]] {alignment = 2 : i64} : f16, !llvm.ptr<1>
+// CHECK-NEXT: }
+// CHECK-NEXT: llvm.store %{{.+}}, %[[MC]] {alignment = 8 : i64} : vector<8xi8>, !llvm.ptr<1>
+// CHECK-NEXT: llvm.store %{{.+}}, %[[VC]] {alignment = 8 : i64} : vector<8xi8>, !llvm.ptr<1>
+// CHECK-NEXT: llvm.store %{{.+}}, %[[P]] {alignment = 16 : i64} : vector<8xf32>, !llvm.ptr<1>
 // CHECK: } else {
 // The partial tile loads from global memory, masked.
 // CHECK: llvm.intr.masked.load
+// CHECK: scf.yield %[[P1]], %[[G1]], %[[MC1]], %[[MS1]], %[[VC1]], %[[VS1]] :
 // CHECK: gpu.return
 
 // OFF-NOT: cp.async
