@@ -17,9 +17,11 @@
 //   m.codes 8 B                      32768  m.scales f16 word 4 B 36864
 //   v.codes 8 B                      38912  v.scales f16 word 4 B 43008
 // 45056 bytes a stage, two stages: 90112 bytes.
-// The run's loop carries each stream's thread pointer, advanced by the
-// stream's bytes per tile (p and g 512 x 32 B, the codes 512 x 8 B, the scales
-// 128 groups x 2 B): a full tile loads no descriptor and computes no index.
+// The run's loop carries each stream's thread pointer to the next tile (the
+// copies' sources), advanced by the stream's bytes per tile (p and g 512 x
+// 32 B, the codes 512 x 8 B, the scales 128 groups x 2 B) in inline PTX; the
+// current tile's are those minus a tile. A full tile loads no descriptor and
+// computes no index.
 
 // CHECK: llvm.mlir.global external @__qopt_Staged_staging() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
 // CHECK-LABEL: gpu.func @Staged
@@ -38,18 +40,21 @@
 // CHECK: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 4, cache =  ca
 // CHECK: }
 // CHECK-NEXT: nvvm.cp.async.commit.group
-// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[P:.+]] = %{{.+}}, %[[G:.+]] = %{{.+}}, %[[MC:.+]] = %{{.+}}, %[[MS:.+]] = %{{.+}}, %[[VC:.+]] = %{{.+}}, %[[VS:.+]] = %{{.+}}) -> (!llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
-// The next tile's thread pointers.
-// CHECK: %[[P1:.+]] = llvm.getelementptr %[[P]][%c16384_i64]
-// CHECK: %[[G1:.+]] = llvm.getelementptr %[[G]][%c16384_i64{{.*}}]
-// CHECK: %[[MC1:.+]] = llvm.getelementptr %[[MC]][%c4096_i64{{.*}}]
-// CHECK: %[[MS1:.+]] = llvm.getelementptr %[[MS]][%c256_i64]
-// CHECK: %[[VC1:.+]] = llvm.getelementptr %[[VC]][%c4096_i64{{.*}}]
-// CHECK: %[[VS1:.+]] = llvm.getelementptr %[[VS]][%c256_i64{{.*}}]
-// The next tile, if it is in the run and full, into the other stage.
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[P1:.+]] = %{{.+}}, %[[G1:.+]] = %{{.+}}, %[[MC1:.+]] = %{{.+}}, %[[MS1:.+]] = %{{.+}}, %[[VC1:.+]] = %{{.+}}, %[[VS1:.+]] = %{{.+}}) -> (!llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
+// This tile's thread pointers.
+// CHECK: %[[P:.+]] = llvm.getelementptr %[[P1]][%c-16384_i64]
+// CHECK: %[[G:.+]] = llvm.getelementptr %[[G1]][%c-16384_i64{{.*}}]
+// CHECK: %[[MC:.+]] = llvm.getelementptr %[[MC1]][%c-4096_i64{{.*}}]
+// CHECK: %[[MS:.+]] = llvm.getelementptr %[[MS1]][%c-256_i64{{.*}}]
+// CHECK: %[[VC:.+]] = llvm.getelementptr %[[VC1]][%c-4096_i64{{.*}}]
+// CHECK: %[[VS:.+]] = llvm.getelementptr %[[VS1]][%c-256_i64{{.*}}]
+// The next tile, if it is in the run and full, into the other stage, from
+// the carried pointers.
 // CHECK: arith.cmpi slt
 // CHECK: scf.if %{{.+}} {
-// CHECK-COUNT-8: nvvm.cp.async.shared.global
+// CHECK: llvm.getelementptr %[[P1]][%c0_i64{{.*}}]
+// CHECK: nvvm.cp.async.shared.global
+// CHECK-COUNT-7: nvvm.cp.async.shared.global
 // CHECK: }
 // CHECK-NEXT: nvvm.cp.async.commit.group
 // The full tile: wait, then shared loads only; p's two chunks joined.
@@ -77,7 +82,15 @@
 // CHECK: } else {
 // The partial tile loads from global memory, masked.
 // CHECK: llvm.intr.masked.load
-// CHECK: scf.yield %[[P1]], %[[G1]], %[[MC1]], %[[MS1]], %[[VC1]], %[[VS1]] :
+// The advance, after the tile's last use of the pointers.
+// CHECK: llvm.ptrtoint %[[P1]]
+// CHECK-NEXT: llvm.inline_asm "add.s64 $0, $1, 16384;", "=l,l"
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 16384;", "=l,l"
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 4096;", "=l,l"
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 256;", "=l,l"
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 4096;", "=l,l"
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 256;", "=l,l"
+// CHECK: scf.yield %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : !llvm.ptr<1>,
 // CHECK: gpu.return
 
 // OFF-NOT: cp.async
@@ -90,6 +103,10 @@
 // PTX: cp.async.commit_group;
 // PTX: cp.async.wait_group 1;
 // PTX: ld.shared.v4.b32
+// The full tile's stores at the carried pointers less a tile.
+// PTX: st.global.v2.b32 [{{%rd[0-9]+}}+-4096]
+// PTX: st.global.v4.b32 [[[P:%rd[0-9]+]]+-16384]
+// PTX-NEXT: st.global.v4.b32 [[[P]]+-16368]
 
 // MANIFEST: "shared_bytes": 90112
 // Where the driver cannot size the grid: as many blocks as 228 KiB of shared
