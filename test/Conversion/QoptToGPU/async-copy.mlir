@@ -3,6 +3,7 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=off | FileCheck %s --check-prefix=OFF
 // RUN: qopt-opt %s --emit=ptx --async-copy=on -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
+// RUN: FileCheck %s --check-prefix=PTXSTORE --input-file=%t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 
 // Async copies (async-copy=on; by default an f32 parameter takes none:
@@ -104,9 +105,9 @@
 // PTX: cp.async.wait_group 1;
 // PTX: ld.shared.v4.b32
 // The full tile's stores at the carried pointers less a tile.
-// PTX: st.global.v2.b32 [{{%rd[0-9]+}}+-4096]
-// PTX: st.global.v4.b32 [[[P:%rd[0-9]+]]+-16384]
-// PTX-NEXT: st.global.v4.b32 [[[P]]+-16368]
+// PTXSTORE: st.global.v2.b32 [{{%rd[0-9]+}}+-4096]
+// PTXSTORE: st.global.v4.b32 [[[P:%rd[0-9]+]]+-16384]
+// PTXSTORE-NEXT: st.global.v4.b32 [[[P]]+-16368]
 
 // MANIFEST: "shared_bytes": 90112
 // Where the driver cannot size the grid: as many blocks as 228 KiB of shared
