@@ -128,7 +128,7 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     int64_t threads = shape->threads, lanes = shape->lanes;
     SmallVector<StreamInfo> streams = getStreams(optimizer);
 
-    // Dynamic shared memory: the async copies' two stages. The runtime sizes
+    // Dynamic shared memory: the async copies' stages. The runtime sizes
     // the grid by the driver's occupancy; the suggestion, for where it
     // cannot, is 4 blocks per SM or as many as the staging lets fit in the
     // 228 KiB of an H100/H200 SM (1 KiB of it reserved per block).

@@ -40,7 +40,12 @@
 // IEEE-NOT: sqrt.approx
 // IEEE-NOT: div.approx
 // IEEE-NOT: rcp.approx
-// IEEE-NOT: fma.rn
+// No contraction (an fma of registers); the one fma is the error bits'
+// encode, s * (Nmax * 2^mbits) + copysign(0.5, s) rounded once (16256 =
+// 127 * 2^7; exact, EccExhaustiveTest).
+// IEEE-NOT: fma.rn.f32 {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}},
+// IEEE: fma.rn.f32 {{%r[0-9]+}}, {{%r[0-9]+}}, 0f467E0000, {{%r[0-9]+}};
+// IEEE-NOT: fma.rn.f32 {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}},
 
 // SM80: .target sm_80
 

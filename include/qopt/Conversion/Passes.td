@@ -43,7 +43,7 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
     Option<"asyncCopy", "async-copy", "::mlir::qopt::AsyncCopy",
            /*default=*/"::mlir::qopt::AsyncCopy::Auto",
            "Copy each full tile's read streams into dynamic shared memory one "
-           "tile ahead with cp.async (two stages, getTileStaging; the "
+           "or more tiles ahead with cp.async (2 to 4 stages, getTileStaging; the "
            "manifest's launch.shared_bytes), so that its loads are in flight "
            "while the tile before it computes (auto: useAsyncCopy's choice)",
            [{::llvm::cl::values(

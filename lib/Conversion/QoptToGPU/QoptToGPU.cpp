@@ -1133,12 +1133,6 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
                                                constI64(info.perElements));
     runPtrs.push_back(gep(streamPtr(i), memoryType(info.storage), index));
   }
-  // The run's first tile is copied before the loop, each next one while its
-  // predecessor computes; stage k % 2 holds the run's k-th tile.
-  if (stagingBase)
-    copyAheadIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                      runStart, fullEnd),
-                runPtrs, constI64(0));
   auto advance = [&](ArrayRef<Value> ptrs, int64_t tiles) {
     SmallVector<Value> advanced;
     for (auto [i, ptr] : llvm::enumerate(ptrs))
@@ -1146,13 +1140,29 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
           gep(ptr, b.getI8Type(), constI64(tiles * tileBytes(i))));
     return advanced;
   };
+  // The copies run `ahead` tiles ahead of the computation: the run's first
+  // `ahead` tiles are copied before the loop, tile t + ahead while tile t
+  // computes; stage k % stages holds the run's k-th tile.
+  int64_t stages = staging.stages, ahead = stagingBase ? stages - 1 : 1;
+  Value copyEnd = arith::MinSIOp::create(b, loc, runEnd, fullEnd);
+  auto stageOf = [&](Value k) {
+    return arith::RemUIOp::create(b, loc, arith::SubIOp::create(b, loc, k, runStart),
+                                  constI64(stages));
+  };
+  if (stagingBase)
+    for (int64_t j = 0; j < ahead; ++j)
+      copyAheadIf(arith::CmpIOp::create(
+                      b, loc, arith::CmpIPredicate::slt,
+                      arith::AddIOp::create(b, loc, runStart, constI64(j)),
+                      copyEnd),
+                  advance(runPtrs, j), constI64(j));
   auto loop = scf::ForOp::create(b, loc, runStart, runEnd, constI64(1),
-                                 advance(runPtrs, 1));
+                                 advance(runPtrs, ahead));
   scf::YieldOp::create(b, loc, ValueRange{runEnd});
   b.setInsertionPointToStart(loop.getBody());
   SmallVector<Value> nextPtrs(loop.getRegionIterArgs().begin(),
                               loop.getRegionIterArgs().end());
-  tilePtrs = advance(nextPtrs, -1);
+  tilePtrs = advance(nextPtrs, -ahead);
   Value t = loop.getInductionVar();
   auto tileBase = [&] {
     return arith::AddIOp::create(
@@ -1165,13 +1175,10 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   if (!carryPointers())
     base = tileBase();
   if (stagingBase) {
-    Value next = arith::AddIOp::create(b, loc, t, constI64(1));
-    Value nextFull = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::slt, next,
-        arith::MinSIOp::create(b, loc, runEnd, fullEnd));
-    Value nextStage = arith::AndIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, next, runStart), constI64(1));
-    copyAheadIf(nextFull, nextPtrs, nextStage);
+    Value next = arith::AddIOp::create(b, loc, t, constI64(ahead));
+    Value nextFull =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, next, copyEnd);
+    copyAheadIf(nextFull, nextPtrs, stageOf(next));
   }
   // A tile wholly inside its tensor (every tile of a run but a tensor's
   // last; the same for all threads of the block, so block reductions may
@@ -1198,13 +1205,13 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&split.getThenRegion().front());
     if (stagingBase) {
-      // Every group but the latest (the next tile's) is complete: this
-      // thread's copies of this tile are in shared memory. Each thread reads
-      // only what it copied itself, so no barrier is needed, and a stage is
-      // copied into again only after the thread has used what it read.
-      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(1));
-      stage = arith::AndIOp::create(
-          b, loc, arith::SubIOp::create(b, loc, t, runStart), constI64(1));
+      // Every group but the latest `ahead` (the next tiles') is complete:
+      // this thread's copies of this tile are in shared memory. Each thread
+      // reads only what it copied itself, so no barrier is needed, and a
+      // stage is copied into again only after the thread has used what it
+      // read.
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead));
+      stage = stageOf(t);
     }
     full = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
     active = full;

@@ -296,7 +296,11 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   if (auto broadcast = c.getDefiningOp<vector::BroadcastOp>())
     if (broadcast.getSource().getType().isF32())
       uniform = broadcast.getSource();
-  Value r, ok = lanesWithin(a, 0x1p-60, 0x1p60, /*magnitude=*/true);
+  // A dividend known nonnegative is checked as it is, not its magnitude
+  // (a >= 2^-60 is the stronger condition): its maximum is then the same
+  // tree as a sqrt state's absmax of it (Adam's v / bc2), which CSE shares.
+  bool knownNonneg = facts && facts->nonnegative.count(a);
+  Value r, ok = lanesWithin(a, 0x1p-60, 0x1p60, /*magnitude=*/!knownNonneg);
   if (uniform) {
     // The divisor is the same for every lane: its reciprocal and its range
     // once.
@@ -798,9 +802,14 @@ static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
           b, loc,
           arith::XOrIOp::create(b, loc, floorBits, m.constI(i32, -1)),
           m.constI(i32, 0x7F800000)));
-  Value s = m.mul(m.mul(e, scale),
-                  m.constF(e, f.nmax * std::ldexp(1.0, f.mbits)));
-  Value t = m.add(s, m.copySign(m.constF(s, 0.5), s));
+  // t = RN(s + copysign(0.5, s)) with s = (e * 2^(1-E)) * Nmax * 2^mbits,
+  // the first product exact: one FMA, rounded once instead of twice. The
+  // rounding direction's integer is the same (EccExhaustiveTest: every
+  // float32, every format).
+  Value p = m.mul(e, scale);
+  Value t = LLVM::FMAOp::create(b, loc, p,
+                                m.constF(p, f.nmax * std::ldexp(1.0, f.mbits)),
+                                m.copySign(m.constF(p, 0.5), p));
   // cvt.rzi.s32.f32: truncates, saturates, and takes NaN to 0 (PTX ISA;
   // llvm.fptosi.sat would add the saturation and NaN selects around it).
   Value rho = m.perLane(
@@ -952,6 +961,25 @@ static Value codeArgument(LaneMath &m, GroupSchemeAttr scheme, Value x,
   return m.mul(y, m.constF(y, range));
 }
 
+/// codeArgument's t in real arithmetic, computed with fewer operations by
+/// `approx` (LaneMath::approximate) for checkedRoundCode: 2 range * u /
+/// (divisor + |u|) for softsign (2y / (1 + |y|) with y = u / divisor), else
+/// u * (range / divisor), the quotient once per thread. u is x, or its square
+/// root for sqrt companding; `divisor` is a broadcast scalar.
+static Value approximateCodeArgument(LaneMath &approx, GroupSchemeAttr scheme,
+                                     Value x, Value divisor) {
+  OpBuilder &b = approx.builder();
+  Location loc = approx.location();
+  double range = codeRange(scheme);
+  Value u = scheme.getCompanding() == Companding::sqrt ? approx.sqrt(x) : x;
+  if (scheme.getCompanding() == Companding::softsign)
+    return approx.mul(approx.constF(u, 2 * range),
+                      approx.div(u, approx.add(divisor, approx.abs(u))));
+  Value d = vector::ExtractOp::create(b, loc, divisor, 0);
+  Value k = approx.div(approx.constF(d, range), d);
+  return approx.mul(u, vector::BroadcastOp::create(b, loc, u.getType(), k));
+}
+
 /// The code before clamping: floor(t + 0.5) or roundeven(t).
 static Value roundCode(LaneMath &m, GroupSchemeAttr scheme, Value t) {
   return scheme.getRounding() == Rounding::half_up
@@ -982,31 +1010,33 @@ static Value biasCode(LaneMath &m, Value q) {
 /// kCodeBias (the code is the low byte of the sum's pattern), computed
 /// through the approximate chain where that is provably the same integer.
 ///
-/// Every chain of codeArgument is products, quotients and square roots of
-/// its operands plus one sum of non-negative terms (1 + |y|): no
-/// cancellation, and softsign's relative condition number is at most 1, so
-/// each rounding adds its relative error to t's. In units of 2^-24: the IEEE
-/// chain rounds at most 4 times (softsign: y, 1 + |y|, the quotient, the
-/// product by 127; sqrt: the root, the product by 255, the quotient), the
-/// approximate one at most 10 (div.approx.ftz.f32 within 2 ulp, 4 units,
-/// for divisors in [2^-126, 2^126]; sqrt.approx.ftz.f32 within 2^-23, 2
-/// units; the IEEE product and sum, 1 each): softsign 4 + 10, sqrt 3 + 7.
-/// (The second division's divisor 1 + |y| is within div.approx's range as
-/// |y| <= 1 up to rounding: the divisor is the group's absmax, or its stored
-/// scale, which is within a factor of 2 of it.)
+/// Every chain of codeArgument and approximateCodeArgument is products,
+/// quotients and square roots of its operands plus one sum of non-negative
+/// terms (1 + |y| or divisor + |u|): no cancellation, and softsign's
+/// relative condition number is at most 1, so each rounding adds its
+/// relative error to t's. In units of 2^-24: the IEEE chain rounds at most 4
+/// times (softsign: y, 1 + |y|, the quotient, the product by 127; sqrt: the
+/// root, the product by 255, the quotient), the approximate one at most 7
+/// (div.approx.ftz.f32 within 2 ulp, 4 units, for divisors in [2^-126,
+/// 2^126]; sqrt.approx.ftz.f32 within 2^-23, 2 units; the IEEE product and
+/// sum, 1 each): softsign 4 + 6 (the sum, the quotient, the product), sqrt
+/// 3 + 7 (the root, range / divisor, the product). (The divisor + |u| is
+/// within div.approx's range as |u| <= 2 divisor: the divisor is the
+/// group's absmax, or its stored scale, which is within a factor of 2 of
+/// it; the divisor is checked to lie in [2^-40, 2^100].)
 /// With |t| < 128 (softsign) and |t| < 256 (sqrt) that is E < 1.07e-4 and
 /// E < 1.53e-4. Flushing a subnormal operand or quotient to zero moves t by
 /// less than 255 * sqrt(2^-126) / 2^-40 < 3.1e-5 when the divisor is at
 /// least 2^-40 (the authors' divisor is at least 1e-12 > 2^-40): E < 1.84e-4.
 ///
-/// With q' = floor(u'), u' = RN(t' + 0.5), the difference d = t' - q' is exact
-/// where |d| < 1/2 (Sterbenz for q' != 0, d = t' for q' = 0; a t' just
-/// below 1/2 whose u' rounds up to 1 gives |d| = 1/2, which fails). Where
-/// |d| < 1/2 - 2^-12,
-/// t' + 0.5 lies in (q' + 2^-12, q' + 1 - 2^-12); t + 0.5 within E of it and
-/// u = RN(t + 0.5) within 2^-16 more, and E + 2^-16 < 2^-12 (2.0e-4 against
-/// 2.4e-4), so floor(u) = q' (and, away from half integers, roundeven(t) =
-/// q'). Where also |t' - c| < R, c and R the centre and half width of
+/// With q' the integer nearest t' (RN(t' + kCodeBias) - kCodeBias: the sum
+/// lies in [2^23, 2^24), where floats are the integers), the difference d =
+/// t' - q' is exact (Sterbenz for q' != 0, d = t' for q' = 0). Where |d| <
+/// 1/2 - 2^-12, t' + 0.5 lies in (q' + 2^-12, q' + 1 - 2^-12); t + 0.5 within
+/// E of it and u = RN(t + 0.5) within 2^-16 more, and E + 2^-16 < 2^-12 (2.0e-4
+/// against 2.4e-4), so floor(u) = q' (and, away from half integers,
+/// roundeven(t) = q'). A tie, t' a half integer, gives |d| = 1/2 and fails.
+/// Where also |t' - c| < R, c and R the centre and half width of
 /// [lo - 1/2, hi + 1/2], q' is in [lo, hi] and needs no clamp (and the |t|
 /// bounds above hold); with the absmax as divisor that holds by itself (see
 /// below), with seed 003's stored scale it is checked. Each condition is one
@@ -1019,13 +1049,12 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   OpBuilder &b = m.builder();
   Location loc = m.location();
   LaneMath approx = LaneMath::approximate(b, loc);
-  Value t = codeArgument(approx, scheme, x, divisor);
-  // floor(u') as RM(u' + kCodeBias) - kCodeBias: add.rm on the FMA pipe, not
+  Value t = approximateCodeArgument(approx, scheme, x, divisor);
+  // The nearest integer as RN(t' + kCodeBias) - kCodeBias: one FADD, not
   // FRND on the quarter-rate conversion pipe, and the biased sum is the code
-  // (quantizeGroup).
-  Value biased = m.perLane(m.add(t, m.constF(t, 0.5)), [&](Value lane) {
-    return m.intrinsic("llvm.nvvm.add.rm.f", {lane, m.constF(lane, kCodeBias)});
-  });
+  // (quantizeGroup). floor(t' + 0.5) is the same integer where the check
+  // below passes.
+  Value biased = m.add(t, m.constF(t, kCodeBias));
   Value q = m.sub(biased, m.constF(biased, kCodeBias));
   double range = codeRange(scheme);
   double lo = scheme.getStorage().isSigned() ? -range : 0.0;

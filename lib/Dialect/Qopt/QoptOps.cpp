@@ -275,6 +275,12 @@ TileStaging mlir::qopt::getTileStaging(OptimizerOp optimizer,
     // Regions stay 16-byte aligned: threads is a multiple of 32.
     staging.stageBytes += shape.threads * bytes;
   }
+  // The most stages that fit: more tiles in flight per block.
+  for (staging.stages = TileStaging::kMaxStages;
+       staging.stages > 2 &&
+       staging.sharedBytes() > TileStaging::kMaxSharedBytes;
+       --staging.stages) {
+  }
   if (staging.sharedBytes() > TileStaging::kMaxSharedBytes)
     return TileStaging();
   return staging;

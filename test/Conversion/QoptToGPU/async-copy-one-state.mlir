@@ -9,14 +9,14 @@
 // (useAsyncCopy), with 512 threads of 8 lanes (getThreadsPerBlock,
 // getElementsPerThread). A stage holds the bf16 parameter and gradient (16
 // bytes each), the codes (8) and the f32 scale (4) of 512 threads:
-// (16 + 16 + 8 + 4) * 512 = 22528 bytes, 45056 for two stages. The scale is
-// one 4-byte copy per thread.
+// (16 + 16 + 8 + 4) * 512 = 22528 bytes, 90112 for four stages (3 tiles in
+// flight while one computes). The scale is one 4-byte copy per thread.
 
 // AUTO: llvm.mlir.global external @__qopt_Momentum_staging()
 // AUTO: gpu.func @Momentum({{.+}}) kernel attributes {known_block_size = array<i32: 512, 1, 1>}
 // AUTO: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 4, cache =  ca
 // AUTO: nvvm.cp.async.commit.group
-// AUTO: nvvm.cp.async.wait.group 1
+// AUTO: nvvm.cp.async.wait.group 3
 // AUTO: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<8xbf16>
 // AUTO: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 
@@ -25,7 +25,7 @@
 // OFF: gpu.return
 
 // MANIFEST: "elements_per_thread": 8
-// MANIFEST: "shared_bytes": 45056
+// MANIFEST: "shared_bytes": 90112
 // MANIFEST: "threads_per_block": 512
 // MANIFEST-OFF: "shared_bytes": 0
 

@@ -8,16 +8,18 @@
 
 // Async copies (async-copy=on; by default an f32 parameter takes none:
 // useAsyncCopy, measured slower for these mostly-memory steps). Each thread
-// copies its part of a full tile into dynamic shared memory with cp.async one
-// tile ahead: the run's first tile before the run's loop, each next tile at
-// the top of the iteration before it; a cp.async group is committed either
-// way, so that waiting for all but the latest group waits for this tile.
+// copies its part of a full tile into dynamic shared memory with cp.async
+// stages - 1 tiles ahead: the run's first stages - 1 tiles before the run's
+// loop, tile t + stages - 1 at the top of tile t's iteration; a cp.async
+// group is committed either way, so that waiting for all but the latest
+// stages - 1 groups waits for this tile.
 // The full tile reads back only what the thread copied (no barrier). Layout
 // per stage (512 threads x 8 lanes), by getTileStaging:
 //   p f32 32 B (two 16-byte chunks)  0      g f32 32 B           16384
 //   m.codes 8 B                      32768  m.scales f16 word 4 B 36864
 //   v.codes 8 B                      38912  v.scales f16 word 4 B 43008
-// 45056 bytes a stage, two stages: 90112 bytes.
+// 45056 bytes a stage; three stages (as many as fit in 160 KiB, at most
+// four): 135168 bytes, two tiles in flight while one computes.
 // The run's loop carries each stream's thread pointer to the next tile (the
 // copies' sources), advanced by the stream's bytes per tile (p and g 512 x
 // 32 B, the codes 512 x 8 B, the scales 128 groups x 2 B) in inline PTX; the
@@ -41,26 +43,36 @@
 // CHECK: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 4, cache =  ca
 // CHECK: }
 // CHECK-NEXT: nvvm.cp.async.commit.group
+// The run's second tile into stage 1 (45056 bytes on).
+// CHECK: scf.if %{{.+}} {
+// CHECK: arith.constant 45056 : i64
+// CHECK: nvvm.cp.async.shared.global
+// CHECK: }
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// The loop carries the pointers two tiles on (p: 2 x 16384 bytes).
+// CHECK: llvm.getelementptr %{{.+}}[%c32768_i64]
 // CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[P1:.+]] = %{{.+}}, %[[G1:.+]] = %{{.+}}, %[[MC1:.+]] = %{{.+}}, %[[MS1:.+]] = %{{.+}}, %[[VC1:.+]] = %{{.+}}, %[[VS1:.+]] = %{{.+}}) -> (!llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
-// This tile's thread pointers.
-// CHECK: %[[P:.+]] = llvm.getelementptr %[[P1]][%c-16384_i64]
-// CHECK: %[[G:.+]] = llvm.getelementptr %[[G1]][%c-16384_i64{{.*}}]
-// CHECK: %[[MC:.+]] = llvm.getelementptr %[[MC1]][%c-4096_i64{{.*}}]
-// CHECK: %[[MS:.+]] = llvm.getelementptr %[[MS1]][%c-256_i64{{.*}}]
-// CHECK: %[[VC:.+]] = llvm.getelementptr %[[VC1]][%c-4096_i64{{.*}}]
-// CHECK: %[[VS:.+]] = llvm.getelementptr %[[VS1]][%c-256_i64{{.*}}]
-// The next tile, if it is in the run and full, into the other stage, from
-// the carried pointers.
+// This tile's thread pointers, two tiles back.
+// CHECK: %[[P:.+]] = llvm.getelementptr %[[P1]][%c-32768_i64]
+// CHECK: %[[G:.+]] = llvm.getelementptr %[[G1]][%c-32768_i64{{.*}}]
+// CHECK: %[[MC:.+]] = llvm.getelementptr %[[MC1]][%c-8192_i64{{.*}}]
+// CHECK: %[[MS:.+]] = llvm.getelementptr %[[MS1]][%c-512_i64{{.*}}]
+// CHECK: %[[VC:.+]] = llvm.getelementptr %[[VC1]][%c-8192_i64{{.*}}]
+// CHECK: %[[VS:.+]] = llvm.getelementptr %[[VS1]][%c-512_i64{{.*}}]
+// The tile two on, if it is in the run and full, into stage (its index in
+// the run) % 3, from the carried pointers.
 // CHECK: arith.cmpi slt
+// CHECK: arith.remui %{{.+}}, %c3_i64
 // CHECK: scf.if %{{.+}} {
 // CHECK: llvm.getelementptr %[[P1]][%c0_i64{{.*}}]
 // CHECK: nvvm.cp.async.shared.global
 // CHECK-COUNT-7: nvvm.cp.async.shared.global
 // CHECK: }
 // CHECK-NEXT: nvvm.cp.async.commit.group
-// The full tile: wait, then shared loads only; p's two chunks joined.
+// The full tile: wait for all groups but the latest two, then shared loads
+// only; p's two chunks joined.
 // CHECK: scf.if %{{.+}} {
-// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK-NEXT: nvvm.cp.async.wait.group 2
 // CHECK-NOT: !llvm.ptr<1> -> {{vector|!llvm.ptr}}
 // CHECK: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xf32>
 // CHECK: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xf32>
@@ -102,17 +114,17 @@
 // PTX: cp.async.cg.shared.global [{{%rd[0-9]+}}], [{{%rd[0-9]+}}], 16;
 // PTX: cp.async.ca.shared.global [{{%rd[0-9]+}}{{(\+[0-9]+)?}}], [{{%rd[0-9]+}}], 4;
 // PTX: cp.async.commit_group;
-// PTX: cp.async.wait_group 1;
+// PTX: cp.async.wait_group 2;
 // PTX: ld.shared.v4.b32
 // The full tile's stores at the carried pointers less a tile.
-// PTXSTORE: st.global.v2.b32 [{{%rd[0-9]+}}+-4096]
-// PTXSTORE: st.global.v4.b32 [[[P:%rd[0-9]+]]+-16384]
-// PTXSTORE-NEXT: st.global.v4.b32 [[[P]]+-16368]
+// PTXSTORE: st.global.v2.b32 [{{%rd[0-9]+}}+-8192]
+// PTXSTORE: st.global.v4.b32 [[[P:%rd[0-9]+]]+-32768]
+// PTXSTORE-NEXT: st.global.v4.b32 [[[P]]+-32752]
 
-// MANIFEST: "shared_bytes": 90112
+// MANIFEST: "shared_bytes": 135168
 // Where the driver cannot size the grid: as many blocks as 228 KiB of shared
-// memory holds, 1 KiB reserved each: 233472 / (90112 + 1024) = 2.
-// MANIFEST: "suggested_blocks_per_sm": 2
+// memory holds, 1 KiB reserved each: 233472 / (135168 + 1024) = 1.
+// MANIFEST: "suggested_blocks_per_sm": 1
 qopt.optimizer @Staged param "p" : f32 master none grad "g" : f32 {
   qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
   qopt.state @v : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_up, divisor = absmax>

@@ -3,8 +3,8 @@
 
 // Checked rounding for seed 003's scheme: the divisor is the stored (float16)
 // scale, a zero scale taken as 1, and codes round half to even. The fast code
-// is floor(t' + 1/2) behind the same margin check as the authors' scheme: away
-// from half integers it equals roundeven(t) (StreamCodecs.cpp). A lane that
+// is the integer nearest t' behind the same margin check as the authors'
+// scheme: away from half integers it equals roundeven(t) (StreamCodecs.cpp). A lane that
 // fails takes the IEEE chain, which rounds half to even and clamps.
 
 // CHECK-LABEL: gpu.func @Seed003
@@ -15,13 +15,16 @@
 // CHECK: %[[SV:.+]] = vector.broadcast %[[S]] : f32 to vector<8xf32>
 // CHECK: %[[ZERO:.+]] = arith.cmpf oeq, %[[SV]], %{{.+}} : vector<8xf32>
 // CHECK: %[[DIV:.+]] = arith.select %[[ZERO]], %{{.+}}, %[[SV]] : vector<8xi1>, vector<8xf32>
-// y = m / divisor and softsign, approximately.
-// CHECK: vector.extract %[[DIV]][0]
-// CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
-// floor(t' + 1/2) as add.rm(t' + 1/2, 1.5 * 2^23), lane by lane: the biased
-// sum B, whose low byte is the code.
-// CHECK: llvm.call_intrinsic "llvm.nvvm.add.rm.f"(%{{.+}}, %{{.+}}) : (f32, f32) -> f32
-// CHECK: %[[B:.+]] = vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
+// 2y / (1 + |y|) with y = m / divisor as one approximate quotient, 254 m /
+// (divisor + |m|).
+// CHECK: %[[DEN:.+]] = arith.addf %[[DIV]], %{{.+}} : vector<8xf32>
+// CHECK: vector.extract %[[DEN]][0]
+// CHECK-COUNT-8: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
+// CHECK: arith.constant dense<2.540000e+02> : vector<8xf32>
+// The nearest integer as RN(t' + 1.5 * 2^23): the biased sum B, whose low
+// byte is the code.
+// CHECK: %[[B:.+]] = arith.addf %{{.+}}, %{{.+}} : vector<8xf32>
+// CHECK-NOT: add.rm
 // The thread's check (|d| < 1/2 - 2^-12 on every lane, the code range
 // [-127, 127] widened by 1/2), then the failing lanes one at a time.
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32

@@ -3,8 +3,11 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=mode=fast | FileCheck %s --check-prefix=FAST
 
 // Checked rounding (strict mode, the default): a softsign and a sqrt code are
-// computed through div.approx.ftz / sqrt.approx.ftz, kept where every lane's
-// d = t' - floor(t' + 0.5) has |d| < 1/2 - 2^-12, every lane's t' lies within
+// computed through div.approx.ftz / sqrt.approx.ftz (softsign's two
+// quotients as one, 254 u / (s + |u|); the sqrt code's 255 / s once per
+// thread), kept where every lane's d = t' - round(t') has |d| < 1/2 - 2^-12
+// (round(t') from RN(t' + 1.5 * 2^23): away from half integers it is
+// floor(t' + 0.5)), every lane's t' lies within
 // the code range widened by 1/2 (so the code needs no clamp), and the
 // divisor is in [2^-40, 2^100]; otherwise each lane keeps its code where its
 // own check holds, and a loop gives the lanes that fail, one at a time, the
@@ -12,14 +15,21 @@
 // alone.
 
 // CHECK-LABEL: gpu.func @Codes
-// The softsign code (state m): z = m / s and 2z / (1 + |z|), approximately.
-// CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
-// CHECK: %[[U:.+]] = arith.addf %[[T:.+]], %cst{{.*}} : vector<8xf32>
-// floor(u) as add.rm(u, 1.5 * 2^23) - 1.5 * 2^23, lane by lane: the biased
-// sum B is the code in its low bits.
-// CHECK: vector.extract %[[U]][0] : f32 from vector<8xf32>
-// CHECK: llvm.call_intrinsic "llvm.nvvm.add.rm.f"(%{{.+}}, %{{.+}}) : (f32, f32) -> f32
-// CHECK: %[[B:.+]] = vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
+// The softsign code (state m): 2z / (1 + |z|) with z = m / s as one
+// approximate quotient, 254 m / (s + |m|).
+// CHECK: arith.constant dense<9.99999996E-13> : vector<8xf32>
+// CHECK: %[[ABS:.+]] = llvm.call_intrinsic "llvm.fabs"(%{{.+}}) : (vector<8xf32>) -> vector<8xf32>
+// CHECK-NEXT: %[[DEN:.+]] = arith.addf %{{.+}}, %[[ABS]] : vector<8xf32>
+// CHECK: vector.extract %[[DEN]][0] : f32 from vector<8xf32>
+// CHECK-COUNT-8: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
+// CHECK-NEXT: %[[QUOT:.+]] = vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
+// CHECK-NEXT: %[[C254:.+]] = arith.constant dense<2.540000e+02> : vector<8xf32>
+// CHECK-NEXT: %[[T:.+]] = arith.mulf %[[C254]], %[[QUOT]] : vector<8xf32>
+// The nearest integer as RN(t' + 1.5 * 2^23) - 1.5 * 2^23: the biased sum B
+// is the code in its low bits.
+// CHECK-NEXT: %[[BIAS:.+]] = arith.constant dense<0x4B400000> : vector<8xf32>
+// CHECK-NEXT: %[[B:.+]] = arith.addf %[[T]], %[[BIAS]] : vector<8xf32>
+// CHECK-NOT: llvm.nvvm.add.rm
 // CHECK: %[[Q:.+]] = arith.subf %[[B]], %cst{{.*}} : vector<8xf32>
 // CHECK: %[[D:.+]] = arith.subf %[[T]], %[[Q]] : vector<8xf32>
 // The lanes' largest |d|, then the divisor's range (once: it is the
@@ -70,10 +80,14 @@
 // CHECK-NOT: arith.constant dense<0x7FC00000> : vector<8xf32>
 // CHECK: gpu.shuffle xor
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"(%{{.+}}) : (f32) -> f32
-// The sqrt code: sqrt.approx.ftz per lane, the boundary check alone (the
-// absmax divisor keeps t' in [0, 255.5)), the IEEE chain behind it.
+// The sqrt code: sqrt.approx.ftz per lane times 255 / s, one approximate
+// quotient for the thread; the boundary check alone (the absmax divisor
+// keeps t' in [0, 255.5)), the IEEE chain behind it.
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.approx.ftz.f"
-// CHECK: %[[VT:.+]] = llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
+// CHECK: %[[K:.+]] = llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"(%{{.+}}, %{{.+}}) : (f32, f32) -> f32
+// CHECK-NOT: llvm.nvvm.div.approx
+// CHECK: %[[KV:.+]] = vector.broadcast %[[K]] : f32 to vector<8xf32>
+// CHECK-NEXT: arith.mulf %{{.+}}, %[[KV]] : vector<8xf32>
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK-NOT: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: scf.if

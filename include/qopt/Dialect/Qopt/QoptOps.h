@@ -113,17 +113,25 @@ struct StagedStream {
   int64_t elementsPerCopy = 1; ///< group streams: scalars per 4-byte copy
 };
 
-/// The streams a full tile reads, staged in shared memory: two stages (the
-/// tile being computed and the next one, in flight), each `stageBytes`.
+/// The streams a full tile reads, staged in shared memory: `stages` stages
+/// (the tile being computed and the next stages - 1, in flight), each
+/// `stageBytes`.
 struct TileStaging {
-  static constexpr int64_t kStages = 2;
-  /// Beyond this the staging would cost blocks per multiprocessor (and past
-  /// 227 KiB it would not fit the H200's block at all): no staging then.
-  static constexpr int64_t kMaxSharedBytes = 96 * 1024;
+  /// At most this many stages, fewer (at least 2) where they would exceed
+  /// kMaxSharedBytes. Measured on the H200 (bench/NOTES.md): FlashAdamW at
+  /// 64 Mi 3312 / 3440 / 3478 GB/s with 2 / 3 / 4 stages; with one tile in
+  /// flight a block kept too few bytes in flight for the memory's latency.
+  static constexpr int64_t kMaxStages = 4;
+  int64_t stages = 2;
+  /// No staging beyond this (past 227 KiB a block does not fit the H200's
+  /// multiprocessor). The staged kernels run one block of 512 threads per
+  /// multiprocessor anyway (109 to 128 registers a thread), so the stages
+  /// cost no block up to it.
+  static constexpr int64_t kMaxSharedBytes = 160 * 1024;
   llvm::SmallVector<StagedStream> streams;
   int64_t stageBytes = 0;
   /// Dynamic shared memory per block: the manifest's `launch.shared_bytes`.
-  int64_t sharedBytes() const { return kStages * stageBytes; }
+  int64_t sharedBytes() const { return stages * stageBytes; }
   const StagedStream *lookup(unsigned stream) const;
 };
 
@@ -131,7 +139,7 @@ struct TileStaging {
 /// the update reads, and each read quantized state's scales or absmax (one
 /// scalar per thread, 2-byte scales as their 4-byte word), whose bytes per
 /// thread are 4, 8 or a power of two times 16.
-/// Empty where the two stages would exceed TileStaging::kMaxSharedBytes.
+/// Empty where two stages would exceed TileStaging::kMaxSharedBytes.
 TileStaging getTileStaging(OptimizerOp optimizer, TileShape shape);
 
 /// Whether a GPU kernel copies its tiles ahead with cp.async (getTileStaging).
