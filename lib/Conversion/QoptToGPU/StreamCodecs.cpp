@@ -961,23 +961,25 @@ static Value codeArgument(LaneMath &m, GroupSchemeAttr scheme, Value x,
   return m.mul(y, m.constF(y, range));
 }
 
-/// codeArgument's t in real arithmetic, computed with fewer operations by
-/// `approx` (LaneMath::approximate) for checkedRoundCode: 2 range * u /
-/// (divisor + |u|) for softsign (2y / (1 + |y|) with y = u / divisor), else
-/// u * (range / divisor), the quotient once per thread. u is x, or its square
+/// codeArgument's t in real arithmetic as a product p * k left unrounded,
+/// computed with fewer operations by `approx` (LaneMath::approximate) for
+/// checkedRoundCode: softsign's 2y / (1 + |y|), y = u / divisor, as
+/// (u / (divisor + |u|)) * 2 range; the others' u / divisor * range as u *
+/// (range / divisor), the quotient once per thread. u is x, or its square
 /// root for sqrt companding; `divisor` is a broadcast scalar.
-static Value approximateCodeArgument(LaneMath &approx, GroupSchemeAttr scheme,
-                                     Value x, Value divisor) {
+static std::pair<Value, Value>
+approximateCodeArgument(LaneMath &approx, GroupSchemeAttr scheme, Value x,
+                        Value divisor) {
   OpBuilder &b = approx.builder();
   Location loc = approx.location();
   double range = codeRange(scheme);
   Value u = scheme.getCompanding() == Companding::sqrt ? approx.sqrt(x) : x;
   if (scheme.getCompanding() == Companding::softsign)
-    return approx.mul(approx.constF(u, 2 * range),
-                      approx.div(u, approx.add(divisor, approx.abs(u))));
+    return {approx.div(u, approx.add(divisor, approx.abs(u))),
+            approx.constF(u, 2 * range)};
   Value d = vector::ExtractOp::create(b, loc, divisor, 0);
   Value k = approx.div(approx.constF(d, range), d);
-  return approx.mul(u, vector::BroadcastOp::create(b, loc, u.getType(), k));
+  return {u, vector::BroadcastOp::create(b, loc, u.getType(), k)};
 }
 
 /// The code before clamping: floor(t + 0.5) or roundeven(t).
@@ -1016,11 +1018,11 @@ static Value biasCode(LaneMath &m, Value q) {
 /// relative condition number is at most 1, so each rounding adds its
 /// relative error to t's. In units of 2^-24: the IEEE chain rounds at most 4
 /// times (softsign: y, 1 + |y|, the quotient, the product by 127; sqrt: the
-/// root, the product by 255, the quotient), the approximate one at most 7
+/// root, the product by 255, the quotient), the approximate one at most 6
 /// (div.approx.ftz.f32 within 2 ulp, 4 units, for divisors in [2^-126,
-/// 2^126]; sqrt.approx.ftz.f32 within 2^-23, 2 units; the IEEE product and
-/// sum, 1 each): softsign 4 + 6 (the sum, the quotient, the product), sqrt
-/// 3 + 7 (the root, range / divisor, the product). (The divisor + |u| is
+/// 2^126]; sqrt.approx.ftz.f32 within 2^-23, 2 units; the IEEE sum, 1; its
+/// last product p * k is not rounded): softsign 4 + 5 (the sum, the
+/// quotient), sqrt 3 + 6 (the root, range / divisor). (The divisor + |u| is
 /// within div.approx's range as |u| <= 2 divisor: the divisor is the
 /// group's absmax, or its stored scale, which is within a factor of 2 of
 /// it; the divisor is checked to lie in [2^-40, 2^100].)
@@ -1029,13 +1031,14 @@ static Value biasCode(LaneMath &m, Value q) {
 /// less than 255 * sqrt(2^-126) / 2^-40 < 3.1e-5 when the divisor is at
 /// least 2^-40 (the authors' divisor is at least 1e-12 > 2^-40): E < 1.84e-4.
 ///
-/// With q' the integer nearest t' (RN(t' + kCodeBias) - kCodeBias: the sum
-/// lies in [2^23, 2^24), where floats are the integers), the difference d =
-/// t' - q' is exact (Sterbenz for q' != 0, d = t' for q' = 0). Where |d| <
-/// 1/2 - 2^-12, t' + 0.5 lies in (q' + 2^-12, q' + 1 - 2^-12); t + 0.5 within
-/// E of it and u = RN(t + 0.5) within 2^-16 more, and E + 2^-16 < 2^-12 (2.0e-4
-/// against 2.4e-4), so floor(u) = q' (and, away from half integers,
-/// roundeven(t) = q'). A tie, t' a half integer, gives |d| = 1/2 and fails.
+/// With q' the integer nearest t' = p * k (RN(p * k + kCodeBias) -
+/// kCodeBias, the first an FMA: the sum lies in [2^23, 2^24), where floats
+/// are the integers), d = RN(p * k - q') (an FMA) is within 2^-26 of t' - q'
+/// where |d| < 1/2. Where |d| < 1/2 - 2^-12, t' + 0.5 lies in (q' + 2^-12 -
+/// 2^-26, q' + 1 - 2^-12 + 2^-26); t + 0.5 within E of it and u = RN(t + 0.5)
+/// within 2^-16 more, and E + 2^-16 + 2^-26 < 2^-12 (2.0e-4 against 2.4e-4),
+/// so floor(u) = q' (and, away from half integers, roundeven(t) = q'). A
+/// tie, t' a half integer, gives |d| = 1/2 and fails.
 /// Where also |t' - c| < R, c and R the centre and half width of
 /// [lo - 1/2, hi + 1/2], q' is in [lo, hi] and needs no clamp (and the |t|
 /// bounds above hold); with the absmax as divisor that holds by itself (see
@@ -1049,19 +1052,22 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   OpBuilder &b = m.builder();
   Location loc = m.location();
   LaneMath approx = LaneMath::approximate(b, loc);
-  Value t = approximateCodeArgument(approx, scheme, x, divisor);
-  // The nearest integer as RN(t' + kCodeBias) - kCodeBias: one FADD, not
-  // FRND on the quarter-rate conversion pipe, and the biased sum is the code
+  auto [p, k] = approximateCodeArgument(approx, scheme, x, divisor);
+  auto fma = [&](Value addend) -> Value {
+    return LLVM::FMAOp::create(b, loc, p, k, addend);
+  };
+  // The nearest integer as RN(t' + kCodeBias) - kCodeBias: one FMA, not FRND
+  // on the quarter-rate conversion pipe, and the biased sum is the code
   // (quantizeGroup). floor(t' + 0.5) is the same integer where the check
   // below passes.
-  Value biased = m.add(t, m.constF(t, kCodeBias));
+  Value biased = fma(m.constF(p, kCodeBias));
   Value q = m.sub(biased, m.constF(biased, kCodeBias));
   double range = codeRange(scheme);
   double lo = scheme.getStorage().isSigned() ? -range : 0.0;
   double centre = (lo + range) / 2, halfWidth = (range - lo + 1) / 2;
-  Value distance = m.sub(t, q);
-  Value offCentre = centre == 0.0 ? t : m.sub(t, m.constF(t, centre));
-  auto lanes = cast<VectorType>(t.getType()).getNumElements();
+  Value distance = fma(arith::NegFOp::create(b, loc, q));
+  Value offCentre = fma(m.constF(p, -centre));
+  auto lanes = cast<VectorType>(p.getType()).getNumElements();
   auto cmpConst = [&](arith::CmpFPredicate p, Value v, double c) {
     return m.cmp(p, v, m.constF(v, c));
   };

@@ -21,9 +21,10 @@
 // CHECK: vector.extract %[[DEN]][0]
 // CHECK-COUNT-8: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
 // CHECK: arith.constant dense<2.540000e+02> : vector<8xf32>
-// The nearest integer as RN(t' + 1.5 * 2^23): the biased sum B, whose low
-// byte is the code.
-// CHECK: %[[B:.+]] = arith.addf %{{.+}}, %{{.+}} : vector<8xf32>
+// The nearest integer as RN(t' + 1.5 * 2^23), t' unrounded in an FMA: the
+// biased sum B, whose low byte is the code.
+// CHECK-NEXT: arith.constant dense<0x4B400000>
+// CHECK-NEXT: %[[B:.+]] = llvm.intr.fma(%{{.+}}, %{{.+}}, %{{.+}})
 // CHECK-NOT: add.rm
 // The thread's check (|d| < 1/2 - 2^-12 on every lane, the code range
 // [-127, 127] widened by 1/2), then the failing lanes one at a time.

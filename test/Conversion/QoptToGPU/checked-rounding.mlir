@@ -5,9 +5,10 @@
 // Checked rounding (strict mode, the default): a softsign and a sqrt code are
 // computed through div.approx.ftz / sqrt.approx.ftz (softsign's two
 // quotients as one, 254 u / (s + |u|); the sqrt code's 255 / s once per
-// thread), kept where every lane's d = t' - round(t') has |d| < 1/2 - 2^-12
-// (round(t') from RN(t' + 1.5 * 2^23): away from half integers it is
-// floor(t' + 0.5)), every lane's t' lies within
+// thread; t' = p * k unrounded), kept where every lane's d = t' - round(t')
+// has |d| < 1/2 - 2^-12 (round(t') from RN(t' + 1.5 * 2^23), d, each an FMA:
+// away from half integers round(t') is floor(t' + 0.5)), every lane's t'
+// lies within
 // the code range widened by 1/2 (so the code needs no clamp), and the
 // divisor is in [2^-40, 2^100]; otherwise each lane keeps its code where its
 // own check holds, and a loop gives the lanes that fail, one at a time, the
@@ -24,14 +25,15 @@
 // CHECK-COUNT-8: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
 // CHECK-NEXT: %[[QUOT:.+]] = vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
 // CHECK-NEXT: %[[C254:.+]] = arith.constant dense<2.540000e+02> : vector<8xf32>
-// CHECK-NEXT: %[[T:.+]] = arith.mulf %[[C254]], %[[QUOT]] : vector<8xf32>
-// The nearest integer as RN(t' + 1.5 * 2^23) - 1.5 * 2^23: the biased sum B
-// is the code in its low bits.
+// The nearest integer to t' = quotient * 254 as RN(t' + 1.5 * 2^23) - 1.5 *
+// 2^23, t' unrounded in an FMA: the biased sum B is the code in its low bits.
 // CHECK-NEXT: %[[BIAS:.+]] = arith.constant dense<0x4B400000> : vector<8xf32>
-// CHECK-NEXT: %[[B:.+]] = arith.addf %[[T]], %[[BIAS]] : vector<8xf32>
+// CHECK-NEXT: %[[B:.+]] = llvm.intr.fma(%[[QUOT]], %[[C254]], %[[BIAS]])
 // CHECK-NOT: llvm.nvvm.add.rm
 // CHECK: %[[Q:.+]] = arith.subf %[[B]], %cst{{.*}} : vector<8xf32>
-// CHECK: %[[D:.+]] = arith.subf %[[T]], %[[Q]] : vector<8xf32>
+// The distance d = t' - q, also one FMA.
+// CHECK-NEXT: %[[NQ:.+]] = arith.negf %[[Q]]
+// CHECK-NEXT: %[[D:.+]] = llvm.intr.fma(%[[QUOT]], %[[C254]], %[[NQ]])
 // The lanes' largest |d|, then the divisor's range (once: it is the
 // group's), in one predicate. With the absmax as divisor |t'| is within the
 // code range by itself: no maximum of |t'|.
@@ -40,7 +42,7 @@
 // CHECK-COUNT-7: arith.maximumf
 // CHECK-NEXT: arith.constant
 // CHECK-NEXT: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
-// CHECK-NOT: vector.extract %[[T]][7] : f32 from vector<8xf32>
+// CHECK-NOT: arith.maximumf
 // CHECK: arith.cmpf ole, %{{.+}}, %{{.+}} : f32
 // CHECK: arith.cmpf oge, %{{.+}}, %{{.+}} : f32
 // CHECK: %[[ALL:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
@@ -87,7 +89,8 @@
 // CHECK: %[[K:.+]] = llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"(%{{.+}}, %{{.+}}) : (f32, f32) -> f32
 // CHECK-NOT: llvm.nvvm.div.approx
 // CHECK: %[[KV:.+]] = vector.broadcast %[[K]] : f32 to vector<8xf32>
-// CHECK-NEXT: arith.mulf %{{.+}}, %[[KV]] : vector<8xf32>
+// CHECK-NEXT: arith.constant dense<0x4B400000>
+// CHECK-NEXT: llvm.intr.fma(%{{.+}}, %[[KV]], %{{.+}})
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK-NOT: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: scf.if
