@@ -300,7 +300,30 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   // (a >= 2^-60 is the stronger condition): its maximum is then the same
   // tree as a sqrt state's absmax of it (Adam's v / bc2), which CSE shares.
   bool knownNonneg = facts && facts->nonnegative.count(a);
-  Value r, ok = lanesWithin(a, 0x1p-60, 0x1p60, /*magnitude=*/!knownNonneg);
+  Value r, ok;
+  auto scaled = facts ? facts->scaled.find(a) : decltype(facts->scaled.end())();
+  if (facts && scaled != facts->scaled.end()) {
+    // a = u * x lane by lane, u uniform: |a| = RN(|u| |x|) and RN is
+    // monotone, so |a| lies in [RN(|u| min|x|), RN(|u| max|x|)] (a NaN lane
+    // or u makes a bound NaN, which fails). max|x| is the same tree as a
+    // signed state's absmax of x (Adam's (lr / bc1) * m), which CSE shares.
+    auto [x, u] = scaled->second;
+    Value mn = reduceLanesPairwise(*this, x, /*magnitude=*/true,
+                                   [&](Value p, Value q) {
+                                     return arith::MinimumFOp::create(b, loc, p, q)
+                                         .getResult();
+                                   });
+    Value mx = laneMaximum(abs(x));
+    Value au = abs(u);
+    ok = arith::AndIOp::create(
+        b, loc,
+        cmp(arith::CmpFPredicate::OGE, arith::MulFOp::create(b, loc, au, mn),
+            constF(mn, 0x1p-60)),
+        cmp(arith::CmpFPredicate::OLE, arith::MulFOp::create(b, loc, au, mx),
+            constF(mx, 0x1p60)));
+  } else {
+    ok = lanesWithin(a, 0x1p-60, 0x1p60, /*magnitude=*/!knownNonneg);
+  }
   if (uniform) {
     // The divisor is the same for every lane: its reciprocal and its range
     // once.
