@@ -82,7 +82,9 @@ head -40 "$R/sass_mix_head.txt"
 stamp "ncu"
 for pair in flash_adamw:FlashAdamW adamw8bit_block2048:AdamW8bit_block2048; do
   spec=${pair%%:*}; kern=${pair##*:}
-  timeout 50 ncu --clock-control none --kernel-name "$kern" --launch-skip 12 --launch-count 1 \
+  # --launch-skip 20: a launch of the timed loop (after the self-check and
+  # 3 warm-ups per buffer set), the steady state.
+  timeout 50 ncu --clock-control none --kernel-name "$kern" --launch-skip 20 --launch-count 1 \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
     --section InstructionStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section SchedulerStats \
