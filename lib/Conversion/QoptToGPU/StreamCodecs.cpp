@@ -302,7 +302,7 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   bool knownNonneg = facts && facts->nonnegative.count(a);
   Value r, ok;
   auto scaled = facts ? facts->scaled.find(a) : decltype(facts->scaled.end())();
-  if (facts && scaled != facts->scaled.end()) {
+  if (facts && facts->rangeThroughBase && scaled != facts->scaled.end()) {
     // a = u * x lane by lane, u uniform: |a| = RN(|u| |x|) and RN is
     // monotone, so |a| lies in [RN(|u| min|x|), RN(|u| max|x|)] (a NaN lane
     // or u makes a bound NaN, which fails). max|x| is the same tree as a
