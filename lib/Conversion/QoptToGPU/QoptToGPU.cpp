@@ -846,7 +846,7 @@ LogicalResult KernelEmitter::emitTile() {
   // reduction slots, as only one of them runs per tile.
   preloaded.clear();
   facts.clear();
-  facts.rangeThroughBase = carryPointers();
+  facts.registersToSpare = carryPointers();
   if (guardedMath.isGuarded()) {
     math.setFacts(&facts);
     guardedMath.setFacts(&facts);

@@ -281,6 +281,19 @@ Value LaneMath::guardedResult(Value ok, Value fastValue,
   return ifOp.getResult(0);
 }
 
+Value LaneMath::zeroOrIEEE(Value a, Value zeroResult,
+                           llvm::function_ref<Value()> alsoOk,
+                           llvm::function_ref<Value()> ieee) {
+  if (!facts || !facts->registersToSpare)
+    return ieee();
+  // max|a| == 0 exactly when every lane is +-0 (a NaN lane makes it NaN).
+  Value allZero = cmp(arith::CmpFPredicate::OEQ, laneMaximum(abs(a)),
+                      constF(vector::ExtractOp::create(b, loc, a, 0), 0.0));
+  if (Value also = alsoOk())
+    allZero = arith::AndIOp::create(b, loc, allZero, also);
+  return guardedResult(allZero, zeroResult, ieee);
+}
+
 Value LaneMath::guardedDiv(Value a, Value c) {
   // ptxas's div.rn.f32 fast path: r0 = MUFU.RCP(c); r = fma(fma(-c, r0, 1),
   // r0, r0); q0 = a * r; q = fma(r, fma(-c, q0, a), q0), taken where FCHK
@@ -302,7 +315,7 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   bool knownNonneg = facts && facts->nonnegative.count(a);
   Value r, ok;
   auto scaled = facts ? facts->scaled.find(a) : decltype(facts->scaled.end())();
-  if (facts && facts->rangeThroughBase && scaled != facts->scaled.end()) {
+  if (facts && facts->registersToSpare && scaled != facts->scaled.end()) {
     // a = u * x lane by lane, u uniform: |a| = RN(|u| |x|) and RN is
     // monotone, so |a| lies in [RN(|u| min|x|), RN(|u| max|x|)] (a NaN lane
     // or u makes a bound NaN, which fails). max|x| is the same tree as a
@@ -359,6 +372,21 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   Value rem = fma(arith::NegFOp::create(b, loc, c), q0, a);
   Value q = fma(r, rem, q0);
   Value result = guardedResult(ok, q, [&] {
+    // A thread whose dividends are all zero (a gradient's zero rows, states
+    // that start at zero) gets q0 = a * r: for c in [2^-60, 2^60], r is
+    // finite, nonzero and signed as c, so a * r is div.rn's signed zero.
+    // (The correction would take -0 / c to +0.) The divisor's lanes are
+    // looked at here, where its facts' condition may have failed with the
+    // dividend's.
+    auto divisorOk = [&]() -> Value {
+      if (!uniform)
+        return lanesWithin(c, 0x1p-60, 0x1p60, true);
+      return arith::AndIOp::create(
+          b, loc,
+          cmp(arith::CmpFPredicate::OGE, abs(uniform), constF(uniform, 0x1p-60)),
+          cmp(arith::CmpFPredicate::OLE, abs(uniform), constF(uniform, 0x1p60)));
+    };
+    return zeroOrIEEE(a, q0, divisorOk, [&] {
     Value result = a;
     for (int64_t i = 0, e = cast<VectorType>(a.getType()).getNumElements();
          i < e; ++i)
@@ -369,6 +397,7 @@ Value LaneMath::guardedDiv(Value a, Value c) {
                       vector::ExtractOp::create(b, loc, c, i)}),
           result, i);
     return result;
+    });
   });
   // a >= 0 with |a| in [2^-60, 2^60] (the check passed), over a uniform u in
   // [2^-40, 1] (a bias correction): the quotient lies in [2^-60, 2^100].
@@ -411,8 +440,11 @@ Value LaneMath::guardedSqrt(Value a) {
   else
     ok = lanesWithin(a, 0x1p-100, 0x1p100, /*magnitude=*/false);
   Value result = guardedResult(ok, s, [&] {
-    return perLane(a, [&](Value lane) {
-      return opaqueIEEE("sqrt.rn.f32 $0, $1;", {lane});
+    // All lanes zero: sqrt.rn(+-0) = +-0 (the fast path would give NaN).
+    return zeroOrIEEE(a, a, [] { return Value(); }, [&] {
+      return perLane(a, [&](Value lane) {
+        return opaqueIEEE("sqrt.rn.f32 $0, $1;", {lane});
+      });
     });
   });
   if (known)

@@ -36,11 +36,13 @@ struct LaneFacts {
   llvm::DenseMap<Value, Bounds> bounds;
   /// value = uniform * base, lane by lane (the uniform a broadcast scalar).
   llvm::DenseMap<Value, std::pair<Value, Value>> scaled;
-  /// Whether a guarded division checks a scaled numerator's range through
-  /// its base (LaneMath::guardedDiv). Off where registers are tight: the
-  /// codebook kernels went from 64 to 78 registers with it (3 blocks per
+  /// Whether the kernel has registers to spare (staged tiles: one block per
+  /// multiprocessor), for what costs registers: a guarded division checks a
+  /// scaled numerator's range through its base (guardedDiv), and a guard's
+  /// fallback first tries the all-zero shortcut (zeroOrIEEE). The codebook
+  /// kernels went from 64 to 78 and 80 registers with them (3 blocks per
   /// multiprocessor instead of 4; block2048 with an f32 parameter -9%).
-  bool rangeThroughBase = false;
+  bool registersToSpare = false;
   void clear() {
     nonnegative.clear();
     bounds.clear();
@@ -179,6 +181,13 @@ private:
   /// `fastValue` where `ok`, else `ieee()` (emitted in the else region).
   Value guardedResult(Value ok, Value fastValue,
                       llvm::function_ref<Value()> ieee);
+  /// In a guard's fallback: `zeroResult` where every lane of `a` is +-0 (and
+  /// the condition `alsoOk` builds, if any, holds), else `ieee()`: the exact
+  /// result of an all-zero thread without its lanes' IEEE instructions.
+  /// Only where the facts say the kernel has registers to spare.
+  Value zeroOrIEEE(Value a, Value zeroResult,
+                   llvm::function_ref<Value()> alsoOk,
+                   llvm::function_ref<Value()> ieee);
 };
 
 /// Rebuilds one arith/math operation of a qopt.update on vectors of `lanes`

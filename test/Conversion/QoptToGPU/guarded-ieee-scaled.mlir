@@ -15,6 +15,8 @@
 // OFF-NEXT: arith.constant
 // OFF-NEXT: arith.cmpf oge
 // OFF: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
+// No all-zero shortcut in the fallback either.
+// OFF-NOT: arith.cmpf oeq
 // OFF: gpu.return
 
 // CHECK-LABEL: gpu.func @Scaled
@@ -33,7 +35,20 @@
 // CHECK-NEXT: arith.cmpf oge, %[[LO]]
 // Then the divisor g, of which nothing is known: its own lanes' range.
 // CHECK: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
+// CHECK: %[[Q0:.+]] = arith.mulf %[[A:.+]], %[[R:.+]] : vector<8xf32>
+// CHECK: %[[Q:.+]] = llvm.intr.fma(%[[R]], %{{.+}}, %[[Q0]])
+// CHECK-NEXT: scf.if %{{.+}} -> (vector<8xf32>) {
+// CHECK-NEXT: scf.yield %[[Q]] : vector<8xf32>
+// CHECK-NEXT: } else {
+// The fallback: a thread whose dividends are all +-0 (max|a| == 0) and
+// whose divisors lie in [2^-60, 2^60] takes q0 = a * r, div.rn's signed
+// zero; any other thread each lane's div.rn.
+// CHECK: llvm.call_intrinsic "llvm.fabs"(%[[A]]) : (vector<8xf32>) -> vector<8xf32>
+// CHECK-COUNT-7: arith.maximumf
+// CHECK-NEXT: arith.cmpf oeq
 // CHECK: scf.if %{{.+}} -> (vector<8xf32>) {
+// CHECK-NEXT: scf.yield %[[Q0]] : vector<8xf32>
+// CHECK-NEXT: } else {
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // CHECK: gpu.return
 qopt.optimizer @Scaled param "p" : f32 master none grad "g" : f32 {
