@@ -124,11 +124,12 @@ struct CompileOptions {
       cl::init(true), cl::cat(compileCategory)};
   cl::opt<AsyncCopy> asyncCopy{
       "async-copy",
-      cl::desc("Copy each full tile's read streams into shared memory one "
-               "tile ahead with cp.async, so its loads are in flight while "
-               "the tile before it computes (exact; the manifest asks for "
-               "the dynamic shared memory; at most 96 KiB, streams of 4, 8 "
-               "or a power of two times 16 bytes per thread)"),
+      cl::desc("Copy each full tile's read streams into shared memory up to "
+               "three tiles ahead with cp.async, so its loads are in flight "
+               "while the tiles before it compute (exact; the manifest asks "
+               "for the dynamic shared memory: 2 to 4 stages within 160 KiB; "
+               "streams of 4, 8 or a power of two times 16 bytes per "
+               "thread)"),
       cl::values(clEnumValN(AsyncCopy::Auto, "auto",
                             "on for group states without a codebook and "
                             "a 16-bit parameter (measured on the H200), "

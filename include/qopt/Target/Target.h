@@ -41,8 +41,8 @@ struct KernelOptions {
   bool guardedIeee = true;
   /// Codebook codes through a bucket table of float bit patterns (exact).
   bool codebookBuckets = true;
-  /// Full tiles' read streams copied into shared memory one tile ahead with
-  /// cp.async (getTileStaging; Auto: useAsyncCopy's choice); the manifest
+  /// Full tiles' read streams copied into shared memory up to three tiles
+  /// ahead with cp.async (getTileStaging; Auto: useAsyncCopy's choice); the manifest
   /// asks for the shared memory.
   AsyncCopy asyncCopy = AsyncCopy::Auto;
 };

@@ -7,9 +7,10 @@
 // one vector operation and every stream access one (or a few) 16-byte
 // accesses. A partial last tile uses masked accesses. Group absmax is reduced
 // with warp shuffles, block absmax beyond a warp through shared memory. With
-// async copies each thread copies its part of the next full tile into shared
-// memory (cp.async) before it computes the current one, so the tile's loads
-// are in flight without holding registers.
+// async copies each thread copies its part of the full tile stages - 1 ahead
+// into shared memory (cp.async) before it computes the current one, so the
+// tiles' loads are in flight without holding registers; the run's loop then
+// carries the streams' thread pointers.
 //
 //===----------------------------------------------------------------------===//
 

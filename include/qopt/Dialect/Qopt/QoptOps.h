@@ -97,7 +97,8 @@ int64_t getElementsPerThread(OptimizerOp optimizer, int64_t threads,
                              int64_t requested);
 
 /// One stream that a GPU kernel with async copies (convert-qopt-to-gpu
-/// `async-copy`) copies into shared memory a tile ahead of its use. Each
+/// `async-copy`) copies into shared memory one or more tiles ahead of its
+/// use. Each
 /// thread's `bytesPerThread` bytes travel as chunks of `chunkBytes` (4, 8 or
 /// 16, the sizes of cp.async); chunk j of thread i lies at
 /// `offset + (j * threads + i) * chunkBytes` from the start of a stage, so
