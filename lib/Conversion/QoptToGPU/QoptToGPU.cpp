@@ -1118,9 +1118,9 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // Each stream's thread pointer at the run's first tile, advanced by the
   // stream's bytes per tile: a full tile's loads, copies and stores take
   // their addresses from these, with no 64-bit index arithmetic per tile.
-  // The loop carries the next tile's (the copies' sources); the current
-  // tile's are those minus a tile, an immediate offset of the stores, so
-  // that one register pair per stream lives across the loop.
+  // The loop carries those of the tile `ahead` on (the copies' sources); the
+  // current tile's are those minus `ahead` tiles, an immediate offset of the
+  // stores, so that one register pair per stream lives across the loop.
   Value firstInTensor = arith::SubIOp::create(b, loc, runStart, firstTile);
   Value firstBase = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, firstInTensor, constI64(tile)),

@@ -287,8 +287,9 @@ Value LaneMath::zeroOrIEEE(Value a, Value zeroResult,
   if (!facts || !facts->registersToSpare)
     return ieee();
   // max|a| == 0 exactly when every lane is +-0 (a NaN lane makes it NaN).
-  Value allZero = cmp(arith::CmpFPredicate::OEQ, laneMaximum(abs(a)),
-                      constF(vector::ExtractOp::create(b, loc, a, 0), 0.0));
+  Value zero = constF(vector::ExtractOp::create(b, loc, a, 0), 0.0);
+  Value maxMagnitude = laneMaximum(abs(a));
+  Value allZero = cmp(arith::CmpFPredicate::OEQ, maxMagnitude, zero);
   if (Value also = alsoOk())
     allZero = arith::AndIOp::create(b, loc, allZero, also);
   return guardedResult(allZero, zeroResult, ieee);
@@ -328,12 +329,15 @@ Value LaneMath::guardedDiv(Value a, Value c) {
                                    });
     Value mx = laneMaximum(abs(x));
     Value au = abs(u);
-    ok = arith::AndIOp::create(
-        b, loc,
-        cmp(arith::CmpFPredicate::OGE, arith::MulFOp::create(b, loc, au, mn),
-            constF(mn, 0x1p-60)),
-        cmp(arith::CmpFPredicate::OLE, arith::MulFOp::create(b, loc, au, mx),
-            constF(mx, 0x1p60)));
+    // One statement each, so that the ops' order is not the C++ compiler's
+    // order of evaluating arguments.
+    Value hiBound = constF(mx, 0x1p60);
+    Value hiOk = cmp(arith::CmpFPredicate::OLE,
+                     arith::MulFOp::create(b, loc, au, mx), hiBound);
+    Value loBound = constF(mn, 0x1p-60);
+    Value loOk = cmp(arith::CmpFPredicate::OGE,
+                     arith::MulFOp::create(b, loc, au, mn), loBound);
+    ok = arith::AndIOp::create(b, loc, loOk, hiOk);
   } else {
     ok = lanesWithin(a, 0x1p-60, 0x1p60, /*magnitude=*/!knownNonneg);
   }
@@ -1081,17 +1085,17 @@ static Value biasCode(LaneMath &m, Value q) {
 /// within div.approx's range as |u| <= 2 divisor: the divisor is the
 /// group's absmax, or its stored scale, which is within a factor of 2 of
 /// it; the divisor is checked to lie in [2^-40, 2^100].)
-/// With |t| < 128 (softsign) and |t| < 256 (sqrt) that is E < 1.07e-4 and
-/// E < 1.53e-4. Flushing a subnormal operand or quotient to zero moves t by
+/// With |t| < 128 (softsign) and |t| < 256 (sqrt) that is E < 6.9e-5 and
+/// E < 1.38e-4. Flushing a subnormal operand or quotient to zero moves t by
 /// less than 255 * sqrt(2^-126) / 2^-40 < 3.1e-5 when the divisor is at
-/// least 2^-40 (the authors' divisor is at least 1e-12 > 2^-40): E < 1.84e-4.
+/// least 2^-40 (the authors' divisor is at least 1e-12 > 2^-40): E < 1.69e-4.
 ///
 /// With q' the integer nearest t' = p * k (RN(p * k + kCodeBias) -
 /// kCodeBias, the first an FMA: the sum lies in [2^23, 2^24), where floats
 /// are the integers), d = RN(p * k - q') (an FMA) is within 2^-26 of t' - q'
 /// where |d| < 1/2. Where |d| < 1/2 - 2^-12, t' + 0.5 lies in (q' + 2^-12 -
 /// 2^-26, q' + 1 - 2^-12 + 2^-26); t + 0.5 within E of it and u = RN(t + 0.5)
-/// within 2^-16 more, and E + 2^-16 + 2^-26 < 2^-12 (2.0e-4 against 2.4e-4),
+/// within 2^-16 more, and E + 2^-16 + 2^-26 < 2^-12 (1.85e-4 against 2.44e-4),
 /// so floor(u) = q' (and, away from half integers, roundeven(t) = q'). A
 /// tie, t' a half integer, gives |d| = 1/2 and fails.
 /// Where also |t' - c| < R, c and R the centre and half width of

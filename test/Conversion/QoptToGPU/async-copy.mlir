@@ -20,11 +20,11 @@
 //   v.codes 8 B                      38912  v.scales f16 word 4 B 43008
 // 45056 bytes a stage; three stages (as many as fit in 160 KiB, at most
 // four): 135168 bytes, two tiles in flight while one computes.
-// The run's loop carries each stream's thread pointer to the next tile (the
-// copies' sources), advanced by the stream's bytes per tile (p and g 512 x
-// 32 B, the codes 512 x 8 B, the scales 128 groups x 2 B) in inline PTX; the
-// current tile's are those minus a tile. A full tile loads no descriptor and
-// computes no index.
+// The run's loop carries each stream's thread pointer to the tile two on
+// (the copies' sources), advanced by the stream's bytes per tile (p and g 512
+// x 32 B, the codes 512 x 8 B, the scales 128 groups x 2 B) in inline PTX;
+// the current tile's are those minus two tiles. A full tile loads no
+// descriptor and computes no index.
 
 // CHECK: llvm.mlir.global external @__qopt_Staged_staging() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
 // CHECK-LABEL: gpu.func @Staged

@@ -1,9 +1,12 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=on | FileCheck %s --check-prefix=STAGED
 
 // Range facts (guarded IEEE, strict mode): Adam's denominator
 // sqrt(v / bc2) + eps. The new v = b2 * w + (1 - b2) * g * g with w = x * x
 // is nonnegative where the uniforms b2 and 1 - b2 are; v / bc2's own check
-// (|v| in [2^-60, 2^60]) then bounds the quotient to [2^-60, 2^100] where
+// (v itself in [2^-60, 2^60], not |v|: the stronger condition, and its
+// maximum is then a sqrt state's absmax tree) then bounds the quotient to
+// [2^-60, 2^100] where
 // also bc2 is in [2^-40, 1], inside the square root's domain, and the root
 // plus an eps in [0, 2^40] lies inside the division's. So the square root
 // and the last divisor take no look at their lanes: their guard is that
@@ -13,8 +16,13 @@
 // CHECK-LABEL: gpu.func @Facts
 // The uniforms' conditions: b2 >= 0, (1 - b2) >= 0, bc2 in [2^-40, 1],
 // eps in [0, 2^40] (scalar compares).
-// v / bc2 with its lanes' range: the minimum and maximum of |v|.
-// CHECK-COUNT-7: arith.minimumf
+// v / bc2 with its lanes' range: the minimum and maximum of v, no fabs.
+// CHECK: %[[V:.+]] = arith.addf %{{.+}}, %{{.+}} : vector<8xf32>
+// CHECK: %[[V0:.+]] = vector.extract %[[V]][0] : f32 from vector<8xf32>
+// CHECK-NEXT: %[[V1:.+]] = vector.extract %[[V]][1] : f32 from vector<8xf32>
+// CHECK-NOT: llvm.fabs
+// CHECK: arith.minimumf %[[V0]], %[[V1]] : f32
+// CHECK-COUNT-6: arith.minimumf
 // CHECK: %[[Q:.+]] = scf.if %{{.+}} -> (vector<8xf32>) {
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;", "=f,f,f"
 // The square root: no minimum or maximum of its lanes before its branch.
@@ -30,6 +38,23 @@
 // CHECK: scf.if %{{.+}} -> (vector<8xf32>) {
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // CHECK: gpu.return
+
+// With staged tiles (the kernel has registers to spare), the square root's
+// fallback first takes a thread whose inputs are all +-0 as its own result
+// (sqrt.rn(+-0) = +-0; the fast sequence would give NaN), before each lane's
+// sqrt.rn.
+// STAGED-LABEL: gpu.func @Facts
+// STAGED: llvm.call_intrinsic "llvm.nvvm.rsqrt.approx.ftz.f"
+// STAGED: scf.if %{{.+}} -> (vector<8xf32>) {
+// STAGED-NEXT: scf.yield
+// STAGED-NEXT: } else {
+// STAGED: llvm.call_intrinsic "llvm.fabs"(%[[S:.+]]) : (vector<8xf32>) -> vector<8xf32>
+// STAGED-COUNT-7: arith.maximumf
+// STAGED-NEXT: arith.cmpf oeq
+// STAGED-NEXT: scf.if %{{.+}} -> (vector<8xf32>) {
+// STAGED-NEXT: scf.yield %[[S]] : vector<8xf32>
+// STAGED-NEXT: } else {
+// STAGED: llvm.inline_asm "sqrt.rn.f32 $0, $1;", "=f,f"
 
 qopt.optimizer @Facts param "p" : f32 master none grad "g" : f32 {
   qopt.hyper @b2 = 0.999 : f64
