@@ -1145,7 +1145,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // The copies run `ahead` tiles ahead of the computation: the run's first
   // `ahead` tiles are copied before the loop, tile t + ahead while tile t
   // computes; stage k % stages holds the run's k-th tile.
-  int64_t stages = staging.stages, ahead = stagingBase ? stages - 1 : 1;
+  int64_t stages = staging.stages, ahead = stages - 1;
   Value copyEnd = arith::MinSIOp::create(b, loc, runEnd, fullEnd);
   auto stageOf = [&](Value k) {
     return arith::RemUIOp::create(b, loc, arith::SubIOp::create(b, loc, k, runStart),
@@ -1187,20 +1187,19 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // synchronize in it) gets a body of its own with no lane masks.
   // (The codebook kernels keep (t - firstTile + 1) * tile <= numel: at 64
   // registers, the bound held across the loop took one more than they have.)
-  Value tileFull =
-      carryPointers()
-          ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, t, fullEnd)
-                .getResult()
-          : arith::CmpIOp::create(
-                b, loc, arith::CmpIPredicate::sle,
-                arith::MulIOp::create(
-                    b, loc,
-                    arith::AddIOp::create(
-                        b, loc, arith::SubIOp::create(b, loc, t, firstTile),
-                        constI64(1)),
-                    constI64(tile)),
-                numel)
-                .getResult();
+  Value tileFull;
+  if (carryPointers()) {
+    tileFull =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, t, fullEnd);
+  } else {
+    Value tileEnd = arith::MulIOp::create(
+        b, loc,
+        arith::AddIOp::create(b, loc, arith::SubIOp::create(b, loc, t, firstTile),
+                              constI64(1)),
+        constI64(tile));
+    tileFull = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                                     tileEnd, numel);
+  }
   auto split = scf::IfOp::create(b, loc, TypeRange{}, tileFull,
                                  /*withElseRegion=*/true);
   {
@@ -1238,14 +1237,9 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     SmallVector<Value> advanced;
     for (auto [i, ptr] : llvm::enumerate(nextPtrs)) {
       Value bits = LLVM::PtrToIntOp::create(b, loc, i64(), ptr);
-      Value sum =
-          LLVM::InlineAsmOp::create(
-              b, loc, i64(), ValueRange{bits},
-              ("add.s64 $0, $1, " + std::to_string(tileBytes(i)) + ";"),
-              "=l,l", /*has_side_effects=*/false, /*is_align_stack=*/false,
-              LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-              ArrayAttr())
-              .getResult(0);
+      Value sum = inlinePtx(
+          b, loc, i64(), bits,
+          "add.s64 $0, $1, " + std::to_string(tileBytes(i)) + ";", "=l,l");
       advanced.push_back(LLVM::IntToPtrOp::create(b, loc, globalPtr(), sum));
     }
     if (!advanced.empty())

@@ -242,13 +242,17 @@ Value LaneMath::laneMaximum(Value v, bool magnitude) {
   return reduceLanesPairwise(*this, v, magnitude,
                              [&](Value x, Value y) { return maximum(x, y); });
 }
-Value LaneMath::lanesWithin(Value v, double lo, double hi, bool magnitude) {
-  Value mn = reduceLanesPairwise(*this, v, magnitude, [&](Value x, Value y) {
+Value LaneMath::laneMinimum(Value v, bool magnitude) {
+  return reduceLanesPairwise(*this, v, magnitude, [&](Value x, Value y) {
     return arith::MinimumFOp::create(b, loc, x, y).getResult();
   });
-  Value mx = reduceLanesPairwise(*this, v, magnitude, [&](Value x, Value y) {
-    return arith::MaximumFOp::create(b, loc, x, y).getResult();
-  });
+}
+Value LaneMath::fma(Value a, Value c, Value d) {
+  return LLVM::FMAOp::create(b, loc, a, c, d);
+}
+Value LaneMath::lanesWithin(Value v, double lo, double hi, bool magnitude) {
+  Value mn = laneMinimum(v, magnitude);
+  Value mx = laneMaximum(v, magnitude);
   Value aboveLo = cmp(arith::CmpFPredicate::OGE, mn, constF(mn, lo));
   Value belowHi = cmp(arith::CmpFPredicate::OLE, mx, constF(mx, hi));
   return arith::AndIOp::create(b, loc, aboveLo, belowHi);
@@ -261,8 +265,14 @@ Value LaneMath::opaqueIEEE(StringRef ptx, ValueRange operands) {
   std::string constraints = "=f";
   for (size_t i = 0; i < operands.size(); ++i)
     constraints += ",f";
+  return inlinePtx(b, loc, b.getF32Type(), operands, ptx, constraints);
+}
+
+Value mlir::qopt::inlinePtx(OpBuilder &b, Location loc, Type result,
+                            ValueRange operands, StringRef ptx,
+                            StringRef constraints) {
   return LLVM::InlineAsmOp::create(
-             b, loc, b.getF32Type(), operands, ptx, constraints,
+             b, loc, result, operands, ptx, constraints,
              /*has_side_effects=*/false, /*is_align_stack=*/false,
              LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
              ArrayAttr())
@@ -300,16 +310,10 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   // r0, r0); q0 = a * r; q = fma(r, fma(-c, q0, a), q0), taken where FCHK
   // passes. Within the guard, the operands and q are normal with exponents
   // far from the limits: r and q0 are normal and the remainder is exact.
-  auto fma = [&](Value x, Value y, Value z) -> Value {
-    return LLVM::FMAOp::create(b, loc, x, y, z);
-  };
   auto rcp = [&](Value x) {
     return intrinsic("llvm.nvvm.rcp.approx.ftz.f", x);
   };
-  Value uniform;
-  if (auto broadcast = c.getDefiningOp<vector::BroadcastOp>())
-    if (broadcast.getSource().getType().isF32())
-      uniform = broadcast.getSource();
+  Value uniform = uniformOf(c);
   // A dividend known nonnegative is checked as it is, not its magnitude
   // (a >= 2^-60 is the stronger condition): its maximum is then the same
   // tree as a sqrt state's absmax of it (Adam's v / bc2), which CSE shares.
@@ -322,11 +326,7 @@ Value LaneMath::guardedDiv(Value a, Value c) {
     // or u makes a bound NaN, which fails). max|x| is the same tree as a
     // signed state's absmax of x (Adam's (lr / bc1) * m), which CSE shares.
     auto [x, u] = scaled->second;
-    Value mn = reduceLanesPairwise(*this, x, /*magnitude=*/true,
-                                   [&](Value p, Value q) {
-                                     return arith::MinimumFOp::create(b, loc, p, q)
-                                         .getResult();
-                                   });
+    Value mn = laneMinimum(x, /*magnitude=*/true);
     Value mx = laneMaximum(abs(x));
     Value au = abs(u);
     // One statement each, so that the ops' order is not the C++ compiler's
@@ -341,6 +341,9 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   } else {
     ok = lanesWithin(a, 0x1p-60, 0x1p60, /*magnitude=*/!knownNonneg);
   }
+  // The divisor's range as checked here; null where its facts' condition
+  // stands for it.
+  Value divisorInRange;
   if (uniform) {
     // The divisor is the same for every lane: its reciprocal and its range
     // once.
@@ -348,11 +351,10 @@ Value LaneMath::guardedDiv(Value a, Value c) {
     Value e = fma(arith::NegFOp::create(b, loc, uniform), r0, constF(r0, 1.0));
     r = vector::BroadcastOp::create(b, loc, c.getType(), fma(e, r0, r0));
     Value mag = abs(uniform);
-    ok = arith::AndIOp::create(
-        b, loc, ok,
-        arith::AndIOp::create(
-            b, loc, cmp(arith::CmpFPredicate::OGE, mag, constF(mag, 0x1p-60)),
-            cmp(arith::CmpFPredicate::OLE, mag, constF(mag, 0x1p60))));
+    divisorInRange = arith::AndIOp::create(
+        b, loc, cmp(arith::CmpFPredicate::OGE, mag, constF(mag, 0x1p-60)),
+        cmp(arith::CmpFPredicate::OLE, mag, constF(mag, 0x1p60)));
+    ok = arith::AndIOp::create(b, loc, ok, divisorInRange);
   } else {
     Value r0 = perLane(c, rcp);
     Value e = fma(arith::NegFOp::create(b, loc, c), r0, constF(r0, 1.0));
@@ -366,11 +368,12 @@ Value LaneMath::guardedDiv(Value a, Value c) {
           it->second.hi <= 0x1p60)
         bc = &it->second;
     }
-    if (bc)
+    if (bc) {
       ok = andCond(ok, bc->cond);
-    else
-      ok = arith::AndIOp::create(b, loc, ok,
-                                 lanesWithin(c, 0x1p-60, 0x1p60, true));
+    } else {
+      divisorInRange = lanesWithin(c, 0x1p-60, 0x1p60, true);
+      ok = arith::AndIOp::create(b, loc, ok, divisorInRange);
+    }
   }
   Value q0 = arith::MulFOp::create(b, loc, a, r);
   Value rem = fma(arith::NegFOp::create(b, loc, c), q0, a);
@@ -379,16 +382,12 @@ Value LaneMath::guardedDiv(Value a, Value c) {
     // A thread whose dividends are all zero (a gradient's zero rows, states
     // that start at zero) gets q0 = a * r: for c in [2^-60, 2^60], r is
     // finite, nonzero and signed as c, so a * r is div.rn's signed zero.
-    // (The correction would take -0 / c to +0.) The divisor's lanes are
-    // looked at here, where its facts' condition may have failed with the
-    // dividend's.
+    // (The correction would take -0 / c to +0.) A divisor whose facts stood
+    // for its check has its lanes looked at here, where their condition may
+    // have failed with the dividend's.
     auto divisorOk = [&]() -> Value {
-      if (!uniform)
-        return lanesWithin(c, 0x1p-60, 0x1p60, true);
-      return arith::AndIOp::create(
-          b, loc,
-          cmp(arith::CmpFPredicate::OGE, abs(uniform), constF(uniform, 0x1p-60)),
-          cmp(arith::CmpFPredicate::OLE, abs(uniform), constF(uniform, 0x1p60)));
+      return divisorInRange ? divisorInRange
+                            : lanesWithin(c, 0x1p-60, 0x1p60, true);
     };
     return zeroOrIEEE(a, q0, divisorOk, [&] {
     Value result = a;
@@ -419,9 +418,6 @@ Value LaneMath::guardedDiv(Value a, Value c) {
 Value LaneMath::guardedSqrt(Value a) {
   // ptxas's sqrt.rn.f32 fast path (taken for a in [2^-101, FLT_MAX]):
   // y = MUFU.RSQ(a); s0 = a * y; h = y * 0.5; s = fma(fma(-s0, s0, a), h, s0).
-  auto fma = [&](Value x, Value y, Value z) -> Value {
-    return LLVM::FMAOp::create(b, loc, x, y, z);
-  };
   Value y = perLane(a, [&](Value lane) {
     return intrinsic("llvm.nvvm.rsqrt.approx.ftz.f", lane);
   });
@@ -866,9 +862,8 @@ static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
   // rounding direction's integer is the same (EccExhaustiveTest: every
   // float32, every format).
   Value p = m.mul(e, scale);
-  Value t = LLVM::FMAOp::create(b, loc, p,
-                                m.constF(p, f.nmax * std::ldexp(1.0, f.mbits)),
-                                m.copySign(m.constF(p, 0.5), p));
+  Value t = m.fma(p, m.constF(p, f.nmax * std::ldexp(1.0, f.mbits)),
+                  m.copySign(m.constF(p, 0.5), p));
   // cvt.rzi.s32.f32: truncates, saturates, and takes NaN to 0 (PTX ISA;
   // llvm.fptosi.sat would add the saturation and NaN selects around it).
   Value rho = m.perLane(
@@ -1112,9 +1107,7 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   Location loc = m.location();
   LaneMath approx = LaneMath::approximate(b, loc);
   auto [p, k] = approximateCodeArgument(approx, scheme, x, divisor);
-  auto fma = [&](Value addend) -> Value {
-    return LLVM::FMAOp::create(b, loc, p, k, addend);
-  };
+  auto fma = [&](Value addend) { return m.fma(p, k, addend); };
   // The nearest integer as RN(t' + kCodeBias) - kCodeBias: one FMA, not FRND
   // on the quarter-rate conversion pipe, and the biased sum is the code
   // (quantizeGroup). floor(t' + 0.5) is the same integer where the check

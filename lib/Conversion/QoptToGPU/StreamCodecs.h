@@ -88,9 +88,13 @@ public:
   Value minNum(Value a, Value c);
   /// IEEE 754-2019 maximum: NaN-propagating (torch.amax).
   Value maximum(Value a, Value c);
-  /// The maximum over the lanes of `v` (of |v| where `magnitude`), one
-  /// arith.maximumf per lane (NaN-propagating).
+  /// The maximum (minimum) over the lanes of `v` (of |v| where
+  /// `magnitude`): a pairwise tree of arith.maximumf (minimumf),
+  /// NaN-propagating.
   Value laneMaximum(Value v, bool magnitude = false);
+  Value laneMinimum(Value v, bool magnitude = false);
+  /// a * b + c rounded once (llvm.intr.fma, fma.rn.f32 on the GPU).
+  Value fma(Value a, Value b, Value c);
   Value select(Value cond, Value a, Value c);
   Value cmp(arith::CmpFPredicate pred, Value a, Value c);
   /// 2^e for an i32 (vector) exponent in the normal range, built from bits.
@@ -196,6 +200,12 @@ private:
 /// the lanes cannot run.
 FailureOr<Value> vectorizeUpdateOp(LaneMath &m, Operation *op,
                                    IRMapping &mapping, int64_t lanes);
+
+/// One PTX instruction as inline assembly, opaque to LLVM (which neither
+/// folds nor moves it across a branch): `result` from `operands` under the
+/// constraint string `constraints` ("=f,f,f", "=l,l").
+Value inlinePtx(OpBuilder &b, Location loc, Type result, ValueRange operands,
+                StringRef ptx, StringRef constraints);
 
 /// Widens a stored parameter, gradient or plain state (bf16, f16, f32) to f32.
 Value widenToF32(LaneMath &m, Value stored);
