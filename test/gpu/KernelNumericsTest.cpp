@@ -196,4 +196,56 @@ INSTANTIATE_TEST_SUITE_P(ShippedSpecs, KernelNumerics, ::testing::ValuesIn(cases
                            return info.param.spec;
                          });
 
+std::string readFile(const std::string &path) {
+  std::string text;
+  if (FILE *f = std::fopen(path.c_str(), "rb")) {
+    char buf[1 << 16];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+      text.append(buf, n);
+    std::fclose(f);
+  }
+  return text;
+}
+
+// The staged kernels ask for up to 160 KiB of dynamic shared memory (4
+// stages); a device that allows less per block (consumer Ampere and Ada: 99
+// KiB) must refuse the kernel at load, naming both sizes, and hand out no
+// kernel. Here FlashAdamW's manifest asks for 1 MiB, more than any device.
+TEST(KernelLoad, MoreSharedMemoryThanTheDeviceAllowsIsRefused) {
+  std::string why;
+  if (!haveGpu(why))
+    GTEST_SKIP() << "GPU test skipped: " << why;
+  std::string json = readFile(kernelDir() + "/flash_adamw.manifest.json");
+  std::string ptx = readFile(kernelDir() + "/flash_adamw.ptx");
+  ASSERT_FALSE(json.empty() || ptx.empty()) << "no FlashAdamW in " << kernelDir();
+  const std::string key = "\"shared_bytes\": ";
+  size_t at = json.find(key);
+  ASSERT_NE(at, std::string::npos);
+  size_t end = json.find_first_not_of("0123456789", at + key.size());
+  ASSERT_GT(std::stoll(json.substr(at + key.size(), end - at - key.size())), 0)
+      << "FlashAdamW is staged: it has dynamic shared memory";
+  json.replace(at + key.size(), end - at - key.size(), "1048576");
+
+  qopt_manifest *manifest = nullptr;
+  ASSERT_EQ(qopt_manifest_parse(json.data(), json.size(), "flash_adamw (1 MiB)",
+                                &manifest),
+            QOPT_SUCCESS)
+      << qopt_last_error();
+  qopt_context *ctx = nullptr;
+  ASSERT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx), QOPT_SUCCESS) << qopt_last_error();
+  qopt_kernel *kernel = nullptr;
+  EXPECT_EQ(qopt_kernel_create_from_image(ctx, manifest, QOPT_BINARY_PTX, ptx.data(),
+                                          ptx.size(), &kernel),
+            QOPT_ERROR_UNSUPPORTED);
+  std::string error = qopt_last_error();
+  EXPECT_NE(error.find("needs 1048576 bytes of shared memory per block"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("allows"), std::string::npos) << error;
+  EXPECT_EQ(kernel, nullptr);
+  if (kernel)
+    qopt_kernel_destroy(kernel);
+  qopt_manifest_destroy(manifest);
+  qopt_context_destroy(ctx);
+}
+
 } // namespace
