@@ -128,14 +128,20 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     int64_t threads = shape->threads, lanes = shape->lanes;
     SmallVector<StreamInfo> streams = getStreams(optimizer);
 
-    // Dynamic shared memory: the async copies' stages. The runtime sizes
-    // the grid by the driver's occupancy; the suggestion, for where it
-    // cannot, is 4 blocks per SM or as many as the staging lets fit in the
-    // 228 KiB of an H100/H200 SM (1 KiB of it reserved per block).
+    // Dynamic shared memory: the async copies' stages and the codebook
+    // buckets. The runtime sizes the grid by the driver's occupancy; the
+    // suggestion, for where it cannot, is 4 blocks per SM or as many as the
+    // dynamic shared memory lets fit in the 228 KiB of an H100/H200 SM (1 KiB
+    // of it reserved per block).
     int64_t sharedBytes =
-        format != "host" && useAsyncCopy(optimizer, options.asyncCopy)
-            ? getTileStaging(optimizer, *shape).sharedBytes()
-            : 0;
+        format == "host"
+            ? 0
+            : getDynamicSharedBytes(
+                  optimizer,
+                  useAsyncCopy(optimizer, options.asyncCopy)
+                      ? getTileStaging(optimizer, *shape)
+                      : TileStaging(),
+                  options.codebookBuckets);
     int64_t suggestedBlocks =
         sharedBytes ? std::clamp<int64_t>(228 * 1024 / (sharedBytes + 1024),
                                           1, 4)

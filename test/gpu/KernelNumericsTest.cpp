@@ -20,7 +20,9 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -44,15 +46,15 @@ using qopt::test::adamHyper;
 
 std::vector<Case> cases() { return qopt::test::shippedSpecCases(); }
 
-class KernelNumerics : public ::testing::TestWithParam<Case> {};
-
-TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
-  std::string why;
-  if (!haveGpu(why))
-    GTEST_SKIP() << "GPU test skipped: " << why;
-  const Case &c = GetParam();
-  ref::StepSpec spec = c.make();
-
+/// Steps tensors of `sizes` elements (parameters 0.5 N(0, 1)) `steps` times
+/// with the kernel of `kernelName` and with the C++ reference on copies of the
+/// same buffers, the gradients of tensor k at step t from `grads(t, k, n)`;
+/// every byte of every stream must agree after every step.
+void expectStepsMatchReference(
+    const std::string &kernelName, const ref::StepSpec &spec,
+    const std::vector<qopt_hyper> &hypers, const std::vector<int64_t> &sizes,
+    int64_t steps, std::mt19937 &rng,
+    const std::function<std::vector<float>(int64_t, size_t, int64_t)> &grads) {
   qopt_context *ctx = nullptr;
   ASSERT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx), QOPT_SUCCESS) << qopt_last_error();
   // The test's own allocations use the device's primary context, as PyTorch's do.
@@ -62,19 +64,11 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
   CU_CHECK(cu::driver().cuDevicePrimaryCtxRetain(&primary, dev));
   CU_CHECK(cu::driver().cuCtxPushCurrent(primary));
   auto loaded = std::make_unique<qopt::test::LoadedKernel>();
-  qopt::test::loadKernel(ctx, kernelDir() + "/" + c.spec + ".manifest.json", *loaded);
-  ASSERT_FALSE(HasFatalFailure());
+  qopt::test::loadKernel(ctx, kernelDir() + "/" + kernelName + ".manifest.json", *loaded);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   const qopt_manifest_info &info = loaded->info;
   qopt_kernel *kernel = loaded->kernel;
 
-  // Sizes: one element, a partial group, a full tile, a tile and a bit,
-  // several tiles with a partial block, a larger tensor, and one of more
-  // tiles than the grid has blocks (at least 1280 tiles against at most 528
-  // blocks on an H200), so that blocks step runs of several tiles: the async
-  // copies' copy-ahead into both stages, waits with a group pending.
-  const std::vector<int64_t> sizes = {1,     31,    4096, 4097, 3 * 4096 + 17,
-                                      70001, 5 * 1024 * 1024 + 3};
-  std::mt19937 rng(1234);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<ref::TensorBuffers> tensors;
   for (int64_t n : sizes) {
@@ -84,7 +78,6 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
       v = 0.5f * normal(rng);
     ref::setMaster(spec, tensors.back(), x);
   }
-
   // Device copies of every stream, in ABI order.
   std::vector<std::vector<DeviceBuffer>> device(sizes.size());
   std::vector<void *> pointers;
@@ -128,18 +121,14 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
   list.data = pointers.data();
 
   const int gradStream = spec.master == ref::Master::None ? 1 : 2;
-  for (int64_t step = 1; step <= 4; ++step) {
+  for (int64_t step = 1; step <= steps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     for (size_t k = 0; k < sizes.size(); ++k) {
-      std::vector<float> g(sizes[k]);
-      float scale = step == 3 ? 1e-3f : 1e-2f; // a step with smaller gradients
-      for (float &v : g)
-        v = scale * normal(rng);
-      ref::setGrad(spec, tensors[k], g);
+      ref::setGrad(spec, tensors[k], grads(step, k, sizes[k]));
       upload(k, gradStream);
     }
     ref::step(spec, tensors, step);
-    ASSERT_EQ(qopt_step(kernel, &list, c.hypers.data(), c.hypers.size(), step,
+    ASSERT_EQ(qopt_step(kernel, &list, hypers.data(), hypers.size(), step,
                         tablePointers.data(), tablePointers.size(), nullptr),
               QOPT_SUCCESS)
         << qopt_last_error();
@@ -173,12 +162,12 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
               }
             }
           }
-        ADD_FAILURE() << c.spec << ": tensor of " << sizes[k] << " elements, stream "
+        ADD_FAILURE() << kernelName << ": tensor of " << sizes[k] << " elements, stream "
                       << names[s] << ": " << mismatches << " of " << want.count()
                       << " elements differ:" << examples;
       }
     }
-    if (HasFailure())
+    if (::testing::Test::HasFailure())
       break;
   }
 
@@ -191,9 +180,123 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
   (void)cu::driver().cuDevicePrimaryCtxRelease(dev);
 }
 
+
+class KernelNumerics : public ::testing::TestWithParam<Case> {};
+
+TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
+  std::string why;
+  if (!haveGpu(why))
+    GTEST_SKIP() << "GPU test skipped: " << why;
+  const Case &c = GetParam();
+  // Sizes: one element, a partial group, a full tile, a tile and a bit,
+  // several tiles with a partial block, a larger tensor, and one of more
+  // tiles than the grid has blocks (at least 1280 tiles against at most 528
+  // blocks on an H200), so that blocks step runs of several tiles: the async
+  // copies' copy-ahead into both stages, waits with a group pending.
+  const std::vector<int64_t> sizes = {1,     31,    4096, 4097, 3 * 4096 + 17,
+                                      70001, 5 * 1024 * 1024 + 3};
+  std::mt19937 rng(1234);
+  expectStepsMatchReference(c.spec, c.make(), c.hypers, sizes, 4, rng,
+                            [&](int64_t step, size_t, int64_t n) {
+                              std::normal_distribution<float> normal(0.0f, 1.0f);
+                              std::vector<float> g(n);
+                              // A step with smaller gradients.
+                              float scale = step == 3 ? 1e-3f : 1e-2f;
+                              for (float &v : g)
+                                v = scale * normal(rng);
+                              return g;
+                            });
+}
+
 INSTANTIATE_TEST_SUITE_P(ShippedSpecs, KernelNumerics, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case> &info) {
                            return info.param.spec;
+                         });
+
+/// Normalized values on and beside every midpoint of seed 000's codebook
+/// codes. With beta1 = beta2 = 0 the new states are m = g and v = g * g
+/// exactly, and every block's first element is +-1, so the block's absmax is
+/// 1 and m's normalized value is g itself: each midpoint of the signed map,
+/// the floats next to it and their negatives; +-0; values below the buckets'
+/// clamp (2^-24), on it and beside it; the edges of a bucket (2^-24 (1 +
+/// 2^-7)); +-1. v's values are g * g for g the floats around the square root
+/// of each midpoint of the unsigned map. f32 gradients (bf16 ones could not
+/// land on a midpoint). The codes of the bucket table, and of the full search
+/// where a block's values are not finite, must equal the reference's count
+/// of midpoints below c, with every other byte of the step.
+std::vector<float> codebookBoundaryValues() {
+  auto next = [](float x, float to) { return std::nextafter(x, to); };
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> values;
+  auto withNeighbours = [&](float x) {
+    for (float y : {next(x, -inf), x, next(x, inf)})
+      if (std::fabs(y) <= 1.0f) {
+        values.push_back(y);
+        values.push_back(-y);
+      }
+  };
+  std::vector<float> signedMap = ref::createDynamicMap(/*isSigned=*/true);
+  std::vector<float> unsignedMap = ref::createDynamicMap(/*isSigned=*/false);
+  for (float mid : ref::codebookMidpoints(signedMap.data()))
+    withNeighbours(mid);
+  for (float mid : ref::codebookMidpoints(unsignedMap.data()))
+    withNeighbours(std::sqrt(mid));
+  for (float x : {0.0f, 1e-30f, 0x1p-24f, 0x1p-24f * (1.0f + 0x1p-7f), 0x1p-23f,
+                  1.0f, 0.5f})
+    withNeighbours(x);
+  return values;
+}
+
+struct BoundaryCase {
+  std::string kernel;
+  int64_t block;
+};
+
+void PrintTo(const BoundaryCase &c, std::ostream *os) { *os << c.kernel; }
+
+class CodebookBoundaries : public ::testing::TestWithParam<BoundaryCase> {};
+
+TEST_P(CodebookBoundaries, CodesOnAndBesideEveryMidpointMatchReference) {
+  std::string why;
+  if (!haveGpu(why))
+    GTEST_SKIP() << "GPU test skipped: " << why;
+  const BoundaryCase &c = GetParam();
+  ref::Hyper hyper = adamHyper();
+  hyper.beta1 = 0.0;
+  hyper.beta2 = 0.0;
+  ref::StepSpec spec = ref::seed000AdamW(ref::createDynamicMap(/*isSigned=*/true),
+                                         ref::createDynamicMap(/*isSigned=*/false), hyper,
+                                         ref::DType::F32, c.block);
+  spec.param = ref::DType::F32;
+  const std::vector<qopt_hyper> hypers = {
+      {"lr", hyper.lr}, {"beta1", 0.0}, {"beta2", 0.0}, {"eps", hyper.eps},
+      {"weight_decay", hyper.weightDecay}};
+  const std::vector<float> values = codebookBoundaryValues();
+  // Every value several times over (in blocks of both signs of the +-1),
+  // a partial last block. In the last step one block of the small tensor
+  // holds 1e20, whose square overflows: v's absmax is inf there (the full
+  // search: NaN codes and zeros), m's and the parameter stay finite.
+  const int64_t n = (int64_t(values.size()) * 4 / c.block + 2) * c.block + 123;
+  const std::vector<int64_t> sizes = {n, 3 * c.block + 5};
+  std::mt19937 rng(99);
+  expectStepsMatchReference(
+      c.kernel, spec, hypers, sizes, 2, rng, [&](int64_t step, size_t k, int64_t count) {
+        std::vector<float> g(count);
+        size_t at = size_t(step) * 977;
+        for (int64_t i = 0; i < count; ++i)
+          g[i] = i % c.block == 0 ? ((i / c.block) % 2 ? -1.0f : 1.0f)
+                                  : values[at++ % values.size()];
+        if (k == 1 && step == 2)
+          g[c.block + 7] = 1e20f;
+        return g;
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(SeedBlocks, CodebookBoundaries,
+                         ::testing::Values(BoundaryCase{"adamw8bit_block2048.f32", 2048},
+                                           BoundaryCase{"adamw8bit_block256.f32", 256}),
+                         [](const ::testing::TestParamInfo<BoundaryCase> &info) {
+                           return "block" + std::to_string(info.param.block);
                          });
 
 std::string readFile(const std::string &path) {

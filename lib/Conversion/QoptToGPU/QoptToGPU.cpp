@@ -118,7 +118,12 @@ private:
   unsigned streamIndex(StreamRole role, int state = -1);
 
   // Reductions.
-  Value reduceGroupMax(Value scalar, int64_t groupSize);
+  /// The maximum of `scalar` over the threads of a group of `groupSize`
+  /// elements (warp shuffles, then shared memory across warps).
+  /// `magnitudes`: the values are lane maxima of magnitudes (+0 or more, or
+  /// the canonical NaN 0x7FFFFFFF), whose bit patterns order as unsigned
+  /// integers: a whole warp's maximum is then one redux.sync.
+  Value reduceGroupMax(Value scalar, int64_t groupSize, bool magnitudes = false);
 
   // The update.
   LogicalResult emitTile();
@@ -153,32 +158,36 @@ private:
   Value tid;                       // i64
   SmallVector<Value> uniformValues;// f32 scalars
   llvm::DenseMap<int, Value> qmapShared, midShared; // per codebook state
-  /// Per codebook state: for each of kBuckets ranges of normalized values
-  /// c in [-1, 1], the number of midpoints below the range and how many lie
-  /// in it (i16: start | width << 8, the width saturated at 255). A range is
-  /// a sign and 2^16 consecutive patterns of |c| (the exponent and the top
-  /// 7 mantissa bits: a 128th of a binade), |c| clamped to [2^-32, 1];
-  /// bucket s * kBucketsPerSign + k holds the magnitudes [kMagLo + k * 2^16,
-  /// kMagLo + (k + 1) * 2^16) (bucket 0 also all below kMagLo, the last one
-  /// 1.0 alone). With at most one midpoint in c's range, the code is start
-  /// + (mids[start] < c); bitsandbytes' dynamic maps have at most one.
+  /// Per codebook state its bucket table (CodebookBuckets, in dynamic
+  /// shared memory): bucket s * kBucketsPerSign + k holds the magnitudes
+  /// [kMagLo + k * 2^16, kMagLo + (k + 1) * 2^16) of sign s (bucket 0 also
+  /// all below kMagLo, the last one 1.0 alone). Its entry is the number of
+  /// midpoints below the bucket times 2^16 plus, where one midpoint lies in
+  /// it, 0xFFFF minus its magnitude's low 16 bits (positive) or those bits
+  /// (negative); bits 16..23 of the entry plus c's low 16 bits (of |c|,
+  /// complemented where c is negative) count the midpoints below c.
   llvm::DenseMap<int, Value> bucketShared;
-  static constexpr int64_t kMagLo = 0x2F800000; // 2^-32
-  static constexpr int64_t kMagHi = 0x3F800000; // 1.0
-  static constexpr int64_t kBucketsPerSign = ((kMagHi - kMagLo) >> 16) + 1;
-  static constexpr int64_t kBuckets = 2 * kBucketsPerSign;
+  /// Per codebook state, kernel-wide: whether every bucket holds at most
+  /// one midpoint and no midpoint's magnitude is at most kMagLo (an i32 in
+  /// shared memory, cleared by the fill where not; then the i1).
+  llvm::DenseMap<int, Value> bucketsFitShared, bucketsFit;
+  static constexpr int64_t kMagLo = CodebookBuckets::kMagLo;
+  static constexpr int64_t kMagHi = CodebookBuckets::kMagHi;
+  static constexpr int64_t kBucketsPerSign = CodebookBuckets::kBucketsPerSign;
+  static constexpr int64_t kBuckets = CodebookBuckets::kBuckets;
   /// +inf padding after the 255 midpoints (mids[255] is read for start 255).
   static constexpr int64_t kMidPadding = 8;
-  void fillBuckets(Value mids, Value buckets);
+  void fillBuckets(Value mids, Value buckets, Value fits);
   /// A branchless binary search of the sorted midpoints from `pos` (i32):
   /// steps of firstStep, firstStep / 2, ..., 1, each moving to the candidate
   /// when `pred(mids[candidate - 1], x)`. From 0 with 128 first it counts the
   /// midpoints for which `pred` holds, over all 255.
   Value searchMidpoints(Value mids, Value x, Value pos, int64_t firstStep,
                         arith::CmpFPredicate pred);
-  /// The code of each lane of `normalized` by the bucketed search, the
-  /// binary search for a thread whose lanes include a wide bucket.
-  Value codebookCodes(int stateIndex, Value normalized);
+  /// The code of each lane of `normalized` (x / max(absmax, 1e-30) of the
+  /// lanes' block) by its bucket's entry, or by the binary search of all
+  /// midpoints where the qmap's buckets do not fit or absmax is not finite.
+  Value codebookCodes(int stateIndex, Value normalized, Value absmax);
   SmallVector<Value> reductionSlots;                // one per block reduction
   unsigned nextReductionSlot = 0;
 
@@ -491,14 +500,28 @@ void KernelEmitter::storePerGroup(unsigned stream, int64_t groupSize,
   LLVM::StoreOp::create(b, loc, value, addr, elem.getIntOrFloatBitWidth() / 8);
 }
 
-Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize) {
+Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize,
+                                    bool magnitudes) {
   int64_t threadsPerGroup = groupSize / lanes;
-  Value width = constI32(32);
-  for (int64_t offset = 1; offset < std::min<int64_t>(threadsPerGroup, 32);
-       offset *= 2) {
-    auto shuffle = gpu::ShuffleOp::create(b, loc, scalar, constI32(offset),
-                                          width, gpu::ShuffleMode::XOR);
-    scalar = math.maximum(scalar, shuffle.getShuffleResult());
+  // One lane's |x| may be a NaN of any payload; two or more pass through
+  // max.NaN, which gives the canonical one, the largest positive pattern.
+  bool redux = magnitudes && lanes >= 2 && threadsPerGroup >= 32;
+  auto warpMax = [&](Value v) {
+    Value bits = arith::BitcastOp::create(b, loc, i32(), v);
+    Value max = NVVM::ReduxOp::create(b, loc, i32(), bits,
+                                      NVVM::ReduxKind::UMAX, constI32(-1));
+    return Value(arith::BitcastOp::create(b, loc, f32(), max));
+  };
+  if (redux) {
+    scalar = warpMax(scalar);
+  } else {
+    Value width = constI32(32);
+    for (int64_t offset = 1; offset < std::min<int64_t>(threadsPerGroup, 32);
+         offset *= 2) {
+      auto shuffle = gpu::ShuffleOp::create(b, loc, scalar, constI32(offset),
+                                            width, gpu::ShuffleMode::XOR);
+      scalar = math.maximum(scalar, shuffle.getShuffleResult());
+    }
   }
   if (threadsPerGroup <= 32)
     return scalar;
@@ -522,10 +545,16 @@ Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize) {
       b, loc, arith::DivUIOp::create(b, loc, warp, constI64(warpsPerGroup)),
       constI64(warpsPerGroup));
   Value result;
-  for (int64_t j = 0; j < warpsPerGroup; ++j) {
+  if (redux && warpsPerGroup <= 32) {
+    // Lane j reads warp j's maximum (the last one where j is past them).
+    Value j = arith::MinUIOp::create(b, loc, laneId, constI64(warpsPerGroup - 1));
+    result = warpMax(load(
+        f32(), gep(slots, f32(), arith::AddIOp::create(b, loc, firstWarp, j)), 4));
+  }
+  for (int64_t j = 0; !result && j < warpsPerGroup; ++j) {
     Value index = arith::AddIOp::create(b, loc, firstWarp, constI64(j));
     Value v = load(f32(), gep(slots, f32(), index), 4);
-    result = result ? math.maximum(result, v) : v;
+    result = j ? math.maximum(result, v) : v;
   }
   // The slots are written again in the next tile. With one cross-warp
   // reduction per tile a barrier must keep that write behind these reads.
@@ -631,11 +660,12 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
   // Seed 000: absmax over the block; c = x / max(absmax, 1e-30); the code is
   // the number of midpoints strictly below c (torch.bucketize, right=False).
   Value magnitude = math.select(laneMask, math.abs(value), zeros);
-  Value absmax = reduceGroupMax(math.laneMaximum(magnitude), codebook.getBlock());
+  Value absmax = reduceGroupMax(math.laneMaximum(magnitude), codebook.getBlock(),
+                                /*magnitudes=*/true);
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
   Value normalized = guardedMath.div(
       value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
-  Value codes = codebookCodes(index, normalized);
+  Value codes = codebookCodes(index, normalized, absmax);
   storeElements(streamIndex(StreamRole::StateCodes, index), codes);
   storePerGroup(streamIndex(StreamRole::StateAbsmax, index),
                 codebook.getBlock(), absmax);
@@ -656,7 +686,7 @@ Value KernelEmitter::searchMidpoints(Value mids, Value x, Value pos,
   return pos;
 }
 
-void KernelEmitter::fillBuckets(Value mids, Value buckets) {
+void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits) {
   // Buckets in ascending order of c: v < kBucketsPerSign is the negative
   // bucket k = kBucketsPerSign - 1 - v, the rest the positive k = v -
   // kBucketsPerSign. Each thread fills a run of kBuckets / threads of them
@@ -665,7 +695,10 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets) {
   // only move up with v; as float comparisons they keep -0 == +0). One
   // binary search starts the run. A block size that does not divide
   // kBuckets leaves the last runs short or empty: their indices are clamped
-  // to the last bucket, written again with the same value.
+  // to the last bucket, written again with the same value. A thread whose
+  // bucket holds two midpoints or one of magnitude <= kMagLo (where the
+  // clamp would misplace c) clears `fits`: every such thread stores the same
+  // 0 before the barrier that ends the fill.
   int64_t perThread = (kBuckets + threads - 1) / threads;
   auto clampBucket = [&](Value v) {
     return arith::MinUIOp::create(b, loc, v, constI32(kBuckets - 1));
@@ -702,7 +735,7 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets) {
     Value index = arith::SelectOp::create(
         b, loc, negative, arith::AddIOp::create(b, loc, k, constI32(kBucketsPerSign)),
         k);
-    return std::make_tuple(lo, hi, index);
+    return std::make_tuple(lo, hi, index, negative);
   };
   // Moves `pos` (i32) up while pos < 255 and pred(mids[pos], x).
   auto advance = [&](Value pos, Value x, arith::CmpFPredicate pred) {
@@ -736,28 +769,57 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets) {
   Value v = clampBucket(arith::AddIOp::create(
       b, loc, first,
       arith::TruncIOp::create(b, loc, i32(), fill.getInductionVar())));
-  auto [lo, hi, index] = bounds(v);
+  auto [lo, hi, index, negative] = bounds(v);
   Value below = advance(fill.getRegionIterArgs()[0], lo, arith::CmpFPredicate::OLT);
   Value upTo = arith::MaxSIOp::create(b, loc, fill.getRegionIterArgs()[1], below);
   upTo = advance(upTo, hi, arith::CmpFPredicate::OLE);
-  Value width = arith::MinSIOp::create(
-      b, loc, arith::SubIOp::create(b, loc, upTo, below), constI32(255));
-  Value entry = arith::OrIOp::create(
-      b, loc, below, arith::ShLIOp::create(b, loc, width, constI32(8)));
-  LLVM::StoreOp::create(
-      b, loc, arith::TruncIOp::create(b, loc, b.getI16Type(), entry),
-      gep(buckets, b.getI16Type(), index), 2);
+  Value width = arith::SubIOp::create(b, loc, upTo, below);
+  // The bucket's midpoint, if any, is the first not below it (+inf padding
+  // past 255). c lies above it where c's low 16 bits exceed its: for a
+  // positive bucket where low(c) + 0xFFFF - low(mid) carries into bit 16,
+  // for a negative one (the bits complemented) where 0xFFFF - low(c) +
+  // low(mid) does.
+  Value midMag = arith::AndIOp::create(
+      b, loc,
+      arith::BitcastOp::create(b, loc, i32(),
+                               load(f32(), gep(mids, f32(), below), 4)),
+      constI32(INT32_MAX));
+  Value midLow = arith::AndIOp::create(b, loc, midMag, constI32(0xFFFF));
+  Value hasMid =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, width, constI32(0));
+  Value offset = arith::SelectOp::create(
+      b, loc, hasMid,
+      arith::SelectOp::create(
+          b, loc, negative, midLow,
+          arith::SubIOp::create(b, loc, constI32(0xFFFF), midLow)),
+      constI32(0));
+  Value entry = arith::AddIOp::create(
+      b, loc, arith::ShLIOp::create(b, loc, below, constI32(16)), offset);
+  LLVM::StoreOp::create(b, loc, entry, gep(buckets, i32(), index), 4);
+  Value misfit = arith::OrIOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, width, constI32(1)),
+      arith::AndIOp::create(
+          b, loc, hasMid,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, midMag,
+                                constI32(kMagLo))));
+  auto clear = scf::IfOp::create(b, loc, TypeRange{}, misfit, false);
+  {
+    OpBuilder::InsertionGuard thenGuard(b);
+    b.setInsertionPointToStart(&clear.getThenRegion().front());
+    LLVM::StoreOp::create(b, loc, constI32(0), fits, 4);
+  }
   scf::YieldOp::create(b, loc, ValueRange{below, upTo});
 }
 
-Value KernelEmitter::codebookCodes(int stateIndex, Value normalized) {
+Value KernelEmitter::codebookCodes(int stateIndex, Value normalized,
+                                   Value absmax) {
   // Seed 000's code is the number of midpoints strictly below c
-  // (torch.bucketize, right=False; a NaN c gets the last code). The bucket of
-  // c's bits gives the midpoints below its range and how many lie in it;
-  // with at most one there, one comparison with it finishes the count (a
-  // 128th of a binade per bucket: bitsandbytes' dynamic maps put at most one
-  // midpoint in each). A thread with a lane in a wider bucket takes the
-  // 8-step search over all midpoints.
+  // (torch.bucketize, right=False; a NaN c gets the last code). Where the
+  // qmap's buckets fit (at most one midpoint each, none of magnitude <=
+  // kMagLo) and the block's absmax is finite (so |c| <= 1, no NaN), c's
+  // bucket entry gives the count in integer operations; else the 8-step
+  // search over all midpoints.
   Value mids = midShared.lookup(stateIndex);
   Value buckets = bucketShared.lookup(stateIndex);
   VectorType codeType = lanesOf(b.getI8Type());
@@ -775,53 +837,44 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized) {
   };
   if (!codebookBuckets)
     return fullSearch();
-  Value fast = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
-  Value all;
-  for (int64_t i = 0; i < lanes; ++i) {
-    Value c = vector::ExtractOp::create(b, loc, normalized, i);
-    Value bits = arith::BitcastOp::create(b, loc, i32(), c);
-    // The bucket: |c|'s pattern clamped to [kMagLo, kMagHi] (a NaN, or a
-    // partial tile's unused lane, lands in range), its 2^16-pattern step,
-    // the sign's half of the table.
-    Value mag = arith::AndIOp::create(b, loc, bits, constI32(INT32_MAX));
-    mag = arith::MinUIOp::create(
-        b, loc, arith::MaxUIOp::create(b, loc, mag, constI32(kMagLo)),
-        constI32(kMagHi));
-    Value k = arith::ShRUIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, mag, constI32(kMagLo)),
-        constI32(16));
-    Value j = arith::AddIOp::create(
-        b, loc, k,
-        arith::MulIOp::create(
-            b, loc, arith::ShRUIOp::create(b, loc, bits, constI32(31)),
-            constI32(kBucketsPerSign)));
-    Value entry = arith::ExtUIOp::create(
-        b, loc, i32(), load(b.getI16Type(), gep(buckets, b.getI16Type(), j), 2));
-    Value start = arith::AndIOp::create(b, loc, entry, constI32(0xFF));
-    Value width = arith::ShRUIOp::create(b, loc, entry, constI32(8));
-    // At most one midpoint in the range: it is mids[start] if any (the
-    // first not below the range; +inf padding past 255).
-    Value mid = load(f32(), gep(mids, f32(), start), 4);
-    Value pos = arith::AddIOp::create(
-        b, loc, start,
-        arith::ExtUIOp::create(
-            b, loc, i32(),
-            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, mid, c)));
-    Value isNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, c, c);
-    pos = arith::SelectOp::create(b, loc, isNaN, constI32(255), pos);
-    Value ok = arith::OrIOp::create(
-        b, loc, isNaN,
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, width,
-                              constI32(1)));
-    all = all ? Value(arith::AndIOp::create(b, loc, all, ok)) : ok;
-    fast = vector::InsertOp::create(
-        b, loc, arith::TruncIOp::create(b, loc, b.getI8Type(), pos), fast, i);
-  }
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{codeType}, all,
-                                /*withElseRegion=*/true);
+  Value finite = arith::CmpFOp::create(
+      b, loc, arith::CmpFPredicate::OLT, absmax,
+      math.constF(absmax, std::numeric_limits<double>::infinity()));
+  auto ifOp = scf::IfOp::create(
+      b, loc, TypeRange{codeType},
+      arith::AndIOp::create(b, loc, bucketsFit.lookup(stateIndex), finite),
+      /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-  scf::YieldOp::create(b, loc, fast);
+  Value codes = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
+  for (int64_t i = 0; i < lanes; ++i) {
+    Value c = vector::ExtractOp::create(b, loc, normalized, i);
+    // |c| clamped below to kMagLo (bucket 0 of its sign; no midpoint lies
+    // below it); a partial tile's unused lanes (any value) also above to 1.
+    // (llvm.maxnum/minnum: a NaN lane is clamped too.)
+    Value mag = math.intrinsic(
+        "llvm.maxnum",
+        {math.abs(c), math.constF(c, llvm::bit_cast<float>(uint32_t(kMagLo)))});
+    if (!isFullTile())
+      mag = math.intrinsic("llvm.minnum", {mag, math.constF(c, 1.0)});
+    Value magBits = arith::BitcastOp::create(b, loc, i32(), mag);
+    Value sign = arith::ShRSIOp::create(
+        b, loc, arith::BitcastOp::create(b, loc, i32(), c), constI32(31));
+    Value bucket = arith::AddIOp::create(
+        b, loc,
+        arith::AddIOp::create(
+            b, loc, arith::ShRUIOp::create(b, loc, magBits, constI32(16)),
+            arith::AndIOp::create(b, loc, sign, constI32(kBucketsPerSign))),
+        constI32(-(kMagLo >> 16)));
+    Value entry = load(i32(), gep(buckets, i32(), bucket), 4);
+    Value low = arith::AndIOp::create(
+        b, loc, arith::XOrIOp::create(b, loc, magBits, sign), constI32(0xFFFF));
+    Value code = arith::ShRUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, entry, low), constI32(16));
+    codes = vector::InsertOp::create(
+        b, loc, arith::TruncIOp::create(b, loc, b.getI8Type(), code), codes, i);
+  }
+  scf::YieldOp::create(b, loc, codes);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   scf::YieldOp::create(b, loc, fullSearch());
   b.setInsertionPointAfter(ifOp);
@@ -952,10 +1005,25 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // multiprocessor (.minnctapersm 2: at most 128 registers). FlashLion's f16 and GradScaler
   // variants took 134 and 141 registers without it, one block per SM, 13 to
   // 16% slower (H200); with it ptxas fits them in 128 with no spills. The
-  // codebook kernels take 64 registers (four blocks) by themselves but 96
-  // under the bound, and the Adam family at 256 threads x 16 lanes would
-  // spill under it (175 registers without).
-  if (threads <= 256 && codebookStates.empty() && states.size() <= 1)
+  // Adam family at 256 threads x 16 lanes would spill under it (175
+  // registers without). The codebook kernels are built for as many blocks
+  // as fit an H100/H200 multiprocessor's shared memory (228 KiB, 1 KiB of
+  // it reserved per block; per state about 2.1 KiB of static tables) and, at
+  // most, its 64 Ki registers at 64 a thread: four blocks of 256 threads.
+  // Without the bound ptxas takes 90 registers for 256 threads (the bucket
+  // lookups' loads in flight), two blocks per SM.
+  int64_t codebookBlocks = std::min<int64_t>(
+      65536 / (threads * 64),
+      228 * 1024 /
+          (getDynamicSharedBytes(
+               optimizer,
+               asyncCopy ? getTileStaging(optimizer, TileShape{threads, lanes})
+                         : TileStaging(),
+               codebookBuckets) +
+           int64_t(codebookStates.size()) * 2150 + 1024));
+  if (!codebookStates.empty() && codebookBlocks >= 2)
+    func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(codebookBlocks));
+  else if (threads <= 256 && codebookStates.empty() && states.size() <= 1)
     func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
@@ -973,22 +1041,47 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   if (*skip)
     numTiles = arith::SelectOp::create(b, loc, *skip, constI64(0), numTiles);
 
-  // Shared memory: per codebook state its table and midpoints, filled once
-  // per block; per block reduction one slot per warp.
   std::string prefix = ("__qopt_" + optimizer.getSymName()).str();
+  if (asyncCopy) {
+    staging = getTileStaging(optimizer, TileShape{threads, lanes});
+    if (staging.streams.empty())
+      optimizer.emitWarning("async copies: no stream of a ")
+          << threads << " x " << lanes
+          << " tile can be staged (4 or 8 bytes, or a power of two of "
+             "16-byte chunks per thread, in at most "
+          << TileStaging::kMaxSharedBytes / 1024
+          << " KiB of shared memory): its loads go to registers";
+  }
+  // Dynamic shared memory (launch.shared_bytes of the manifest,
+  // getDynamicSharedBytes): the tile stages, then the codebook buckets. Its
+  // symbol is named after the first of them the kernel has.
+  Value dynamicBase;
+  if (getDynamicSharedBytes(optimizer, staging, codebookBuckets) > 0)
+    dynamicBase = sharedArray(
+        module, prefix + (staging.streams.empty() ? "_buckets" : "_staging"),
+        0, b.getI8Type(), LLVM::Linkage::External);
+  if (!staging.streams.empty())
+    stagingBase = dynamicBase;
+  int64_t bucketsOffset = staging.streams.empty() ? 0 : staging.sharedBytes();
+
+  // Shared memory: per codebook state its table and midpoints (and bucket
+  // table), filled once per block; per block reduction one slot per warp.
   for (auto [k, stateIndex] : llvm::enumerate(codebookStates)) {
     std::string qname = prefix + "_qmap" + std::to_string(stateIndex);
     std::string mname = prefix + "_mid" + std::to_string(stateIndex);
-    std::string bname = prefix + "_bucket" + std::to_string(stateIndex);
+    std::string fname = prefix + "_bucketsfit" + std::to_string(stateIndex);
     Value qmap = sharedArray(module, qname, 256);
     // 255 midpoints and 8 of +inf after them, read by the bucketed search.
     Value mid = sharedArray(module, mname, 255 + kMidPadding);
-    Value bucket = codebookBuckets
-                       ? sharedArray(module, bname, kBuckets, b.getI16Type())
-                       : Value();
     qmapShared[stateIndex] = qmap;
     midShared[stateIndex] = mid;
-    bucketShared[stateIndex] = bucket;
+    if (codebookBuckets) {
+      bucketShared[stateIndex] =
+          gep(dynamicBase, b.getI8Type(),
+              constI64(bucketsOffset +
+                       int64_t(k) * CodebookBuckets::kBytesPerState));
+      bucketsFitShared[stateIndex] = sharedArray(module, fname, 1, i32());
+    }
     Value table = entry.getArgument(4 + k);
     auto fill = scf::ForOp::create(b, loc, tid, constI64(256), constI64(threads));
     {
@@ -1025,8 +1118,20 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
           gep(mid, f32(), i), 4);
     }
     if (codebookBuckets) {
+      // The fits flag set before the barrier that starts the fill.
+      Value fits = bucketsFitShared[stateIndex];
+      auto first = scf::IfOp::create(
+          b, loc, TypeRange{},
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
+                                constI64(0)),
+          false);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&first.getThenRegion().front());
+        LLVM::StoreOp::create(b, loc, constI32(1), fits, 4);
+      }
       gpu::BarrierOp::create(b, loc);
-      fillBuckets(mid, bucket);
+      fillBuckets(mid, bucketShared[stateIndex], fits);
     }
   }
   unsigned slot = 0;
@@ -1037,21 +1142,10 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     reductionSlots.push_back(sharedArray(module, name, threads / 32));
   }
   gpu::BarrierOp::create(b, loc);
+  for (auto [stateIndex, fits] : bucketsFitShared)
+    bucketsFit[stateIndex] = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::ne, load(i32(), fits, 4), constI32(0));
 
-  if (asyncCopy) {
-    staging = getTileStaging(optimizer, TileShape{threads, lanes});
-    if (staging.streams.empty())
-      optimizer.emitWarning("async copies: no stream of a ")
-          << threads << " x " << lanes
-          << " tile can be staged (4 or 8 bytes, or a power of two of "
-             "16-byte chunks per thread, in at most "
-          << TileStaging::kMaxSharedBytes / 1024
-          << " KiB of shared memory): its loads go to registers";
-  }
-  // Dynamic shared memory (launch.shared_bytes of the manifest).
-  if (!staging.streams.empty())
-    stagingBase = sharedArray(module, prefix + "_staging", 0, b.getI8Type(),
-                              LLVM::Linkage::External);
   // Copies the tile whose thread pointers are `threadPtrs` into stage
   // `stageIndex` where `when` holds, then commits a cp.async group (an empty
   // one otherwise, so that "all groups but the latest" is always the current

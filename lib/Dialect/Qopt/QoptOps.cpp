@@ -286,6 +286,17 @@ TileStaging mlir::qopt::getTileStaging(OptimizerOp optimizer,
   return staging;
 }
 
+int64_t mlir::qopt::getDynamicSharedBytes(OptimizerOp optimizer,
+                                          const TileStaging &staging,
+                                          bool codebookBuckets) {
+  int64_t bytes = staging.streams.empty() ? 0 : staging.sharedBytes();
+  if (codebookBuckets)
+    for (StateOp state : getStates(optimizer))
+      if (isa<CodebookSchemeAttr>(state.getScheme()))
+        bytes += CodebookBuckets::kBytesPerState;
+  return bytes;
+}
+
 bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {
   if (requested != AsyncCopy::Auto)
     return requested == AsyncCopy::On;

@@ -1,9 +1,11 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
 
 // Two block-wide absmax reductions per tile (two codebook states of 2048
-// elements: 256 threads of 8 lanes, across 8 warps). Each warp's lane 0
-// writes its maximum to the state's slots, a barrier, then every thread
-// reads the 8 maxima. No barrier after the reads: the other reduction's
+// elements: 256 threads of 8 lanes, across 8 warps). Each warp's maximum is
+// one redux.sync of the lanes' maximum's bit pattern (magnitudes order as
+// unsigned integers); its lane 0 writes it to the state's slots, a barrier,
+// then lane j of every warp reads warp j's slot and one more redux.sync
+// gives the block's. No barrier after the reads: the other reduction's
 // barrier orders them before the slots' next write, one tile later (with
 // one such reduction per tile, codebook.mlir, the barrier after the reads
 // stays).
@@ -11,15 +13,23 @@
 // CHECK-LABEL: gpu.func @TwoBlocks
 // The full tile's body: m's reduction, then v's, with one barrier each.
 // CHECK: scf.if
+// CHECK-NOT: gpu.shuffle
+// CHECK: nvvm.redux.sync umax %{{.+}}, %c-1_i32 : i32 -> i32
 // CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 4 : i64} : f32, !llvm.ptr<3>
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.barrier
-// CHECK-COUNT-8: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// CHECK: arith.minui %{{.+}}, %c7_i64 : i64
+// CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// CHECK-NOT: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// CHECK: nvvm.redux.sync umax
 // CHECK-NOT: gpu.barrier
+// CHECK: nvvm.redux.sync umax %{{.+}}, %c-1_i32{{.*}} : i32 -> i32
 // CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 4 : i64} : f32, !llvm.ptr<3>
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.barrier
-// CHECK-COUNT-8: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// CHECK: arith.minui %{{.+}}, %c7_i64{{.*}} : i64
+// CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// CHECK: nvvm.redux.sync umax
 // CHECK-NOT: gpu.barrier
 // CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 8 : i64} : vector<8xi8>, !llvm.ptr<1>
 

@@ -1,52 +1,83 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu='codebook-buckets=false guarded-ieee=false' | FileCheck %s --check-prefix=FULL
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOASYNC
+// RUN: qopt-opt %s --emit=ptx -o %t.ptx
+// RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
+// RUN: qopt-opt %s --emit=ptx --codebook-buckets=false -o %t.off.ptx
+// RUN: FileCheck %s --check-prefix=MANIFEST-OFF --input-file=%t.off.manifest.json
 
 // Codebook states take no async copies by default (useAsyncCopy: measured
 // slower, the codebook search already loads the shared-memory pipe).
 // NOASYNC-NOT: cp.async
 // NOASYNC: gpu.return
 
-// Seed 000's blockwise codebook: the qmap table, its 255 midpoints (and 8
-// of +inf after them) in shared memory, filled once per block, and a table of
-// 2 x 4097 buckets of normalized values (a sign and a 128th of a binade of
-// |c| in [2^-32, 1]; i16: midpoints below each, how many inside); the block
-// absmax of 2048 elements (128 threads of 16 lanes) over four warp shuffles
-// and then shared memory; the code by one comparison with the first midpoint
-// of the lane's bucket, the 8-step search of all midpoints for a thread with
-// a lane in a bucket of more than one.
+// Seed 000's blockwise codebook: the qmap table and its 255 midpoints (and 8
+// of +inf after them) in shared memory, filled once per block, and in the
+// dynamic shared memory a table of 2 x 3073 u32 buckets of normalized values
+// (a sign and a 128th of a binade of |c| in [2^-24, 1]), with a flag that
+// says whether every bucket holds at most one midpoint; the block absmax of
+// 2048 elements (128 threads of 16 lanes, 4 of the tile's 8 warps) by
+// redux.sync in each warp, then one more across the group's warp maxima; the code from the lane's bucket entry
+// in integer operations where the flag is set and the block's absmax is
+// finite, else the 8-step search of all midpoints. Built for four blocks
+// per SM at 256 threads (64 registers).
 
 // CHECK-LABEL: gpu.module @Codebook_kernels
 // CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_qmap0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<256 x f32>
 // CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_mid0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<263 x f32>
-// CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_bucket0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<8194 x i16>
+// CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_bucketsfit0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<1 x i32>
+// CHECK-DAG: llvm.mlir.global external @__qopt_Codebook_buckets() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
 // CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_warpmax0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<8 x f32>
-// CHECK: gpu.func @Codebook(%{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>, %{{.+}}: i64, %{{.+}}: !llvm.ptr<1>, %[[QMAP:.+]]: !llvm.ptr<1>) kernel
-// CHECK: llvm.mlir.addressof @__qopt_Codebook_qmap0 : !llvm.ptr<3>
+// CHECK: gpu.func @Codebook(%{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>, %{{.+}}: i64, %{{.+}}: !llvm.ptr<1>, %[[QMAP:.+]]: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 4 : i32}
+// CHECK: %[[BUCKETS:.+]] = llvm.mlir.addressof @__qopt_Codebook_buckets : !llvm.ptr<3>
+// CHECK: %[[TABLE:.+]] = llvm.getelementptr %[[BUCKETS]][%c0_i64] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, i8
+// CHECK: %[[FITS:.+]] = llvm.mlir.addressof @__qopt_Codebook_bucketsfit0 : !llvm.ptr<3>
 // CHECK: gpu.barrier
-// Midpoints, then the +inf padding, then the buckets in ascending order of c
-// (the negative ones from -1 up, then the positive ones): a run of 8194 / 256
-// buckets per thread, each the magnitudes [2^-32 + k * 2^16, + 2^16) (from 0
-// for k = 0, 1.0 alone at the end) of its sign; one binary search for the
-// run's first bucket, then two cursors moving up the midpoints (< the
-// bucket's lowest c, <= its highest).
+// Midpoints, then the +inf padding; thread 0 sets the flag; then the buckets
+// in ascending order of c (the negative ones from -1 up, then the positive
+// ones): a run of 6146 / 256 buckets per thread, each the magnitudes [2^-24
+// + k * 2^16, + 2^16) (from 0 for k = 0, 1.0 alone at the end) of its sign;
+// one binary search for the run's first bucket, then two cursors moving up
+// the midpoints (< the bucket's lowest c, <= its highest).
 // CHECK: scf.for
 // CHECK: scf.for
+// CHECK: scf.if
+// CHECK: llvm.store %c1_i32{{.*}}, %[[FITS]] {alignment = 4 : i64} : i32, !llvm.ptr<3>
 // CHECK: gpu.barrier
 // CHECK: arith.shli %{{.+}}, %{{.+}} : i32
 // CHECK: arith.minui
 // CHECK-COUNT-8: arith.cmpf olt
-// CHECK: scf.for %{{.+}} = %{{.+}} to %c33_i64{{.*}} step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (i32, i32)
+// CHECK: scf.for %{{.+}} = %{{.+}} to %c25_i64{{.*}} step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (i32, i32)
 // CHECK: scf.while
 // CHECK: arith.cmpf olt
 // CHECK: scf.while
 // CHECK: arith.cmpf ole
-// CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 2 : i64} : i16, !llvm.ptr<3>
+// The entry: the midpoints below times 2^16 plus, with one midpoint in the
+// bucket, the low 16 bits of its magnitude (negative) or 0xFFFF minus them
+// (positive); two midpoints, or one of magnitude <= 2^-24, clear the flag.
+// CHECK: %[[WIDTH:.+]] = arith.subi
+// CHECK: arith.andi %{{.+}}, %c2147483647_i32
+// CHECK: arith.andi %{{.+}}, %c65535_i32
+// CHECK: arith.cmpi ne, %[[WIDTH]]
+// CHECK: arith.subi %c65535_i32{{.*}}, %{{.+}} : i32
+// CHECK: arith.shli %{{.+}}, %c16_i32
+// CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
+// CHECK: arith.cmpi ule, %{{.+}}, %c864026624_i32
+// CHECK: arith.cmpi sgt, %[[WIDTH]], %c1_i32
+// CHECK: scf.if
+// CHECK: llvm.store %c0_i32{{.*}}, %[[FITS]]
 // CHECK: gpu.barrier
+// CHECK: %[[FLAG:.+]] = llvm.load %[[FITS]] {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+// CHECK: %[[FIT:.+]] = arith.cmpi ne, %[[FLAG]]
+// The block absmax: the lanes' maximum, a warp's by redux.sync, the warps'
+// through shared memory and one more redux.sync.
 // CHECK: scf.for
-// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: nvvm.redux.sync umax %{{.+}}, %c-1_i32 : i32 -> i32
 // CHECK: gpu.barrier
-// CHECK-COUNT-4: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// CHECK: arith.minui %{{.+}}, %c3_i64
+// CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// CHECK: nvvm.redux.sync umax
 // CHECK: gpu.barrier
 // c = x / max(absmax, 1e-30): the block's reciprocal once, two FMA
 // corrections per lane, div.rn for a thread with a lane out of range
@@ -56,26 +87,36 @@
 // CHECK: llvm.intr.fma
 // CHECK: scf.if %{{.+}} -> (vector<16xf32>) {
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
-// Per lane: |c|'s pattern clamped to [2^-32, 1], its bucket in the sign's
-// half, then one comparison with the bucket's first midpoint.
-// CHECK: arith.maxui
-// CHECK: arith.minui
-// CHECK: arith.shrui %{{.+}}, %{{.+}} : i32
-// CHECK: llvm.load %{{.+}} {alignment = 2 : i64} : !llvm.ptr<3> -> i16
-// CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
-// CHECK-NEXT: arith.cmpf olt, %{{.+}}, %{{.+}} : f32
-// CHECK-NOT: arith.cmpf olt
-// CHECK: arith.cmpf uno
-// CHECK: arith.cmpi ule
-// CHECK: scf.if %{{.+}} -> (vector<16xi8>) {
+// Per lane where the buckets fit and absmax is finite: |c| clamped below to
+// 2^-24, its bucket in its sign's half, one load, and the entry plus c's low
+// 16 bits (complemented where negative), whose bits 16..23 are the code.
+// CHECK: %[[FINITE:.+]] = arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
+// CHECK: %[[FAST:.+]] = arith.andi %[[FIT]], %[[FINITE]] : i1
+// CHECK: scf.if %[[FAST]] -> (vector<16xi8>) {
+// CHECK: llvm.call_intrinsic "llvm.fabs"
+// CHECK: llvm.call_intrinsic "llvm.maxnum"(%{{.+}}, %cst{{.*}}) : (f32, f32) -> f32
+// CHECK: %[[SIGN:.+]] = arith.shrsi %{{.+}}, %c31_i32
+// CHECK: arith.andi %[[SIGN]], %c3073_i32
+// CHECK: arith.addi %{{.+}}, %c-13184_i32
+// CHECK: llvm.getelementptr %[[TABLE]]
+// CHECK: %[[ENTRY:.+]] = llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+// CHECK: arith.xori %{{.+}}, %[[SIGN]]
+// CHECK: %[[SUM:.+]] = arith.addi %[[ENTRY]]
+// CHECK: arith.shrui %[[SUM]], %c16_i32
+// CHECK-NOT: arith.cmpf
 // CHECK: } else {
 // CHECK-COUNT-8: arith.cmpf ult, %{{.+}}, %{{.+}} : f32
 
 // Without the bucket table: the 8-step search of all midpoints alone.
-// FULL-NOT: __qopt_Codebook_bucket0
+// FULL-NOT: __qopt_Codebook_buckets
+// FULL-NOT: __qopt_Codebook_bucketsfit0
 // FULL: arith.divf
 // FULL-NOT: arith.cmpf olt
 // FULL-COUNT-8: arith.cmpf ult, %{{.+}}, %{{.+}} : f32
+
+// The manifest asks for the bucket table: 6146 x 4 bytes.
+// MANIFEST: "shared_bytes": 24584
+// MANIFEST-OFF: "shared_bytes": 0
 
 qopt.optimizer @Codebook param "p" : bf16 master none grad "g" : f32 {
   qopt.state @m : #qopt.codebook<block = 2048>

@@ -116,6 +116,26 @@ TEST(TileStagingTest, FlashAdamWLayoutMatchesTheHandComputedOffsets) {
   EXPECT_EQ(staging.lookup(staging.streams[2].stream), &staging.streams[2]);
 }
 
+// launch.shared_bytes: the stages, then one bucket table per codebook state
+// (2 x 3073 u32 entries: a sign and a 128th of each binade of [2^-24, 1], and
+// 1.0 alone), none without codebook-buckets.
+TEST(TileStagingTest, DynamicSharedMemoryHoldsStagesThenBucketTables) {
+  EXPECT_EQ(CodebookBuckets::kBucketsPerSign, 24 * 128 + 1);
+  SpecModule seed("adamw8bit_block2048");
+  ASSERT_TRUE(seed.optimizer());
+  EXPECT_EQ(getDynamicSharedBytes(seed.optimizer(), TileStaging(), true),
+            2 * 2 * 3073 * 4);
+  EXPECT_EQ(getDynamicSharedBytes(seed.optimizer(), TileStaging(), false), 0);
+  TileStaging staged = getTileStaging(seed.optimizer(), TileShape{256, 8});
+  ASSERT_FALSE(staged.streams.empty());
+  EXPECT_EQ(getDynamicSharedBytes(seed.optimizer(), staged, true),
+            staged.sharedBytes() + 2 * 2 * 3073 * 4);
+  SpecModule flash("flash_adamw");
+  ASSERT_TRUE(flash.optimizer());
+  TileStaging flashStaging = getTileStaging(flash.optimizer(), TileShape{512, 8});
+  EXPECT_EQ(getDynamicSharedBytes(flash.optimizer(), flashStaging, true), 131072);
+}
+
 TEST(TileStagingTest, InvariantsHoldForEveryShippedSpecAndShape) {
   int64_t checked = 0, staged = 0;
   for (const char *stem : kShippedSpecs) {

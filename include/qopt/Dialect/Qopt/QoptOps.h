@@ -143,6 +143,32 @@ struct TileStaging {
 /// Empty where two stages would exceed TileStaging::kMaxSharedBytes.
 TileStaging getTileStaging(OptimizerOp optimizer, TileShape shape);
 
+/// The bucket tables of the GPU kernels' codebook codes
+/// (convert-qopt-to-gpu's codebook-buckets), in dynamic shared memory after
+/// the tile stages. For each normalized value c in [-1, 1] a bucket of its
+/// sign and 2^16 consecutive patterns of |c| (the exponent and the top 7
+/// mantissa bits: a 128th of a binade), |c| clamped below to 2^-24, holds
+/// one u32 entry: the midpoints below the bucket times 2^16, plus where its
+/// midpoint (at most one) lies in the bucket's low 16 bits, so that the code
+/// is bits 16..23 of entry + (the low 16 bits of |c|, complemented for a
+/// negative c). bitsandbytes' dynamic maps put at most one midpoint in each
+/// bucket and none below 2^-22.5 (bench/codebook_buckets_model.py); a
+/// qmap that does either takes the search of all 255 midpoints.
+struct CodebookBuckets {
+  static constexpr int64_t kMagLo = 0x33800000; ///< 2^-24
+  static constexpr int64_t kMagHi = 0x3F800000; ///< 1.0, alone in the last
+  static constexpr int64_t kBucketsPerSign = ((kMagHi - kMagLo) >> 16) + 1;
+  static constexpr int64_t kBuckets = 2 * kBucketsPerSign;
+  static constexpr int64_t kBytesPerState = kBuckets * 4;
+};
+
+/// The bytes of dynamic shared memory a GPU kernel of `optimizer` asks for
+/// (the manifest's `launch.shared_bytes`): the tile stages (`staging`, empty
+/// without async copies), then with `codebookBuckets` one bucket table per
+/// codebook state.
+int64_t getDynamicSharedBytes(OptimizerOp optimizer, const TileStaging &staging,
+                              bool codebookBuckets);
+
 /// Whether a GPU kernel copies its tiles ahead with cp.async (getTileStaging).
 enum class AsyncCopy { Auto, On, Off };
 
