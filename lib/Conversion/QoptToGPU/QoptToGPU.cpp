@@ -124,6 +124,14 @@ private:
   /// the canonical NaN 0x7FFFFFFF), whose bit patterns order as unsigned
   /// integers: a whole warp's maximum is then one redux.sync.
   Value reduceGroupMax(Value scalar, int64_t groupSize, bool magnitudes = false);
+  /// The absmax of each codebook state whose block spans warps, all behind
+  /// one barrier (codebookAbsmax): per warp a redux.sync, lane 0's maximum
+  /// into the state's slots of this tile's parity, the barrier, then each
+  /// group's warps' maxima by one more redux.sync. The slots alternate by
+  /// tile (a block's tiles are consecutive), so no second barrier keeps a
+  /// tile's writes behind the reads of the one before: a warp writes a
+  /// buffer again two tiles on, after all warps passed the barrier between.
+  void reduceCodebookAbsmaxes(ArrayRef<std::pair<int, Value>> lanesMax);
 
   // The update.
   LogicalResult emitTile();
@@ -189,6 +197,10 @@ private:
   /// midpoints where the qmap's buckets do not fit or absmax is not finite.
   Value codebookCodes(int stateIndex, Value normalized, Value absmax);
   SmallVector<Value> reductionSlots;                // one per block reduction
+  /// Per codebook state whose block spans warps: 2 x warps slots (two
+  /// tiles' parities), and in a tile body its absmax once reduced.
+  llvm::DenseMap<int, Value> codebookSlots, codebookAbsmax;
+  Value tileIndex; // i64: the tile a body computes
   unsigned nextReductionSlot = 0;
 
   // Per-run values (a run of one tensor's tiles): its descriptor and element
@@ -567,6 +579,53 @@ Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize,
   return result;
 }
 
+void KernelEmitter::reduceCodebookAbsmaxes(
+    ArrayRef<std::pair<int, Value>> lanesMax) {
+  auto warpMax = [&](Value v) {
+    Value bits = arith::BitcastOp::create(b, loc, i32(), v);
+    Value max = NVVM::ReduxOp::create(b, loc, i32(), bits,
+                                      NVVM::ReduxKind::UMAX, constI32(-1));
+    return Value(arith::BitcastOp::create(b, loc, f32(), max));
+  };
+  int64_t warps = threads / 32;
+  Value warp = arith::DivUIOp::create(b, loc, tid, constI64(32));
+  Value laneId = arith::RemUIOp::create(b, loc, tid, constI64(32));
+  Value parity = arith::MulIOp::create(
+      b, loc, arith::RemUIOp::create(b, loc, tileIndex, constI64(2)),
+      constI64(warps));
+  SmallVector<Value> warpMaxima;
+  for (auto [index, value] : lanesMax)
+    warpMaxima.push_back(warpMax(value));
+  auto ifOp = scf::IfOp::create(
+      b, loc, TypeRange{},
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, laneId,
+                            constI64(0)),
+      false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    for (auto [k, entry] : llvm::enumerate(lanesMax))
+      LLVM::StoreOp::create(
+          b, loc, warpMaxima[k],
+          gep(codebookSlots.lookup(entry.first), f32(),
+              arith::AddIOp::create(b, loc, parity, warp)),
+          4);
+  }
+  gpu::BarrierOp::create(b, loc);
+  for (auto [index, value] : lanesMax) {
+    int64_t warpsPerGroup = getReductionSize(states[index]) / lanes / 32;
+    // Lane j reads warp j of its group (the group's last where j is past).
+    Value firstWarp = arith::MulIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, warp, constI64(warpsPerGroup)),
+        constI64(warpsPerGroup));
+    Value j = arith::MinUIOp::create(b, loc, laneId, constI64(warpsPerGroup - 1));
+    Value slot = arith::AddIOp::create(
+        b, loc, parity, arith::AddIOp::create(b, loc, firstWarp, j));
+    codebookAbsmax[index] = warpMax(
+        load(f32(), gep(codebookSlots.lookup(index), f32(), slot), 4));
+  }
+}
+
 FailureOr<Value> KernelEmitter::emitLoadState(StateOp state) {
   int index = llvm::find(states, state) - states.begin();
   Attribute scheme = state.getScheme();
@@ -659,9 +718,11 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
   auto codebook = cast<CodebookSchemeAttr>(scheme);
   // Seed 000: absmax over the block; c = x / max(absmax, 1e-30); the code is
   // the number of midpoints strictly below c (torch.bucketize, right=False).
-  Value magnitude = math.select(laneMask, math.abs(value), zeros);
-  Value absmax = reduceGroupMax(math.laneMaximum(magnitude), codebook.getBlock(),
-                                /*magnitudes=*/true);
+  Value absmax = codebookAbsmax.lookup(index);
+  if (!absmax)
+    absmax = reduceGroupMax(
+        math.laneMaximum(math.select(laneMask, math.abs(value), zeros)),
+        codebook.getBlock(), /*magnitudes=*/true);
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
   Value normalized = guardedMath.div(
       value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
@@ -847,6 +908,7 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   Value codes = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
+  SmallVector<Value> sums; // entry + low: the code in bits 16..23
   for (int64_t i = 0; i < lanes; ++i) {
     Value c = vector::ExtractOp::create(b, loc, normalized, i);
     // |c| clamped below to kMagLo (bucket 0 of its sign; no midpoint lies
@@ -869,10 +931,34 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized,
     Value entry = load(i32(), gep(buckets, i32(), bucket), 4);
     Value low = arith::AndIOp::create(
         b, loc, arith::XOrIOp::create(b, loc, magBits, sign), constI32(0xFFFF));
-    Value code = arith::ShRUIOp::create(
-        b, loc, arith::AddIOp::create(b, loc, entry, low), constI32(16));
-    codes = vector::InsertOp::create(
-        b, loc, arith::TruncIOp::create(b, loc, b.getI8Type(), code), codes, i);
+    sums.push_back(arith::AddIOp::create(b, loc, entry, low));
+  }
+  if (lanes % 4 == 0) {
+    // Each code is byte 2 of its sum: four lanes' bytes into a word by three
+    // prmt (byte selectors 2 and 6, then the two low halves), no shifts.
+    SmallVector<Value> words;
+    for (int64_t i = 0; i < lanes; i += 4) {
+      auto pair = [&](Value lo, Value hi) {
+        return math.intrinsic("llvm.nvvm.prmt", {lo, hi, constI32(0x62)}, i32());
+      };
+      words.push_back(math.intrinsic(
+          "llvm.nvvm.prmt",
+          {pair(sums[i], sums[i + 1]), pair(sums[i + 2], sums[i + 3]),
+           constI32(0x5410)},
+          i32()));
+    }
+    codes = vector::BitCastOp::create(
+        b, loc, codeType,
+        vector::FromElementsOp::create(
+            b, loc, VectorType::get({lanes / 4}, i32()), words));
+  } else {
+    for (int64_t i = 0; i < lanes; ++i)
+      codes = vector::InsertOp::create(
+          b, loc,
+          arith::TruncIOp::create(
+              b, loc, b.getI8Type(),
+              arith::ShRUIOp::create(b, loc, sums[i], constI32(16))),
+          codes, i);
   }
   scf::YieldOp::create(b, loc, codes);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
@@ -962,6 +1048,24 @@ LogicalResult KernelEmitter::emitTile() {
       mapping.map(op.getResult(0), *value);
     }
   }
+  // The codebook states' block absmax first, behind one barrier.
+  codebookAbsmax.clear();
+  SmallVector<std::pair<int, Value>> lanesMax;
+  for (auto [op, value] : stores)
+    if (auto store = dyn_cast<StoreStateOp>(op)) {
+      int index = llvm::find(states,
+                             SymbolTable::lookupNearestSymbolFrom<StateOp>(
+                                 optimizer, store.getStateAttr())) -
+                  states.begin();
+      if (codebookSlots.count(index)) {
+        loc = op->getLoc();
+        lanesMax.push_back(
+            {index, math.laneMaximum(math.select(laneMask, math.abs(value),
+                                                 math.constF(value, 0.0)))});
+      }
+    }
+  if (!lanesMax.empty())
+    reduceCodebookAbsmaxes(lanesMax);
   for (auto [op, value] : stores) {
     loc = op->getLoc();
     if (auto store = dyn_cast<StoreStateOp>(op)) {
@@ -1135,11 +1239,14 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     }
   }
   unsigned slot = 0;
-  for (StateOp state : states) {
+  for (auto [i, state] : llvm::enumerate(states)) {
     if (getReductionSize(state) / lanes <= 32)
       continue;
     std::string name = prefix + "_warpmax" + std::to_string(slot++);
-    reductionSlots.push_back(sharedArray(module, name, threads / 32));
+    if (isa<CodebookSchemeAttr>(state.getScheme()))
+      codebookSlots[i] = sharedArray(module, name, 2 * (threads / 32));
+    else
+      reductionSlots.push_back(sharedArray(module, name, threads / 32));
   }
   gpu::BarrierOp::create(b, loc);
   for (auto [stateIndex, fits] : bucketsFitShared)
@@ -1260,6 +1367,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
                               loop.getRegionIterArgs().end());
   tilePtrs = advance(nextPtrs, -ahead);
   Value t = loop.getInductionVar();
+  tileIndex = t;
   auto tileBase = [&] {
     return arith::AddIOp::create(
         b, loc,

@@ -27,7 +27,7 @@
 // CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_mid0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<263 x f32>
 // CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_bucketsfit0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<1 x i32>
 // CHECK-DAG: llvm.mlir.global external @__qopt_Codebook_buckets() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
-// CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_warpmax0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<8 x f32>
+// CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_warpmax0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<16 x f32>
 // CHECK: gpu.func @Codebook(%{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>, %{{.+}}: i64, %{{.+}}: !llvm.ptr<1>, %[[QMAP:.+]]: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 4 : i32}
 // CHECK: %[[BUCKETS:.+]] = llvm.mlir.addressof @__qopt_Codebook_buckets : !llvm.ptr<3>
 // CHECK: %[[TABLE:.+]] = llvm.getelementptr %[[BUCKETS]][%c0_i64] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, i8
@@ -70,7 +70,8 @@
 // CHECK: %[[FLAG:.+]] = llvm.load %[[FITS]] {alignment = 4 : i64} : !llvm.ptr<3> -> i32
 // CHECK: %[[FIT:.+]] = arith.cmpi ne, %[[FLAG]]
 // The block absmax: the lanes' maximum, a warp's by redux.sync, the warps'
-// through shared memory and one more redux.sync.
+// through shared memory (16 slots: two tiles' parities of 8 warps) and one
+// more redux.sync; one barrier per tile (block-reductions.mlir).
 // CHECK: scf.for
 // CHECK-NOT: gpu.shuffle
 // CHECK: nvvm.redux.sync umax %{{.+}}, %c-1_i32 : i32 -> i32
@@ -78,7 +79,7 @@
 // CHECK: arith.minui %{{.+}}, %c3_i64
 // CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 // CHECK: nvvm.redux.sync umax
-// CHECK: gpu.barrier
+// CHECK-NOT: gpu.barrier
 // c = x / max(absmax, 1e-30): the block's reciprocal once, two FMA
 // corrections per lane, div.rn for a thread with a lane out of range
 // (guarded IEEE).
@@ -102,7 +103,11 @@
 // CHECK: %[[ENTRY:.+]] = llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
 // CHECK: arith.xori %{{.+}}, %[[SIGN]]
 // CHECK: %[[SUM:.+]] = arith.addi %[[ENTRY]]
-// CHECK: arith.shrui %[[SUM]], %c16_i32
+// Byte 2 of two lanes' sums into a half word, two halves into a word (prmt
+// selectors 0x62 and 0x5410): four codes in three prmt, no shifts.
+// CHECK: %[[PAIR:.+]] = llvm.call_intrinsic "llvm.nvvm.prmt"(%[[SUM]], %{{.+}}, %c98_i32) : (i32, i32, i32) -> i32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.prmt"(%[[PAIR]], %{{.+}}, %c21520_i32) : (i32, i32, i32) -> i32
+// CHECK: vector.bitcast %{{.+}} : vector<4xi32> to vector<16xi8>
 // CHECK-NOT: arith.cmpf
 // CHECK: } else {
 // CHECK-COUNT-8: arith.cmpf ult, %{{.+}}, %{{.+}} : f32
