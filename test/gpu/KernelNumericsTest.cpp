@@ -275,7 +275,9 @@ TEST_P(CodebookBoundaries, CodesOnAndBesideEveryMidpointMatchReference) {
   // Every value several times over (in blocks of both signs of the +-1),
   // a partial last block. In the last step one block of the small tensor
   // holds 1e20, whose square overflows: v's absmax is inf there (the full
-  // search: NaN codes and zeros), m's and the parameter stay finite.
+  // search: NaN codes and zeros), m's and the parameter stay finite. Its
+  // third block is 1e-12 times the values: an absmax below 2^-30, where the
+  // codes take the exact division and the full search.
   const int64_t n = (int64_t(values.size()) * 4 / c.block + 2) * c.block + 123;
   const std::vector<int64_t> sizes = {n, 3 * c.block + 5};
   std::mt19937 rng(99);
@@ -288,6 +290,9 @@ TEST_P(CodebookBoundaries, CodesOnAndBesideEveryMidpointMatchReference) {
                                   : values[at++ % values.size()];
         if (k == 1 && step == 2)
           g[c.block + 7] = 1e20f;
+        if (k == 1) // a block whose absmax is below 2^-30: the exact division
+          for (int64_t i = 2 * c.block; i < 3 * c.block; ++i)
+            g[i] *= 1e-12f;
         return g;
       });
 }

@@ -192,10 +192,11 @@ private:
   /// midpoints for which `pred` holds, over all 255.
   Value searchMidpoints(Value mids, Value x, Value pos, int64_t firstStep,
                         arith::CmpFPredicate pred);
-  /// The code of each lane of `normalized` (x / max(absmax, 1e-30) of the
-  /// lanes' block) by its bucket's entry, or by the binary search of all
-  /// midpoints where the qmap's buckets do not fit or absmax is not finite.
-  Value codebookCodes(int stateIndex, Value normalized, Value absmax);
+  /// The code of each lane of c = `value` / `divisor` (max(absmax, 1e-30)
+  /// of the lanes' block) by its bucket's entry, or by the binary search of
+  /// all midpoints where the qmap's buckets do not fit, absmax is not finite
+  /// or the divisor lies outside [2^-30, 2^60].
+  Value codebookCodes(int stateIndex, Value value, Value divisor, Value absmax);
   SmallVector<Value> reductionSlots;                // one per block reduction
   /// Per codebook state whose block spans warps: 2 x warps slots (two
   /// tiles' parities), and in a tile body its absmax once reduced.
@@ -724,9 +725,7 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
         math.laneMaximum(math.select(laneMask, math.abs(value), zeros)),
         codebook.getBlock(), /*magnitudes=*/true);
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
-  Value normalized = guardedMath.div(
-      value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
-  Value codes = codebookCodes(index, normalized, absmax);
+  Value codes = codebookCodes(index, value, divisor, absmax);
   storeElements(streamIndex(StreamRole::StateCodes, index), codes);
   storePerGroup(streamIndex(StreamRole::StateAbsmax, index),
                 codebook.getBlock(), absmax);
@@ -873,7 +872,7 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits) {
   scf::YieldOp::create(b, loc, ValueRange{below, upTo});
 }
 
-Value KernelEmitter::codebookCodes(int stateIndex, Value normalized,
+Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
                                    Value absmax) {
   // Seed 000's code is the number of midpoints strictly below c
   // (torch.bucketize, right=False; a NaN c gets the last code). Where the
@@ -881,10 +880,22 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized,
   // kMagLo) and the block's absmax is finite (so |c| <= 1, no NaN), c's
   // bucket entry gives the count in integer operations; else the 8-step
   // search over all midpoints.
+  //
+  // On the bucket path c is div.rn's fast-path sequence without a look at
+  // the lanes (divByUniformUnchecked), for a divisor d in [2^-30, 2^60]:
+  // where |x| >= 2^-60 it is guardedDiv's domain (|x| <= d), so c is
+  // RN(x / d); where |x| < 2^-60, both RN(x / d) and the sequence's result
+  // are below 2^-28 in magnitude (|q0| <= 2^-30 (1 + 2^-21), |r * rem| <=
+  // 2^30 * 2^-59), and every c within kMagLo of 0, of either sign, has the
+  // same code: no midpoint lies there.
+  auto exactNormalized = [&] {
+    return guardedMath.div(
+        value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
+  };
   Value mids = midShared.lookup(stateIndex);
   Value buckets = bucketShared.lookup(stateIndex);
   VectorType codeType = lanesOf(b.getI8Type());
-  auto fullSearch = [&] {
+  auto fullSearch = [&](Value normalized) {
     Value codes = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
     for (int64_t i = 0; i < lanes; ++i) {
       Value c = vector::ExtractOp::create(b, loc, normalized, i);
@@ -897,16 +908,25 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized,
     return codes;
   };
   if (!codebookBuckets)
-    return fullSearch();
-  Value finite = arith::CmpFOp::create(
-      b, loc, arith::CmpFPredicate::OLT, absmax,
-      math.constF(absmax, std::numeric_limits<double>::infinity()));
+    return fullSearch(exactNormalized());
+  // absmax < inf (not NaN) and d in [2^-30, 2^60] (d >= 1e-30 > 0).
+  Value inRange = arith::AndIOp::create(
+      b, loc,
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, absmax,
+                            math.constF(absmax, std::numeric_limits<double>::infinity())),
+      arith::AndIOp::create(
+          b, loc,
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, divisor,
+                                math.constF(divisor, 0x1p-30)),
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE, divisor,
+                                math.constF(divisor, 0x1p60))));
   auto ifOp = scf::IfOp::create(
       b, loc, TypeRange{codeType},
-      arith::AndIOp::create(b, loc, bucketsFit.lookup(stateIndex), finite),
+      arith::AndIOp::create(b, loc, bucketsFit.lookup(stateIndex), inRange),
       /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  Value normalized = math.divByUniformUnchecked(value, divisor);
   Value codes = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
   SmallVector<Value> sums; // entry + low: the code in bits 16..23
   for (int64_t i = 0; i < lanes; ++i) {
@@ -962,7 +982,7 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value normalized,
   }
   scf::YieldOp::create(b, loc, codes);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-  scf::YieldOp::create(b, loc, fullSearch());
+  scf::YieldOp::create(b, loc, fullSearch(exactNormalized()));
   b.setInsertionPointAfter(ifOp);
   return ifOp.getResult(0);
 }
@@ -986,7 +1006,7 @@ LogicalResult KernelEmitter::emitTile() {
   // reduction slots, as only one of them runs per tile.
   preloaded.clear();
   facts.clear();
-  facts.registersToSpare = carryPointers();
+  facts.registersToSpare = carryPointers() || (getenv("QOPT_EXP_SPARE") != nullptr);
   if (guardedMath.isGuarded()) {
     math.setFacts(&facts);
     guardedMath.setFacts(&facts);

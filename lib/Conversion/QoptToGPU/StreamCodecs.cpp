@@ -305,14 +305,32 @@ Value LaneMath::zeroOrIEEE(Value a, Value zeroResult,
   return guardedResult(allZero, zeroResult, ieee);
 }
 
+Value LaneMath::reciprocal(Value c) {
+  Value r0 = isa<VectorType>(c.getType())
+                 ? perLane(c, [&](Value x) {
+                     return intrinsic("llvm.nvvm.rcp.approx.ftz.f", x);
+                   })
+                 : intrinsic("llvm.nvvm.rcp.approx.ftz.f", c);
+  Value e = fma(arith::NegFOp::create(b, loc, c), r0, constF(r0, 1.0));
+  return fma(e, r0, r0);
+}
+
+Value LaneMath::correctedQuotient(Value a, Value c, Value r, Value q0) {
+  Value rem = fma(arith::NegFOp::create(b, loc, c), q0, a);
+  return fma(r, rem, q0);
+}
+
+Value LaneMath::divByUniformUnchecked(Value a, Value u) {
+  Value r = vector::BroadcastOp::create(b, loc, a.getType(), reciprocal(u));
+  Value lanes = vector::BroadcastOp::create(b, loc, a.getType(), u);
+  return correctedQuotient(a, lanes, r, arith::MulFOp::create(b, loc, a, r));
+}
+
 Value LaneMath::guardedDiv(Value a, Value c) {
   // ptxas's div.rn.f32 fast path: r0 = MUFU.RCP(c); r = fma(fma(-c, r0, 1),
   // r0, r0); q0 = a * r; q = fma(r, fma(-c, q0, a), q0), taken where FCHK
   // passes. Within the guard, the operands and q are normal with exponents
   // far from the limits: r and q0 are normal and the remainder is exact.
-  auto rcp = [&](Value x) {
-    return intrinsic("llvm.nvvm.rcp.approx.ftz.f", x);
-  };
   Value uniform = uniformOf(c);
   // A dividend known nonnegative is checked as it is, not its magnitude
   // (a >= 2^-60 is the stronger condition): its maximum is then the same
@@ -347,18 +365,14 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   if (uniform) {
     // The divisor is the same for every lane: its reciprocal and its range
     // once.
-    Value r0 = rcp(uniform);
-    Value e = fma(arith::NegFOp::create(b, loc, uniform), r0, constF(r0, 1.0));
-    r = vector::BroadcastOp::create(b, loc, c.getType(), fma(e, r0, r0));
+    r = vector::BroadcastOp::create(b, loc, c.getType(), reciprocal(uniform));
     Value mag = abs(uniform);
     divisorInRange = arith::AndIOp::create(
         b, loc, cmp(arith::CmpFPredicate::OGE, mag, constF(mag, 0x1p-60)),
         cmp(arith::CmpFPredicate::OLE, mag, constF(mag, 0x1p60)));
     ok = arith::AndIOp::create(b, loc, ok, divisorInRange);
   } else {
-    Value r0 = perLane(c, rcp);
-    Value e = fma(arith::NegFOp::create(b, loc, c), r0, constF(r0, 1.0));
-    r = fma(e, r0, r0);
+    r = reciprocal(c);
     // A divisor whose bounds lie in the domain needs no look at its lanes:
     // the facts' condition stands for the check (sqrt(v / bc2) + eps).
     const LaneFacts::Bounds *bc = nullptr;
@@ -376,8 +390,7 @@ Value LaneMath::guardedDiv(Value a, Value c) {
     }
   }
   Value q0 = arith::MulFOp::create(b, loc, a, r);
-  Value rem = fma(arith::NegFOp::create(b, loc, c), q0, a);
-  Value q = fma(r, rem, q0);
+  Value q = correctedQuotient(a, c, r, q0);
   Value result = guardedResult(ok, q, [&] {
     // A thread whose dividends are all zero (a gradient's zero rows, states
     // that start at zero) gets q0 = a * r: for c in [2^-60, 2^60], r is

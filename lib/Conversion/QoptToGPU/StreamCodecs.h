@@ -75,6 +75,12 @@ public:
   Value sub(Value a, Value c);
   Value mul(Value a, Value c);
   Value div(Value a, Value c);
+  /// a / u for lanes `a` and a scalar u by ptxas's div.rn.f32 fast path, u's
+  /// reciprocal once: r = fma(fma(-u, r0, 1), r0, r0), q0 = a * r, q =
+  /// fma(r, fma(-u, q0, a), q0). It is RN(a / u) where |a| and |u| lie in
+  /// [2^-60, 2^60] (guardedDiv's domain), which the caller ensures or does
+  /// not need; no check here.
+  Value divByUniformUnchecked(Value a, Value u);
   /// IEEE square root (sqrt.rn; llvm.sqrt on the host), or the approximate
   /// one in fast mode.
   Value sqrt(Value a);
@@ -176,6 +182,11 @@ private:
   /// null Value where it always is.
   std::optional<Value> nonnegCond(Value v);
   Value guardedDiv(Value a, Value c);
+  /// ptxas's reciprocal of c: fma(fma(-c, r0, 1), r0, r0), r0 =
+  /// rcp.approx.ftz(c) (lane by lane for a vector).
+  Value reciprocal(Value c);
+  /// fma(r, fma(-c, q0, a), q0): q0 = a * r corrected by its remainder.
+  Value correctedQuotient(Value a, Value c, Value r, Value q0);
   Value guardedSqrt(Value a);
   /// Whether every lane of `v` (|v| where `magnitude`) lies in [lo, hi]:
   /// the lanes' minimum and maximum, each compared once (NaN fails).

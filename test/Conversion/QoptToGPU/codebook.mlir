@@ -80,20 +80,29 @@
 // CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 // CHECK: nvvm.redux.sync umax
 // CHECK-NOT: gpu.barrier
-// c = x / max(absmax, 1e-30): the block's reciprocal once, two FMA
-// corrections per lane, div.rn for a thread with a lane out of range
-// (guarded IEEE).
-// CHECK: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
-// CHECK: llvm.intr.fma
-// CHECK: llvm.intr.fma
-// CHECK: scf.if %{{.+}} -> (vector<16xf32>) {
-// CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
-// Per lane where the buckets fit and absmax is finite: |c| clamped below to
-// 2^-24, its bucket in its sign's half, one load, and the entry plus c's low
-// 16 bits (complemented where negative), whose bits 16..23 are the code.
-// CHECK: %[[FINITE:.+]] = arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
-// CHECK: %[[FAST:.+]] = arith.andi %[[FIT]], %[[FINITE]] : i1
+// c = x / d, d = max(absmax, 1e-30). Where the buckets fit, absmax is
+// finite and d lies in [2^-30, 2^60]: div.rn's fast-path sequence (the
+// block's reciprocal once, two FMA corrections per lane) with no check of
+// the lanes (exact for |x| >= 2^-60; below, c and the sequence both lie
+// within 2^-24 of 0, where every c has one code), then per lane |c|
+// clamped below to 2^-24, its bucket in its sign's half, one load, and the
+// entry plus c's low 16 bits (complemented where negative), whose bits
+// 16..23 are the code.
+// CHECK: arith.cmpf ole, %{{.+}}, %cst
+// CHECK: arith.cmpf oge, %{{.+}}, %cst
+// CHECK: %[[INF:.+]] = arith.constant 0x7F800000 : f32
+// CHECK: %[[FINITE:.+]] = arith.cmpf olt, %{{.+}}, %[[INF]] : f32
+// CHECK: %[[RANGE:.+]] = arith.andi %[[FINITE]]
+// CHECK: %[[FAST:.+]] = arith.andi %[[FIT]], %[[RANGE]] : i1
 // CHECK: scf.if %[[FAST]] -> (vector<16xi8>) {
+// CHECK-NEXT: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
+// CHECK: llvm.intr.fma
+// CHECK: llvm.intr.fma
+// CHECK: arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK: llvm.intr.fma
+// CHECK: llvm.intr.fma
+// CHECK-NOT: arith.minimumf
+// CHECK-NOT: scf.if
 // CHECK: llvm.call_intrinsic "llvm.fabs"
 // CHECK: llvm.call_intrinsic "llvm.maxnum"(%{{.+}}, %cst{{.*}}) : (f32, f32) -> f32
 // CHECK: %[[SIGN:.+]] = arith.shrsi %{{.+}}, %c31_i32
@@ -109,7 +118,12 @@
 // CHECK: llvm.call_intrinsic "llvm.nvvm.prmt"(%[[PAIR]], %{{.+}}, %c21520_i32) : (i32, i32, i32) -> i32
 // CHECK: vector.bitcast %{{.+}} : vector<4xi32> to vector<16xi8>
 // CHECK-NOT: arith.cmpf
+// Else the exact guarded division (div.rn for a thread with a lane out of
+// range) and the 8-step search.
 // CHECK: } else {
+// CHECK: arith.minimumf
+// CHECK: scf.if %{{.+}} -> (vector<16xf32>) {
+// CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // CHECK-COUNT-8: arith.cmpf ult, %{{.+}}, %{{.+}} : f32
 
 // Without the bucket table: the 8-step search of all midpoints alone.
