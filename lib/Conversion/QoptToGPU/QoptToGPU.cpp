@@ -1006,7 +1006,7 @@ LogicalResult KernelEmitter::emitTile() {
   // reduction slots, as only one of them runs per tile.
   preloaded.clear();
   facts.clear();
-  facts.registersToSpare = carryPointers() || (getenv("QOPT_EXP_SPARE") != nullptr);
+  facts.registersToSpare = carryPointers();
   if (guardedMath.isGuarded()) {
     math.setFacts(&facts);
     guardedMath.setFacts(&facts);
