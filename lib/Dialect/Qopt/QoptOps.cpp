@@ -201,13 +201,17 @@ int64_t mlir::qopt::getThreadsPerBlock(OptimizerOp optimizer,
   if (requested > 0)
     return requested;
   // Measured on the H200 (bench/NOTES.md): the staged steps
-  // (prefersStagedTiles), two or more states without staging, and the
-  // codebook steps (two blocks of 512 at 64 registers: block256 2316 -> 2438
-  // GB/s, the f32 variants +7%, block2048 the same as 256) run faster with
-  // 512 threads; the rest with 256.
-  if (prefersStagedTiles(optimizer) || hasStateOf<CodebookSchemeAttr>(optimizer))
+  // (prefersStagedTiles) and, without staging, two or more states without a
+  // codebook run faster with 512 threads; the rest with 256. The codebook
+  // steps at 512 (two blocks of 64 registers per SM): block256 at 64 Mi
+  // 2316 -> 2438 GB/s, block2048 the same, but the main job's GPT-2 list
+  // with realistic gradients 0.533 -> 0.572 ms.
+  if (prefersStagedTiles(optimizer))
     return 512;
-  return getStates(optimizer).size() >= 2 ? 512 : 256;
+  return getStates(optimizer).size() >= 2 &&
+                 !hasStateOf<CodebookSchemeAttr>(optimizer)
+             ? 512
+             : 256;
 }
 
 int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,

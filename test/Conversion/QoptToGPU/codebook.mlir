@@ -16,26 +16,26 @@
 // dynamic shared memory a table of 2 x 3073 u32 buckets of normalized values
 // (a sign and a 128th of a binade of |c| in [2^-24, 1]), with a flag that
 // says whether every bucket holds at most one midpoint; the block absmax of
-// 2048 elements (128 threads of 16 lanes, 4 of the tile's 16 warps) by
+// 2048 elements (128 threads of 16 lanes, 4 of the tile's 8 warps) by
 // redux.sync in each warp, then one more across the group's warp maxima; the code from the lane's bucket entry
 // in integer operations where the flag is set and the block's absmax is
-// finite, else the 8-step search of all midpoints. Built for two blocks
-// per SM at 512 threads (64 registers).
+// finite, else the 8-step search of all midpoints. Built for four blocks
+// per SM at 256 threads (64 registers).
 
 // CHECK-LABEL: gpu.module @Codebook_kernels
 // CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_qmap0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<256 x f32>
 // CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_mid0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<263 x f32>
 // CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_bucketsfit0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<1 x i32>
 // CHECK-DAG: llvm.mlir.global external @__qopt_Codebook_buckets() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
-// CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_warpmax0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<32 x f32>
-// CHECK: gpu.func @Codebook(%{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>, %{{.+}}: i64, %{{.+}}: !llvm.ptr<1>, %[[QMAP:.+]]: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 512, 1, 1>, nvvm.minctasm = 2 : i32}
+// CHECK-DAG: llvm.mlir.global internal @__qopt_Codebook_warpmax0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<16 x f32>
+// CHECK: gpu.func @Codebook(%{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>, %{{.+}}: i64, %{{.+}}: !llvm.ptr<1>, %[[QMAP:.+]]: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 4 : i32}
 // CHECK: %[[BUCKETS:.+]] = llvm.mlir.addressof @__qopt_Codebook_buckets : !llvm.ptr<3>
 // CHECK: %[[TABLE:.+]] = llvm.getelementptr %[[BUCKETS]][%c0_i64] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, i8
 // CHECK: %[[FITS:.+]] = llvm.mlir.addressof @__qopt_Codebook_bucketsfit0 : !llvm.ptr<3>
 // CHECK: gpu.barrier
 // Midpoints, then the +inf padding; thread 0 sets the flag; then the buckets
 // in ascending order of c (the negative ones from -1 up, then the positive
-// ones): a run of 6146 / 512 buckets per thread, each the magnitudes [2^-24
+// ones): a run of 6146 / 256 buckets per thread, each the magnitudes [2^-24
 // + k * 2^16, + 2^16) (from 0 for k = 0, 1.0 alone at the end) of its sign;
 // one binary search for the run's first bucket, then two cursors moving up
 // the midpoints (< the bucket's lowest c, <= its highest).
@@ -47,7 +47,7 @@
 // CHECK: arith.shli %{{.+}}, %{{.+}} : i32
 // CHECK: arith.minui
 // CHECK-COUNT-8: arith.cmpf olt
-// CHECK: scf.for %{{.+}} = %{{.+}} to %c13_i64{{.*}} step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (i32, i32)
+// CHECK: scf.for %{{.+}} = %{{.+}} to %c25_i64{{.*}} step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (i32, i32)
 // CHECK: scf.while
 // CHECK: arith.cmpf olt
 // CHECK: scf.while
@@ -70,7 +70,7 @@
 // CHECK: %[[FLAG:.+]] = llvm.load %[[FITS]] {alignment = 4 : i64} : !llvm.ptr<3> -> i32
 // CHECK: %[[FIT:.+]] = arith.cmpi ne, %[[FLAG]]
 // The block absmax: the lanes' maximum, a warp's by redux.sync, the warps'
-// through shared memory (32 slots: two tiles' parities of 16 warps) and one
+// through shared memory (16 slots: two tiles' parities of 8 warps) and one
 // more redux.sync; one barrier per tile (block-reductions.mlir).
 // CHECK: scf.for
 // CHECK-NOT: gpu.shuffle

@@ -84,7 +84,7 @@ int64_t getMinGroupSize(OptimizerOp optimizer);
 
 /// Threads per GPU block: `requested`, or with `requested <= 0` the measured
 /// best on the H200 (bench/NOTES.md: 512 where useAsyncCopy's Auto stages the
-/// tiles, for two or more states, or for a codebook state, else 256).
+/// tiles or for two or more states without a codebook, else 256).
 int64_t getThreadsPerBlock(OptimizerOp optimizer, int64_t requested);
 
 /// Consecutive elements per GPU thread (the lanes of a host chunk): the
