@@ -27,10 +27,18 @@
 using namespace mlir;
 using namespace mlir::qopt;
 
-std::string mlir::qopt::getPTXFeatures(llvm::StringRef chip) {
+/// The number of an sm_NN[a|f] chip, 0 for anything else.
+static unsigned chipNumber(llvm::StringRef chip) {
   unsigned sm = 0;
   llvm::StringRef digits = chip.drop_front(3).rtrim("af");
   if (!chip.starts_with("sm_") || digits.getAsInteger(10, sm))
+    return 0;
+  return sm;
+}
+
+std::string mlir::qopt::getPTXFeatures(llvm::StringRef chip) {
+  unsigned sm = chipNumber(chip);
+  if (!sm)
     return "+ptx80";
   // The oldest PTX ISA that knows the chip (PTX ISA notes): 8.0 for sm_90,
   // 8.6 for sm_100/101, 8.7 for sm_120, 8.8 for sm_103 and sm_121.
@@ -59,6 +67,8 @@ void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
   toGPU.guardedIeee = options.guardedIeee;
   toGPU.codebookBuckets = options.codebookBuckets;
   toGPU.asyncCopy = options.asyncCopy;
+  // cp.async.bulk.prefetch.L2 is sm_90's.
+  toGPU.l2Prefetch = chipNumber(options.chip) >= 90;
   pm.addPass(createConvertQoptToGPU(toGPU));
 
   GpuNVVMAttachTargetOptions target;

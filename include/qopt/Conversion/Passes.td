@@ -28,9 +28,13 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
            /*default=*/"0", "Consecutive elements each thread owns per tile (0: chosen, "
            "see getElementsPerThread)">,
     Option<"codebookBuckets", "codebook-buckets", "bool", /*default=*/"true",
-           "Codebook codes by one comparison from a table of 2 x 4097 buckets "
-           "of normalized values (exact; the 8-step search where a bucket "
-           "holds more than one midpoint)">,
+           "Codebook codes from one u32 entry of a table of 2 x 3073 buckets "
+           "of normalized values in dynamic shared memory (exact; the 8-step "
+           "search where a bucket holds more than one midpoint)">,
+    Option<"l2Prefetch", "l2-prefetch", "bool", /*default=*/"true",
+           "Unstaged kernels: thread 0 prefetches a later full tile's read "
+           "streams into L2 (cp.async.bulk.prefetch, sm_90 and newer; "
+           "getL2PrefetchTiles says how far, 0 for none)">,
     Option<"checkedRounding", "checked-rounding", "bool", /*default=*/"true",
            "Strict mode: round quantization codes through approximate "
            "division and square root where a margin proves them equal to "

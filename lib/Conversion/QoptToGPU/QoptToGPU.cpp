@@ -49,12 +49,13 @@ class KernelEmitter {
 public:
   KernelEmitter(OptimizerOp optimizer, OpBuilder &b, bool fast,
                 bool checkedRounding, bool codebookBuckets, bool guardedIEEE,
-                bool asyncCopy, int64_t threads, int64_t lanes)
+                bool asyncCopy, bool l2Prefetch, int64_t threads,
+                int64_t lanes)
       : optimizer(optimizer), b(b), loc(optimizer.getLoc()),
         math(b, loc, fast), guardedMath(math.guarded(guardedIEEE)),
         checkedRounding(checkedRounding), codebookBuckets(codebookBuckets),
-        asyncCopy(asyncCopy), threads(threads), lanes(lanes),
-        tile(threads * lanes) {}
+        asyncCopy(asyncCopy), l2Prefetch(l2Prefetch), threads(threads),
+        lanes(lanes), tile(threads * lanes) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
 
@@ -154,6 +155,7 @@ private:
   bool checkedRounding;
   bool codebookBuckets;
   bool asyncCopy;
+  bool l2Prefetch; ///< cp.async.bulk.prefetch available (sm_90+)
   int64_t threads, lanes, tile;
   /// The streams copied ahead into dynamic shared memory (empty: none), the
   /// memory, and in a full tile body the stage holding the tile (i64).
@@ -1404,6 +1406,29 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, next, copyEnd);
     copyAheadIf(nextFull, nextPtrs, stageOf(next));
   }
+  // Thread 0 has L2 fetch the read streams of the run's full tile `ahead`
+  // tiles on (getL2PrefetchTiles): a tile's loads then wait on L2, not DRAM,
+  // with no register or shared memory held for them.
+  int64_t prefetchAhead =
+      l2Prefetch ? getL2PrefetchTiles(optimizer, stagingBase != nullptr) : 0;
+  if (prefetchAhead) {
+    int64_t ahead = prefetchAhead;
+    Value later = arith::AddIOp::create(b, loc, t, constI64(ahead));
+    Value prefetch = arith::AndIOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, constI64(0)),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, later, fullEnd));
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, prefetch, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    Value first = arith::MulIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, later, firstTile), constI64(tile));
+    for (unsigned i : getReadStreams(optimizer))
+      if (streams[i].perElements == 1)
+        NVVM::CpAsyncBulkPrefetchOp::create(
+            b, loc, gep(streamPtr(i), memoryType(streams[i].storage), first),
+            constI32(tileBytes(i)), Value());
+  }
   // A tile wholly inside its tensor (every tile of a run but a tensor's
   // last; the same for all threads of the block, so block reductions may
   // synchronize in it) gets a body of its own with no lane masks.
@@ -1512,8 +1537,8 @@ struct ConvertQoptToGPUPass
           b, optimizer.getLoc(), (optimizer.getSymName() + "_kernels").str());
       KernelEmitter emitter(optimizer, b, mode == "fast", checkedRounding,
                             codebookBuckets, guardedIeee,
-                            useAsyncCopy(optimizer, asyncCopy), threads,
-                            lanes);
+                            useAsyncCopy(optimizer, asyncCopy), l2Prefetch,
+                            threads, lanes);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();
       optimizer.erase();

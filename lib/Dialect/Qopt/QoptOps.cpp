@@ -300,6 +300,13 @@ int64_t mlir::qopt::getDynamicSharedBytes(OptimizerOp optimizer,
   return bytes;
 }
 
+int64_t mlir::qopt::getL2PrefetchTiles(OptimizerOp optimizer, bool staged) {
+  if (staged || !hasStateOf<CodebookSchemeAttr>(optimizer) ||
+      optimizer.getParamType().getIntOrFloatBitWidth() != 16)
+    return 0;
+  return 2;
+}
+
 bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {
   if (requested != AsyncCopy::Auto)
     return requested == AsyncCopy::On;

@@ -13,9 +13,12 @@
 // CHECK-LABEL: gpu.func @TwoBlocks
 // The tile loop of a run (from the run's first tile to a computed end).
 // CHECK: scf.for %[[T:arg[0-9]+]] = %arg{{[0-9]+}} to %{{[0-9]+}} step
+// (The L2 prefetch of the tile two on, codebook.mlir.)
+// CHECK: nvvm.cp.async.bulk.prefetch
+// CHECK: }
 // The full tile's body: both reductions, then the codes.
 // CHECK: scf.if
-// CHECK: arith.remui %[[T]], %c2_i64 : i64
+// CHECK: arith.remui %[[T]], %c2_i64{{.*}} : i64
 // CHECK-NOT: gpu.shuffle
 // CHECK: nvvm.redux.sync umax %{{.+}}, %c-1_i32 : i32 -> i32
 // CHECK: nvvm.redux.sync umax

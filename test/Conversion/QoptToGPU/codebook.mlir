@@ -1,6 +1,7 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu='codebook-buckets=false guarded-ieee=false' | FileCheck %s --check-prefix=FULL
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOASYNC
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=l2-prefetch=false | FileCheck %s --check-prefix=NOPF
 // RUN: qopt-opt %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 // RUN: qopt-opt %s --emit=ptx --codebook-buckets=false -o %t.off.ptx
@@ -8,8 +9,11 @@
 
 // Codebook states take no async copies by default (useAsyncCopy: measured
 // slower, the codebook search already loads the shared-memory pipe).
-// NOASYNC-NOT: cp.async
+// NOASYNC-NOT: nvvm.cp.async.shared.global
 // NOASYNC: gpu.return
+// Without l2-prefetch (what the pipelines set below sm_90): no prefetch.
+// NOPF-NOT: nvvm.cp.async.bulk.prefetch
+// NOPF: gpu.return
 
 // Seed 000's blockwise codebook: the qmap table and its 255 midpoints (and 8
 // of +inf after them) in shared memory, filled once per block, and in the
@@ -71,8 +75,17 @@
 // CHECK: %[[FIT:.+]] = arith.cmpi ne, %[[FLAG]]
 // The block absmax: the lanes' maximum, a warp's by redux.sync, the warps'
 // through shared memory (16 slots: two tiles' parities of 8 warps) and one
-// more redux.sync; one barrier per tile (block-reductions.mlir).
+// more redux.sync; one barrier per tile (block-reductions.mlir). Before
+// them, thread 0 has L2 fetch the read streams (g, p, m's codes) of the
+// run's full tile two on (getL2PrefetchTiles: codebook, 16-bit parameter).
 // CHECK: scf.for
+// CHECK: %[[LATER:.+]] = arith.addi %{{.+}}, %c2_i64 : i64
+// CHECK: arith.cmpi slt, %[[LATER]]
+// CHECK: scf.if
+// CHECK: nvvm.cp.async.bulk.prefetch %{{.+}}, %c16384_i32 : <1>
+// CHECK: nvvm.cp.async.bulk.prefetch %{{.+}}, %c8192_i32 : <1>
+// CHECK: nvvm.cp.async.bulk.prefetch %{{.+}}, %c4096_i32 : <1>
+// CHECK-NEXT: }
 // CHECK-NOT: gpu.shuffle
 // CHECK: nvvm.redux.sync umax %{{.+}}, %c-1_i32 : i32 -> i32
 // CHECK: gpu.barrier

@@ -169,6 +169,16 @@ struct CodebookBuckets {
 int64_t getDynamicSharedBytes(OptimizerOp optimizer, const TileStaging &staging,
                               bool codebookBuckets);
 
+/// How many tiles ahead of the one it computes a GPU kernel that does not
+/// stage its tiles has thread 0 of each block prefetch the next full tile's
+/// per-element read streams into L2 (cp.async.bulk.prefetch.L2, one per
+/// stream and tile), 0 for none. Measured on the H200 (bench/NOTES.md,
+/// seventh session): 2 for codebook updates with a 16-bit parameter
+/// (block2048 2356 -> 2438 GB/s at 64 Mi, block256 2313 -> 2424, the main
+/// job's list 0.533 -> 0.519 ms); none elsewhere (the f32 variants -16% to
+/// +4%, FlashAdamW.f32 and FlashLion.f32 -7% and -15%).
+int64_t getL2PrefetchTiles(OptimizerOp optimizer, bool staged);
+
 /// Whether a GPU kernel copies its tiles ahead with cp.async (getTileStaging).
 enum class AsyncCopy { Auto, On, Off };
 
