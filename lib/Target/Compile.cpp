@@ -445,6 +445,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     toGPU.guardedIeee = options.guardedIeee;
     toGPU.codebookBuckets = options.codebookBuckets;
     toGPU.asyncCopy = options.asyncCopy;
+    toGPU.l2Prefetch = getChipNumber(options.chip) >= 90;
     pm.addPass(createConvertQoptToGPU(toGPU));
     if (failed(pm.run(*module)))
       return 1;

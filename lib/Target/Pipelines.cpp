@@ -27,8 +27,7 @@
 using namespace mlir;
 using namespace mlir::qopt;
 
-/// The number of an sm_NN[a|f] chip, 0 for anything else.
-static unsigned chipNumber(llvm::StringRef chip) {
+unsigned mlir::qopt::getChipNumber(llvm::StringRef chip) {
   unsigned sm = 0;
   llvm::StringRef digits = chip.drop_front(3).rtrim("af");
   if (!chip.starts_with("sm_") || digits.getAsInteger(10, sm))
@@ -37,7 +36,7 @@ static unsigned chipNumber(llvm::StringRef chip) {
 }
 
 std::string mlir::qopt::getPTXFeatures(llvm::StringRef chip) {
-  unsigned sm = chipNumber(chip);
+  unsigned sm = getChipNumber(chip);
   if (!sm)
     return "+ptx80";
   // The oldest PTX ISA that knows the chip (PTX ISA notes): 8.0 for sm_90,
@@ -68,7 +67,7 @@ void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
   toGPU.codebookBuckets = options.codebookBuckets;
   toGPU.asyncCopy = options.asyncCopy;
   // cp.async.bulk.prefetch.L2 is sm_90's.
-  toGPU.l2Prefetch = chipNumber(options.chip) >= 90;
+  toGPU.l2Prefetch = getChipNumber(options.chip) >= 90;
   pm.addPass(createConvertQoptToGPU(toGPU));
 
   GpuNVVMAttachTargetOptions target;

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -250,9 +251,15 @@ std::vector<float> codebookBoundaryValues() {
 struct BoundaryCase {
   std::string kernel;
   int64_t block;
+  /// The signed map's largest negative code moved to -2^-23, so that a
+  /// midpoint lies on -2^-24, the buckets' clamp: the fill must clear the
+  /// flag (a value below the clamp, -1e-30, lies above that midpoint).
+  bool midpointOnClamp = false;
 };
 
-void PrintTo(const BoundaryCase &c, std::ostream *os) { *os << c.kernel; }
+void PrintTo(const BoundaryCase &c, std::ostream *os) {
+  *os << c.kernel << (c.midpointOnClamp ? " (midpoint on the clamp)" : "");
+}
 
 class CodebookBoundaries : public ::testing::TestWithParam<BoundaryCase> {};
 
@@ -264,9 +271,16 @@ TEST_P(CodebookBoundaries, CodesOnAndBesideEveryMidpointMatchReference) {
   ref::Hyper hyper = adamHyper();
   hyper.beta1 = 0.0;
   hyper.beta2 = 0.0;
-  ref::StepSpec spec = ref::seed000AdamW(ref::createDynamicMap(/*isSigned=*/true),
-                                         ref::createDynamicMap(/*isSigned=*/false), hyper,
-                                         ref::DType::F32, c.block);
+  std::vector<float> signedMap = ref::createDynamicMap(/*isSigned=*/true);
+  if (c.midpointOnClamp) {
+    std::sort(signedMap.begin(), signedMap.end());
+    auto zero = std::find(signedMap.begin(), signedMap.end(), 0.0f);
+    ASSERT_TRUE(zero != signedMap.begin() && zero != signedMap.end());
+    zero[-1] = -0x1p-23f;
+    ASSERT_EQ((zero[-1] + zero[0]) * 0.5f, -0x1p-24f);
+  }
+  ref::StepSpec spec = ref::seed000AdamW(signedMap, ref::createDynamicMap(/*isSigned=*/false),
+                                         hyper, ref::DType::F32, c.block);
   spec.param = ref::DType::F32;
   const std::vector<qopt_hyper> hypers = {
       {"lr", hyper.lr}, {"beta1", 0.0}, {"beta2", 0.0}, {"eps", hyper.eps},
@@ -277,7 +291,9 @@ TEST_P(CodebookBoundaries, CodesOnAndBesideEveryMidpointMatchReference) {
   // holds 1e20, whose square overflows: v's absmax is inf there (the full
   // search: NaN codes and zeros), m's and the parameter stay finite. Its
   // third block is 1e-12 times the values: an absmax below 2^-30, where the
-  // codes take the exact division and the full search.
+  // codes take the exact division and the full search. In the large tensor
+  // every third block is three times the values: c = x / 3 by the division
+  // sequence, tiny x included.
   const int64_t n = (int64_t(values.size()) * 4 / c.block + 2) * c.block + 123;
   const std::vector<int64_t> sizes = {n, 3 * c.block + 5};
   std::mt19937 rng(99);
@@ -293,15 +309,21 @@ TEST_P(CodebookBoundaries, CodesOnAndBesideEveryMidpointMatchReference) {
         if (k == 1) // a block whose absmax is below 2^-30: the exact division
           for (int64_t i = 2 * c.block; i < 3 * c.block; ++i)
             g[i] *= 1e-12f;
+        if (k == 0) // every third block divided by absmax 3, not 1
+          for (int64_t i = 0; i < count; ++i)
+            if ((i / c.block) % 3 == 2)
+              g[i] *= 3.0f;
         return g;
       });
 }
 
 INSTANTIATE_TEST_SUITE_P(SeedBlocks, CodebookBoundaries,
                          ::testing::Values(BoundaryCase{"adamw8bit_block2048.f32", 2048},
-                                           BoundaryCase{"adamw8bit_block256.f32", 256}),
+                                           BoundaryCase{"adamw8bit_block256.f32", 256},
+                                           BoundaryCase{"adamw8bit_block2048.f32", 2048, true}),
                          [](const ::testing::TestParamInfo<BoundaryCase> &info) {
-                           return "block" + std::to_string(info.param.block);
+                           return "block" + std::to_string(info.param.block) +
+                                  (info.param.midpointOnClamp ? "_midpoint_on_clamp" : "");
                          });
 
 std::string readFile(const std::string &path) {

@@ -560,16 +560,10 @@ Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize,
       b, loc, arith::DivUIOp::create(b, loc, warp, constI64(warpsPerGroup)),
       constI64(warpsPerGroup));
   Value result;
-  if (redux && warpsPerGroup <= 32) {
-    // Lane j reads warp j's maximum (the last one where j is past them).
-    Value j = arith::MinUIOp::create(b, loc, laneId, constI64(warpsPerGroup - 1));
-    result = warpMax(load(
-        f32(), gep(slots, f32(), arith::AddIOp::create(b, loc, firstWarp, j)), 4));
-  }
-  for (int64_t j = 0; !result && j < warpsPerGroup; ++j) {
+  for (int64_t j = 0; j < warpsPerGroup; ++j) {
     Value index = arith::AddIOp::create(b, loc, firstWarp, constI64(j));
     Value v = load(f32(), gep(slots, f32(), index), 4);
-    result = j ? math.maximum(result, v) : v;
+    result = result ? math.maximum(result, v) : v;
   }
   // The slots are written again in the next tile. With one cross-warp
   // reduction per tile a barrier must keep that write behind these reads.
@@ -849,22 +843,22 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits) {
   Value midLow = arith::AndIOp::create(b, loc, midMag, constI32(0xFFFF));
   Value hasMid =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, width, constI32(0));
+  Value complement = arith::SubIOp::create(b, loc, constI32(0xFFFF), midLow);
   Value offset = arith::SelectOp::create(
       b, loc, hasMid,
-      arith::SelectOp::create(
-          b, loc, negative, midLow,
-          arith::SubIOp::create(b, loc, constI32(0xFFFF), midLow)),
+      arith::SelectOp::create(b, loc, negative, midLow, complement),
       constI32(0));
   Value entry = arith::AddIOp::create(
       b, loc, arith::ShLIOp::create(b, loc, below, constI32(16)), offset);
   LLVM::StoreOp::create(b, loc, entry, gep(buckets, i32(), index), 4);
-  Value misfit = arith::OrIOp::create(
-      b, loc,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, width, constI32(1)),
-      arith::AndIOp::create(
-          b, loc, hasMid,
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, midMag,
-                                constI32(kMagLo))));
+  // (One op per statement: the IR's order is not the C++ compiler's order
+  // of evaluating arguments.)
+  Value tiny = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, midMag,
+                                     constI32(kMagLo));
+  Value tinyMid = arith::AndIOp::create(b, loc, hasMid, tiny);
+  Value wide =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, width, constI32(1));
+  Value misfit = arith::OrIOp::create(b, loc, wide, tinyMid);
   auto clear = scf::IfOp::create(b, loc, TypeRange{}, misfit, false);
   {
     OpBuilder::InsertionGuard thenGuard(b);
@@ -912,16 +906,15 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
   if (!codebookBuckets)
     return fullSearch(exactNormalized());
   // absmax < inf (not NaN) and d in [2^-30, 2^60] (d >= 1e-30 > 0).
-  Value inRange = arith::AndIOp::create(
-      b, loc,
-      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, absmax,
-                            math.constF(absmax, std::numeric_limits<double>::infinity())),
-      arith::AndIOp::create(
-          b, loc,
-          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, divisor,
-                                math.constF(divisor, 0x1p-30)),
-          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE, divisor,
-                                math.constF(divisor, 0x1p60))));
+  Value belowMax = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE,
+                                         divisor, math.constF(divisor, 0x1p60));
+  Value aboveMin = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE,
+                                         divisor, math.constF(divisor, 0x1p-30));
+  Value divisorOk = arith::AndIOp::create(b, loc, aboveMin, belowMax);
+  Value finite = arith::CmpFOp::create(
+      b, loc, arith::CmpFPredicate::OLT, absmax,
+      math.constF(absmax, std::numeric_limits<double>::infinity()));
+  Value inRange = arith::AndIOp::create(b, loc, finite, divisorOk);
   auto ifOp = scf::IfOp::create(
       b, loc, TypeRange{codeType},
       arith::AndIOp::create(b, loc, bucketsFit.lookup(stateIndex), inRange),
@@ -944,11 +937,10 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
     Value magBits = arith::BitcastOp::create(b, loc, i32(), mag);
     Value sign = arith::ShRSIOp::create(
         b, loc, arith::BitcastOp::create(b, loc, i32(), c), constI32(31));
+    Value half = arith::AndIOp::create(b, loc, sign, constI32(kBucketsPerSign));
+    Value step = arith::ShRUIOp::create(b, loc, magBits, constI32(16));
     Value bucket = arith::AddIOp::create(
-        b, loc,
-        arith::AddIOp::create(
-            b, loc, arith::ShRUIOp::create(b, loc, magBits, constI32(16)),
-            arith::AndIOp::create(b, loc, sign, constI32(kBucketsPerSign))),
+        b, loc, arith::AddIOp::create(b, loc, step, half),
         constI32(-(kMagLo >> 16)));
     Value entry = load(i32(), gep(buckets, i32(), bucket), 4);
     Value low = arith::AndIOp::create(
@@ -1265,7 +1257,9 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     if (getReductionSize(state) / lanes <= 32)
       continue;
     std::string name = prefix + "_warpmax" + std::to_string(slot++);
-    if (isa<CodebookSchemeAttr>(state.getScheme()))
+    // (One lane's |x| may be a NaN of any payload; two or more pass through
+    // max.NaN, whose canonical NaN is the largest positive pattern.)
+    if (isa<CodebookSchemeAttr>(state.getScheme()) && lanes >= 2)
       codebookSlots[i] = sharedArray(module, name, 2 * (threads / 32));
     else
       reductionSlots.push_back(sharedArray(module, name, threads / 32));
@@ -1413,11 +1407,14 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       l2Prefetch ? getL2PrefetchTiles(optimizer, stagingBase != nullptr) : 0;
   if (prefetchAhead) {
     int64_t ahead = prefetchAhead;
+    // Only the block's own tiles (the run's: the next run's first tiles are
+    // another tensor's) that lie wholly inside the tensor.
     Value later = arith::AddIOp::create(b, loc, t, constI64(ahead));
-    Value prefetch = arith::AndIOp::create(
-        b, loc,
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, constI64(0)),
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, later, fullEnd));
+    Value inRun =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, later, copyEnd);
+    Value first0 =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, constI64(0));
+    Value prefetch = arith::AndIOp::create(b, loc, first0, inRun);
     auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, prefetch, false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());

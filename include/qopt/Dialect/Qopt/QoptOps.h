@@ -152,7 +152,8 @@ TileStaging getTileStaging(OptimizerOp optimizer, TileShape shape);
 /// midpoint (at most one) lies in the bucket's low 16 bits, so that the code
 /// is bits 16..23 of entry + (the low 16 bits of |c|, complemented for a
 /// negative c). bitsandbytes' dynamic maps put at most one midpoint in each
-/// bucket and none below 2^-22.5 (bench/codebook_buckets_model.py); a
+/// bucket and none below 2^-23 (the smallest, the unsigned map's, is
+/// 1.625e-7 = 2^-22.55; bench/codebook_buckets_model.py); a
 /// qmap that does either takes the search of all 255 midpoints.
 struct CodebookBuckets {
   static constexpr int64_t kMagLo = 0x33800000; ///< 2^-24
