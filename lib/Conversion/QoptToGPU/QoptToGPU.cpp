@@ -133,6 +133,14 @@ private:
   /// tile's writes behind the reads of the one before: a warp writes a
   /// buffer again two tiles on, after all warps passed the barrier between.
   void reduceCodebookAbsmaxes(ArrayRef<std::pair<int, Value>> lanesMax);
+  /// The warp's maximum of magnitudes (+0 or more, or a NaN with its sign
+  /// clear): one redux.sync of their bit patterns as unsigned integers.
+  Value warpMaxOfMagnitudes(Value v) {
+    Value bits = arith::BitcastOp::create(b, loc, i32(), v);
+    Value max = NVVM::ReduxOp::create(b, loc, i32(), bits,
+                                      NVVM::ReduxKind::UMAX, constI32(-1));
+    return arith::BitcastOp::create(b, loc, f32(), max);
+  }
 
   // The update.
   LogicalResult emitTile();
@@ -521,14 +529,8 @@ Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize,
   // One lane's |x| may be a NaN of any payload; two or more pass through
   // max.NaN, which gives the canonical one, the largest positive pattern.
   bool redux = magnitudes && lanes >= 2 && threadsPerGroup >= 32;
-  auto warpMax = [&](Value v) {
-    Value bits = arith::BitcastOp::create(b, loc, i32(), v);
-    Value max = NVVM::ReduxOp::create(b, loc, i32(), bits,
-                                      NVVM::ReduxKind::UMAX, constI32(-1));
-    return Value(arith::BitcastOp::create(b, loc, f32(), max));
-  };
   if (redux) {
-    scalar = warpMax(scalar);
+    scalar = warpMaxOfMagnitudes(scalar);
   } else {
     Value width = constI32(32);
     for (int64_t offset = 1; offset < std::min<int64_t>(threadsPerGroup, 32);
@@ -578,12 +580,6 @@ Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize,
 
 void KernelEmitter::reduceCodebookAbsmaxes(
     ArrayRef<std::pair<int, Value>> lanesMax) {
-  auto warpMax = [&](Value v) {
-    Value bits = arith::BitcastOp::create(b, loc, i32(), v);
-    Value max = NVVM::ReduxOp::create(b, loc, i32(), bits,
-                                      NVVM::ReduxKind::UMAX, constI32(-1));
-    return Value(arith::BitcastOp::create(b, loc, f32(), max));
-  };
   int64_t warps = threads / 32;
   Value warp = arith::DivUIOp::create(b, loc, tid, constI64(32));
   Value laneId = arith::RemUIOp::create(b, loc, tid, constI64(32));
@@ -592,7 +588,7 @@ void KernelEmitter::reduceCodebookAbsmaxes(
       constI64(warps));
   SmallVector<Value> warpMaxima;
   for (auto [index, value] : lanesMax)
-    warpMaxima.push_back(warpMax(value));
+    warpMaxima.push_back(warpMaxOfMagnitudes(value));
   auto ifOp = scf::IfOp::create(
       b, loc, TypeRange{},
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, laneId,
@@ -618,7 +614,7 @@ void KernelEmitter::reduceCodebookAbsmaxes(
     Value j = arith::MinUIOp::create(b, loc, laneId, constI64(warpsPerGroup - 1));
     Value slot = arith::AddIOp::create(
         b, loc, parity, arith::AddIOp::create(b, loc, firstWarp, j));
-    codebookAbsmax[index] = warpMax(
+    codebookAbsmax[index] = warpMaxOfMagnitudes(
         load(f32(), gep(codebookSlots.lookup(index), f32(), slot), 4));
   }
 }
