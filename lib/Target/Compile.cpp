@@ -152,9 +152,9 @@ struct CompileOptions {
       cl::init(false), cl::cat(compileCategory)};
   cl::opt<bool> codebookBuckets{
       "codebook-buckets",
-      cl::desc("Codebook codes by one comparison from a table of buckets of "
-               "normalized values (exact; the full search for a bucket of more "
-               "than one midpoint)"),
+      cl::desc("Codebook codes from one entry of a table of buckets of "
+               "normalized values in dynamic shared memory (exact; the full "
+               "search where a bucket holds more than one midpoint)"),
       cl::init(true), cl::cat(compileCategory)};
   cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
                                  cl::desc("LLVM optimization level of host "

@@ -6,7 +6,10 @@
 // vector of f32 lanes, so every per-element operation of the update becomes
 // one vector operation and every stream access one (or a few) 16-byte
 // accesses. A partial last tile uses masked accesses. Group absmax is reduced
-// with warp shuffles, block absmax beyond a warp through shared memory. With
+// with warp shuffles, a codebook block's absmax by redux.sync within a warp and
+// through shared memory across warps (one barrier per tile for all states);
+// codebook codes come from a bucket table in dynamic shared memory, and the
+// unstaged codebook kernels prefetch a later tile into L2. With
 // async copies each thread copies its part of the full tile stages - 1 ahead
 // into shared memory (cp.async) before it computes the current one, so the
 // tiles' loads are in flight without holding registers; the run's loop then
