@@ -437,16 +437,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     break;
   case Emit::GPU: {
     PassManager pm(&context);
-    ConvertQoptToGPUOptions toGPU;
-    toGPU.mode = options.mode;
-    toGPU.threadsPerBlock = options.threadsPerBlock;
-    toGPU.elementsPerThread = options.elementsPerThread;
-    toGPU.checkedRounding = options.checkedRounding;
-    toGPU.guardedIeee = options.guardedIeee;
-    toGPU.codebookBuckets = options.codebookBuckets;
-    toGPU.asyncCopy = options.asyncCopy;
-    toGPU.l2Prefetch = getChipNumber(options.chip) >= 90;
-    pm.addPass(createConvertQoptToGPU(toGPU));
+    pm.addPass(createConvertQoptToGPU(getConvertQoptToGPUOptions(options)));
     if (failed(pm.run(*module)))
       return 1;
     llvm::raw_string_ostream os(result);

@@ -56,8 +56,8 @@ void mlir::qopt::buildQoptOptimizationPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
-                                         const KernelOptions &options) {
+ConvertQoptToGPUOptions
+mlir::qopt::getConvertQoptToGPUOptions(const KernelOptions &options) {
   ConvertQoptToGPUOptions toGPU;
   toGPU.mode = options.mode;
   toGPU.threadsPerBlock = options.threadsPerBlock;
@@ -68,7 +68,12 @@ void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
   toGPU.asyncCopy = options.asyncCopy;
   // cp.async.bulk.prefetch.L2 is sm_90's.
   toGPU.l2Prefetch = getChipNumber(options.chip) >= 90;
-  pm.addPass(createConvertQoptToGPU(toGPU));
+  return toGPU;
+}
+
+void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
+                                         const KernelOptions &options) {
+  pm.addPass(createConvertQoptToGPU(getConvertQoptToGPUOptions(options)));
 
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;

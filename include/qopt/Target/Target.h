@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/JSON.h"
@@ -61,6 +62,11 @@ void buildQoptOptimizationPipeline(OpPassManager &pm);
 /// Adds convert-qopt-to-gpu and the upstream passes down to gpu.module with
 /// NVVM/LLVM dialect ops (no binary yet).
 void buildQoptToNVVMPipeline(OpPassManager &pm, const KernelOptions &options);
+
+/// convert-qopt-to-gpu's options for `options` (l2-prefetch where the chip
+/// has cp.async.bulk.prefetch: sm_90 and newer); the pipeline above and
+/// `qopt-opt --emit=gpu` both take them from here.
+ConvertQoptToGPUOptions getConvertQoptToGPUOptions(const KernelOptions &options);
 
 /// Lowers `module` (qopt dialect, uniforms outlined) to PTX text. The module
 /// is consumed. Emits diagnostics and fails on error.

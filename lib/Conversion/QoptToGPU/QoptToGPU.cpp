@@ -136,6 +136,12 @@ private:
   /// tile's writes behind the reads of the one before: a warp writes a
   /// buffer again two tiles on, after all warps passed the barrier between.
   void reduceCodebookAbsmaxes(ArrayRef<std::pair<int, Value>> lanesMax);
+  /// The maximum of |value| over the thread's lanes, lanes past the end of
+  /// the tensor as 0 (a codebook block's absmax before its reduction).
+  Value lanesAbsMax(Value value) {
+    return math.laneMaximum(
+        math.select(laneMask, math.abs(value), math.constF(value, 0.0)));
+  }
   /// The warp's maximum of magnitudes (+0 or more, or a NaN with its sign
   /// clear): one redux.sync of their bit patterns as unsigned integers.
   Value warpMaxOfMagnitudes(Value v) {
@@ -716,9 +722,8 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
   // the number of midpoints strictly below c (torch.bucketize, right=False).
   Value absmax = codebookAbsmax.lookup(index);
   if (!absmax)
-    absmax = reduceGroupMax(
-        math.laneMaximum(math.select(laneMask, math.abs(value), zeros)),
-        codebook.getBlock(), /*magnitudes=*/true);
+    absmax = reduceGroupMax(lanesAbsMax(value), codebook.getBlock(),
+                            /*magnitudes=*/true);
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
   Value codes = codebookCodes(index, value, divisor, absmax);
   storeElements(streamIndex(StreamRole::StateCodes, index), codes);
@@ -1072,9 +1077,7 @@ LogicalResult KernelEmitter::emitTile() {
                   states.begin();
       if (codebookSlots.count(index)) {
         loc = op->getLoc();
-        lanesMax.push_back(
-            {index, math.laneMaximum(math.select(laneMask, math.abs(value),
-                                                 math.constF(value, 0.0)))});
+        lanesMax.push_back({index, lanesAbsMax(value)});
       }
     }
   if (!lanesMax.empty())
@@ -1129,14 +1132,12 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // most, its 64 Ki registers at 64 a thread: four blocks of 256 threads.
   // Without the bound ptxas takes 90 registers for 256 threads (the bucket
   // lookups' loads in flight), two blocks per SM.
+  if (asyncCopy)
+    staging = getTileStaging(optimizer, TileShape{threads, lanes});
   int64_t codebookBlocks = std::min<int64_t>(
       65536 / (threads * 64),
       228 * 1024 /
-          (getDynamicSharedBytes(
-               optimizer,
-               asyncCopy ? getTileStaging(optimizer, TileShape{threads, lanes})
-                         : TileStaging(),
-               codebookBuckets) +
+          (getDynamicSharedBytes(optimizer, staging, codebookBuckets) +
            int64_t(codebookStates.size()) * 2150 + 1024));
   if (!codebookStates.empty() && codebookBlocks >= 2)
     func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(codebookBlocks));
@@ -1160,7 +1161,6 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
 
   std::string prefix = ("__qopt_" + optimizer.getSymName()).str();
   if (asyncCopy) {
-    staging = getTileStaging(optimizer, TileShape{threads, lanes});
     if (staging.streams.empty())
       optimizer.emitWarning("async copies: no stream of a ")
           << threads << " x " << lanes
@@ -1399,16 +1399,15 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, next, copyEnd);
     copyAheadIf(nextFull, nextPtrs, stageOf(next));
   }
-  // Thread 0 has L2 fetch the read streams of the run's full tile `ahead`
-  // tiles on (getL2PrefetchTiles): a tile's loads then wait on L2, not DRAM,
+  // Thread 0 has L2 fetch the read streams of the run's full tile
+  // `prefetchAhead` tiles on (getL2PrefetchTiles): a tile's loads then wait on L2, not DRAM,
   // with no register or shared memory held for them.
   int64_t prefetchAhead =
       l2Prefetch ? getL2PrefetchTiles(optimizer, stagingBase != nullptr) : 0;
   if (prefetchAhead) {
-    int64_t ahead = prefetchAhead;
     // Only the block's own tiles (the run's: the next run's first tiles are
     // another tensor's) that lie wholly inside the tensor.
-    Value later = arith::AddIOp::create(b, loc, t, constI64(ahead));
+    Value later = arith::AddIOp::create(b, loc, t, constI64(prefetchAhead));
     Value inRun =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, later, copyEnd);
     Value first0 =

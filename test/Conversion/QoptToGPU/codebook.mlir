@@ -2,6 +2,8 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu='codebook-buckets=false guarded-ieee=false' | FileCheck %s --check-prefix=FULL
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOASYNC
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=l2-prefetch=false | FileCheck %s --check-prefix=NOPF
+// RUN: qopt-opt %s --emit=gpu --arch=sm_80 | FileCheck %s --check-prefix=NOPF
+// RUN: qopt-opt %s --emit=gpu --arch=sm_90 | FileCheck %s --check-prefix=PF
 // RUN: qopt-opt %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 // RUN: qopt-opt %s --emit=ptx --codebook-buckets=false -o %t.off.ptx
@@ -14,6 +16,9 @@
 // Without l2-prefetch (what the pipelines set below sm_90): no prefetch.
 // NOPF-NOT: nvvm.cp.async.bulk.prefetch
 // NOPF: gpu.return
+// qopt-opt --emit=gpu takes the pass options from the chip as the PTX
+// pipeline does (getConvertQoptToGPUOptions): the prefetch on sm_90 only.
+// PF-COUNT-3: nvvm.cp.async.bulk.prefetch
 
 // Seed 000's blockwise codebook: the qmap table and its 255 midpoints (and 8
 // of +inf after them) in shared memory, filled once per block, and in the
