@@ -1362,26 +1362,50 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // `ahead` tiles are copied before the loop, tile t + ahead while tile t
   // computes; stage k % stages holds the run's k-th tile.
   int64_t stages = staging.stages, ahead = stages - 1;
+  // Where the pointers are carried the loop counts the run's tiles from 0
+  // in 32 bits (the tile map's indices are 64-bit): one uniform add and
+  // compare per tile where 64-bit ones took two each. A run holds at most
+  // ceil(numTiles / gridDim.x) tiles, 2^31 of which would be 2^43 elements.
+  // (The codebook kernels, at their 64 registers, keep the tile index: 2%
+  // slower in 32 bits.) Tiles before `copyEnd` (min(runEnd, fullEnd)) lie
+  // wholly inside the tensor; only they are copied ahead.
+  bool relative = carryPointers();
   Value copyEnd = arith::MinSIOp::create(b, loc, runEnd, fullEnd);
-  auto stageOf = [&](Value k) {
+  auto runRelative = [&](Value end) -> Value {
+    return arith::TruncIOp::create(b, loc, i32(),
+                                   arith::SubIOp::create(b, loc, end, runStart));
+  };
+  // The loop's bounds and the bound of its full tiles, in its own terms.
+  Value lower = relative ? Value(constI32(0)) : runStart;
+  Value upper = relative ? runRelative(runEnd) : runEnd;
+  Value fullLimit = relative ? runRelative(copyEnd) : copyEnd;
+  auto plus = [&](Value k, int64_t j) -> Value {
+    return arith::AddIOp::create(b, loc, k, relative ? constI32(j) : constI64(j));
+  };
+  auto stageOf = [&](Value k) -> Value {
+    if (relative)
+      return arith::ExtUIOp::create(
+          b, loc, i64(), arith::RemUIOp::create(b, loc, k, constI32(stages)));
     return arith::RemUIOp::create(b, loc, arith::SubIOp::create(b, loc, k, runStart),
                                   constI64(stages));
   };
   if (stagingBase)
     for (int64_t j = 0; j < ahead; ++j)
-      copyAheadIf(arith::CmpIOp::create(
-                      b, loc, arith::CmpIPredicate::slt,
-                      arith::AddIOp::create(b, loc, runStart, constI64(j)),
-                      copyEnd),
+      copyAheadIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                        plus(lower, j), fullLimit),
                   advance(runPtrs, j), constI64(j));
-  auto loop = scf::ForOp::create(b, loc, runStart, runEnd, constI64(1),
+  auto loop = scf::ForOp::create(b, loc, lower, upper,
+                                 relative ? Value(constI32(1)) : Value(constI64(1)),
                                  advance(runPtrs, ahead));
   scf::YieldOp::create(b, loc, ValueRange{runEnd});
   b.setInsertionPointToStart(loop.getBody());
   SmallVector<Value> nextPtrs(loop.getRegionIterArgs().begin(),
                               loop.getRegionIterArgs().end());
   tilePtrs = advance(nextPtrs, -ahead);
-  Value t = loop.getInductionVar();
+  Value k = loop.getInductionVar();
+  Value t = relative ? Value(arith::AddIOp::create(
+                           b, loc, runStart, arith::ExtUIOp::create(b, loc, i64(), k)))
+                     : k;
   tileIndex = t;
   auto tileBase = [&] {
     return arith::AddIOp::create(
@@ -1394,9 +1418,9 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   if (!carryPointers())
     base = tileBase();
   if (stagingBase) {
-    Value next = arith::AddIOp::create(b, loc, t, constI64(ahead));
-    Value nextFull =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, next, copyEnd);
+    Value next = plus(k, ahead);
+    Value nextFull = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                           next, fullLimit);
     copyAheadIf(nextFull, nextPtrs, stageOf(next));
   }
   // Thread 0 has L2 fetch the read streams of the run's full tile
@@ -1408,8 +1432,9 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     // Only the block's own tiles (the run's: the next run's first tiles are
     // another tensor's) that lie wholly inside the tensor.
     Value later = arith::AddIOp::create(b, loc, t, constI64(prefetchAhead));
-    Value inRun =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, later, copyEnd);
+    Value inRun = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                        relative ? plus(k, prefetchAhead) : later,
+                                        fullLimit);
     Value first0 =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, constI64(0));
     Value prefetch = arith::AndIOp::create(b, loc, first0, inRun);
@@ -1432,7 +1457,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   Value tileFull;
   if (carryPointers()) {
     tileFull =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, t, fullEnd);
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, k, fullLimit);
   } else {
     Value tileEnd = arith::MulIOp::create(
         b, loc,
@@ -1454,7 +1479,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       // stage is copied into again only after the thread has used what it
       // read.
       NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead));
-      stage = stageOf(t);
+      stage = stageOf(k);
     }
     full = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
     active = full;

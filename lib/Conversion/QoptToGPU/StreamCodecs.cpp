@@ -315,13 +315,25 @@ Value LaneMath::reciprocal(Value c) {
   return fma(e, r0, r0);
 }
 
+Value LaneMath::reciprocalOfUniform(Value u) {
+  // Where u is defined (a launch uniform: before the tile loop), not in the
+  // tile body: LLVM does not hoist the rcp.approx intrinsic out of the loop's
+  // conditional tile bodies. Only where registers are to spare: the register
+  // it holds across the loop slowed the codebook kernels by 2%.
+  if (!facts || !facts->registersToSpare)
+    return reciprocal(u);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointAfterValue(u);
+  return reciprocal(u);
+}
+
 Value LaneMath::correctedQuotient(Value a, Value c, Value r, Value q0) {
   Value rem = fma(arith::NegFOp::create(b, loc, c), q0, a);
   return fma(r, rem, q0);
 }
 
 Value LaneMath::divByUniformUnchecked(Value a, Value u) {
-  Value r = vector::BroadcastOp::create(b, loc, a.getType(), reciprocal(u));
+  Value r = vector::BroadcastOp::create(b, loc, a.getType(), reciprocalOfUniform(u));
   Value lanes = vector::BroadcastOp::create(b, loc, a.getType(), u);
   return correctedQuotient(a, lanes, r, arith::MulFOp::create(b, loc, a, r));
 }
@@ -365,7 +377,8 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   if (uniform) {
     // The divisor is the same for every lane: its reciprocal and its range
     // once.
-    r = vector::BroadcastOp::create(b, loc, c.getType(), reciprocal(uniform));
+    r = vector::BroadcastOp::create(b, loc, c.getType(),
+                                    reciprocalOfUniform(uniform));
     Value mag = abs(uniform);
     divisorInRange = arith::AndIOp::create(
         b, loc, cmp(arith::CmpFPredicate::OGE, mag, constF(mag, 0x1p-60)),
@@ -546,10 +559,33 @@ static Value bitsOf(LaneMath &m, Value x, unsigned width) {
 }
 
 /// A bf16 (lanes) widened to f32 from its bits: the pattern shifted up.
+/// An even number of lanes is taken as the 32-bit words that hold them in
+/// pairs: the even lane is the word shifted up, the odd lane the word with
+/// its low half cleared. One operation per lane; per lane, LLVM extracts the
+/// odd half first (a PRMT) and shifts it, and a packed bf16 about to be
+/// stored is taken apart into halves and put back together (two PRMT).
 static Value widenBf16Bits(LaneMath &m, Value stored) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
   Type i32 = withElement(stored.getType(), b.getI32Type());
+  auto lanes = dyn_cast<VectorType>(stored.getType());
+  if (lanes && lanes.getRank() == 1 && lanes.getNumElements() % 2 == 0) {
+    int64_t n = lanes.getNumElements();
+    auto wordsType = VectorType::get({n / 2}, b.getI32Type());
+    Value words = vector::BitCastOp::create(b, loc, wordsType, stored);
+    Value even = arith::ShLIOp::create(b, loc, words, m.constI(wordsType, 16));
+    Value odd = arith::AndIOp::create(
+        b, loc, words,
+        m.constI(wordsType, static_cast<int32_t>(0xFFFF0000u)));
+    SmallVector<int64_t> interleave;
+    for (int64_t i = 0; i < n / 2; ++i) {
+      interleave.push_back(i);
+      interleave.push_back(n / 2 + i);
+    }
+    Value bits = vector::ShuffleOp::create(b, loc, even, odd, interleave);
+    return arith::BitcastOp::create(
+        b, loc, withElement(stored.getType(), b.getF32Type()), bits);
+  }
   return arith::BitcastOp::create(
       b, loc, withElement(stored.getType(), b.getF32Type()),
       arith::ShLIOp::create(
@@ -671,6 +707,9 @@ Value mlir::qopt::widenToF32(LaneMath &m, Value stored) {
     return stored;
   if (m.getTarget() == LaneMath::Target::Host)
     return widenHost(m, stored);
+  // As the bits, not cvt.f32.bf16: see widenBf16Bits.
+  if (elem.isBF16())
+    return widenBf16Bits(m, stored);
   return arith::ExtFOp::create(
       b, m.location(), withElement(stored.getType(), b.getF32Type()), stored);
 }

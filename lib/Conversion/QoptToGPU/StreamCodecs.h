@@ -185,6 +185,8 @@ private:
   /// ptxas's reciprocal of c: fma(fma(-c, r0, 1), r0, r0), r0 =
   /// rcp.approx.ftz(c) (lane by lane for a vector).
   Value reciprocal(Value c);
+  /// reciprocal(u) of a scalar u, computed where u is defined.
+  Value reciprocalOfUniform(Value u);
   /// fma(r, fma(-c, q0, a), q0): q0 = a * r corrected by its remainder.
   Value correctedQuotient(Value a, Value c, Value r, Value q0);
   Value guardedSqrt(Value a);

@@ -51,7 +51,8 @@
 // CHECK-NEXT: nvvm.cp.async.commit.group
 // The loop carries the pointers two tiles on (p: 2 x 16384 bytes).
 // CHECK: llvm.getelementptr %{{.+}}[%c32768_i64]
-// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[P1:.+]] = %{{.+}}, %[[G1:.+]] = %{{.+}}, %[[MC1:.+]] = %{{.+}}, %[[MS1:.+]] = %{{.+}}, %[[VC1:.+]] = %{{.+}}, %[[VS1:.+]] = %{{.+}}) -> (!llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
+// The loop counts the run's tiles from 0 in 32 bits.
+// CHECK: scf.for %[[K:.+]] = %c0_i32 to %{{.+}} step %c1_i32{{.*}} iter_args(%[[P1:.+]] = %{{.+}}, %[[G1:.+]] = %{{.+}}, %[[MC1:.+]] = %{{.+}}, %[[MS1:.+]] = %{{.+}}, %[[VC1:.+]] = %{{.+}}, %[[VS1:.+]] = %{{.+}}) -> (!llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)
 // This tile's thread pointers, two tiles back.
 // CHECK: %[[P:.+]] = llvm.getelementptr %[[P1]][%c-32768_i64]
 // CHECK: %[[G:.+]] = llvm.getelementptr %[[G1]][%c-32768_i64{{.*}}]
@@ -61,8 +62,9 @@
 // CHECK: %[[VS:.+]] = llvm.getelementptr %[[VS1]][%c-512_i64{{.*}}]
 // The tile two on, if it is in the run and full, into stage (its index in
 // the run) % 3, from the carried pointers.
-// CHECK: arith.cmpi slt
-// CHECK: arith.remui %{{.+}}, %c3_i64
+// CHECK: %[[NEXT:.+]] = arith.addi %[[K]], %c2_i32{{.*}} : i32
+// CHECK: arith.cmpi slt, %[[NEXT]], %{{.+}} : i32
+// CHECK: arith.remui %[[NEXT]], %c3_i32{{.*}} : i32
 // CHECK: scf.if %{{.+}} {
 // CHECK: llvm.getelementptr %[[P1]][%c0_i64{{.*}}]
 // CHECK: nvvm.cp.async.shared.global
