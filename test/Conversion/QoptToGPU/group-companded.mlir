@@ -40,10 +40,19 @@
 // CHECK-NEXT:  llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xi8>
 // CHECK-NEXT:  llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<16xi8>
 // CHECK-NOT:   llvm.intr.masked
+// bf16 lanes widen from the words that hold them in pairs: the even lane
+// shifted up, the odd lane with its low half cleared, interleaved.
+// CHECK:       %[[WORDS:.+]] = vector.bitcast %{{.+}} : vector<16xbf16> to vector<8xi32>
+// CHECK:       %[[EVEN:.+]] = arith.shli %[[WORDS]], %{{.+}} : vector<8xi32>
+// CHECK-NEXT:  %[[HIGH:.+]] = arith.constant dense<-65536> : vector<8xi32>
+// CHECK-NEXT:  %[[ODD:.+]] = arith.andi %[[WORDS]], %[[HIGH]] : vector<8xi32>
+// CHECK-NEXT:  vector.shuffle %[[EVEN]], %[[ODD]] [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15] : vector<8xi32>, vector<8xi32>
 // CHECK:       gpu.shuffle xor %{{.+}}, %{{.+}}, %{{.+}} : f32
 // CHECK-NOT:   gpu.shuffle
 // CHECK:       llvm.call_intrinsic "llvm.floor"
-// CHECK:       arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+// The rounded parameter, widened the same way for its error bits.
+// CHECK:       %[[X16:.+]] = arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+// CHECK-NEXT:  vector.bitcast %[[X16]] : vector<16xbf16> to vector<8xi32>
 // CHECK-NOT:   llvm.intr.masked
 // CHECK:       llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
 // CHECK-NEXT:  llvm.store %{{.+}}, %{{.+}} {alignment = 16 : i64} : vector<16xbf16>, !llvm.ptr<1>
