@@ -886,6 +886,7 @@ static Value splitMasterBf16I8(LaneMath &m, Value x32, Value x16) {
 /// takes NaN to rho 0, the reference's value there. trunc(RN(s + copysign(
 /// 0.5, s))) equals the reference's copysign(floor(RN(|s| + 0.5)), s), RN
 /// being symmetric: ties go away from zero (|s| <= Nmax, no saturation).
+/// (bf16 with int8 rho, where s is exact: cvt.rni(s), see below.)
 /// Checked against the reference on every float32 for the four formats: on
 /// the GPU by test/host/EccExhaustiveTest.cpp, and as C++ float arithmetic.
 /// (The host keeps the integer and two-step forms below: they have no
@@ -914,16 +915,38 @@ static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
   // rounding direction's integer is the same (EccExhaustiveTest: every
   // float32, every format).
   Value p = m.mul(e, scale);
-  Value t = m.fma(p, m.constF(p, f.nmax * std::ldexp(1.0, f.mbits)),
-                  m.copySign(m.constF(p, 0.5), p));
-  // cvt.rzi.s32.f32: truncates, saturates, and takes NaN to 0 (PTX ISA;
-  // llvm.fptosi.sat would add the saturation and NaN selects around it).
-  Value rho = m.perLane(
-      t,
-      [&](Value lane) {
-        return m.intrinsic("llvm.nvvm.f2i.rz", {lane}, b.getI32Type());
-      },
-      b.getI32Type());
+  Value k = m.constF(p, f.nmax * std::ldexp(1.0, f.mbits));
+  Value rho;
+  if (f.rhoWidth == 8 && f.mbits == 7) {
+    // bf16 and int8 rho: s = p * k is exact (p is a multiple of 2^-23 of
+    // magnitude at most 2^-7 + 2^-23, 17 significant bits at most; k = 127 *
+    // 2^7 has 7), so the reference's copysign(floor(|s| + 0.5), s) is s
+    // rounded to the nearest integer, ties away from zero. cvt.rni rounds
+    // ties to even instead: the same where the tie's integer above is even,
+    // and the only ties s reaches (s = 127 * j * 2^-16) are +-63.5, which go
+    // to +-64 both ways. (For f16, s reaches k + 0.5 for every k.)
+    // cvt.rni.s32.f32 takes NaN (an infinite or NaN x16) to 0. One FMUL and
+    // the conversion, where the copysign and FMA before cvt.rzi took three.
+    // Checked on every float32: EccExhaustiveTest on the GPU, and the same
+    // arithmetic as C++ floats against the reference.
+    Value s = m.mul(p, k);
+    rho = m.perLane(
+        s,
+        [&](Value lane) {
+          return m.intrinsic("llvm.nvvm.f2i.rn", {lane}, b.getI32Type());
+        },
+        b.getI32Type());
+  } else {
+    Value t = m.fma(p, k, m.copySign(m.constF(p, 0.5), p));
+    // cvt.rzi.s32.f32: truncates, saturates, and takes NaN to 0 (PTX ISA;
+    // llvm.fptosi.sat would add the saturation and NaN selects around it).
+    rho = m.perLane(
+        t,
+        [&](Value lane) {
+          return m.intrinsic("llvm.nvvm.f2i.rz", {lane}, b.getI32Type());
+        },
+        b.getI32Type());
+  }
   return arith::TruncIOp::create(
       b, loc, withElement(x16.getType(), b.getIntegerType(f.rhoWidth)), rho);
 }
