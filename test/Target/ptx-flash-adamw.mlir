@@ -40,12 +40,13 @@
 // IEEE-NOT: sqrt.approx
 // IEEE-NOT: div.approx
 // IEEE-NOT: rcp.approx
-// No contraction (an fma of registers); the one fma is the error bits'
-// encode, s * (Nmax * 2^mbits) + copysign(0.5, s) rounded once (16256 =
-// 127 * 2^7; exact, EccExhaustiveTest).
-// IEEE-NOT: fma.rn.f32 {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}},
-// IEEE: fma.rn.f32 {{%r[0-9]+}}, {{%r[0-9]+}}, 0f467E0000, {{%r[0-9]+}};
-// IEEE-NOT: fma.rn.f32 {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}},
+// No contraction: no fma at all. The error bits' encode is the exact
+// s = p * (Nmax * 2^mbits) (16256 = 127 * 2^7) rounded to the nearest
+// integer by cvt.rni (EccExhaustiveTest).
+// IEEE-NOT: fma.rn.f32
+// IEEE: mul.rn.f32 [[S:%r[0-9]+]], {{%r[0-9]+}}, 0f467E0000;
+// IEEE: cvt.rni.s32.f32 {{%r[0-9]+}}, [[S]];
+// IEEE-NOT: fma.rn.f32
 
 // SM80: .target sm_80
 

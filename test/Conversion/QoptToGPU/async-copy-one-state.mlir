@@ -16,9 +16,20 @@
 // AUTO: gpu.func @Momentum({{.+}}) kernel attributes {known_block_size = array<i32: 512, 1, 1>}
 // AUTO: nvvm.cp.async.shared.global %{{.+}}, %{{.+}}, 4, cache =  ca
 // AUTO: nvvm.cp.async.commit.group
+// With one state the loop carries the four streams' pointers three tiles on
+// and counts the run's tiles from 0 in 32 bits.
+// AUTO: scf.for %{{.+}} = %c0_i32 to %{{.+}} step %{{.+}} iter_args(%[[P:[^ ]+]] = %{{.+}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (!llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)  : i32 {
 // AUTO: nvvm.cp.async.wait.group 3
 // AUTO: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<8xbf16>
 // AUTO: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// The advance, after the tile's last use of the pointers: inline PTX, so
+// that LLVM does not fold the phi into current pointers (QoptToGPU.cpp).
+// AUTO: llvm.ptrtoint %[[P]]
+// AUTO-NEXT: llvm.inline_asm "add.s64 $0, $1, 8192;", "=l,l"
+// AUTO: llvm.inline_asm "add.s64 $0, $1, 8192;", "=l,l"
+// AUTO: llvm.inline_asm "add.s64 $0, $1, 4096;", "=l,l"
+// AUTO: llvm.inline_asm "add.s64 $0, $1, 512;", "=l,l"
+// AUTO: scf.yield %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>
 
 // OFF-NOT: cp.async
 // OFF: llvm.load %{{.+}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>

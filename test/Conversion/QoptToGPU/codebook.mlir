@@ -105,17 +105,19 @@
 // within 2^-24 of 0, where every c has one code), then per lane |c|
 // clamped below to 2^-24, its bucket in its sign's half, one load, and the
 // entry plus c's low 16 bits (complemented where negative), whose bits
-// 16..23 are the code.
-// CHECK: arith.cmpf ole, %{{.+}}, %cst
-// CHECK: arith.cmpf oge, %{{.+}}, %cst
+// 16..23 are the code. The block's reciprocal where d is computed.
+// CHECK: %[[D:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
+// CHECK-NEXT: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"(%[[D]])
+// CHECK: llvm.intr.fma
+// CHECK: llvm.intr.fma
+// CHECK: arith.cmpf ole, %[[D]], %cst
+// CHECK: arith.cmpf oge, %[[D]], %cst
 // CHECK: %[[INF:.+]] = arith.constant 0x7F800000 : f32
 // CHECK: %[[FINITE:.+]] = arith.cmpf olt, %{{.+}}, %[[INF]] : f32
 // CHECK: %[[RANGE:.+]] = arith.andi %[[FINITE]]
 // CHECK: %[[FAST:.+]] = arith.andi %[[FIT]], %[[RANGE]] : i1
 // CHECK: scf.if %[[FAST]] -> (vector<16xi8>) {
-// CHECK-NEXT: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
-// CHECK: llvm.intr.fma
-// CHECK: llvm.intr.fma
+// CHECK-NOT: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
 // CHECK: arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
 // CHECK: llvm.intr.fma
 // CHECK: llvm.intr.fma

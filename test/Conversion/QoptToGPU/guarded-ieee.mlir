@@ -11,17 +11,20 @@
 // divisor broadcast from a uniform gets its reciprocal once.
 
 // CHECK-LABEL: gpu.func @Guarded
-// v / c, c a uniform. The lanes' range: one minimum and one maximum of |v|
-// over the lanes, two comparisons.
+// v / c, c a uniform: its reciprocal, refined once, where the uniform is
+// loaded (before the tile loop).
+// CHECK: %[[C:.+]] = llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-NEXT: %[[R0:.+]] = llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"(%[[C]]) : (f32) -> f32
+// CHECK: %[[NC:.+]] = arith.negf %[[C]] : f32
+// CHECK: %[[E:.+]] = llvm.intr.fma(%[[NC]], %[[R0]], %{{.+}}) : (f32, f32, f32) -> f32
+// CHECK: %[[R:.+]] = llvm.intr.fma(%[[E]], %[[R0]], %[[R0]]) : (f32, f32, f32) -> f32
+// CHECK: scf.for
+// The lanes' range: one minimum and one maximum of |v| over the lanes, two
+// comparisons; then the divisor's range.
 // CHECK: arith.minimumf
 // CHECK: arith.maximumf
 // CHECK: arith.cmpf oge
 // CHECK: arith.cmpf ole
-// The reciprocal of the scalar, refined once, and its range.
-// CHECK: %[[R0:.+]] = llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"(%[[C:.+]]) : (f32) -> f32
-// CHECK: %[[NC:.+]] = arith.negf %[[C]] : f32
-// CHECK: %[[E:.+]] = llvm.intr.fma(%[[NC]], %[[R0]], %{{.+}}) : (f32, f32, f32) -> f32
-// CHECK: %[[R:.+]] = llvm.intr.fma(%[[E]], %[[R0]], %[[R0]]) : (f32, f32, f32) -> f32
 // CHECK: %[[RV:.+]] = vector.broadcast %[[R]] : f32 to vector<16xf32>
 // CHECK: arith.cmpf ole
 // CHECK: arith.cmpf oge
@@ -66,9 +69,8 @@
 // FAST-NOT: llvm.inline_asm
 // FAST: gpu.return
 
-// The emitted sequence: the uniform reciprocal hoisted out of the tile loop,
-// refined per tile, then per lane mul.rn and two fma.rn, div.rn behind the
-// branch.
+// The emitted sequence: the uniform reciprocal and its refinement before the
+// tile loop, then per lane mul.rn and two fma.rn, div.rn behind the branch.
 // PTX: .visible .entry Guarded(
 // 256 threads: built for two resident blocks per SM.
 // PTX: .maxntid 256, 1, 1
@@ -77,7 +79,7 @@
 // PTX-DAG: rcp.approx.ftz.f32 [[R0:%r[0-9]+]], [[C]];
 // PTX: fma.rn.f32 [[E:%r[0-9]+]], [[NC]], [[R0]], 0f3F800000;
 // PTX: fma.rn.f32 [[R:%r[0-9]+]], [[E]], [[R0]], [[R0]];
-// PTX: mul.rn.f32 [[Q0:%r[0-9]+]], {{%r[0-9]+}}, [[R]];
+// PTX: mul.rn.f32 [[Q0:%r[0-9]+]], [[R]], {{%r[0-9]+}};
 // PTX: fma.rn.f32 [[REM:%r[0-9]+]], [[NC]], [[Q0]],
 // PTX: fma.rn.f32 {{%r[0-9]+}}, [[R]], [[REM]], [[Q0]];
 // PTX: div.rn.f32
