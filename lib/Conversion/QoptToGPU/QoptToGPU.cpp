@@ -12,8 +12,8 @@
 // unstaged codebook kernels prefetch a later tile into L2. With
 // async copies each thread copies its part of the full tile stages - 1 ahead
 // into shared memory (cp.async) before it computes the current one, so the
-// tiles' loads are in flight without holding registers; the run's loop then
-// carries the streams' thread pointers.
+// tiles' loads are in flight without holding registers; a full tile then
+// addresses its streams from thread pointers set up once per run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -227,15 +227,17 @@ private:
   // count, loaded once.
   Value desc, numel;
   // Per-tile values: the thread's first element in its tensor, the masks of
-  // a partial tile, and (where the run's loop carries them, else empty) the
-  // thread pointers of the tile's streams.
+  // a partial tile, and (with run thread pointers, else empty) the thread
+  // pointers of the tile's streams.
   Value base, full, active, laneMask;
   SmallVector<Value> tilePtrs;
-  /// Whether the run's loop carries the thread pointers: where the tiles are
-  /// staged, whose kernels run one block per multiprocessor and have
-  /// registers to spare (128 at 512 threads). The codebook kernels take 64
-  /// registers for four blocks; carrying would take them to 106.
-  bool carryPointers() const { return !staging.streams.empty(); }
+  /// Whether a full tile addresses its streams from thread pointers set up
+  /// per run (carried by the run's loop, or computed from the run's per tile
+  /// with two or more states): where the tiles are staged, whose kernels run
+  /// one block per multiprocessor and have registers to spare (128 at 512
+  /// threads). The codebook kernels take 64 registers for four blocks;
+  /// carrying would take them to 106.
+  bool runThreadPointers() const { return !staging.streams.empty(); }
   /// Whether this tile body is the one for a tile wholly inside its tensor
   /// (`full` the constant true): plain vector loads and stores, no masks.
   bool isFullTile() { return matchPattern(full, m_One()); }
@@ -1004,7 +1006,7 @@ LogicalResult KernelEmitter::emitTile() {
   // reduction slots, as only one of them runs per tile.
   preloaded.clear();
   facts.clear();
-  facts.registersToSpare = carryPointers();
+  facts.registersToSpare = runThreadPointers();
   if (guardedMath.isGuarded()) {
     math.setFacts(&facts);
     guardedMath.setFacts(&facts);
@@ -1334,7 +1336,8 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // Each stream's thread pointer at the run's first tile, advanced by the
   // stream's bytes per tile: a full tile's loads, copies and stores take
   // their addresses from these, with no 64-bit index arithmetic per tile.
-  // The loop carries those of the tile `ahead` on (the copies' sources); the
+  // The loop carries those of the tile `ahead` on (the copies' sources), or
+  // computes them from the run's (two or more states: `madWide` below); the
   // current tile's are those minus `ahead` tiles, an immediate offset of the
   // stores, so that one register pair per stream lives across the loop.
   Value firstInTensor = arith::SubIOp::create(b, loc, runStart, firstTile);
@@ -1343,7 +1346,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       threadBase());
   SmallVector<Value> runPtrs;
   for (auto [i, info] : llvm::enumerate(streams)) {
-    if (!carryPointers())
+    if (!runThreadPointers())
       break;
     Value index = info.perElements == 1
                       ? firstBase
@@ -1362,14 +1365,14 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // `ahead` tiles are copied before the loop, tile t + ahead while tile t
   // computes; stage k % stages holds the run's k-th tile.
   int64_t stages = staging.stages, ahead = stages - 1;
-  // Where the pointers are carried the loop counts the run's tiles from 0
+  // With run thread pointers the loop counts the run's tiles from 0
   // in 32 bits (the tile map's indices are 64-bit): one uniform add and
   // compare per tile where 64-bit ones took two each. A run holds at most
   // ceil(numTiles / gridDim.x) tiles, 2^31 of which would be 2^43 elements.
   // (The codebook kernels, at their 64 registers, keep the tile index: with
   // the 32-bit count they were 2.3% slower, H200.) Tiles before `copyEnd` (min(runEnd, fullEnd)) lie
   // wholly inside the tensor; only they are copied ahead.
-  bool relative = carryPointers();
+  bool relative = runThreadPointers();
   Value copyEnd = arith::MinSIOp::create(b, loc, runEnd, fullEnd);
   auto runRelative = [&](Value end) -> Value {
     return arith::TruncIOp::create(b, loc, i32(),
@@ -1431,7 +1434,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
                               constI64(tile)),
         threadBase());
   };
-  if (!carryPointers())
+  if (!runThreadPointers())
     base = tileBase();
   if (stagingBase) {
     Value next = plus(k, ahead);
@@ -1471,7 +1474,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // (The codebook kernels keep (t - firstTile + 1) * tile <= numel: at 64
   // registers, the bound held across the loop took one more than they have.)
   Value tileFull;
-  if (carryPointers()) {
+  if (runThreadPointers()) {
     tileFull =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, k, fullLimit);
   } else {
@@ -1507,7 +1510,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   b.setInsertionPointToStart(&split.getElseRegion().front());
   // The partial tile addresses its streams from `base`.
   tilePtrs.clear();
-  if (carryPointers())
+  if (runThreadPointers())
     base = tileBase();
   // The tile's successor's pointers, after all of the tile's uses (where
   // the loop carries them).
