@@ -521,10 +521,10 @@ int main(int argc, char **argv) {
       const qopt_launch_info &L = spec.info.launch;
       int warpsPerSM = k.occupancyBlocks * L.threads_per_block / 32;
       double occ = double(warpsPerSM) / double(dev.maxThreadsPerSM / 32);
-      // The runtime's grid: one wave of the resident blocks (the manifest's
-      // suggestion where the driver cannot say).
-      unsigned defaultGrid = unsigned(
-          dev.sms * (k.occupancyBlocks > 0 ? k.occupancyBlocks : L.suggested_blocks_per_sm));
+      // The runtime's wave: the resident blocks (the manifest's suggestion
+      // where the driver cannot say); a case's grid is qopt_launch_grid's.
+      int64_t waveBlocks =
+          dev.sms * (k.occupancyBlocks > 0 ? k.occupancyBlocks : L.suggested_blocks_per_sm);
       std::printf("\n== %s (%s, %s) %s\n   %d regs, %d B local, %d B static smem, %d threads x "
                   "%d elems; %d resident blocks/SM (%d warps, %.0f%% occupancy) vs %d suggested\n",
                   spec.stem.c_str(), spec.info.kernel, spec.binaryFormat.c_str(),
@@ -591,7 +591,7 @@ int main(int argc, char **argv) {
         Launcher la{spec, dk, devTablePtrs};
         for (int64_t step = 1; step <= 2; ++step) {
           BQ(qopt_step(rk, &list, nullptr, 0, step, tableArgs.data(), tableArgs.size(), stream));
-          la(b, step == 1 ? u1.ptr : u2.ptr, unsigned(std::min<int64_t>(b.numTiles, defaultGrid)),
+          la(b, step == 1 ? u1.ptr : u2.ptr, unsigned(qopt_launch_grid(&L, waveBlocks, b.numTiles)),
              stream);
         }
         BCU(d.cuStreamSynchronize(stream));
@@ -686,7 +686,7 @@ int main(int argc, char **argv) {
             fillSet(spec, numels, setsR[s], pools, hostTables, mix(name.size(), s + 1), stream, 2);
           }
           BCU(d.cuCtxSynchronize());
-          unsigned grid = unsigned(std::min<int64_t>(setsD[0].numTiles, defaultGrid));
+          unsigned grid = unsigned(qopt_launch_grid(&L, waveBlocks, setsD[0].numTiles));
           for (Variant &v : variants) {
             const DirectKernel &dk = v.k ? *v.k : k;
             std::vector<TensorSet> &sets = v.realistic ? setsR : setsD;
@@ -741,7 +741,7 @@ int main(int argc, char **argv) {
           fillSet(spec, numels, sets[s], pools, hostTables, mix(name.size(), s + 1), stream);
         }
         BCU(d.cuCtxSynchronize()); // memsets run on the legacy stream
-        unsigned grid = unsigned(std::min<int64_t>(sets[0].numTiles, defaultGrid));
+        unsigned grid = unsigned(qopt_launch_grid(&L, waveBlocks, sets[0].numTiles));
         for (int w = 0; w < opt.warmupSteps; ++w)
           for (int s = 0; s < K; ++s)
             launch(sets[s], warm[std::min(w, 2)], grid, stream);

@@ -234,7 +234,8 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                       {"tile_elements", threads * lanes},
                       {"descriptor_bytes", int64_t(16 + 8 * streams.size())},
                       {"shared_bytes", sharedBytes},
-                      {"suggested_blocks_per_sm", suggestedBlocks}}}};
+                      {"suggested_blocks_per_sm", suggestedBlocks},
+                      {"waves", getGridWaves(optimizer)}}}};
     if (gradScaling)
       kernel["grad_scaling"] = json::Object{{"scale", "grad_scale"},
                                             {"found_inf", "found_inf"}};

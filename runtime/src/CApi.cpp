@@ -614,6 +614,16 @@ qopt_status qopt_kernel_get_info(const qopt_kernel *kernel,
   });
 }
 
+int64_t qopt_launch_grid(const qopt_launch_info *launch, int64_t wave_blocks,
+                         int64_t num_tiles) {
+  if (!launch || wave_blocks <= 0 || num_tiles <= 0)
+    return 0;
+  int64_t waves = std::clamp<int64_t>(
+      num_tiles / (wave_blocks * QOPT_MIN_TILES_PER_BLOCK), 1,
+      std::max<int32_t>(launch->waves, 1));
+  return std::min(num_tiles, wave_blocks * waves);
+}
+
 //===--- Steps ------------------------------------------------------------===//
 
 qopt_status qopt_validate(qopt_kernel *kernel, const qopt_tensor_list *tensors,

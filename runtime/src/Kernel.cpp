@@ -184,10 +184,10 @@ void Kernel::finishCudaLoad() {
             static_cast<int>(l.shared_bytes));
   }
   // The kernels are persistent and give each block one contiguous range of
-  // tiles: one wave of exactly the blocks that fit (the driver's occupancy)
-  // keeps every multiprocessor busy to the end; a grid of 4 per SM where 3
-  // fit would run a second wave at a third of the machine. The manifest's
-  // suggestion stands in where the driver cannot say.
+  // tiles: whole waves of exactly the blocks that fit (the driver's
+  // occupancy) keep every multiprocessor busy to the end; a grid of 4 per SM
+  // where 3 fit would run a second wave at a third of the machine. The
+  // manifest's suggestion stands in where the driver cannot say.
   int64_t perSM = l.suggested_blocks_per_sm;
   if (auto occupancy = cu::driver().cuOccupancyMaxActiveBlocksPerMultiprocessor) {
     int resident = 0;
@@ -196,6 +196,8 @@ void Kernel::finishCudaLoad() {
         resident > 0)
       perSM = resident;
   }
+  // One wave of them; a step launches up to launch.waves waves
+  // (qopt_launch_grid).
   int64_t blocks = int64_t(ctx_->multiprocessors()) * perSM;
   maxBlocks_ = static_cast<int>(std::clamp<int64_t>(blocks, 1, INT32_MAX));
 }
@@ -874,9 +876,9 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
         break;
       }
     }
-    unsigned grid =
-        static_cast<unsigned>(std::min<int64_t>(numTiles, maxBlocks_));
     const qopt_launch_info &l = m.launch;
+    unsigned grid =
+        static_cast<unsigned>(qopt_launch_grid(&l, maxBlocks_, numTiles));
     cu::check(cu::driver().cuLaunchKernel(
                   function_, grid, 1, 1,
                   static_cast<unsigned>(l.threads_per_block), 1, 1,

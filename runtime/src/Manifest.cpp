@@ -292,6 +292,7 @@ void parseLaunch(const Reader &r, const json &root, Manifest &m) {
                              int64_t(1) << 31);
   l.suggested_blocks_per_sm = static_cast<int32_t>(r.integer(
       *j, "launch", "suggested_blocks_per_sm", false, 1, 1, 1024));
+  l.waves = static_cast<int32_t>(r.integer(*j, "launch", "waves", false, 1, 1, 1024));
 }
 
 /// The streams that param, grad and states imply, in ABI order.

@@ -35,6 +35,7 @@ TEST(Manifest, ParsesTheFullAbiExample) {
   EXPECT_EQ(info.launch.tile_elements, 4096);
   EXPECT_EQ(info.launch.descriptor_bytes, 80);
   EXPECT_EQ(info.launch.suggested_blocks_per_sm, 4);
+  EXPECT_EQ(info.launch.waves, 2);
 
   struct Want {
     const char *name, *state;
@@ -94,6 +95,7 @@ TEST(Manifest, OptionalFieldsTakeTheirDefaults) {
   j["launch"].erase("tile_elements");
   j["launch"].erase("descriptor_bytes");
   j["launch"].erase("suggested_blocks_per_sm");
+  j["launch"].erase("waves");
   j["launch"].erase("shared_bytes");
   qopt_manifest *m = parseOrDie(j.dump());
   ASSERT_NE(m, nullptr);
@@ -104,6 +106,7 @@ TEST(Manifest, OptionalFieldsTakeTheirDefaults) {
   EXPECT_EQ(info.launch.tile_elements, 4096);
   EXPECT_EQ(info.launch.descriptor_bytes, 80);
   EXPECT_EQ(info.launch.suggested_blocks_per_sm, 1);
+  EXPECT_EQ(info.launch.waves, 1);
   EXPECT_STREQ(info.mode, "");
   qopt_table_info t;
   ASSERT_EQ(qopt_manifest_get_table(m, 0, &t), QOPT_SUCCESS);
@@ -254,6 +257,8 @@ const Malformed kMalformed[] = {
      "launch.tile_elements", "!= threads_per_block * elements_per_thread"},
     {"descriptor bytes", [](json &j) { j["launch"]["descriptor_bytes"] = 56; },
      "launch.descriptor_bytes", "56 != 16 + 8 * num_streams = 80"},
+    {"no waves", [](json &j) { j["launch"]["waves"] = 0; }, "launch.waves",
+     "0 is out of range [1, 1024]"},
     {"binary format",
      [](json &j) { j["binaries"] = {{{"format", "elf"}, {"path", "x.o"}}}; },
      "binaries[0].format", "unknown format \"elf\""},

@@ -109,7 +109,8 @@ inline const char *flashManifestJson() {
   "tables": [{"name": "m2.qmap", "dtype": "f32", "count": 256}],
   "args": ["descriptors", "tile_map", "num_tiles", "uniforms", "m2.qmap"],
   "launch": {"threads_per_block": 256, "elements_per_thread": 16, "tile_elements": 4096,
-             "descriptor_bytes": 80, "shared_bytes": 0, "suggested_blocks_per_sm": 4}
+             "descriptor_bytes": 80, "shared_bytes": 0, "suggested_blocks_per_sm": 4,
+             "waves": 2}
 })";
 }
 

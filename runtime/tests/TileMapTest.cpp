@@ -74,3 +74,35 @@ TEST(TileMap, Errors) {
 }
 
 } // namespace
+
+namespace {
+
+// The grid of a step (qopt_launch_grid): whole waves while each block keeps
+// at least QOPT_MIN_TILES_PER_BLOCK (24) tiles, up to launch.waves of them.
+// Worked out by hand for 132 blocks per wave (an H200, one block per SM).
+TEST(LaunchGrid, WavesWhileEachBlockKeepsItsTiles) {
+  qopt_launch_info four{};
+  four.waves = 4;
+  qopt_launch_info one{};
+  one.waves = 1;
+  // 64 Mi elements in tiles of 4096: 16384 tiles, 16384 / (132 * 24) = 5.2
+  // waves' worth, capped at 4: 528 blocks of 31 tiles.
+  EXPECT_EQ(qopt_launch_grid(&four, 132, 16384), 528);
+  EXPECT_EQ(qopt_launch_grid(&one, 132, 16384), 132);
+  // 16 Mi: 4096 tiles, 1.29 waves' worth: one wave (31 tiles per block).
+  EXPECT_EQ(qopt_launch_grid(&four, 132, 4096), 132);
+  // 2 waves' worth exactly, and one tile short of it.
+  EXPECT_EQ(qopt_launch_grid(&four, 132, 2 * 132 * 24), 264);
+  EXPECT_EQ(qopt_launch_grid(&four, 132, 2 * 132 * 24 - 1), 132);
+  // Fewer tiles than one wave's blocks: one block per tile.
+  EXPECT_EQ(qopt_launch_grid(&four, 132, 100), 100);
+  EXPECT_EQ(qopt_launch_grid(&one, 132, 1), 1);
+  // No tiles, no blocks, no launch info, or waves 0 (read as 1).
+  EXPECT_EQ(qopt_launch_grid(&four, 132, 0), 0);
+  EXPECT_EQ(qopt_launch_grid(&four, 0, 16384), 0);
+  EXPECT_EQ(qopt_launch_grid(nullptr, 132, 16384), 0);
+  qopt_launch_info none{};
+  EXPECT_EQ(qopt_launch_grid(&none, 132, 16384), 132);
+}
+
+} // namespace

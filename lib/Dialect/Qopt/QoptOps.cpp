@@ -307,6 +307,14 @@ int64_t mlir::qopt::getL2PrefetchTiles(OptimizerOp optimizer, bool staged) {
   return 2;
 }
 
+int64_t mlir::qopt::getGridWaves(OptimizerOp optimizer) {
+  return getStates(optimizer).size() <= 1 &&
+                 !hasStateOf<CodebookSchemeAttr>(optimizer) &&
+                 optimizer.getParamType().getIntOrFloatBitWidth() == 16
+             ? 4
+             : 1;
+}
+
 bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {
   if (requested != AsyncCopy::Auto)
     return requested == AsyncCopy::On;

@@ -245,6 +245,7 @@ typedef struct qopt_launch_info {
   int64_t descriptor_bytes;   ///< 16 + 8 * num_streams
   int64_t shared_bytes;       ///< dynamic shared memory per block
   int32_t suggested_blocks_per_sm;
+  int32_t waves;              ///< resident blocks launched this many times over
 } qopt_launch_info;
 
 typedef struct qopt_manifest_info {
@@ -513,10 +514,28 @@ typedef struct qopt_kernel_info {
   const char *arch;          ///< arch of the loaded binary ("" if unknown)
   const char *origin;        ///< file path or "<memory>"
   const char *jit_log;       ///< JIT info log of a PTX load ("" otherwise)
-  int32_t max_blocks;        ///< grid cap: multiprocessors * blocks per SM
+  int32_t max_blocks;        ///< one wave: multiprocessors * resident blocks per SM
 } qopt_kernel_info;
 QOPT_RUNTIME_API qopt_status qopt_kernel_get_info(const qopt_kernel *kernel,
                                                   qopt_kernel_info *info);
+
+/// The fewest tiles per block that a launch of more than one wave keeps
+/// (qopt_launch_grid).
+#define QOPT_MIN_TILES_PER_BLOCK 24
+
+/// The grid of one step over `num_tiles` tiles (the runtime's choice; the
+/// kernels are persistent, each block stepping one contiguous range of
+/// tiles, so any grid is correct): whole waves of `wave_blocks` blocks (one
+/// wave: multiprocessors * resident blocks per multiprocessor, the kernel
+/// info's max_blocks), as many as `launch->waves` allows while each block
+/// keeps at least QOPT_MIN_TILES_PER_BLOCK tiles, at least one, and never
+/// more blocks than tiles. 0 for no tiles or no blocks. Measured on the H200
+/// (bench/NOTES.md, eighth session): FlashLion and FlashSGD ran 9% faster
+/// at 64 Mi parameters with 4 waves (31 tiles per block) and 5% slower at
+/// 16 Mi (8 tiles per block) than with one.
+QOPT_RUNTIME_API int64_t qopt_launch_grid(const qopt_launch_info *launch,
+                                          int64_t wave_blocks,
+                                          int64_t num_tiles);
 
 /*===------------------------------------------------------------------===*
  * Steps
@@ -570,9 +589,10 @@ QOPT_RUNTIME_API qopt_status qopt_validate(qopt_kernel *kernel,
 /// CUDA: the descriptor table, tile map and uniforms are written into a
 /// pinned staging buffer and copied with cuMemcpyHtoDAsync; buffers are
 /// reused across steps once their previous step has finished (checked with
-/// events, never by waiting), so the call does not synchronize. Grid =
-/// min(num_tiles, multiprocessors * resident blocks per multiprocessor) (the
-/// driver's occupancy; the manifest's suggested_blocks_per_sm without it).
+/// events, never by waiting), so the call does not synchronize. Grid:
+/// qopt_launch_grid, one wave being multiprocessors * resident blocks per
+/// multiprocessor (the driver's occupancy; the manifest's
+/// suggested_blocks_per_sm without it).
 /// A list with no tiles launches nothing.
 ///
 /// Stream capture: a step called on a capturing stream records its copy and

@@ -180,6 +180,18 @@ int64_t getDynamicSharedBytes(OptimizerOp optimizer, const TileStaging &staging,
 /// +4%, FlashAdamW.f32 and FlashLion.f32 -7% and -15%).
 int64_t getL2PrefetchTiles(OptimizerOp optimizer, bool staged);
 
+/// How many waves of resident blocks a launch of a GPU kernel of `optimizer`
+/// asks for (the manifest's `launch.waves`): the kernels are persistent, and
+/// with more than one wave each block steps a shorter contiguous range of
+/// tiles (qopt_launch_grid keeps at least 24 per block). Measured on the
+/// H200 (bench/NOTES.md, eighth session): 4 for updates of a 16-bit
+/// parameter with at most one state, not a codebook one (FlashSGD,
+/// FlashSGDW, FlashLion: 64 Mi +9%, 256 Mi and the GPT-2 list +5 to 7%, 1
+/// and 16 Mi within 1.5%); 1 elsewhere (their f32 variants +2% at 64 Mi but
+/// -0.2 to -1.5% at 256 Mi; FlashAdamW slower with any more; the codebook
+/// kernels the same).
+int64_t getGridWaves(OptimizerOp optimizer);
+
 /// Whether a GPU kernel copies its tiles ahead with cp.async (getTileStaging).
 enum class AsyncCopy { Auto, On, Off };
 
