@@ -618,10 +618,12 @@ int64_t qopt_launch_grid(const qopt_launch_info *launch, int64_t wave_blocks,
                          int64_t num_tiles) {
   if (!launch || wave_blocks <= 0 || num_tiles <= 0)
     return 0;
+  // cuLaunchKernel's gridDim.x is at most 2^31 - 1; so are the products.
+  wave_blocks = std::min<int64_t>(wave_blocks, INT32_MAX);
   int64_t waves = std::clamp<int64_t>(
       num_tiles / (wave_blocks * QOPT_MIN_TILES_PER_BLOCK), 1,
       std::max<int32_t>(launch->waves, 1));
-  return std::min(num_tiles, wave_blocks * waves);
+  return std::min({num_tiles, wave_blocks * waves, int64_t(INT32_MAX)});
 }
 
 //===--- Steps ------------------------------------------------------------===//

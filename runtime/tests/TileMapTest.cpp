@@ -1,6 +1,7 @@
 //===- TileMapTest.cpp - Tile maps of lists of very different sizes -------===//
 #include "TestUtil.h"
 
+#include <cstdint>
 #include <vector>
 
 namespace {
@@ -103,6 +104,11 @@ TEST(LaunchGrid, WavesWhileEachBlockKeepsItsTiles) {
   EXPECT_EQ(qopt_launch_grid(nullptr, 132, 16384), 0);
   qopt_launch_info none{};
   EXPECT_EQ(qopt_launch_grid(&none, 132, 16384), 132);
+  // Never past cuLaunchKernel's gridDim.x limit, 2^31 - 1.
+  qopt_launch_info many{};
+  many.waves = 1024;
+  EXPECT_EQ(qopt_launch_grid(&many, INT32_MAX, INT64_MAX), INT32_MAX);
+  EXPECT_EQ(qopt_launch_grid(&many, INT64_MAX, INT64_MAX), INT32_MAX);
 }
 
 } // namespace

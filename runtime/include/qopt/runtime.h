@@ -51,7 +51,7 @@ extern "C" {
 #endif
 
 /// Version of this library (major * 10000 + minor * 100 + patch).
-#define QOPT_RUNTIME_VERSION 100
+#define QOPT_RUNTIME_VERSION 200
 /// The manifest "version" this library reads.
 #define QOPT_MANIFEST_VERSION 1
 
@@ -245,7 +245,7 @@ typedef struct qopt_launch_info {
   int64_t descriptor_bytes;   ///< 16 + 8 * num_streams
   int64_t shared_bytes;       ///< dynamic shared memory per block
   int32_t suggested_blocks_per_sm;
-  int32_t waves;              ///< resident blocks launched this many times over
+  int32_t waves;              ///< at most this many waves of resident blocks (<= 0: 1)
 } qopt_launch_info;
 
 typedef struct qopt_manifest_info {
@@ -529,7 +529,8 @@ QOPT_RUNTIME_API qopt_status qopt_kernel_get_info(const qopt_kernel *kernel,
 /// wave: multiprocessors * resident blocks per multiprocessor, the kernel
 /// info's max_blocks), as many as `launch->waves` allows while each block
 /// keeps at least QOPT_MIN_TILES_PER_BLOCK tiles, at least one, and never
-/// more blocks than tiles. 0 for no tiles or no blocks. Measured on the H200
+/// more blocks than tiles nor than 2^31 - 1 (cuLaunchKernel's limit). 0 for
+/// no tiles, no blocks or no launch info. Measured on the H200
 /// (bench/NOTES.md, eighth session): FlashLion and FlashSGD ran 9% faster
 /// at 64 Mi parameters with 4 waves (31 tiles per block) and 5% slower at
 /// 16 Mi (8 tiles per block) than with one.

@@ -39,7 +39,7 @@
 // MANIFEST: "shared_bytes": 90112
 // MANIFEST: "threads_per_block": 512
 // One state: four waves of the resident blocks (getGridWaves).
-// MANIFEST: "waves": 4
+// MANIFEST: "waves": 4{{$}}
 // MANIFEST-OFF: "shared_bytes": 0
 
 qopt.optimizer @Momentum param "p" : bf16 master none grad "g" : bf16 {

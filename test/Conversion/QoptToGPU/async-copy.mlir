@@ -63,16 +63,21 @@
 // CHECK-NEXT: %[[PB:.+]] = llvm.ptrtoint %[[P0]]
 // CHECK-NEXT: %[[P1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 16384, $2;", "=l,r,l" %[[K]], %[[PB]] : (i32, i64) -> i64
 // CHECK-NEXT: %[[P1:.+]] = llvm.inttoptr %[[P1B]]
-// CHECK: "mad.wide.u32 $0, $1, 16384, $2;"
-// CHECK-NEXT: %[[G1:.+]] = llvm.inttoptr
-// CHECK: "mad.wide.u32 $0, $1, 4096, $2;"
-// CHECK-NEXT: %[[MC1:.+]] = llvm.inttoptr
-// CHECK: "mad.wide.u32 $0, $1, 256, $2;"
-// CHECK-NEXT: %[[MS1:.+]] = llvm.inttoptr
-// CHECK: "mad.wide.u32 $0, $1, 4096, $2;"
-// CHECK-NEXT: %[[VC1:.+]] = llvm.inttoptr
-// CHECK: "mad.wide.u32 $0, $1, 256, $2;"
-// CHECK-NEXT: %[[VS1:.+]] = llvm.inttoptr
+// CHECK-NEXT: %[[GB:.+]] = llvm.ptrtoint %[[G0]]
+// CHECK-NEXT: %[[G1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 16384, $2;", "=l,r,l" %[[K]], %[[GB]] : (i32, i64) -> i64
+// CHECK-NEXT: %[[G1:.+]] = llvm.inttoptr %[[G1B]]
+// CHECK-NEXT: %[[MCB:.+]] = llvm.ptrtoint %[[MC0]]
+// CHECK-NEXT: %[[MC1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 4096, $2;", "=l,r,l" %[[K]], %[[MCB]] : (i32, i64) -> i64
+// CHECK-NEXT: %[[MC1:.+]] = llvm.inttoptr %[[MC1B]]
+// CHECK-NEXT: %[[MSB:.+]] = llvm.ptrtoint %[[MS0]]
+// CHECK-NEXT: %[[MS1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 256, $2;", "=l,r,l" %[[K]], %[[MSB]] : (i32, i64) -> i64
+// CHECK-NEXT: %[[MS1:.+]] = llvm.inttoptr %[[MS1B]]
+// CHECK-NEXT: %[[VCB:.+]] = llvm.ptrtoint %[[VC0]]
+// CHECK-NEXT: %[[VC1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 4096, $2;", "=l,r,l" %[[K]], %[[VCB]] : (i32, i64) -> i64
+// CHECK-NEXT: %[[VC1:.+]] = llvm.inttoptr %[[VC1B]]
+// CHECK-NEXT: %[[VSB:.+]] = llvm.ptrtoint %[[VS0]]
+// CHECK-NEXT: %[[VS1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 256, $2;", "=l,r,l" %[[K]], %[[VSB]] : (i32, i64) -> i64
+// CHECK-NEXT: %[[VS1:.+]] = llvm.inttoptr %[[VS1B]]
 // This tile's thread pointers, two tiles back.
 // CHECK: %[[P:.+]] = llvm.getelementptr %[[P1]][%c-32768_i64]
 // CHECK: %[[G:.+]] = llvm.getelementptr %[[G1]][%c-32768_i64{{.*}}]

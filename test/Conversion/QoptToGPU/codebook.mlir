@@ -156,7 +156,7 @@
 // The manifest asks for the bucket table: 6146 x 4 bytes.
 // MANIFEST: "shared_bytes": 24584
 // A codebook state: one wave (getGridWaves).
-// MANIFEST: "waves": 1
+// MANIFEST: "waves": 1{{$}}
 // MANIFEST-OFF: "shared_bytes": 0
 
 qopt.optimizer @Codebook param "p" : bf16 master none grad "g" : f32 {

@@ -43,10 +43,12 @@
 // bf16 lanes widen from the words that hold them in pairs: the even lane
 // shifted up, the odd lane with its low half cleared, interleaved.
 // CHECK:       %[[WORDS:.+]] = vector.bitcast %{{.+}} : vector<16xbf16> to vector<8xi32>
-// CHECK:       %[[EVEN:.+]] = arith.shli %[[WORDS]], %{{.+}} : vector<8xi32>
+// CHECK-NEXT:  %[[SIXTEEN:.+]] = arith.constant dense<16> : vector<8xi32>
+// CHECK-NEXT:  %[[EVEN:.+]] = arith.shli %[[WORDS]], %[[SIXTEEN]] : vector<8xi32>
 // CHECK-NEXT:  %[[HIGH:.+]] = arith.constant dense<-65536> : vector<8xi32>
 // CHECK-NEXT:  %[[ODD:.+]] = arith.andi %[[WORDS]], %[[HIGH]] : vector<8xi32>
-// CHECK-NEXT:  vector.shuffle %[[EVEN]], %[[ODD]] [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15] : vector<8xi32>, vector<8xi32>
+// CHECK-NEXT:  %[[LANES:.+]] = vector.shuffle %[[EVEN]], %[[ODD]] [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15] : vector<8xi32>, vector<8xi32>
+// CHECK-NEXT:  arith.bitcast %[[LANES]] : vector<16xi32> to vector<16xf32>
 // CHECK:       gpu.shuffle xor %{{.+}}, %{{.+}}, %{{.+}} : f32
 // CHECK-NOT:   gpu.shuffle
 // CHECK:       llvm.call_intrinsic "llvm.floor"
