@@ -75,6 +75,15 @@ private:
   Value constI64(int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
   }
+  /// `v == 0` for an i64 index, and an scf.if (no results, no else) on it.
+  Value isZero(Value v) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, v,
+                                 constI64(0));
+  }
+  scf::IfOp ifZero(Value v) {
+    return scf::IfOp::create(b, loc, TypeRange{}, isZero(v),
+                             /*withElseRegion=*/false);
+  }
   Value constI32(int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
   }
@@ -600,11 +609,7 @@ void KernelEmitter::reduceCodebookAbsmaxes(
   SmallVector<Value> warpMaxima;
   for (auto [index, value] : lanesMax)
     warpMaxima.push_back(warpMaxOfMagnitudes(value));
-  auto ifOp = scf::IfOp::create(
-      b, loc, TypeRange{},
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, laneId,
-                            constI64(0)),
-      false);
+  auto ifOp = ifZero(laneId);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -1239,11 +1244,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     if (codebookBuckets) {
       // The fits flag set before the barrier that starts the fill.
       Value fits = bucketsFitShared[stateIndex];
-      auto first = scf::IfOp::create(
-          b, loc, TypeRange{},
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
-                                constI64(0)),
-          false);
+      auto first = ifZero(tid);
       {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(&first.getThenRegion().front());
@@ -1365,13 +1366,14 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // `ahead` tiles are copied before the loop, tile t + ahead while tile t
   // computes; stage k % stages holds the run's k-th tile.
   int64_t stages = staging.stages, ahead = stages - 1;
-  // With run thread pointers the loop counts the run's tiles from 0
-  // in 32 bits (the tile map's indices are 64-bit): one uniform add and
-  // compare per tile where 64-bit ones took two each. A run holds at most
+  // With run thread pointers the loop counts the run's tiles from 0 in 32
+  // bits (the tile map's indices are 64-bit): one uniform add and compare
+  // per tile where 64-bit ones took two each. A run holds at most
   // ceil(numTiles / gridDim.x) tiles, 2^31 of which would be 2^43 elements.
   // (The codebook kernels, at their 64 registers, keep the tile index: with
-  // the 32-bit count they were 2.3% slower, H200.) Tiles before `copyEnd` (min(runEnd, fullEnd)) lie
-  // wholly inside the tensor; only they are copied ahead.
+  // the 32-bit count they were 2.3% slower, H200.) Tiles before `copyEnd`
+  // (min(runEnd, fullEnd)) lie wholly inside the tensor; only they are
+  // copied ahead.
   bool relative = runThreadPointers();
   Value copyEnd = arith::MinSIOp::create(b, loc, runEnd, fullEnd);
   auto runRelative = [&](Value end) -> Value {
@@ -1454,8 +1456,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     Value inRun = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
                                         relative ? plus(k, prefetchAhead) : later,
                                         fullLimit);
-    Value first0 =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, constI64(0));
+    Value first0 = isZero(tid);
     Value prefetch = arith::AndIOp::create(b, loc, first0, inRun);
     auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, prefetch, false);
     OpBuilder::InsertionGuard guard(b);
@@ -1514,7 +1515,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     base = tileBase();
   // The tile's successor's pointers, after all of the tile's uses (where
   // the loop carries them).
-  {
+  if (!madWide && !nextPtrs.empty()) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(split);
     // The advance is inline PTX: as a GEP, LLVM folds the phi of advanced
@@ -1522,15 +1523,14 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     // tile's then computed at the top for the copies, both live to the
     // stores and copied with 14 moves at the end of every tile.
     SmallVector<Value> advanced;
-    for (auto [i, ptr] : llvm::enumerate(madWide ? ArrayRef<Value>() : ArrayRef<Value>(nextPtrs))) {
+    for (auto [i, ptr] : llvm::enumerate(nextPtrs)) {
       Value bits = LLVM::PtrToIntOp::create(b, loc, i64(), ptr);
       Value sum = inlinePtx(
           b, loc, i64(), bits,
           "add.s64 $0, $1, " + std::to_string(tileBytes(i)) + ";", "=l,l");
       advanced.push_back(LLVM::IntToPtrOp::create(b, loc, globalPtr(), sum));
     }
-    if (!advanced.empty())
-      scf::YieldOp::create(b, loc, advanced);
+    scf::YieldOp::create(b, loc, advanced);
   }
   Value end = arith::AddIOp::create(b, loc, base, constI64(lanes));
   full = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, end, numel);

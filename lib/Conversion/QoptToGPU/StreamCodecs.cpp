@@ -318,10 +318,17 @@ Value LaneMath::reciprocal(Value c) {
 Value LaneMath::reciprocalOfUniform(Value u) {
   // Where u is defined (a launch uniform: before the tile loop), not in the
   // tile body: LLVM does not hoist the rcp.approx intrinsic out of the loop's
-  // conditional tile bodies (H200: codebook kernels +0.5 to 1%).
+  // conditional tile bodies (H200: codebook kernels +0.5 to 1%). Once per u:
+  // both tile bodies divide by it.
+  if (facts)
+    if (Value known = facts->reciprocals.lookup(u))
+      return known;
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointAfterValue(u);
-  return reciprocal(u);
+  Value r = reciprocal(u);
+  if (facts)
+    facts->reciprocals[u] = r;
+  return r;
 }
 
 Value LaneMath::correctedQuotient(Value a, Value c, Value r, Value q0) {
@@ -893,12 +900,10 @@ static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
   OpBuilder &b = m.builder();
   Location loc = m.location();
   Type i32 = withElement(x16.getType(), b.getI32Type());
-  // A bf16 widened from its bits (a shift): as fpext of the fptrunc, LLVM
-  // rounds each lane alone (F2F, a quarter-rate conversion) instead of
+  // A bf16 is widened from its bits (widenToF32): as fpext of the fptrunc,
+  // LLVM rounds each lane alone (F2F, a quarter-rate conversion) instead of
   // pairs (F2FP.PACK_AB), which the store needs anyway.
-  Value x16f = getElementTypeOrSelf(x16.getType()).isBF16()
-                   ? widenBf16Bits(m, x16)
-                   : widenToF32(m, x16);
+  Value x16f = widenToF32(m, x16);
   Value e = m.sub(x32, x16f);
   Value floorBits = arith::BitcastOp::create(b, loc, i32, exponentFloor(m, x16f, f));
   Value scale = arith::BitcastOp::create(
@@ -913,37 +918,26 @@ static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
   // float32, every format).
   Value p = m.mul(e, scale);
   Value k = m.constF(p, f.nmax * std::ldexp(1.0, f.mbits));
-  Value rho;
-  if (f.rhoWidth == 8 && f.mbits == 7) {
-    // bf16 and int8 rho: s = p * k is exact (p is a multiple of 2^-23 of
-    // magnitude at most 2^-7 + 2^-23, 17 significant bits at most; k = 127 *
-    // 2^7 has 7), so the reference's copysign(floor(|s| + 0.5), s) is s
-    // rounded to the nearest integer, ties away from zero. cvt.rni rounds
-    // ties to even instead: the same where the tie's integer above is even,
-    // and the only ties s reaches (s = 127 * j * 2^-16) are +-63.5, which go
-    // to +-64 both ways. (For f16, s reaches k + 0.5 for every k.)
-    // cvt.rni.s32.f32 takes NaN (an infinite or NaN x16) to 0. One FMUL and
-    // the conversion, where the copysign and FMA before cvt.rzi took three.
-    // Checked on every float32: EccExhaustiveTest on the GPU, and the same
-    // arithmetic as C++ floats against the reference.
-    Value s = m.mul(p, k);
-    rho = m.perLane(
-        s,
-        [&](Value lane) {
-          return m.intrinsic("llvm.nvvm.f2i.rn", {lane}, b.getI32Type());
-        },
-        b.getI32Type());
-  } else {
-    Value t = m.fma(p, k, m.copySign(m.constF(p, 0.5), p));
-    // cvt.rzi.s32.f32: truncates, saturates, and takes NaN to 0 (PTX ISA;
-    // llvm.fptosi.sat would add the saturation and NaN selects around it).
-    rho = m.perLane(
-        t,
-        [&](Value lane) {
-          return m.intrinsic("llvm.nvvm.f2i.rz", {lane}, b.getI32Type());
-        },
-        b.getI32Type());
-  }
+  // bf16 and int8 rho: s = p * k is exact (p is a multiple of 2^-23 of
+  // magnitude at most 2^-7 + 2^-23, 17 significant bits at most; k = 127 *
+  // 2^7 has 7), so the reference's copysign(floor(|s| + 0.5), s) is s
+  // rounded to the nearest integer, ties away from zero. cvt.rni rounds ties
+  // to even instead: the same where the tie's integer above is even, and the
+  // only ties s reaches (s = 127 * j * 2^-16) are +-63.5, which go to +-64
+  // both ways. (For f16, s reaches k + 0.5 for every k.) One FMUL before the
+  // conversion, where the copysign and FMA before cvt.rzi took two. Checked
+  // on every float32: EccExhaustiveTest on the GPU, and the same arithmetic
+  // as C++ floats against the reference.
+  // Otherwise cvt.rzi of RN(s + copysign(0.5, s)). Both conversions saturate
+  // and take NaN (an infinite or NaN x16) to 0 (PTX ISA; llvm.fptosi.sat
+  // would add the saturation and NaN selects around it).
+  bool exactProduct = f.rhoWidth == 8 && f.mbits == 7;
+  Value t = exactProduct ? m.mul(p, k)
+                         : m.fma(p, k, m.copySign(m.constF(p, 0.5), p));
+  StringRef toInt = exactProduct ? "llvm.nvvm.f2i.rn" : "llvm.nvvm.f2i.rz";
+  Value rho = m.perLane(
+      t, [&](Value lane) { return m.intrinsic(toInt, {lane}, b.getI32Type()); },
+      b.getI32Type());
   return arith::TruncIOp::create(
       b, loc, withElement(x16.getType(), b.getIntegerType(f.rhoWidth)), rho);
 }

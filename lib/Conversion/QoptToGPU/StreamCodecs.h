@@ -43,6 +43,9 @@ struct LaneFacts {
   /// kernels went from 64 to 78 and 80 registers with them (3 blocks per
   /// multiprocessor instead of 4; block2048 with an f32 parameter -9%).
   bool registersToSpare = false;
+  /// reciprocalOfUniform's results, placed where their divisor is defined:
+  /// kept across tile bodies (clear() leaves them).
+  llvm::DenseMap<Value, Value> reciprocals;
   void clear() {
     nonnegative.clear();
     bounds.clear();
