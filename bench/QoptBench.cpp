@@ -48,6 +48,8 @@ struct Options {
   std::vector<int64_t> sizesMi = {1, 16, 64, 256};
   bool gpt2 = true;
   bool sweep = true;
+  /// The size whose grid the sweep varies ("64Mi", "256Mi", ...).
+  std::string sweepAt = "64Mi";
   bool runtimePath = true;
   /// Experiments at 64 Mi and on the GPT-2 list instead of the standard run:
   /// the realistic-gradient pool, and the PTX JIT-compiled with register caps.
@@ -77,7 +79,8 @@ std::vector<std::string> splitComma(const std::string &s) {
 void usage() {
   std::printf(
       "usage: qopt-bench [--kernels DIR] [--specs a,b] [--sizes 1,16,64,256] [--no-gpt2]\n"
-      "                  [--no-sweep] [--no-runtime] [--iters N] [--json FILE] [--csv FILE]\n"
+      "                  [--no-sweep | --sweep-at 64] [--no-runtime] [--iters N]\n"
+      "                  [--json FILE] [--csv FILE]\n"
       "                  [--experiments [--exp-ptx DIR] [--maxregs 128,96]]\n"
       "  DIR: build/kernels (its fatbin/ subdirectory is used if present, else ptx/)\n");
 }
@@ -404,6 +407,8 @@ int main(int argc, char **argv) {
       opt.gpt2 = false;
     else if (a == "--no-sweep")
       opt.sweep = false;
+    else if (a == "--sweep-at")
+      opt.sweepAt = next() + "Mi";
     else if (a == "--no-runtime")
       opt.runtimePath = false;
     else if (a == "--experiments")
@@ -770,14 +775,14 @@ int main(int argc, char **argv) {
                         double(bytes) / double(numel), st.median, st.min, st.max, gbps, K, n,
                         grid});
 
-        // Grid sweep at 64 Mi (or the largest single size present).
-        if (opt.sweep && name == "64Mi") {
+        // Grid sweep at 64 Mi (or the size of --sweep-at).
+        if (opt.sweep && name == opt.sweepAt) {
           json sw = json::array();
           std::vector<int64_t> grids;
           for (int b : {1, 2, 3, 4, 6, 8, 16})
             grids.push_back(int64_t(b) * dev.sms);
           grids.push_back(sets[0].numTiles);
-          std::printf("   grid sweep at 64Mi:");
+          std::printf("   grid sweep at %s:", name.c_str());
           for (int64_t g : grids) {
             unsigned gg = unsigned(std::min<int64_t>(g, sets[0].numTiles));
             std::vector<double> t = timeEach(

@@ -1,4 +1,5 @@
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx | FileCheck %s
+// RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx | FileCheck %s --check-prefix=ROOT
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --arch=sm_80 | FileCheck %s --check-prefix=SM80
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --mode=fast | FileCheck %s --check-prefix=FAST
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --elements-per-thread=16 | FileCheck %s --check-prefix=WIDE
@@ -9,8 +10,9 @@
 // measured: 16-byte bf16 accesses),
 // the group-32 absmax by a butterfly shuffle, IEEE square root and division,
 // bf16 rounding to nearest even, and no contraction of the update into FMA.
-// The state codes go through div.approx.ftz/sqrt.approx.ftz behind a rounding
-// margin check (checked rounding, exact); the update's division and square
+// The state codes go through div.approx.ftz behind a rounding margin check
+// (checked rounding, exact), the sqrt code from the update's own sqrt(v /
+// bc2) times sqrt(bc2) (no sqrt.approx); the update's division and square
 // root through ptxas's fast-path sequence (rcp/rsqrt.approx.ftz and fma.rn)
 // behind one range check per thread (guarded IEEE, exact);
 // --checked-rounding=false --guarded-ieee=false keep every operation one IEEE
@@ -29,12 +31,15 @@
 // CHECK-DAG: div.rn.f32
 // CHECK-DAG: cvt.rn.bf16{{(x2)?}}.f32
 // CHECK-DAG: cvt.rn.f16.f32
-// CHECK-DAG: sqrt.approx.ftz.f32
 // CHECK-DAG: div.approx.ftz.f32
 // CHECK-DAG: rcp.approx.ftz.f32
 // CHECK-DAG: rsqrt.approx.ftz.f32
 // CHECK-DAG: fma.rn.f32
 // CHECK-NOT: sqrt.approx.f32
+
+// ROOT: .visible .entry FlashAdamW(
+// ROOT-NOT: {{[[:space:]]}}sqrt.approx
+// ROOT: ret;
 
 // IEEE: .visible .entry FlashAdamW(
 // IEEE-NOT: sqrt.approx

@@ -432,6 +432,8 @@ Value LaneMath::guardedDiv(Value a, Value c) {
     return result;
     });
   });
+  if (facts && uniform)
+    facts->quotients[result] = {a, uniform};
   // a >= 0 with |a| in [2^-60, 2^60] (the check passed), over a uniform u in
   // [2^-40, 1] (a bias correction): the quotient lies in [2^-60, 2^100].
   if (facts && uniform)
@@ -480,7 +482,37 @@ Value LaneMath::guardedSqrt(Value a) {
   if (known)
     facts->bounds[result] = {std::sqrt(ba->lo) * (1 - 0x1p-20),
                              std::sqrt(ba->hi) * (1 + 0x1p-20), ba->cond};
+  // Both paths give sqrt.rn(a): a root the sqrt codes can take (knownRoot).
+  if (facts) {
+    auto q = facts->quotients.find(a);
+    if (q != facts->quotients.end())
+      facts->roots.try_emplace(q->second.first, result, q->second.second);
+    else
+      facts->roots.try_emplace(a, result, Value());
+  }
   return result;
+}
+
+std::optional<LaneMath::KnownRoot> LaneMath::knownRoot(Value x) {
+  if (!facts)
+    return std::nullopt;
+  auto it = facts->roots.find(x);
+  if (it == facts->roots.end())
+    return std::nullopt;
+  auto [root, u] = it->second;
+  if (!u)
+    return KnownRoot{root, Value(), Value()};
+  Value &scale = facts->uniformRoots[u];
+  if (!scale) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfterValue(u);
+    scale = intrinsic("llvm.nvvm.sqrt.rn.f", u);
+  }
+  // One statement each, so that the ops' order is not the C++ compiler's
+  // order of evaluating arguments.
+  Value atLeast = cmp(arith::CmpFPredicate::OGE, u, constF(u, 0x1p-40));
+  Value atMost = cmp(arith::CmpFPredicate::OLE, u, constF(u, 1.0));
+  return KnownRoot{root, scale, arith::AndIOp::create(b, loc, atLeast, atMost)};
 }
 
 Value LaneMath::abs(Value a) { return intrinsic("llvm.fabs", a); }
@@ -1086,19 +1118,27 @@ static Value codeArgument(LaneMath &m, GroupSchemeAttr scheme, Value x,
 /// checkedRoundCode: softsign's 2y / (1 + |y|), y = u / divisor, as
 /// (u / (divisor + |u|)) * 2 range; the others' u / divisor * range as u *
 /// (range / divisor), the quotient once per thread. u is x, or its square
-/// root for sqrt companding; `divisor` is a broadcast scalar.
+/// root for sqrt companding; `divisor` is a broadcast scalar. A square root
+/// the update computed (`root`, LaneMath::knownRoot) stands for the
+/// approximate one: u = root * scale, the scale folded into the quotient
+/// (range / divisor) * scale, once per thread.
 static std::pair<Value, Value>
 approximateCodeArgument(LaneMath &approx, GroupSchemeAttr scheme, Value x,
-                        Value divisor) {
+                        Value divisor,
+                        const std::optional<LaneMath::KnownRoot> &root) {
   OpBuilder &b = approx.builder();
   Location loc = approx.location();
   double range = codeRange(scheme);
-  Value u = scheme.getCompanding() == Companding::sqrt ? approx.sqrt(x) : x;
+  Value u = x;
+  if (scheme.getCompanding() == Companding::sqrt)
+    u = root ? root->root : approx.sqrt(x);
   if (scheme.getCompanding() == Companding::softsign)
     return {approx.div(u, approx.add(divisor, approx.abs(u))),
             approx.constF(u, 2 * range)};
   Value d = vector::ExtractOp::create(b, loc, divisor, 0);
   Value k = approx.div(approx.constF(d, range), d);
+  if (root && root->scale)
+    k = arith::MulFOp::create(b, loc, k, root->scale);
   return {u, vector::BroadcastOp::create(b, loc, u.getType(), k)};
 }
 
@@ -1150,13 +1190,22 @@ static Value biasCode(LaneMath &m, Value q) {
 /// E < 1.38e-4. Flushing a subnormal operand or quotient to zero moves t by
 /// less than 255 * sqrt(2^-126) / 2^-40 < 3.1e-5 when the divisor is at
 /// least 2^-40 (the authors' divisor is at least 1e-12 > 2^-40): E < 1.69e-4.
+/// A sqrt code whose root the update computed (LaneMath::knownRoot) takes u
+/// = root * scale in place of sqrt.approx: sqrt.rn(x) is within 1 unit;
+/// sqrt.rn(RN(x / w)) * sqrt.rn(w), for a uniform w in [2^-40, 1], within
+/// 1.5 + 1 and the product (range / divisor) * sqrt.rn(w) 1 more, so sqrt
+/// 3 + 7.5 (E < 1.61e-4); x / w is subnormal only where x is, and then
+/// moves sqrt(x) by at most sqrt(2^-150) = 2^-75, t by less than 255 *
+/// 2^-75 / 2^-40 < 7.5e-9, inside the flush bound above: E < 1.92e-4. The
+/// condition on w is checked with the divisor's range.
 ///
 /// With q' the integer nearest t' = p * k (RN(p * k + kCodeBias) -
 /// kCodeBias, the first an FMA: the sum lies in [2^23, 2^24), where floats
 /// are the integers), d = RN(p * k - q') (an FMA) is within 2^-26 of t' - q'
 /// where |d| < 1/2. Where |d| < 1/2 - 2^-12, t' + 0.5 lies in (q' + 2^-12 -
 /// 2^-26, q' + 1 - 2^-12 + 2^-26); t + 0.5 within E of it and u = RN(t + 0.5)
-/// within 2^-16 more, and E + 2^-16 + 2^-26 < 2^-12 (1.85e-4 against 2.44e-4),
+/// within 2^-16 more, and E + 2^-16 + 2^-26 < 2^-12 (at most 2.08e-4, with
+/// a known root, against 2.44e-4),
 /// so floor(u) = q' (and, away from half integers, roundeven(t) = q'). A
 /// tie, t' a half integer, gives |d| = 1/2 and fails.
 /// Where also |t' - c| < R, c and R the centre and half width of
@@ -1172,7 +1221,10 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   OpBuilder &b = m.builder();
   Location loc = m.location();
   LaneMath approx = LaneMath::approximate(b, loc);
-  auto [p, k] = approximateCodeArgument(approx, scheme, x, divisor);
+  std::optional<LaneMath::KnownRoot> root;
+  if (scheme.getCompanding() == Companding::sqrt)
+    root = m.knownRoot(x);
+  auto [p, k] = approximateCodeArgument(approx, scheme, x, divisor, root);
   auto fma = [&](Value addend) { return m.fma(p, k, addend); };
   // The nearest integer as RN(t' + kCodeBias) - kCodeBias: one FMA, not FRND
   // on the quarter-rate conversion pipe, and the biased sum is the code
@@ -1212,6 +1264,10 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   Value aboveLo = cmpConst(arith::CmpFPredicate::OGE, absDivisor, 0x1p-40);
   all = arith::AndIOp::create(b, loc, all, aboveLo);
   Value divisorOk = arith::AndIOp::create(b, loc, belowHi, aboveLo);
+  if (root && root->cond) {
+    all = arith::AndIOp::create(b, loc, all, root->cond);
+    divisorOk = arith::AndIOp::create(b, loc, divisorOk, root->cond);
+  }
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{q.getType()}, all,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);

@@ -46,10 +46,20 @@ struct LaneFacts {
   /// reciprocalOfUniform's results, placed where their divisor is defined:
   /// kept across tile bodies (clear() leaves them).
   llvm::DenseMap<Value, Value> reciprocals;
+  /// quotients[q] = {x, u}: q = RN(x / u) lane by lane, u a uniform scalar.
+  llvm::DenseMap<Value, std::pair<Value, Value>> quotients;
+  /// roots[x] = {w, u}: w = sqrt.rn(x / u) lane by lane, u a uniform scalar
+  /// (Adam's sqrt(v / bc2)), or w = sqrt.rn(x) where u is null.
+  llvm::DenseMap<Value, std::pair<Value, Value>> roots;
+  /// sqrt.rn of launch uniforms, placed where they are defined: kept across
+  /// tile bodies, as the reciprocals.
+  llvm::DenseMap<Value, Value> uniformRoots;
   void clear() {
     nonnegative.clear();
     bounds.clear();
     scaled.clear();
+    quotients.clear();
+    roots.clear();
   }
 };
 
@@ -158,6 +168,18 @@ public:
   /// update's arith ops, which vectorizeUpdateOp clones).
   void recordMul(Value a, Value c, Value result);
   void recordAdd(Value a, Value c, Value result);
+  /// sqrt(x) lane by lane as root * scale, from a square root the guarded
+  /// arithmetic already computed (LaneFacts::roots): root = sqrt.rn(x / u)
+  /// and scale = sqrt.rn(u) (computed once, where the uniform u is defined),
+  /// within 3.5 units of 2^-24 of sqrt(x) relatively where `cond` holds (u
+  /// in [2^-40, 1], so that x / u neither overflows where x is finite nor
+  /// loses more than 2^-75 of sqrt(x) to a subnormal quotient); or root =
+  /// sqrt.rn(x), scale and cond null (within one unit). None where no such
+  /// root is known.
+  struct KnownRoot {
+    Value root, scale, cond;
+  };
+  std::optional<KnownRoot> knownRoot(Value x);
 
   /// This LaneMath (strict NVVM) with div and sqrt of f32 scalars as inline
   /// div.rn / sqrt.rn PTX, which LLVM cannot hoist out of a rarely taken
