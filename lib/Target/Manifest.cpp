@@ -235,7 +235,9 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                       {"descriptor_bytes", int64_t(16 + 8 * streams.size())},
                       {"shared_bytes", sharedBytes},
                       {"suggested_blocks_per_sm", suggestedBlocks},
-                      {"waves", getGridWaves(optimizer)}}}};
+                      {"waves", getGridWaves(optimizer)},
+                      {"min_tiles_per_block",
+                       getGridMinTilesPerBlock(optimizer)}}}};
     if (gradScaling)
       kernel["grad_scaling"] = json::Object{{"scale", "grad_scale"},
                                             {"found_inf", "found_inf"}};

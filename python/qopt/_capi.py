@@ -64,7 +64,8 @@ class QoptError(RuntimeError):
 class LaunchInfo(Structure):
     _fields_ = [("threads_per_block", c_int32), ("elements_per_thread", c_int32),
                 ("tile_elements", c_int64), ("descriptor_bytes", c_int64),
-                ("shared_bytes", c_int64), ("suggested_blocks_per_sm", c_int32), ("waves", c_int32)]
+                ("shared_bytes", c_int64), ("suggested_blocks_per_sm", c_int32), ("waves", c_int32),
+                ("min_tiles_per_block", c_int32)]
 
 
 class ManifestInfo(Structure):

@@ -620,9 +620,11 @@ int64_t qopt_launch_grid(const qopt_launch_info *launch, int64_t wave_blocks,
     return 0;
   // cuLaunchKernel's gridDim.x is at most 2^31 - 1; so are the products.
   wave_blocks = std::min<int64_t>(wave_blocks, INT32_MAX);
-  int64_t waves = std::clamp<int64_t>(
-      num_tiles / (wave_blocks * QOPT_MIN_TILES_PER_BLOCK), 1,
-      std::max<int32_t>(launch->waves, 1));
+  int64_t minTiles = launch->min_tiles_per_block > 0
+                         ? launch->min_tiles_per_block
+                         : QOPT_MIN_TILES_PER_BLOCK;
+  int64_t waves = std::clamp<int64_t>(num_tiles / (wave_blocks * minTiles), 1,
+                                      std::max<int32_t>(launch->waves, 1));
   return std::min({num_tiles, wave_blocks * waves, int64_t(INT32_MAX)});
 }
 

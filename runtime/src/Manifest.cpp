@@ -293,6 +293,9 @@ void parseLaunch(const Reader &r, const json &root, Manifest &m) {
   l.suggested_blocks_per_sm = static_cast<int32_t>(r.integer(
       *j, "launch", "suggested_blocks_per_sm", false, 1, 1, 1024));
   l.waves = static_cast<int32_t>(r.integer(*j, "launch", "waves", false, 1, 1, 1024));
+  l.min_tiles_per_block = static_cast<int32_t>(
+      r.integer(*j, "launch", "min_tiles_per_block", false,
+                QOPT_MIN_TILES_PER_BLOCK, 1, int64_t(1) << 30));
 }
 
 /// The streams that param, grad and states imply, in ABI order.

@@ -36,6 +36,7 @@ TEST(Manifest, ParsesTheFullAbiExample) {
   EXPECT_EQ(info.launch.descriptor_bytes, 80);
   EXPECT_EQ(info.launch.suggested_blocks_per_sm, 4);
   EXPECT_EQ(info.launch.waves, 2);
+  EXPECT_EQ(info.launch.min_tiles_per_block, 64);
 
   struct Want {
     const char *name, *state;
@@ -96,6 +97,7 @@ TEST(Manifest, OptionalFieldsTakeTheirDefaults) {
   j["launch"].erase("descriptor_bytes");
   j["launch"].erase("suggested_blocks_per_sm");
   j["launch"].erase("waves");
+  j["launch"].erase("min_tiles_per_block");
   j["launch"].erase("shared_bytes");
   qopt_manifest *m = parseOrDie(j.dump());
   ASSERT_NE(m, nullptr);
@@ -107,6 +109,7 @@ TEST(Manifest, OptionalFieldsTakeTheirDefaults) {
   EXPECT_EQ(info.launch.descriptor_bytes, 80);
   EXPECT_EQ(info.launch.suggested_blocks_per_sm, 1);
   EXPECT_EQ(info.launch.waves, 1);
+  EXPECT_EQ(info.launch.min_tiles_per_block, QOPT_MIN_TILES_PER_BLOCK);
   EXPECT_STREQ(info.mode, "");
   qopt_table_info t;
   ASSERT_EQ(qopt_manifest_get_table(m, 0, &t), QOPT_SUCCESS);
@@ -259,6 +262,8 @@ const Malformed kMalformed[] = {
      "launch.descriptor_bytes", "56 != 16 + 8 * num_streams = 80"},
     {"no waves", [](json &j) { j["launch"]["waves"] = 0; }, "launch.waves",
      "0 is out of range [1, 1024]"},
+    {"no tiles per block", [](json &j) { j["launch"]["min_tiles_per_block"] = 0; },
+     "launch.min_tiles_per_block", "0 is out of range [1, 1073741824]"},
     {"binary format",
      [](json &j) { j["binaries"] = {{{"format", "elf"}, {"path", "x.o"}}}; },
      "binaries[0].format", "unknown format \"elf\""},

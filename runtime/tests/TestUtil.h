@@ -110,7 +110,7 @@ inline const char *flashManifestJson() {
   "args": ["descriptors", "tile_map", "num_tiles", "uniforms", "m2.qmap"],
   "launch": {"threads_per_block": 256, "elements_per_thread": 16, "tile_elements": 4096,
              "descriptor_bytes": 80, "shared_bytes": 0, "suggested_blocks_per_sm": 4,
-             "waves": 2}
+             "waves": 2, "min_tiles_per_block": 64}
 })";
 }
 

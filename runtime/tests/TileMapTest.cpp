@@ -111,4 +111,23 @@ TEST(LaunchGrid, WavesWhileEachBlockKeepsItsTiles) {
   EXPECT_EQ(qopt_launch_grid(&many, INT64_MAX, INT64_MAX), INT32_MAX);
 }
 
+// A kernel's own minimum (launch.min_tiles_per_block; 0 reads as 24): 96
+// keeps 64 Mi (124 tiles per block in one wave) at one wave, and gives 256
+// Mi (65536 tiles, 5.2 waves' worth) 4 and the GPT-2 list (30381 tiles,
+// 2.4 waves' worth) 2.
+TEST(LaunchGrid, KernelsOwnMinimumOfTilesPerBlock) {
+  qopt_launch_info l{};
+  l.waves = 4;
+  l.min_tiles_per_block = 96;
+  EXPECT_EQ(qopt_launch_grid(&l, 132, 16384), 132);
+  EXPECT_EQ(qopt_launch_grid(&l, 132, 65536), 528);
+  EXPECT_EQ(qopt_launch_grid(&l, 132, 30381), 264);
+  EXPECT_EQ(qopt_launch_grid(&l, 132, 2 * 132 * 96), 264);
+  EXPECT_EQ(qopt_launch_grid(&l, 132, 2 * 132 * 96 - 1), 132);
+  l.min_tiles_per_block = 0;
+  EXPECT_EQ(qopt_launch_grid(&l, 132, 16384), 528);
+  l.min_tiles_per_block = -5;
+  EXPECT_EQ(qopt_launch_grid(&l, 132, 4096), 132);
+}
+
 } // namespace

@@ -1,5 +1,7 @@
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx | FileCheck %s
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx | FileCheck %s --check-prefix=ROOT
+// RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx -o %t.ptx
+// RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --arch=sm_80 | FileCheck %s --check-prefix=SM80
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --mode=fast | FileCheck %s --check-prefix=FAST
 // RUN: qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --elements-per-thread=16 | FileCheck %s --check-prefix=WIDE
@@ -52,6 +54,11 @@
 // IEEE: mul.rn.f32 [[S:%r[0-9]+]], {{%r[0-9]+}}, 0f467E0000;
 // IEEE: cvt.rni.s32.f32 {{%r[0-9]+}}, [[S]];
 // IEEE-NOT: fma.rn.f32
+
+// Two states, a bf16 parameter: up to four waves of the resident blocks
+// while each block keeps 128 tiles (getGridWaves, getGridMinTilesPerBlock).
+// MANIFEST: "min_tiles_per_block": 128,
+// MANIFEST: "waves": 4{{$}}
 
 // SM80: .target sm_80
 

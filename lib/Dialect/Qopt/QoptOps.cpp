@@ -308,11 +308,14 @@ int64_t mlir::qopt::getL2PrefetchTiles(OptimizerOp optimizer, bool staged) {
 }
 
 int64_t mlir::qopt::getGridWaves(OptimizerOp optimizer) {
-  return getStates(optimizer).size() <= 1 &&
-                 !hasStateOf<CodebookSchemeAttr>(optimizer) &&
+  return !hasStateOf<CodebookSchemeAttr>(optimizer) &&
                  optimizer.getParamType().getIntOrFloatBitWidth() == 16
              ? 4
              : 1;
+}
+
+int64_t mlir::qopt::getGridMinTilesPerBlock(OptimizerOp optimizer) {
+  return getStates(optimizer).size() <= 1 ? 24 : 128;
 }
 
 bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {

@@ -51,7 +51,7 @@ extern "C" {
 #endif
 
 /// Version of this library (major * 10000 + minor * 100 + patch).
-#define QOPT_RUNTIME_VERSION 200
+#define QOPT_RUNTIME_VERSION 300
 /// The manifest "version" this library reads.
 #define QOPT_MANIFEST_VERSION 1
 
@@ -246,6 +246,9 @@ typedef struct qopt_launch_info {
   int64_t shared_bytes;       ///< dynamic shared memory per block
   int32_t suggested_blocks_per_sm;
   int32_t waves;              ///< at most this many waves of resident blocks (<= 0: 1)
+  /// the fewest tiles per block a launch of more than one wave keeps (<= 0:
+  /// QOPT_MIN_TILES_PER_BLOCK)
+  int32_t min_tiles_per_block;
 } qopt_launch_info;
 
 typedef struct qopt_manifest_info {
@@ -520,7 +523,8 @@ QOPT_RUNTIME_API qopt_status qopt_kernel_get_info(const qopt_kernel *kernel,
                                                   qopt_kernel_info *info);
 
 /// The fewest tiles per block that a launch of more than one wave keeps
-/// (qopt_launch_grid).
+/// (qopt_launch_grid) where the manifest's launch.min_tiles_per_block does
+/// not say.
 #define QOPT_MIN_TILES_PER_BLOCK 24
 
 /// The grid of one step over `num_tiles` tiles (the runtime's choice; the
@@ -528,12 +532,15 @@ QOPT_RUNTIME_API qopt_status qopt_kernel_get_info(const qopt_kernel *kernel,
 /// tiles, so any grid is correct): whole waves of `wave_blocks` blocks (one
 /// wave: multiprocessors * resident blocks per multiprocessor, the kernel
 /// info's max_blocks), as many as `launch->waves` allows while each block
-/// keeps at least QOPT_MIN_TILES_PER_BLOCK tiles, at least one, and never
+/// keeps at least `launch->min_tiles_per_block` tiles
+/// (QOPT_MIN_TILES_PER_BLOCK where that is <= 0), at least one, and never
 /// more blocks than tiles nor than 2^31 - 1 (cuLaunchKernel's limit). 0 for
 /// no tiles, no blocks or no launch info. Measured on the H200
-/// (bench/NOTES.md, eighth session): FlashLion and FlashSGD ran 9% faster
-/// at 64 Mi parameters with 4 waves (31 tiles per block) and 5% slower at
-/// 16 Mi (8 tiles per block) than with one.
+/// (bench/NOTES.md, eighth and ninth sessions): FlashLion and FlashSGD ran
+/// 9% faster at 64 Mi parameters with 4 waves (31 tiles per block) and 5%
+/// slower at 16 Mi (8 tiles per block) than with one; FlashAdamW runs
+/// fastest with one wave of 124 tiles per block at 64 Mi, but faster with
+/// 3 or 4 waves than with one at 256 Mi.
 QOPT_RUNTIME_API int64_t qopt_launch_grid(const qopt_launch_info *launch,
                                           int64_t wave_blocks,
                                           int64_t num_tiles);

@@ -36,6 +36,9 @@
 // OFF: gpu.return
 
 // MANIFEST: "elements_per_thread": 8
+// One state: more than one wave while each block keeps 24 tiles
+// (getGridMinTilesPerBlock).
+// MANIFEST: "min_tiles_per_block": 24,
 // MANIFEST: "shared_bytes": 90112
 // MANIFEST: "threads_per_block": 512
 // One state: four waves of the resident blocks (getGridWaves).

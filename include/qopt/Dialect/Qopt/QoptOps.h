@@ -181,16 +181,25 @@ int64_t getDynamicSharedBytes(OptimizerOp optimizer, const TileStaging &staging,
 int64_t getL2PrefetchTiles(OptimizerOp optimizer, bool staged);
 
 /// How many waves of resident blocks a launch of a GPU kernel of `optimizer`
-/// asks for (the manifest's `launch.waves`): the kernels are persistent, and
-/// with more than one wave each block steps a shorter contiguous range of
-/// tiles (qopt_launch_grid keeps at least 24 per block). Measured on the
-/// H200 (bench/NOTES.md, eighth session): 4 for updates of a 16-bit
-/// parameter with at most one state, not a codebook one (FlashSGD,
-/// FlashSGDW, FlashLion: 64 Mi +9%, 256 Mi and the GPT-2 list +5 to 7%, 1
-/// and 16 Mi within 1.5%); 1 elsewhere (their f32 variants +2% at 64 Mi but
-/// -0.2 to -1.5% at 256 Mi; FlashAdamW slower with any more; the codebook
-/// kernels the same).
+/// asks for at most (the manifest's `launch.waves`): the kernels are
+/// persistent, and with more than one wave each block steps a shorter
+/// contiguous range of tiles (qopt_launch_grid keeps at least
+/// getGridMinTilesPerBlock per block). 4 for updates of a 16-bit parameter
+/// without a codebook state, 1 elsewhere. Measured on the H200
+/// (bench/NOTES.md, eighth and ninth sessions): FlashSGD, FlashSGDW and
+/// FlashLion +9% at 64 Mi, +5 to 7% at 256 Mi and on the GPT-2 list;
+/// FlashAdamW and FlashAdam +6 to 8% at 256 Mi with 3 waves; their f32
+/// variants +2% at 64 Mi but -0.2 to -1.5% at 256 Mi, the codebook kernels
+/// within 1%.
 int64_t getGridWaves(OptimizerOp optimizer);
+
+/// The fewest tiles per block that a launch of more than one wave keeps
+/// (the manifest's `launch.min_tiles_per_block`, qopt_launch_grid): 24 for
+/// updates of at most one state (FlashLion 4 waves of 31 tiles at 64 Mi,
+/// one of 31 at 16 Mi), 128 for more (FlashAdamW: one wave of 124 tiles
+/// per block at 64 Mi and of 230 on the GPT-2 list, 2 to 4 waves there
+/// slower by up to 3%; 3 waves of 165 at 256 Mi, 0.938 -> 0.868 ms).
+int64_t getGridMinTilesPerBlock(OptimizerOp optimizer);
 
 /// Whether a GPU kernel copies its tiles ahead with cp.async (getTileStaging).
 enum class AsyncCopy { Auto, On, Off };
