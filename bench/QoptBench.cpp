@@ -407,8 +407,13 @@ int main(int argc, char **argv) {
       opt.gpt2 = false;
     else if (a == "--no-sweep")
       opt.sweep = false;
-    else if (a == "--sweep-at")
-      opt.sweepAt = next() + "Mi";
+    else if (a == "--sweep-at") {
+      // 256, 256Mi or gpt2: the case name the sizes loop gives it.
+      std::string s = next();
+      opt.sweepAt = s == "gpt2"                                  ? "gpt2-124M"
+                    : s.size() > 2 && s.substr(s.size() - 2) == "Mi" ? s
+                                                                    : s + "Mi";
+    }
     else if (a == "--no-runtime")
       opt.runtimePath = false;
     else if (a == "--experiments")
@@ -516,6 +521,11 @@ int main(int argc, char **argv) {
         g.push_back(s.numel());
       cases.push_back({"gpt2-124M", g});
     }
+    if (opt.sweep &&
+        std::none_of(cases.begin(), cases.end(),
+                     [&](const auto &c) { return c.first == opt.sweepAt; }))
+      std::fprintf(stderr, "qopt-bench: --sweep-at %s is not among the sizes run; no grid sweep\n",
+                   opt.sweepAt.c_str());
 
     for (const std::string &mpath : manifests) {
       Spec spec(mpath);

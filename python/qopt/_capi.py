@@ -137,6 +137,7 @@ _SIGNATURES = {
     "qopt_error_bits_init": [c_int32, c_int32, c_void_p, c_int64, c_void_p, c_void_p],
     "qopt_error_bits_decode": [c_int32, c_int32, c_void_p, c_void_p, c_int64, c_void_p],
     "qopt_registry_create": [POINTER(_P)],
+    "qopt_registry_destroy": [_P],
     "qopt_registry_add_manifest_file": [_P, c_char_p],
     "qopt_registry_get_manifest": [_P, c_char_p, POINTER(_P)],
     "qopt_kernel_create": [_P, _P, c_char_p, POINTER(_P)],
@@ -174,6 +175,10 @@ def library_candidates() -> List[Path]:
 _lib: Optional[ctypes.CDLL] = None
 _lib_path: Optional[Path] = None
 
+# The runtime release whose structs the classes above mirror (QOPT_RUNTIME_VERSION / 100: while the
+# major version is 0 each minor release may change them; 0.3 added min_tiles_per_block).
+RUNTIME_ABI = 3
+
 
 def library_path() -> Path:
     lib()
@@ -202,6 +207,13 @@ def lib() -> ctypes.CDLL:
         fn = getattr(handle, name)
         fn.restype = c_int32
         fn.argtypes = argtypes
+    rt, mf = c_int32(), c_int32()
+    handle.qopt_get_version(ctypes.byref(rt), ctypes.byref(mf))
+    if rt.value // 100 != RUNTIME_ABI:
+        raise ImportError(
+            f"qopt: {path} is runtime {rt.value // 10000}.{rt.value // 100 % 100}.{rt.value % 100}, "
+            f"but this package's structs mirror the 0.{RUNTIME_ABI} ABI; use the runtime built from "
+            f"the same source (ninja -C build qopt_runtime) or set QOPT_RUNTIME_LIBRARY to it")
     _lib, _lib_path = handle, path
     return handle
 

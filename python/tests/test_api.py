@@ -607,3 +607,29 @@ def test_device_uniform_evaluation_equals_runtime(spec):
             v = _eval_device(e, env, "cpu")
             got.append(float(torch.as_tensor(v, dtype=torch.float64).to(torch.float32)))
         assert [struct.pack("<f", x) for x in got] == [struct.pack("<f", x) for x in want], step
+
+
+def test_launch_info_mirror_reads_what_the_runtime_writes(tmp_path):
+    """The ctypes mirror of qopt_launch_info against the library: a shipped manifest with distinct launch
+    values, parsed by the runtime and read back through qopt_manifest_get_info."""
+    from qopt import _runtime
+    src = _runtime.find_manifest("flash_adamw", C.BACKEND_HOST)
+    manifest = json.loads(src.read_text())
+    manifest["launch"].update({"suggested_blocks_per_sm": 3, "waves": 5, "min_tiles_per_block": 77})
+    path = tmp_path / "flash_adamw.manifest.json"
+    path.write_text(json.dumps(manifest))
+    reg, m = ctypes.c_void_p(), ctypes.c_void_p()
+    C.call("qopt_registry_create", ctypes.byref(reg))
+    try:
+        C.call("qopt_registry_add_manifest_file", reg, str(path).encode())
+        C.call("qopt_registry_get_manifest", reg, manifest["kernel"].encode(), ctypes.byref(m))
+        info = C.ManifestInfo()
+        C.call("qopt_manifest_get_info", m, ctypes.byref(info))
+        launch = manifest["launch"]
+        assert info.launch.threads_per_block == launch["threads_per_block"]
+        assert info.launch.tile_elements == launch["tile_elements"]
+        assert info.launch.shared_bytes == launch["shared_bytes"]
+        assert (info.launch.suggested_blocks_per_sm, info.launch.waves,
+                info.launch.min_tiles_per_block) == (3, 5, 77)
+    finally:
+        C.call("qopt_registry_destroy", reg)

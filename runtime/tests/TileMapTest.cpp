@@ -127,7 +127,7 @@ TEST(LaunchGrid, KernelsOwnMinimumOfTilesPerBlock) {
   l.min_tiles_per_block = 0;
   EXPECT_EQ(qopt_launch_grid(&l, 132, 16384), 528);
   l.min_tiles_per_block = -5;
-  EXPECT_EQ(qopt_launch_grid(&l, 132, 4096), 132);
+  EXPECT_EQ(qopt_launch_grid(&l, 132, 16384), 528);
 }
 
 } // namespace

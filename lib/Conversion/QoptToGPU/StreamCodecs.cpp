@@ -1264,10 +1264,10 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   Value aboveLo = cmpConst(arith::CmpFPredicate::OGE, absDivisor, 0x1p-40);
   all = arith::AndIOp::create(b, loc, all, aboveLo);
   Value divisorOk = arith::AndIOp::create(b, loc, belowHi, aboveLo);
-  if (root && root->cond) {
+  // A known root's uniform out of its range fails every thread's check; the
+  // lanes' own checks below then take the sqrt.approx chain instead.
+  if (root && root->cond)
     all = arith::AndIOp::create(b, loc, all, root->cond);
-    divisorOk = arith::AndIOp::create(b, loc, divisorOk, root->cond);
-  }
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{q.getType()}, all,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
@@ -1303,6 +1303,28 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   auto ci = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
   };
+  if (root && root->cond) {
+    // Where the known root's uniform lies outside [2^-40, 1], the lanes are
+    // checked on the sqrt.approx chain (the codes' own, without the root):
+    // a launch with such a uniform then costs the per-lane checks, not the
+    // IEEE chain on every lane. sqrt.approx as inline PTX, which LLVM cannot
+    // hoist above the branch into the fast path.
+    Value d = vector::ExtractOp::create(b, loc, divisor, 0);
+    Value k0 = vector::BroadcastOp::create(
+        b, loc, p.getType(), approx.div(approx.constF(d, codeRange(scheme)), d));
+    Value u0 = m.perLane(x, [&](Value lane) {
+      return inlinePtx(b, loc, b.getF32Type(), lane,
+                       "sqrt.approx.ftz.f32 $0, $1;", "=f,f");
+    });
+    auto fma0 = [&](Value addend) { return m.fma(u0, k0, addend); };
+    Value biased0 = fma0(m.constF(p, kCodeBias));
+    Value q0 = m.sub(biased0, m.constF(biased0, kCodeBias));
+    Value distance0 = fma0(arith::NegFOp::create(b, loc, q0));
+    Value offCentre0 = fma0(m.constF(p, -centre));
+    biased = m.select(root->cond, biased, biased0);
+    distance = m.select(root->cond, distance, distance0);
+    offCentre = m.select(root->cond, offCentre, offCentre0);
+  }
   Value laneOk = arith::AndIOp::create(
       b, loc,
       m.cmp(arith::CmpFPredicate::OLT, m.abs(distance),

@@ -51,8 +51,8 @@ struct LaneFacts {
   /// roots[x] = {w, u}: w = sqrt.rn(x / u) lane by lane, u a uniform scalar
   /// (Adam's sqrt(v / bc2)), or w = sqrt.rn(x) where u is null.
   llvm::DenseMap<Value, std::pair<Value, Value>> roots;
-  /// sqrt.rn of launch uniforms, placed where they are defined: kept across
-  /// tile bodies, as the reciprocals.
+  /// sqrt.rn of uniform scalars (broadcast to the lanes), placed where they
+  /// are defined: kept across tile bodies, as the reciprocals.
   llvm::DenseMap<Value, Value> uniformRoots;
   void clear() {
     nonnegative.clear();
@@ -171,11 +171,12 @@ public:
   /// sqrt(x) lane by lane as root * scale, from a square root the guarded
   /// arithmetic already computed (LaneFacts::roots): root = sqrt.rn(x / u)
   /// and scale = sqrt.rn(u) (computed once, where the uniform u is defined),
-  /// within 3.5 units of 2^-24 of sqrt(x) relatively where `cond` holds (u
-  /// in [2^-40, 1], so that x / u neither overflows where x is finite nor
-  /// loses more than 2^-75 of sqrt(x) to a subnormal quotient); or root =
-  /// sqrt.rn(x), scale and cond null (within one unit). None where no such
-  /// root is known.
+  /// within 2.5 units of 2^-24 of sqrt(x) relatively where `cond` holds (u
+  /// in [2^-40, 1], so that x / u is subnormal only where x is, and then
+  /// loses at most 2^-75 of sqrt(x); an x / u that overflows gives an
+  /// infinite root, which fails the codes' check); or root = sqrt.rn(x),
+  /// scale and cond null (within one unit). None where no such root is
+  /// known (among them every root outside guarded IEEE arithmetic).
   struct KnownRoot {
     Value root, scale, cond;
   };

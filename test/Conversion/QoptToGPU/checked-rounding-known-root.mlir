@@ -5,9 +5,11 @@
 // (LaneMath::knownRoot): Adam's sqrt(v / bc2), with bc2 a launch uniform,
 // gives sqrt(v) as sqrt.rn(v / bc2) * sqrt.rn(bc2), the uniform's root once
 // where it is defined and folded into the thread's quotient 255 / s; the
-// check adds bc2 in [2^-40, 1] to the divisor's range. A state whose root
-// the update takes directly (sqrt(y)) uses it as it is. No sqrt.approx per
-// lane for either.
+// thread's check adds bc2 in [2^-40, 1]; where bc2 is outside it, the
+// lanes' own checks in the fallback take the sqrt.approx chain (inline PTX,
+// not hoisted into the fast path). A state whose root the update takes
+// directly (sqrt(y)) uses it as it is. No sqrt.approx on the fast path of
+// either.
 
 // CHECK-LABEL: gpu.func @KnownRoot
 // sqrt.rn of the uniform bc2 before the tile loop (the only scalar sqrt.rn
@@ -23,8 +25,8 @@
 // CHECK: %[[ROOTY:.+]] = scf.if %{{.+}} -> (vector<8xf32>) {
 // CHECK: llvm.inline_asm "sqrt.rn.f32 $0, $1;"
 // The code of v: bc2's range first (in [2^-40, 1]), then 255 / s times
-// sqrt(bc2) and t' = root * that, unrounded; the range joins the divisor's,
-// for the thread and for each lane's own check.
+// sqrt(bc2) and t' = root * that, unrounded; the range joins the thread's
+// check.
 // CHECK-NOT: llvm.nvvm.sqrt.approx
 // CHECK: arith.cmpf oge, %[[BC2:.+]], %cst{{.*}} : f32
 // CHECK-NEXT: arith.constant 1.000000e+00 : f32
@@ -35,9 +37,24 @@
 // CHECK-NEXT: %[[KSV:.+]] = vector.broadcast %[[KS]] : f32 to vector<8xf32>
 // CHECK-NEXT: arith.constant dense<0x4B400000>
 // CHECK-NEXT: llvm.intr.fma(%[[ROOTV]], %[[KSV]], %{{.+}})
-// CHECK: arith.andi %{{.+}}, %[[BCOK]] : i1
-// CHECK-NEXT: arith.andi %{{.+}}, %[[BCOK]] : i1
-// CHECK-NEXT: scf.if
+// CHECK: %[[BH:.+]] = arith.cmpf ole, %{{.+}}, %cst{{.*}} : f32
+// CHECK-NEXT: arith.andi
+// CHECK-NEXT: arith.constant
+// CHECK-NEXT: %[[AL:.+]] = arith.cmpf oge, %{{.+}}, %cst{{.*}} : f32
+// CHECK-NEXT: arith.andi
+// CHECK-NEXT: %[[DOK:.+]] = arith.andi %[[BH]], %[[AL]] : i1
+// CHECK-NEXT: %[[ALL:.+]] = arith.andi %{{.+}}, %[[BCOK]] : i1
+// CHECK-NEXT: scf.if %[[ALL]]
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: } else {
+// The fallback: the sqrt.approx chain's distances where bc2 is out of range,
+// the root's where it is in; each lane's check, then the IEEE loop.
+// CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
+// CHECK-COUNT-8: llvm.inline_asm "sqrt.approx.ftz.f32 $0, $1;"
+// CHECK: arith.select %[[BCOK]], %{{.+}}, %{{.+}} : vector<8xf32>
+// CHECK-NEXT: arith.select %[[BCOK]], %{{.+}}, %{{.+}} : vector<8xf32>
+// CHECK-NEXT: arith.select %[[BCOK]], %{{.+}}, %{{.+}} : vector<8xf32>
+// CHECK: arith.andi %[[DOK]], %{{.+}} : i1
 // CHECK: llvm.inline_asm "sqrt.rn.f32 $0, $1;"
 // The code of y: its root times 255 / s, no product by a uniform's root.
 // CHECK-NOT: llvm.nvvm.sqrt.approx
