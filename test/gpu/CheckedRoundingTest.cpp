@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <algorithm>
@@ -72,19 +73,39 @@ protected:
   /// Steps the default build and the --checked-rounding=false
   /// --guarded-ieee=false --codebook-buckets=false build of the spec on the
   /// same tensors and compares every byte; `crowded`: the codebook states
-  /// take crowdedQmap() instead of the spec's tables.
-  void compareBuilds(bool crowded);
+  /// take crowdedQmap() instead of the spec's tables; `beta2`, where given,
+  /// replaces the spec's beta2 (skipped for a spec without one).
+  void compareBuilds(bool crowded, std::optional<double> beta2 = std::nullopt);
 };
 
 TEST_P(CheckedRounding, DefaultKernelEqualsIEEERoundingKernel) { compareBuilds(false); }
 
 TEST_P(CheckedRounding, CrowdedCodebookEqualsFullSearch) { compareBuilds(true); }
 
-void CheckedRounding::compareBuilds(bool crowded) {
+// beta2 = 1 - 1e-14: bc2 = 1 - beta2^step is about 1e-14 * step, below the
+// 2^-40 a sqrt code's known root needs (StreamCodecs.cpp, knownRoot): every
+// thread fails its check and the lanes check themselves on the sqrt.approx
+// chain. beta2 = 0: bc2 = 1, the range's upper end.
+TEST_P(CheckedRounding, BiasCorrectionBelowTheKnownRootsRange) {
+  compareBuilds(false, 1.0 - 1e-14);
+}
+
+TEST_P(CheckedRounding, BiasCorrectionOne) { compareBuilds(false, 0.0); }
+
+void CheckedRounding::compareBuilds(bool crowded, std::optional<double> beta2) {
   std::string why;
   if (!haveGpu(why))
     GTEST_SKIP() << "GPU test skipped: " << why;
   const Case &c = GetParam();
+  std::vector<qopt_hyper> hypers = c.hypers;
+  if (beta2) {
+    auto it = std::find_if(hypers.begin(), hypers.end(), [](const qopt_hyper &h) {
+      return std::string(h.name) == "beta2";
+    });
+    if (it == hypers.end())
+      GTEST_SKIP() << c.spec << " has no beta2";
+    it->value = *beta2;
+  }
   ref::StepSpec spec = c.make();
   if (crowded) {
     bool codebook = false;
@@ -184,7 +205,7 @@ void CheckedRounding::compareBuilds(bool crowded) {
       list.num_streams = builds[i].info.num_streams;
       list.numels = sizes.data();
       list.data = pointers[i].data();
-      ASSERT_EQ(qopt_step(builds[i].kernel, &list, c.hypers.data(), c.hypers.size(), step,
+      ASSERT_EQ(qopt_step(builds[i].kernel, &list, hypers.data(), hypers.size(), step,
                           tablePointers.data(), tablePointers.size(), nullptr),
                 QOPT_SUCCESS)
           << qopt_last_error();
