@@ -1225,18 +1225,24 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   if (scheme.getCompanding() == Companding::sqrt)
     root = m.knownRoot(x);
   auto [p, k] = approximateCodeArgument(approx, scheme, x, divisor, root);
-  auto fma = [&](Value addend) { return m.fma(p, k, addend); };
-  // The nearest integer as RN(t' + kCodeBias) - kCodeBias: one FMA, not FRND
-  // on the quarter-rate conversion pipe, and the biased sum is the code
-  // (quantizeGroup). floor(t' + 0.5) is the same integer where the check
-  // below passes.
-  Value biased = fma(m.constF(p, kCodeBias));
-  Value q = m.sub(biased, m.constF(biased, kCodeBias));
   double range = codeRange(scheme);
   double lo = scheme.getStorage().isSigned() ? -range : 0.0;
   double centre = (lo + range) / 2, halfWidth = (range - lo + 1) / 2;
-  Value distance = fma(arith::NegFOp::create(b, loc, q));
-  Value offCentre = fma(m.constF(p, -centre));
+  // For t' = p * k: the nearest integer as RN(t' + kCodeBias) - kCodeBias
+  // (one FMA, not FRND on the quarter-rate conversion pipe; the biased sum
+  // is the code, quantizeGroup; floor(t' + 0.5) is the same integer where
+  // the check below passes), t' less it, and t' less the range's centre.
+  struct Terms {
+    Value biased, distance, offCentre;
+  };
+  auto termsOf = [&](Value p, Value k) {
+    auto fma = [&](Value addend) { return m.fma(p, k, addend); };
+    Value biased = fma(m.constF(p, kCodeBias));
+    Value q = m.sub(biased, m.constF(biased, kCodeBias));
+    return Terms{biased, fma(arith::NegFOp::create(b, loc, q)),
+                 fma(m.constF(p, -centre))};
+  };
+  auto [biased, distance, offCentre] = termsOf(p, k);
   auto lanes = cast<VectorType>(p.getType()).getNumElements();
   auto cmpConst = [&](arith::CmpFPredicate p, Value v, double c) {
     return m.cmp(p, v, m.constF(v, c));
@@ -1268,7 +1274,7 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   // lanes' own checks below then take the sqrt.approx chain instead.
   if (root && root->cond)
     all = arith::AndIOp::create(b, loc, all, root->cond);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{q.getType()}, all,
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{p.getType()}, all,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -1316,14 +1322,10 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
       return inlinePtx(b, loc, b.getF32Type(), lane,
                        "sqrt.approx.ftz.f32 $0, $1;", "=f,f");
     });
-    auto fma0 = [&](Value addend) { return m.fma(u0, k0, addend); };
-    Value biased0 = fma0(m.constF(p, kCodeBias));
-    Value q0 = m.sub(biased0, m.constF(biased0, kCodeBias));
-    Value distance0 = fma0(arith::NegFOp::create(b, loc, q0));
-    Value offCentre0 = fma0(m.constF(p, -centre));
-    biased = m.select(root->cond, biased, biased0);
-    distance = m.select(root->cond, distance, distance0);
-    offCentre = m.select(root->cond, offCentre, offCentre0);
+    Terms t0 = termsOf(u0, k0);
+    biased = m.select(root->cond, biased, t0.biased);
+    distance = m.select(root->cond, distance, t0.distance);
+    offCentre = m.select(root->cond, offCentre, t0.offCentre);
   }
   Value laneOk = arith::AndIOp::create(
       b, loc,
@@ -1339,16 +1341,16 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
         b, loc, mask,
         arith::SelectOp::create(b, loc, ok, ci(0), ci(int64_t(1) << i)));
   }
-  auto loopOp = scf::WhileOp::create(b, loc, TypeRange{i32, q.getType()},
+  auto loopOp = scf::WhileOp::create(b, loc, TypeRange{i32, p.getType()},
                                      ValueRange{mask, biased});
   {
     OpBuilder::InsertionGuard loopGuard(b);
-    Block *before = b.createBlock(&loopOp.getBefore(), {}, {i32, q.getType()},
+    Block *before = b.createBlock(&loopOp.getBefore(), {}, {i32, p.getType()},
                                   {loc, loc});
     Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
                                        before->getArgument(0), ci(0));
     scf::ConditionOp::create(b, loc, more, before->getArguments());
-    Block *after = b.createBlock(&loopOp.getAfter(), {}, {i32, q.getType()},
+    Block *after = b.createBlock(&loopOp.getAfter(), {}, {i32, p.getType()},
                                  {loc, loc});
     Value bits = after->getArgument(0), cur = after->getArgument(1);
     Value lane = LLVM::CountTrailingZerosOp::create(b, loc, i32, bits, false);
@@ -1371,7 +1373,7 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
         arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vecI32, ArrayRef<int32_t>(iota))),
         vector::BroadcastOp::create(b, loc, vecI32, lane));
     Value next = arith::SelectOp::create(
-        b, loc, hit, vector::BroadcastOp::create(b, loc, q.getType(), code), cur);
+        b, loc, hit, vector::BroadcastOp::create(b, loc, p.getType(), code), cur);
     Value rest = arith::AndIOp::create(
         b, loc, bits, arith::SubIOp::create(b, loc, bits, ci(1)));
     scf::YieldOp::create(b, loc, ValueRange{rest, next});
