@@ -1196,8 +1196,9 @@ static Value biasCode(LaneMath &m, Value q) {
 /// 1.5 + 1 and the product (range / divisor) * sqrt.rn(w) 1 more, so sqrt
 /// 3 + 7.5 (E < 1.61e-4); x / w is subnormal only where x is, and then
 /// moves sqrt(x) by at most sqrt(2^-150) = 2^-75, t by less than 255 *
-/// 2^-75 / 2^-40 < 7.5e-9, inside the flush bound above: E < 1.92e-4. The
-/// condition on w is checked with the divisor's range.
+/// 2^-75 / 2^-40 < 7.5e-9, inside the flush bound above: E < 1.92e-4. A w
+/// outside [2^-40, 1] fails the thread's check, and the lanes' own checks
+/// then take the sqrt.approx chain.
 ///
 /// With q' the integer nearest t' = p * k (RN(p * k + kCodeBias) -
 /// kCodeBias, the first an FMA: the sum lies in [2^23, 2^24), where floats
@@ -1317,7 +1318,7 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
     // hoist above the branch into the fast path.
     Value d = vector::ExtractOp::create(b, loc, divisor, 0);
     Value k0 = vector::BroadcastOp::create(
-        b, loc, p.getType(), approx.div(approx.constF(d, codeRange(scheme)), d));
+        b, loc, p.getType(), approx.div(approx.constF(d, range), d));
     Value u0 = m.perLane(x, [&](Value lane) {
       return inlinePtx(b, loc, b.getF32Type(), lane,
                        "sqrt.approx.ftz.f32 $0, $1;", "=f,f");
