@@ -27,7 +27,8 @@
 using namespace mlir;
 using namespace mlir::qopt;
 
-unsigned mlir::qopt::getChipNumber(llvm::StringRef chip) {
+/// The number of an sm_NN[a|f] chip (90 for sm_90a), 0 for anything else.
+static unsigned getChipNumber(llvm::StringRef chip) {
   unsigned sm = 0;
   llvm::StringRef digits = chip.drop_front(3).rtrim("af");
   if (!chip.starts_with("sm_") || digits.getAsInteger(10, sm))

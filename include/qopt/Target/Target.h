@@ -48,9 +48,6 @@ struct KernelOptions {
   AsyncCopy asyncCopy = AsyncCopy::Auto;
 };
 
-/// The number of an sm_NN[a|f] chip (90 for sm_90a), 0 for anything else.
-unsigned getChipNumber(llvm::StringRef chip);
-
 /// The PTX ISA feature of nvvm-attach-target for `chip` (e.g. "+ptx80" for
 /// sm_80..sm_90a, "+ptx86" for sm_100).
 std::string getPTXFeatures(llvm::StringRef chip);

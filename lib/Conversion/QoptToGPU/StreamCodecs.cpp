@@ -1121,8 +1121,14 @@ static Value codeArgument(LaneMath &m, GroupSchemeAttr scheme, Value x,
 /// root for sqrt companding; `divisor` is a broadcast scalar. A square root
 /// the update computed (`root`, LaneMath::knownRoot) stands for the
 /// approximate one: u = root * scale, the scale folded into the quotient
-/// (range / divisor) * scale, once per thread.
-static std::pair<Value, Value>
+/// (range / divisor) * scale, once per thread. `quotient` is range /
+/// divisor itself (null for softsign).
+namespace {
+struct CodeArgument {
+  Value p, k, quotient;
+};
+} // namespace
+static CodeArgument
 approximateCodeArgument(LaneMath &approx, GroupSchemeAttr scheme, Value x,
                         Value divisor,
                         const std::optional<LaneMath::KnownRoot> &root) {
@@ -1134,12 +1140,13 @@ approximateCodeArgument(LaneMath &approx, GroupSchemeAttr scheme, Value x,
     u = root ? root->root : approx.sqrt(x);
   if (scheme.getCompanding() == Companding::softsign)
     return {approx.div(u, approx.add(divisor, approx.abs(u))),
-            approx.constF(u, 2 * range)};
+            approx.constF(u, 2 * range), Value()};
   Value d = vector::ExtractOp::create(b, loc, divisor, 0);
-  Value k = approx.div(approx.constF(d, range), d);
+  Value quotient = approx.div(approx.constF(d, range), d);
+  Value k = quotient;
   if (root && root->scale)
     k = arith::MulFOp::create(b, loc, k, root->scale);
-  return {u, vector::BroadcastOp::create(b, loc, u.getType(), k)};
+  return {u, vector::BroadcastOp::create(b, loc, u.getType(), k), quotient};
 }
 
 /// The code before clamping: floor(t + 0.5) or roundeven(t).
@@ -1225,7 +1232,8 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   std::optional<LaneMath::KnownRoot> root;
   if (scheme.getCompanding() == Companding::sqrt)
     root = m.knownRoot(x);
-  auto [p, k] = approximateCodeArgument(approx, scheme, x, divisor, root);
+  auto [p, k, quotient] =
+      approximateCodeArgument(approx, scheme, x, divisor, root);
   double range = codeRange(scheme);
   double lo = scheme.getStorage().isSigned() ? -range : 0.0;
   double centre = (lo + range) / 2, halfWidth = (range - lo + 1) / 2;
@@ -1316,9 +1324,7 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
     // a launch with such a uniform then costs the per-lane checks, not the
     // IEEE chain on every lane. sqrt.approx as inline PTX, which LLVM cannot
     // hoist above the branch into the fast path.
-    Value d = vector::ExtractOp::create(b, loc, divisor, 0);
-    Value k0 = vector::BroadcastOp::create(
-        b, loc, p.getType(), approx.div(approx.constF(d, range), d));
+    Value k0 = vector::BroadcastOp::create(b, loc, p.getType(), quotient);
     Value u0 = m.perLane(x, [&](Value lane) {
       return inlinePtx(b, loc, b.getF32Type(), lane,
                        "sqrt.approx.ftz.f32 $0, $1;", "=f,f");

@@ -47,9 +47,11 @@
 // CHECK-NEXT: scf.if %[[ALL]]
 // CHECK-NEXT: scf.yield
 // CHECK-NEXT: } else {
-// The fallback: the sqrt.approx chain's distances where bc2 is out of range,
-// the root's where it is in; each lane's check, then the IEEE loop.
-// CHECK: llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"
+// The fallback: the sqrt.approx chain's distances where bc2 is out of range
+// (times the thread's 255 / s itself, computed once), the root's where it is
+// in; each lane's check, then the IEEE loop.
+// CHECK-NOT: llvm.nvvm.div.approx
+// CHECK: vector.broadcast %[[K]] : f32 to vector<8xf32>
 // CHECK-COUNT-8: llvm.inline_asm "sqrt.approx.ftz.f32 $0, $1;"
 // CHECK: arith.select %[[BCOK]], %{{.+}}, %{{.+}} : vector<8xf32>
 // CHECK-NEXT: arith.select %[[BCOK]], %{{.+}}, %{{.+}} : vector<8xf32>
