@@ -633,3 +633,13 @@ def test_launch_info_mirror_reads_what_the_runtime_writes(tmp_path):
                 info.launch.min_tiles_per_block) == (3, 5, 77)
     finally:
         C.call("qopt_registry_destroy", reg)
+
+
+def test_runtime_of_another_abi_is_refused(monkeypatch):
+    """A libqopt_runtime whose minor version is not the one the ctypes mirror follows is refused on load
+    (its structs may have another layout), naming both versions."""
+    C.lib()
+    monkeypatch.setattr(C, "_lib", None)
+    monkeypatch.setattr(C, "RUNTIME_ABI", C.RUNTIME_ABI + 1)
+    with pytest.raises(ImportError, match=r"is runtime 0\.3\.\d+, but this package's structs mirror the 0\.4 ABI"):
+        C.lib()
