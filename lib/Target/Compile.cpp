@@ -156,6 +156,13 @@ struct CompileOptions {
                "normalized values in dynamic shared memory (exact; the full "
                "search where a bucket holds more than one midpoint)"),
       cl::init(true), cl::cat(compileCategory)};
+  cl::opt<bool> bulkCopy{
+      "bulk-copy",
+      cl::desc("Staged kernels on sm_90 and newer: fill the stages with bulk "
+               "copies of whole tiles (cp.async.bulk) and a barrier per stage "
+               "instead of each thread's cp.async (same results, the same "
+               "shared memory)"),
+      cl::init(false), cl::cat(compileCategory)};
   cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
                                  cl::desc("LLVM optimization level of host "
                                           "code (-O0 to -O3)"),
@@ -369,6 +376,7 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   // the guarded sequence would leave none for it.
   options.guardedIeee = opts->guardedIeee && !opts->exactUniformDivision;
   options.codebookBuckets = opts->codebookBuckets;
+  options.bulkCopy = opts->bulkCopy;
   options.asyncCopy = opts->asyncCopy;
 
   // Variants of the spec: another parameter type, fused grad scaling.

@@ -69,6 +69,8 @@ mlir::qopt::getConvertQoptToGPUOptions(const KernelOptions &options) {
   toGPU.asyncCopy = options.asyncCopy;
   // cp.async.bulk.prefetch.L2 is sm_90's.
   toGPU.l2Prefetch = getChipNumber(options.chip) >= 90;
+  // So is cp.async.bulk.
+  toGPU.bulkCopy = options.bulkCopy && getChipNumber(options.chip) >= 90;
   return toGPU;
 }
 

@@ -44,6 +44,13 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
            "normalization) as ptxas's fast-path instruction sequence, its "
            "range check once per thread, div.rn/sqrt.rn for a thread with a "
            "lane outside it (exact)">,
+    Option<"bulkCopy", "bulk-copy", "bool", /*default=*/"false",
+           "Staged kernels (sm_90 and newer): fill the stages with bulk "
+           "copies (cp.async.bulk, the tensor memory accelerator) of each "
+           "stream's whole tile, completing a barrier per stage, instead of "
+           "each thread's cp.async of its own bytes; thread 0 issues a run's "
+           "first tiles, the last warp to finish reading a stage its next "
+           "one (same results, the same shared memory)">,
     Option<"asyncCopy", "async-copy", "::mlir::qopt::AsyncCopy",
            /*default=*/"::mlir::qopt::AsyncCopy::Auto",
            "Copy each full tile's read streams into dynamic shared memory one "

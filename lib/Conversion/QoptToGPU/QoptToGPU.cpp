@@ -52,13 +52,13 @@ class KernelEmitter {
 public:
   KernelEmitter(OptimizerOp optimizer, OpBuilder &b, bool fast,
                 bool checkedRounding, bool codebookBuckets, bool guardedIEEE,
-                bool asyncCopy, bool l2Prefetch, int64_t threads,
-                int64_t lanes)
+                bool asyncCopy, bool l2Prefetch, bool bulkCopy,
+                int64_t threads, int64_t lanes)
       : optimizer(optimizer), b(b), loc(optimizer.getLoc()),
         math(b, loc, fast), guardedMath(math.guarded(guardedIEEE)),
         checkedRounding(checkedRounding), codebookBuckets(codebookBuckets),
-        asyncCopy(asyncCopy), l2Prefetch(l2Prefetch), threads(threads),
-        lanes(lanes), tile(threads * lanes) {}
+        asyncCopy(asyncCopy), l2Prefetch(l2Prefetch), bulkCopy(bulkCopy),
+        threads(threads), lanes(lanes), tile(threads * lanes) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
 
@@ -127,6 +127,26 @@ private:
   Value stagedAddress(const StagedStream &staged, Value stageIndex,
                       int64_t chunk);
   Value loadStaged(const StagedStream &staged, Type type);
+  // Bulk copies (cp.async.bulk): per stage an mbarrier that the copies
+  // complete and a count of the warps that finished reading the stage.
+  Value stageBarrier(Value stageIndex);
+  /// Issues the copies of the run's full tile `k` (i32, from the run's
+  /// first) into stage `stageIndex`, from the run's tile bases `tileBases`
+  /// (one per staged stream, in staging order), and has them complete
+  /// `stageIndex`'s barrier.
+  void bulkCopyTile(ArrayRef<Value> tileBases, Value k, Value stageIndex);
+  /// Waits until stage `stageIndex`'s barrier completes its phase of parity
+  /// `parity` (i32): the tile's copies have landed.
+  void waitForStage(Value stageIndex, Value parity);
+  /// The end of a full tile's use of `stage`: each warp counts itself a
+  /// reader done with it, and the last of the tile's warps refills the
+  /// stage with the run's tile k + stages (when it is a full one, before
+  /// `fullLimit`).
+  void releaseStage(ArrayRef<Value> tileBases, Value k, Value fullLimit);
+  /// Whether every stream of `staging` can be a bulk copy into its region:
+  /// 16-byte multiples per tile at 16-byte aligned offsets, and each
+  /// thread's elements one shared load of its region as the copy leaves it.
+  bool isBulkStageable(const TileStaging &staging) const;
   void storePerGroup(unsigned stream, int64_t groupSize, Value value);
   unsigned streamIndex(StreamRole role, int state = -1);
 
@@ -182,11 +202,15 @@ private:
   bool codebookBuckets;
   bool asyncCopy;
   bool l2Prefetch; ///< cp.async.bulk.prefetch available (sm_90+)
+  /// Stages filled by bulk copies (cp.async.bulk, sm_90+) where the option
+  /// asks for them and the staging allows (isBulkStageable); set in emit().
+  bool bulkCopy;
   int64_t threads, lanes, tile;
   /// The streams copied ahead into dynamic shared memory (empty: none), the
   /// memory, and in a full tile body the stage holding the tile (i64).
   TileStaging staging;
   Value stagingBase, stage;
+  Value stageBarriers, stageReaders; ///< bulk copies: S x i64, S x i32
   SmallVector<StreamInfo> streams;
   SmallVector<StateOp> states;
 
@@ -479,11 +503,145 @@ void KernelEmitter::copyTileToStage(ArrayRef<Value> threadPtrs,
   }
 }
 
+/// One PTX instruction (or a braced block) with side effects and a memory
+/// clobber, so that neither LLVM nor ptxas moves shared-memory accesses
+/// across it; `result` null for none.
+static Value syncPtx(OpBuilder &b, Location loc, Type result,
+                     ValueRange operands, StringRef ptx, StringRef constraints) {
+  std::string all = constraints.str();
+  all += all.empty() ? "~{memory}" : ",~{memory}";
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, result ? TypeRange{result} : TypeRange{}, operands, ptx, all,
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+      ArrayAttr());
+  return result ? op.getResult(0) : Value();
+}
+
+Value KernelEmitter::stageBarrier(Value stageIndex) {
+  return LLVM::PtrToIntOp::create(
+      b, loc, i64(), gep(stageBarriers, i64(), stageIndex));
+}
+
+void KernelEmitter::bulkCopyTile(ArrayRef<Value> tileBases, Value k,
+                                 Value stageIndex) {
+  // The barrier expects the tile's bytes, which the copies then complete
+  // (complete_tx): its phase ends when the last of them has landed.
+  int64_t bytes = 0;
+  for (const StagedStream &staged : staging.streams)
+    bytes += tileBytes(staged.stream);
+  Value barrier = stageBarrier(stageIndex);
+  syncPtx(b, loc, Type(), barrier,
+          "{ .reg .b64 state; mbarrier.arrive.expect_tx.shared.b64 state, [$0], " +
+              std::to_string(bytes) + "; }",
+          "l");
+  Value k64 = arith::ExtUIOp::create(b, loc, i64(), k);
+  Value stageStart = arith::MulIOp::create(b, loc, stageIndex,
+                                           constI64(staging.stageBytes));
+  for (auto [staged, base] : llvm::zip_equal(staging.streams, tileBases)) {
+    int64_t size = tileBytes(staged.stream);
+    Value src = gep(base, b.getI8Type(),
+                    arith::MulIOp::create(b, loc, k64, constI64(size)));
+    Value dst = gep(stagingBase, b.getI8Type(),
+                    arith::AddIOp::create(b, loc, stageStart,
+                                          constI64(staged.offset)));
+    syncPtx(b, loc, Type(),
+            ValueRange{LLVM::PtrToIntOp::create(b, loc, i64(), dst),
+                       LLVM::PtrToIntOp::create(b, loc, i64(), src), barrier},
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+            "[$0], [$1], " + std::to_string(size) + ", [$2];",
+            "l,l,l");
+  }
+}
+
+void KernelEmitter::waitForStage(Value stageIndex, Value parity) {
+  // try_wait suspends the thread for a while before it reports the phase
+  // still open; the loop asks again.
+  Value barrier = stageBarrier(stageIndex);
+  auto wait = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
+  OpBuilder::InsertionGuard guard(b);
+  b.createBlock(&wait.getBefore());
+  Value done = syncPtx(
+      b, loc, i32(), ValueRange{barrier, parity},
+      "{ .reg .pred done; mbarrier.try_wait.parity.shared.b64 done, [$1], $2; "
+      "selp.u32 $0, 1, 0, done; }",
+      "=r,l,r");
+  scf::ConditionOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, done, constI32(0)),
+      ValueRange{});
+  b.createBlock(&wait.getAfter());
+  scf::YieldOp::create(b, loc);
+}
+
+void KernelEmitter::releaseStage(ArrayRef<Value> tileBases, Value k,
+                                 Value fullLimit) {
+  // bar.warp.sync orders the warp's shared loads of the stage (their values
+  // are all used by now: the tile's stores take them) before lane 0's
+  // arrival; its release and the last arrival's acquire order every warp's
+  // loads before the copies that refill the stage.
+  syncPtx(b, loc, Type(), ValueRange{}, "bar.warp.sync -1;", "");
+  Value lane = arith::AndIOp::create(b, loc, tid, constI64(31));
+  auto leader = ifZero(lane);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&leader.getThenRegion().front());
+  Value readers = LLVM::PtrToIntOp::create(
+      b, loc, i64(), gep(stageReaders, i32(), stage));
+  Value before = syncPtx(b, loc, i32(), readers,
+                         "atom.acq_rel.cta.shared.add.u32 $0, [$1], 1;",
+                         "=r,l");
+  // The count grows by one per warp and use: the warp that makes it a
+  // multiple of the warps is the tile's last.
+  Value last = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, before, constI32(1)),
+          constI32(threads / 32)),
+      constI32(0));
+  Value next = arith::AddIOp::create(b, loc, k, constI32(staging.stages));
+  Value inRun = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, next,
+                                      fullLimit);
+  auto refill = scf::IfOp::create(b, loc, TypeRange{},
+                                  arith::AndIOp::create(b, loc, last, inRun),
+                                  /*withElseRegion=*/false);
+  b.setInsertionPointToStart(&refill.getThenRegion().front());
+  // The generic proxy's reads before the async proxy's writes.
+  syncPtx(b, loc, Type(), ValueRange{}, "fence.proxy.async.shared::cta;", "");
+  bulkCopyTile(tileBases, next, stage);
+}
+
+bool KernelEmitter::isBulkStageable(const TileStaging &staging) const {
+  for (const StagedStream &staged : staging.streams) {
+    if (tileBytes(staged.stream) % 16 != 0 || staged.offset % 16 != 0)
+      return false;
+    // A group stream's scalars are read where the copy leaves them
+    // (loadStaged); an element stream's thread reads one chunk, which
+    // lies where the tile's bytes do.
+    if (streams[staged.stream].perElements == 1 &&
+        staged.bytesPerThread != staged.chunkBytes)
+      return false;
+  }
+  return true;
+}
+
 Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
   // One shared load per chunk (a 16-byte chunk is one ld.shared.v4), then the
   // chunks joined into the thread's vector.
   auto vecType = dyn_cast<VectorType>(type);
   if (!vecType) {
+    if (bulkCopy && streams[staged.stream].perElements != 1) {
+      // A bulk-copied stage holds the tile's scalars as they lie in memory.
+      Value group = arith::DivUIOp::create(
+          b, loc, threadBase(), constI64(streams[staged.stream].perElements));
+      int64_t bytes = type.getIntOrFloatBitWidth() / 8;
+      Value offset = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, stage, constI64(staging.stageBytes)),
+          arith::AddIOp::create(b, loc, constI64(staged.offset),
+                                arith::MulIOp::create(b, loc, group,
+                                                      constI64(bytes))));
+      return load(type, gep(stagingBase, b.getI8Type(), offset), bytes);
+    }
     Value addr = stagedAddress(staged, stage, 0);
     if (staged.elementsPerCopy == 1)
       return load(type, addr, staged.chunkBytes);
@@ -1141,6 +1299,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // lookups' loads in flight), two blocks per SM.
   if (asyncCopy)
     staging = getTileStaging(optimizer, TileShape{threads, lanes});
+  bulkCopy = bulkCopy && !staging.streams.empty() && isBulkStageable(staging);
   int64_t codebookBlocks = std::min<int64_t>(
       65536 / (threads * 64),
       228 * 1024 /
@@ -1266,6 +1425,26 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     else
       reductionSlots.push_back(sharedArray(module, name, threads / 32));
   }
+  if (bulkCopy) {
+    // Thread 0 sets up the stages' barriers (one arrival: the issuing
+    // thread's expect_tx) and readers' counts; the barrier below publishes
+    // them, fence.mbarrier_init to the bulk copies' async proxy.
+    stageBarriers = sharedArray(module, prefix + "_stage_full",
+                                staging.stages, i64());
+    stageReaders = sharedArray(module, prefix + "_stage_readers",
+                               staging.stages, i32());
+    auto first = ifZero(tid);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&first.getThenRegion().front());
+    for (int64_t s = 0; s < staging.stages; ++s) {
+      syncPtx(b, loc, Type(), stageBarrier(constI64(s)),
+              "mbarrier.init.shared.b64 [$0], 1;", "l");
+      LLVM::StoreOp::create(b, loc, constI32(0),
+                            gep(stageReaders, i32(), constI64(s)), 4);
+    }
+    syncPtx(b, loc, Type(), ValueRange{}, "fence.mbarrier_init.release.cluster;",
+            "");
+  }
   gpu::BarrierOp::create(b, loc);
   for (auto [stateIndex, fits] : bucketsFitShared)
     bucketsFit[stateIndex] = arith::CmpIOp::create(
@@ -1303,17 +1482,29 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       b, loc, arith::MulIOp::create(b, loc, block, chunk), numTiles);
   Value stop = arith::MinSIOp::create(
       b, loc, arith::AddIOp::create(b, loc, start, chunk), numTiles);
-  auto runs = scf::WhileOp::create(b, loc, TypeRange{i64()}, ValueRange{start});
+  // With bulk copies the runs also carry how many staged tiles the block
+  // went through before the run: its g-th staged tile uses stage g % stages
+  // for the (g / stages)-th time, which says the parity of the barrier's
+  // phase to wait for.
+  SmallVector<Type> runTypes = {i64()};
+  SmallVector<Value> runInits = {start};
+  if (bulkCopy) {
+    runTypes.push_back(i32());
+    runInits.push_back(constI32(0));
+  }
+  SmallVector<Location> runLocs(runTypes.size(), loc);
+  auto runs = scf::WhileOp::create(b, loc, runTypes, runInits);
   {
-    Block *before = b.createBlock(&runs.getBefore(), {}, {i64()}, {loc});
+    Block *before = b.createBlock(&runs.getBefore(), {}, runTypes, runLocs);
     Value t = before->getArgument(0);
     scf::ConditionOp::create(
         b, loc,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, t, stop),
-        ValueRange{t});
+        before->getArguments());
   }
-  Block *after = b.createBlock(&runs.getAfter(), {}, {i64()}, {loc});
+  Block *after = b.createBlock(&runs.getAfter(), {}, runTypes, runLocs);
   Value runStart = after->getArgument(0);
+  Value stagedBefore = bulkCopy ? after->getArgument(1) : Value();
   Value tensor = arith::ExtSIOp::create(
       b, loc, i64(), load(i32(), gep(tileMap, i32(), runStart), 4));
   int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());
@@ -1394,11 +1585,41 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     return arith::RemUIOp::create(b, loc, arith::SubIOp::create(b, loc, k, runStart),
                                   constI64(stages));
   };
-  if (stagingBase)
+  // Bulk copies: the run's first tile of each staged stream (the tile's
+  // first byte, not the thread's), and the stage of its k-th staged tile.
+  SmallVector<Value> tileBases;
+  auto bulkStageOf = [&](Value k) -> Value {
+    Value g = arith::AddIOp::create(b, loc, stagedBefore, k);
+    return arith::ExtUIOp::create(
+        b, loc, i64(), arith::RemUIOp::create(b, loc, g, constI32(stages)));
+  };
+  if (bulkCopy) {
+    for (const StagedStream &staged : staging.streams)
+      tileBases.push_back(
+          gep(streamPtr(staged.stream), b.getI8Type(),
+              arith::MulIOp::create(b, loc, firstInTensor,
+                                    constI64(tileBytes(staged.stream)))));
+    // Thread 0 fills every stage with the run's first tiles; later tiles
+    // are issued by the last warp to finish reading the stage.
+    auto first = ifZero(tid);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&first.getThenRegion().front());
+    for (int64_t j = 0; j < stages; ++j) {
+      auto ifOp = scf::IfOp::create(
+          b, loc, TypeRange{},
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                constI32(j), fullLimit),
+          /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      bulkCopyTile(tileBases, constI32(j), bulkStageOf(constI32(j)));
+    }
+  } else if (stagingBase) {
     for (int64_t j = 0; j < ahead; ++j)
       copyAheadIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
                                         plus(lower, j), fullLimit),
                   advance(runPtrs, j), constI64(j));
+  }
   // Two or more states (the Adam family): each tile's copy pointers from
   // the run's, k * (bytes per tile) on, one mad.wide.u32 per stream (ptxas:
   // the product once per tile size in uniform registers, a 64-bit add per
@@ -1409,7 +1630,18 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   auto loop = scf::ForOp::create(
       b, loc, lower, upper, relative ? Value(constI32(1)) : Value(constI64(1)),
       madWide ? ValueRange{} : ValueRange(aheadPtrs));
-  scf::YieldOp::create(b, loc, ValueRange{runEnd});
+  if (bulkCopy) {
+    // Every thread is done with the run's stages before thread 0 fills them
+    // with the next run's tiles (each issued tile was waited for, so no copy
+    // is in flight either).
+    gpu::BarrierOp::create(b, loc);
+    Value staged = arith::MaxSIOp::create(b, loc, fullLimit, constI32(0));
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{runEnd, arith::AddIOp::create(b, loc, stagedBefore, staged)});
+  } else {
+    scf::YieldOp::create(b, loc, ValueRange{runEnd});
+  }
   b.setInsertionPointToStart(loop.getBody());
   Value k = loop.getInductionVar();
   SmallVector<Value> nextPtrs(loop.getRegionIterArgs().begin(),
@@ -1438,7 +1670,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   };
   if (!runThreadPointers())
     base = tileBase();
-  if (stagingBase) {
+  if (stagingBase && !bulkCopy) {
     Value next = plus(k, ahead);
     Value nextFull = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
                                            next, fullLimit);
@@ -1498,8 +1730,18 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       // reads only what it copied itself, so no barrier is needed, and a
       // stage is copied into again only after the thread has used what it
       // read.
-      NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead));
-      stage = stageOf(k);
+      if (bulkCopy) {
+        // The stage's barrier completes once per use; this is its
+        // ((stagedBefore + k) / stages)-th.
+        stage = bulkStageOf(k);
+        Value use = arith::DivUIOp::create(
+            b, loc, arith::AddIOp::create(b, loc, stagedBefore, k),
+            constI32(stages));
+        waitForStage(stage, arith::AndIOp::create(b, loc, use, constI32(1)));
+      } else {
+        NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead));
+        stage = stageOf(k);
+      }
     }
     full = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
     active = full;
@@ -1507,6 +1749,8 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
         b, loc, DenseElementsAttr::get(lanesOf(b.getI1Type()), true));
     if (failed(emitTile()))
       return failure();
+    if (bulkCopy)
+      releaseStage(tileBases, k, fullLimit);
   }
   b.setInsertionPointToStart(&split.getElseRegion().front());
   // The partial tile addresses its streams from `base`.
@@ -1578,7 +1822,7 @@ struct ConvertQoptToGPUPass
       KernelEmitter emitter(optimizer, b, mode == "fast", checkedRounding,
                             codebookBuckets, guardedIeee,
                             useAsyncCopy(optimizer, asyncCopy), l2Prefetch,
-                            threads, lanes);
+                            bulkCopy, threads, lanes);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();
       optimizer.erase();
