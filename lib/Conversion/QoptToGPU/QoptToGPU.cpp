@@ -131,10 +131,11 @@ private:
   // complete and a count of the warps that finished reading the stage.
   Value stageBarrier(Value stageIndex);
   /// Issues the copies of the run's full tile `k` (i32, from the run's
-  /// first) into stage `stageIndex`, from the run's tile bases `tileBases`
-  /// (one per staged stream, in staging order), and has them complete
-  /// `stageIndex`'s barrier.
-  void bulkCopyTile(ArrayRef<Value> tileBases, Value k, Value stageIndex);
+  /// first, `runFirstInTensor` in its tensor) into stage `stageIndex` and
+  /// has them complete the stage's barrier. The sources come from the run's
+  /// descriptor where they are issued: no pointer of them lives across the
+  /// tile loop (FlashAdamW_ecc16 spilled with them).
+  void bulkCopyTile(Value k, Value stageIndex);
   /// Waits until stage `stageIndex`'s barrier completes its phase of parity
   /// `parity` (i32): the tile's copies have landed.
   void waitForStage(Value stageIndex, Value parity);
@@ -142,7 +143,7 @@ private:
   /// reader done with it, and the last of the tile's warps refills the
   /// stage with the run's tile k + stages (when it is a full one, before
   /// `fullLimit`).
-  void releaseStage(ArrayRef<Value> tileBases, Value k, Value fullLimit);
+  void releaseStage(Value k, Value fullLimit);
   /// Whether every stream of `staging` can be a bulk copy into its region:
   /// 16-byte multiples per tile at 16-byte aligned offsets, and each
   /// thread's elements one shared load of its region as the copy leaves it.
@@ -211,6 +212,7 @@ private:
   TileStaging staging;
   Value stagingBase, stage;
   Value stageBarriers, stageReaders; ///< bulk copies: S x i64, S x i32
+  Value runFirstInTensor; ///< bulk copies: the run's first tile in its tensor
   SmallVector<StreamInfo> streams;
   SmallVector<StateOp> states;
 
@@ -523,8 +525,7 @@ Value KernelEmitter::stageBarrier(Value stageIndex) {
       b, loc, i64(), gep(stageBarriers, i64(), stageIndex));
 }
 
-void KernelEmitter::bulkCopyTile(ArrayRef<Value> tileBases, Value k,
-                                 Value stageIndex) {
+void KernelEmitter::bulkCopyTile(Value k, Value stageIndex) {
   // The barrier expects the tile's bytes, which the copies then complete
   // (complete_tx): its phase ends when the last of them has landed.
   int64_t bytes = 0;
@@ -535,13 +536,14 @@ void KernelEmitter::bulkCopyTile(ArrayRef<Value> tileBases, Value k,
           "{ .reg .b64 state; mbarrier.arrive.expect_tx.shared.b64 state, [$0], " +
               std::to_string(bytes) + "; }",
           "l");
-  Value k64 = arith::ExtUIOp::create(b, loc, i64(), k);
+  Value tileInTensor = arith::AddIOp::create(
+      b, loc, runFirstInTensor, arith::ExtUIOp::create(b, loc, i64(), k));
   Value stageStart = arith::MulIOp::create(b, loc, stageIndex,
                                            constI64(staging.stageBytes));
-  for (auto [staged, base] : llvm::zip_equal(staging.streams, tileBases)) {
+  for (const StagedStream &staged : staging.streams) {
     int64_t size = tileBytes(staged.stream);
-    Value src = gep(base, b.getI8Type(),
-                    arith::MulIOp::create(b, loc, k64, constI64(size)));
+    Value src = gep(streamPtr(staged.stream), b.getI8Type(),
+                    arith::MulIOp::create(b, loc, tileInTensor, constI64(size)));
     Value dst = gep(stagingBase, b.getI8Type(),
                     arith::AddIOp::create(b, loc, stageStart,
                                           constI64(staged.offset)));
@@ -574,8 +576,7 @@ void KernelEmitter::waitForStage(Value stageIndex, Value parity) {
   scf::YieldOp::create(b, loc);
 }
 
-void KernelEmitter::releaseStage(ArrayRef<Value> tileBases, Value k,
-                                 Value fullLimit) {
+void KernelEmitter::releaseStage(Value k, Value fullLimit) {
   // bar.warp.sync orders the warp's shared loads of the stage (their values
   // are all used by now: the tile's stores take them) before lane 0's
   // arrival; its release and the last arrival's acquire order every warp's
@@ -607,7 +608,7 @@ void KernelEmitter::releaseStage(ArrayRef<Value> tileBases, Value k,
   b.setInsertionPointToStart(&refill.getThenRegion().front());
   // The generic proxy's reads before the async proxy's writes.
   syncPtx(b, loc, Type(), ValueRange{}, "fence.proxy.async.shared::cta;", "");
-  bulkCopyTile(tileBases, next, stage);
+  bulkCopyTile(next, stage);
 }
 
 bool KernelEmitter::isBulkStageable(const TileStaging &staging) const {
@@ -1585,35 +1586,25 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     return arith::RemUIOp::create(b, loc, arith::SubIOp::create(b, loc, k, runStart),
                                   constI64(stages));
   };
-  // Bulk copies: the run's first tile of each staged stream (the tile's
-  // first byte, not the thread's), and the stage of its k-th staged tile.
-  SmallVector<Value> tileBases;
+  // Bulk copies: the stage of the run's k-th staged tile.
   auto bulkStageOf = [&](Value k) -> Value {
     Value g = arith::AddIOp::create(b, loc, stagedBefore, k);
     return arith::ExtUIOp::create(
         b, loc, i64(), arith::RemUIOp::create(b, loc, g, constI32(stages)));
   };
   if (bulkCopy) {
-    for (const StagedStream &staged : staging.streams)
-      tileBases.push_back(
-          gep(streamPtr(staged.stream), b.getI8Type(),
-              arith::MulIOp::create(b, loc, firstInTensor,
-                                    constI64(tileBytes(staged.stream)))));
-    // Thread 0 fills every stage with the run's first tiles; later tiles
-    // are issued by the last warp to finish reading the stage.
+    runFirstInTensor = firstInTensor;
+    // Thread 0 fills every stage with the run's first full tiles (a loop:
+    // unrolled, each tile's copies took about 60 instructions of code);
+    // later tiles are issued by the last warp to finish reading a stage.
     auto first = ifZero(tid);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&first.getThenRegion().front());
-    for (int64_t j = 0; j < stages; ++j) {
-      auto ifOp = scf::IfOp::create(
-          b, loc, TypeRange{},
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                constI32(j), fullLimit),
-          /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard inner(b);
-      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      bulkCopyTile(tileBases, constI32(j), bulkStageOf(constI32(j)));
-    }
+    Value count = arith::MinSIOp::create(b, loc, fullLimit, constI32(stages));
+    auto fill = scf::ForOp::create(b, loc, constI32(0), count, constI32(1));
+    b.setInsertionPoint(fill.getBody()->getTerminator());
+    Value j = fill.getInductionVar();
+    bulkCopyTile(j, bulkStageOf(j));
   } else if (stagingBase) {
     for (int64_t j = 0; j < ahead; ++j)
       copyAheadIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
@@ -1750,7 +1741,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     if (failed(emitTile()))
       return failure();
     if (bulkCopy)
-      releaseStage(tileBases, k, fullLimit);
+      releaseStage(k, fullLimit);
   }
   b.setInsertionPointToStart(&split.getElseRegion().front());
   // The partial tile addresses its streams from `base`.
