@@ -205,6 +205,8 @@ private:
   bool l2Prefetch; ///< cp.async.bulk.prefetch available (sm_90+)
   /// Stages filled by bulk copies (cp.async.bulk, sm_90+) where the option
   /// asks for them and the staging allows (isBulkStageable); set in emit().
+  /// The option assumes an sm_90 or newer target: the pipeline passes it on
+  /// only for one (getConvertQoptToGPUOptions).
   bool bulkCopy;
   int64_t threads, lanes, tile;
   /// The streams copied ahead into dynamic shared memory (empty: none), the
@@ -1600,6 +1602,10 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     auto first = ifZero(tid);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&first.getThenRegion().front());
+    // The block's generic-proxy reads of the stages (the run before, behind
+    // the barrier that ended it) before the async proxy's writes, as for a
+    // refill.
+    syncPtx(b, loc, Type(), ValueRange{}, "fence.proxy.async.shared::cta;", "");
     Value count = arith::MinSIOp::create(b, loc, fullLimit, constI32(stages));
     auto fill = scf::ForOp::create(b, loc, constI32(0), count, constI32(1));
     b.setInsertionPoint(fill.getBody()->getTerminator());

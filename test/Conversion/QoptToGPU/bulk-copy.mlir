@@ -37,6 +37,7 @@
 // the barrier expects the bytes, the six copies (their sources from the
 // descriptor, the run's tile j on) complete them.
 // CHECK: scf.if
+// CHECK-NEXT: "fence.proxy.async.shared::cta;"
 // CHECK: %[[FILL:.+]] = arith.minsi %{{.+}}, %c4_i32 : i32
 // CHECK: scf.for %[[J:.+]] = %{{.+}} to %[[FILL]] step
 // CHECK: arith.addi %[[BEFORE]], %[[J]] : i32
