@@ -43,8 +43,8 @@ struct KernelOptions {
   /// Codebook codes through a bucket table of float bit patterns (exact).
   bool codebookBuckets = true;
   /// Staged kernels fill their stages with bulk copies (cp.async.bulk) on
-  /// sm_90 and newer (convert-qopt-to-gpu bulk-copy; same results). Off
-  /// until measured.
+  /// sm_90 and newer (convert-qopt-to-gpu bulk-copy; same results). Off:
+  /// 13 to 18% slower on the H200 (docs/dsl.md).
   bool bulkCopy = false;
   /// Full tiles' read streams copied into shared memory up to three tiles
   /// ahead with cp.async (getTileStaging; Auto: useAsyncCopy's choice); the manifest
