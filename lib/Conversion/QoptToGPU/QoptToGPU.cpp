@@ -1531,8 +1531,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // Each stream's thread pointer at the run's first tile, advanced by the
   // stream's bytes per tile: a full tile's loads, copies and stores take
   // their addresses from these, with no 64-bit index arithmetic per tile.
-  // The loop carries those of the tile `ahead` on (the copies' sources), or
-  // computes them from the run's (two or more states: `madWide` below); the
+  // The loop carries those of the tile `ahead` on (the copies' sources); the
   // current tile's are those minus `ahead` tiles, an immediate offset of the
   // stores, so that one register pair per stream lives across the loop.
   Value firstInTensor = arith::SubIOp::create(b, loc, runStart, firstTile);
@@ -1617,16 +1616,17 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
                                         plus(lower, j), fullLimit),
                   advance(runPtrs, j), constI64(j));
   }
-  // Two or more states (the Adam family): each tile's copy pointers from
-  // the run's, k * (bytes per tile) on, one mad.wide.u32 per stream (ptxas:
-  // the product once per tile size in uniform registers, a 64-bit add per
-  // stream), not carried by the loop. H200, 64 Mi: FlashAdamW and FlashAdam
-  // +0.7 to 1.2%, but FlashLion -0.6 to -1.5%: one-state kernels carry them.
-  bool madWide = relative && states.size() >= 2;
+  // Every kernel's loop carries them, the two-state ones too: their copy
+  // pointers as the run's plus k tiles by mad.wide.u32 took ptxas 66
+  // instructions per warp and tile from the loop's top to the stage (the
+  // product in uniform registers, then a 64-bit add pair per stream for
+  // both the current and the copies' pointers), and measured on the H200
+  // the same for FlashAdamW and ecc16, 1.1 to 1.8% slower for FlashAdam,
+  // FlashAdamW_bf16 and _linear (bench/NOTES.md, tenth session).
   SmallVector<Value> aheadPtrs = advance(runPtrs, ahead);
   auto loop = scf::ForOp::create(
       b, loc, lower, upper, relative ? Value(constI32(1)) : Value(constI64(1)),
-      madWide ? ValueRange{} : ValueRange(aheadPtrs));
+      ValueRange(aheadPtrs));
   if (bulkCopy) {
     // Every thread is done with the run's stages before thread 0 fills them
     // with the next run's tiles (each issued tile was waited for, so no copy
@@ -1643,15 +1643,6 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   Value k = loop.getInductionVar();
   SmallVector<Value> nextPtrs(loop.getRegionIterArgs().begin(),
                               loop.getRegionIterArgs().end());
-  if (madWide)
-    for (auto [i, ptr] : llvm::enumerate(aheadPtrs)) {
-      Value bits = LLVM::PtrToIntOp::create(b, loc, i64(), ptr);
-      Value sum = inlinePtx(b, loc, i64(), ValueRange{k, bits},
-                            "mad.wide.u32 $0, $1, " + std::to_string(tileBytes(i)) +
-                                ", $2;",
-                            "=l,r,l");
-      nextPtrs.push_back(LLVM::IntToPtrOp::create(b, loc, globalPtr(), sum));
-    }
   tilePtrs = advance(nextPtrs, -ahead);
   Value t = relative ? Value(arith::AddIOp::create(
                            b, loc, runStart, arith::ExtUIOp::create(b, loc, i64(), k)))
@@ -1756,7 +1747,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     base = tileBase();
   // The tile's successor's pointers, after all of the tile's uses (where
   // the loop carries them).
-  if (!madWide && !nextPtrs.empty()) {
+  if (!nextPtrs.empty()) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(split);
     // The advance is inline PTX: as a GEP, LLVM folds the phi of advanced

@@ -49,9 +49,9 @@
 // CHECK: nvvm.cp.async.shared.global
 // CHECK: }
 // CHECK-NEXT: nvvm.cp.async.commit.group
-// The run's pointers two tiles on (p: 2 x 16384 bytes); with two states the
-// loop carries none: each tile's copy pointers are the run's plus k times
-// the stream's bytes per tile, one mad.wide.u32 each.
+// The run's pointers two tiles on (p: 2 x 16384 bytes), which the loop
+// carries (with two states too) and advances after the tile's last use of
+// them.
 // CHECK: %[[P0:.+]] = llvm.getelementptr %{{.+}}[%c32768_i64]
 // CHECK: %[[G0:.+]] = llvm.getelementptr %{{.+}}[%c32768_i64{{.*}}]
 // CHECK: %[[MC0:.+]] = llvm.getelementptr %{{.+}}[%c8192_i64{{.*}}]
@@ -59,25 +59,7 @@
 // CHECK: %[[VC0:.+]] = llvm.getelementptr %{{.+}}[%c8192_i64{{.*}}]
 // CHECK: %[[VS0:.+]] = llvm.getelementptr %{{.+}}[%c512_i64{{.*}}]
 // The loop counts the run's tiles from 0 in 32 bits.
-// CHECK: scf.for %[[K:.+]] = %c0_i32 to %{{.+}} step %c1_i32{{.*}} : i32 {
-// CHECK-NEXT: %[[PB:.+]] = llvm.ptrtoint %[[P0]]
-// CHECK-NEXT: %[[P1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 16384, $2;", "=l,r,l" %[[K]], %[[PB]] : (i32, i64) -> i64
-// CHECK-NEXT: %[[P1:.+]] = llvm.inttoptr %[[P1B]]
-// CHECK-NEXT: %[[GB:.+]] = llvm.ptrtoint %[[G0]]
-// CHECK-NEXT: %[[G1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 16384, $2;", "=l,r,l" %[[K]], %[[GB]] : (i32, i64) -> i64
-// CHECK-NEXT: %[[G1:.+]] = llvm.inttoptr %[[G1B]]
-// CHECK-NEXT: %[[MCB:.+]] = llvm.ptrtoint %[[MC0]]
-// CHECK-NEXT: %[[MC1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 4096, $2;", "=l,r,l" %[[K]], %[[MCB]] : (i32, i64) -> i64
-// CHECK-NEXT: %[[MC1:.+]] = llvm.inttoptr %[[MC1B]]
-// CHECK-NEXT: %[[MSB:.+]] = llvm.ptrtoint %[[MS0]]
-// CHECK-NEXT: %[[MS1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 256, $2;", "=l,r,l" %[[K]], %[[MSB]] : (i32, i64) -> i64
-// CHECK-NEXT: %[[MS1:.+]] = llvm.inttoptr %[[MS1B]]
-// CHECK-NEXT: %[[VCB:.+]] = llvm.ptrtoint %[[VC0]]
-// CHECK-NEXT: %[[VC1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 4096, $2;", "=l,r,l" %[[K]], %[[VCB]] : (i32, i64) -> i64
-// CHECK-NEXT: %[[VC1:.+]] = llvm.inttoptr %[[VC1B]]
-// CHECK-NEXT: %[[VSB:.+]] = llvm.ptrtoint %[[VS0]]
-// CHECK-NEXT: %[[VS1B:.+]] = llvm.inline_asm "mad.wide.u32 $0, $1, 256, $2;", "=l,r,l" %[[K]], %[[VSB]] : (i32, i64) -> i64
-// CHECK-NEXT: %[[VS1:.+]] = llvm.inttoptr %[[VS1B]]
+// CHECK: scf.for %[[K:.+]] = %c0_i32 to %{{.+}} step %c1_i32{{.*}} iter_args(%[[P1:[^ ]+]] = %[[P0]], %[[G1:[^ ]+]] = %[[G0]], %[[MC1:[^ ]+]] = %[[MC0]], %[[MS1:[^ ]+]] = %[[MS0]], %[[VC1:[^ ]+]] = %[[VC0]], %[[VS1:[^ ]+]] = %[[VS0]]) -> (!llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>)  : i32 {
 // This tile's thread pointers, two tiles back.
 // CHECK: %[[P:.+]] = llvm.getelementptr %[[P1]][%c-32768_i64]
 // CHECK: %[[G:.+]] = llvm.getelementptr %[[G1]][%c-32768_i64{{.*}}]
@@ -122,10 +104,15 @@
 // CHECK: } else {
 // The partial tile loads from global memory, masked.
 // CHECK: llvm.intr.masked.load
-// No advance: the loop carries no pointers (async-copy-one-state.mlir has
-// the carried ones).
-// CHECK-NOT: "add.s64
-// CHECK-NOT: scf.yield %{{.+}} : !llvm.ptr<1>
+// The advance, after the tile's last use of the pointers: inline PTX, by
+// each stream's bytes per tile.
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 16384;", "=l,l"
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 16384;", "=l,l"
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 4096;", "=l,l"
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 256;", "=l,l"
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 4096;", "=l,l"
+// CHECK: llvm.inline_asm "add.s64 $0, $1, 256;", "=l,l"
+// CHECK: scf.yield %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>, !llvm.ptr<1>
 // CHECK: gpu.return
 
 // OFF-NOT: cp.async
