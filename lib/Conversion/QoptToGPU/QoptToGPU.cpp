@@ -507,21 +507,6 @@ void KernelEmitter::copyTileToStage(ArrayRef<Value> threadPtrs,
   }
 }
 
-/// One PTX instruction (or a braced block) with side effects and a memory
-/// clobber, so that neither LLVM nor ptxas moves shared-memory accesses
-/// across it; `result` null for none.
-static Value syncPtx(OpBuilder &b, Location loc, Type result,
-                     ValueRange operands, StringRef ptx, StringRef constraints) {
-  std::string all = constraints.str();
-  all += all.empty() ? "~{memory}" : ",~{memory}";
-  auto op = LLVM::InlineAsmOp::create(
-      b, loc, result ? TypeRange{result} : TypeRange{}, operands, ptx, all,
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-      ArrayAttr());
-  return result ? op.getResult(0) : Value();
-}
-
 Value KernelEmitter::stageBarrier(Value stageIndex) {
   return LLVM::PtrToIntOp::create(
       b, loc, i64(), gep(stageBarriers, i64(), stageIndex));
@@ -632,11 +617,15 @@ Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
   // chunks joined into the thread's vector.
   auto vecType = dyn_cast<VectorType>(type);
   if (!vecType) {
+    int64_t bytes = type.getIntOrFloatBitWidth() / 8;
+    // The thread's group within the tile (a group stream's scalar).
+    auto groupInTile = [&] {
+      return arith::DivUIOp::create(
+          b, loc, threadBase(), constI64(streams[staged.stream].perElements));
+    };
     if (bulkCopy && streams[staged.stream].perElements != 1) {
       // A bulk-copied stage holds the tile's scalars as they lie in memory.
-      Value group = arith::DivUIOp::create(
-          b, loc, threadBase(), constI64(streams[staged.stream].perElements));
-      int64_t bytes = type.getIntOrFloatBitWidth() / 8;
+      Value group = groupInTile();
       Value offset = arith::AddIOp::create(
           b, loc,
           arith::MulIOp::create(b, loc, stage, constI64(staging.stageBytes)),
@@ -650,12 +639,9 @@ Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
       return load(type, addr, staged.chunkBytes);
     // The thread's scalar within the copied word: a tile holds whole words
     // of groups (getTileStaging), so its place in the tile says which.
-    Value group = arith::DivUIOp::create(
-        b, loc, threadBase(), constI64(streams[staged.stream].perElements));
-    Value within = arith::AndIOp::create(b, loc, group,
+    Value within = arith::AndIOp::create(b, loc, groupInTile(),
                                          constI64(staged.elementsPerCopy - 1));
-    return load(type, gep(addr, type, within),
-                type.getIntOrFloatBitWidth() / 8);
+    return load(type, gep(addr, type, within), bytes);
   }
   int64_t chunks = staged.bytesPerThread / staged.chunkBytes;
   int64_t perChunk = vecType.getNumElements() / chunks;
@@ -1587,9 +1573,9 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     return arith::RemUIOp::create(b, loc, arith::SubIOp::create(b, loc, k, runStart),
                                   constI64(stages));
   };
-  // Bulk copies: the stage of the run's k-th staged tile.
-  auto bulkStageOf = [&](Value k) -> Value {
-    Value g = arith::AddIOp::create(b, loc, stagedBefore, k);
+  // Bulk copies: the run's k-th staged tile is the block's g-th, g =
+  // stagedBefore + k, and lies in stage g % stages.
+  auto bulkStageOf = [&](Value g) -> Value {
     return arith::ExtUIOp::create(
         b, loc, i64(), arith::RemUIOp::create(b, loc, g, constI32(stages)));
   };
@@ -1609,7 +1595,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     auto fill = scf::ForOp::create(b, loc, constI32(0), count, constI32(1));
     b.setInsertionPoint(fill.getBody()->getTerminator());
     Value j = fill.getInductionVar();
-    bulkCopyTile(j, bulkStageOf(j));
+    bulkCopyTile(j, bulkStageOf(arith::AddIOp::create(b, loc, stagedBefore, j)));
   } else if (stagingBase) {
     for (int64_t j = 0; j < ahead; ++j)
       copyAheadIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
@@ -1720,11 +1706,10 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       // read.
       if (bulkCopy) {
         // The stage's barrier completes once per use; this is its
-        // ((stagedBefore + k) / stages)-th.
-        stage = bulkStageOf(k);
-        Value use = arith::DivUIOp::create(
-            b, loc, arith::AddIOp::create(b, loc, stagedBefore, k),
-            constI32(stages));
+        // (g / stages)-th.
+        Value g = arith::AddIOp::create(b, loc, stagedBefore, k);
+        stage = bulkStageOf(g);
+        Value use = arith::DivUIOp::create(b, loc, g, constI32(stages));
         waitForStage(stage, arith::AndIOp::create(b, loc, use, constI32(1)));
       } else {
         NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(ahead));

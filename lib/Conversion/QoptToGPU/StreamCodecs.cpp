@@ -268,15 +268,33 @@ Value LaneMath::opaqueIEEE(StringRef ptx, ValueRange operands) {
   return inlinePtx(b, loc, b.getF32Type(), operands, ptx, constraints);
 }
 
+static LLVM::InlineAsmOp createInlineAsm(OpBuilder &b, Location loc,
+                                          Type result, ValueRange operands,
+                                          StringRef ptx, StringRef constraints,
+                                          bool sideEffects) {
+  return LLVM::InlineAsmOp::create(
+      b, loc, result ? TypeRange{result} : TypeRange{}, operands, ptx,
+      constraints, sideEffects, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+      ArrayAttr());
+}
+
 Value mlir::qopt::inlinePtx(OpBuilder &b, Location loc, Type result,
                             ValueRange operands, StringRef ptx,
                             StringRef constraints) {
-  return LLVM::InlineAsmOp::create(
-             b, loc, result, operands, ptx, constraints,
-             /*has_side_effects=*/false, /*is_align_stack=*/false,
-             LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-             ArrayAttr())
+  return createInlineAsm(b, loc, result, operands, ptx, constraints,
+                         /*sideEffects=*/false)
       .getResult(0);
+}
+
+Value mlir::qopt::syncPtx(OpBuilder &b, Location loc, Type result,
+                          ValueRange operands, StringRef ptx,
+                          StringRef constraints) {
+  std::string clobbered = constraints.str();
+  clobbered += clobbered.empty() ? "~{memory}" : ",~{memory}";
+  auto op = createInlineAsm(b, loc, result, operands, ptx, clobbered,
+                            /*sideEffects=*/true);
+  return result ? op.getResult(0) : Value();
 }
 
 Value LaneMath::guardedResult(Value ok, Value fastValue,

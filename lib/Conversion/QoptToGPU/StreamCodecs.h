@@ -245,6 +245,12 @@ FailureOr<Value> vectorizeUpdateOp(LaneMath &m, Operation *op,
 /// constraint string `constraints` ("=f,f,f", "=l,l").
 Value inlinePtx(OpBuilder &b, Location loc, Type result, ValueRange operands,
                 StringRef ptx, StringRef constraints);
+/// The same for an instruction (or braced block) that synchronizes through
+/// memory (mbarrier, atom, fences): side effects and a memory clobber, so
+/// that neither LLVM nor ptxas moves memory accesses across it. `result`
+/// null for none (the null Value is returned).
+Value syncPtx(OpBuilder &b, Location loc, Type result, ValueRange operands,
+              StringRef ptx, StringRef constraints);
 
 /// Widens a stored parameter, gradient or plain state (bf16, f16, f32) to f32.
 Value widenToF32(LaneMath &m, Value stored);
