@@ -206,7 +206,9 @@ private:
 struct TensorSet {
   Arena arena;
   DeviceMem meta;
-  cu::CUdeviceptr descs = 0, tiles = 0;
+  /// work_counters: zero, and left zero by each launch (docs/abi.md); a
+  /// set's launches run one at a time on the bench's stream.
+  cu::CUdeviceptr descs = 0, tiles = 0, workCounters = 0;
   int64_t numTiles = 0;
   std::vector<void *> voidPtrs;
 };
@@ -271,11 +273,14 @@ void fillSet(const Spec &spec, const std::vector<int64_t> &numels, TensorSet &se
     }
   }
   size_t tileOff = (descBytes + 255) / 256 * 256;
-  set.meta = DeviceMem(tileOff + tileMap.size() * 4);
+  size_t counterOff = (tileOff + tileMap.size() * 4 + 255) / 256 * 256;
+  set.meta = DeviceMem(counterOff + 16);
   BCU(d.cuMemcpyHtoD(set.meta.ptr, desc.data(), descBytes));
   BCU(d.cuMemcpyHtoD(set.meta.ptr + tileOff, tileMap.data(), tileMap.size() * 4));
+  BCU(d.cuMemsetD8(set.meta.ptr + counterOff, 0, 16));
   set.descs = set.meta.ptr;
   set.tiles = set.meta.ptr + tileOff;
+  set.workCounters = set.meta.ptr + counterOff;
   set.numTiles = numTiles;
   set.voidPtrs = set.arena.voidPtrs();
 }
@@ -286,7 +291,7 @@ struct Launcher {
   std::vector<cu::CUdeviceptr> tables; // device tables in manifest order
   void operator()(const TensorSet &set, cu::CUdeviceptr uniforms, unsigned grid,
                   cu::CUstream stream) const {
-    cu::CUdeviceptr descs = set.descs, tiles = set.tiles;
+    cu::CUdeviceptr descs = set.descs, tiles = set.tiles, counters = set.workCounters;
     int64_t numTiles = set.numTiles;
     std::vector<cu::CUdeviceptr> tbl = tables;
     std::vector<void *> params;
@@ -299,6 +304,8 @@ struct Launcher {
         params.push_back(&numTiles);
       else if (a == "uniforms")
         params.push_back(&uniforms);
+      else if (a == "work_counters")
+        params.push_back(&counters);
       else {
         size_t i = 0;
         while (i < spec.tables.size() && spec.tables[i].name != a)

@@ -163,6 +163,17 @@ struct CompileOptions {
                "instead of each thread's cp.async (same results, the same "
                "shared memory; measured slower on the H200)"),
       cl::init(false), cl::cat(compileCategory)};
+  cl::opt<int64_t> tileClaims{
+      "tile-claims",
+      cl::desc("Tiles past each block's static range claimed this many at a "
+               "time from the launch's work counters (-1: the measured choice, "
+               "getTileClaims; 0: none)"),
+      cl::init(-1), cl::cat(compileCategory)};
+  cl::opt<int64_t> tileClaimsStaticEighths{
+      "tile-claims-static-eighths",
+      cl::desc("With --tile-claims=n > 0: the eighths of the tiles each block "
+               "steps in its static range (0 to 8)"),
+      cl::init(5), cl::cat(compileCategory)};
   cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
                                  cl::desc("LLVM optimization level of host "
                                           "code (-O0 to -O3)"),
@@ -377,6 +388,8 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.guardedIeee = opts->guardedIeee && !opts->exactUniformDivision;
   options.codebookBuckets = opts->codebookBuckets;
   options.bulkCopy = opts->bulkCopy;
+  options.tileClaims = opts->tileClaims;
+  options.tileClaimsStaticEighths = opts->tileClaimsStaticEighths;
   options.asyncCopy = opts->asyncCopy;
 
   // Variants of the spec: another parameter type, fused grad scaling.

@@ -133,15 +133,19 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     // suggestion, for where it cannot, is 4 blocks per SM or as many as the
     // dynamic shared memory lets fit in the 228 KiB of an H100/H200 SM (1 KiB
     // of it reserved per block).
+    TileStaging staging = useAsyncCopy(optimizer, options.asyncCopy)
+                              ? getTileStaging(optimizer, *shape)
+                              : TileStaging();
     int64_t sharedBytes =
         format == "host"
             ? 0
-            : getDynamicSharedBytes(
-                  optimizer,
-                  useAsyncCopy(optimizer, options.asyncCopy)
-                      ? getTileStaging(optimizer, *shape)
-                      : TileStaging(),
-                  options.codebookBuckets);
+            : getDynamicSharedBytes(optimizer, staging, options.codebookBuckets);
+    // The host functions step their tiles statically.
+    TileClaims claims =
+        format == "host"
+            ? TileClaims()
+            : getTileClaims(optimizer, !staging.streams.empty(),
+                            options.tileClaims, options.tileClaimsStaticEighths);
     int64_t suggestedBlocks =
         sharedBytes ? std::clamp<int64_t>(228 * 1024 / (sharedBytes + 1024),
                                           1, 4)
@@ -201,6 +205,8 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
       gradScaling |= isa<SkipIfOp>(op) ||
                      (isa<LoadGradOp>(op) && cast<LoadGradOp>(op).getInvScale());
 
+    if (claims.enabled())
+      args.push_back("work_counters");
     json::Array argArray;
     for (const std::string &a : args)
       argArray.push_back(a);
@@ -238,6 +244,10 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                       {"waves", getGridWaves(optimizer)},
                       {"min_tiles_per_block",
                        getGridMinTilesPerBlock(optimizer)}}}};
+    if (claims.enabled())
+      (*kernel["launch"].getAsObject())["tile_claims"] =
+          json::Object{{"tiles", claims.tiles},
+                       {"static_eighths", claims.staticEighths}};
     if (gradScaling)
       kernel["grad_scaling"] = json::Object{{"scale", "grad_scale"},
                                             {"found_inf", "found_inf"}};

@@ -71,6 +71,8 @@ mlir::qopt::getConvertQoptToGPUOptions(const KernelOptions &options) {
   toGPU.l2Prefetch = getChipNumber(options.chip) >= 90;
   // So is cp.async.bulk.
   toGPU.bulkCopy = options.bulkCopy && getChipNumber(options.chip) >= 90;
+  toGPU.tileClaims = options.tileClaims;
+  toGPU.tileClaimsStaticEighths = options.tileClaimsStaticEighths;
   return toGPU;
 }
 

@@ -52,8 +52,14 @@ std::pair<int, char> parseArch(const std::string &arch) {
   return {n, suffix};
 }
 
-/// The layout of one step's staging buffer: uniforms, descriptors, tile map.
+/// The work counters of a kernel with tile claims (docs/abi.md): two int64.
+constexpr size_t kWorkCounterBytes = 16;
+
+/// The layout of one step's staging buffer: the work counters (every slot
+/// has them, at offset 0 whatever the list, so that they stay zero when the
+/// slot is reused for another list), uniforms, descriptors, tile map.
 struct StagingLayout {
+  size_t uniformOffset = kWorkCounterBytes;
   size_t uniformBytes = 0; ///< num_uniforms * 4
   size_t descOffset = 0;
   size_t descBytes = 0;
@@ -65,7 +71,7 @@ StagingLayout stagingLayout(const Manifest &m, size_t numTensors,
                             int64_t numTiles) {
   StagingLayout l;
   l.uniformBytes = m.uniforms.size() * sizeof(float);
-  l.descOffset = align16(std::max<size_t>(l.uniformBytes, 16));
+  l.descOffset = align16(l.uniformOffset + std::max<size_t>(l.uniformBytes, 16));
   l.descBytes = numTensors * static_cast<size_t>(m.launch.descriptor_bytes);
   l.tileOffset = align16(l.descOffset + l.descBytes);
   if (static_cast<uint64_t>(numTiles) > (SIZE_MAX - l.tileOffset) / 4)
@@ -659,6 +665,7 @@ Kernel::Slot Kernel::makeSlot(size_t bytes) {
   try {
     QOPT_CU(cuMemAlloc, &s.dev, cap);
     QOPT_CU(cuMemHostAlloc, &s.host, cap, 0u);
+    std::memset(s.host, 0, kWorkCounterBytes); // the work counters' zeros
     QOPT_CU(cuEventCreate, &s.done, cu::CU_EVENT_DISABLE_TIMING);
   } catch (...) {
     freeSlot(s);
@@ -836,9 +843,16 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
   }
   bool writeUniforms = hostUniforms && L.uniformBytes > 0;
   if (writeUniforms)
-    std::memcpy(host, hostUniforms->data(), L.uniformBytes);
-  size_t copyBegin = writeUniforms ? 0 : L.descOffset;
-  size_t copyEnd = writeTables ? L.total : L.uniformBytes;
+    std::memcpy(host + L.uniformOffset, hostUniforms->data(), L.uniformBytes);
+  // A fresh slot's work counters are zeroed by its first upload, in stream
+  // order before the launch (its pinned bytes there are zero).
+  size_t copyBegin = !s.countersZeroed ? 0
+                     : writeUniforms   ? L.uniformOffset
+                                       : L.descOffset;
+  size_t copyEnd = writeTables ? L.total
+                   : writeUniforms ? L.uniformOffset + L.uniformBytes
+                                   : copyBegin == 0 ? kWorkCounterBytes
+                                                    : 0;
   bool enqueued = false;
   try {
     if (copyEnd > copyBegin) {
@@ -848,10 +862,13 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
                                                copyEnd - copyBegin, cuStream),
                 "cuMemcpyHtoDAsync", "uploading the descriptor table");
     }
+    s.countersZeroed = true;
+    cu::CUdeviceptr dCounters = s.dev;
     cu::CUdeviceptr dDesc = s.dev + L.descOffset;
     cu::CUdeviceptr dTiles = s.dev + L.tileOffset;
-    cu::CUdeviceptr dUniforms =
-        hostUniforms ? s.dev : reinterpret_cast<uintptr_t>(deviceUniforms);
+    cu::CUdeviceptr dUniforms = hostUniforms
+                                    ? s.dev + L.uniformOffset
+                                    : reinterpret_cast<uintptr_t>(deviceUniforms);
     int64_t numTiles = c.numTiles;
     std::vector<cu::CUdeviceptr> tablePtrs(m.tables.size());
     for (size_t i = 0; i < m.tables.size(); ++i)
@@ -873,6 +890,9 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
         break;
       case ArgDesc::Kind::Table:
         params.push_back(&tablePtrs[a.table]);
+        break;
+      case ArgDesc::Kind::WorkCounters:
+        params.push_back(&dCounters);
         break;
       }
     }
@@ -899,6 +919,7 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
         s.captured = true;
     }
     s.tablesValid = false;
+    s.countersZeroed = false;
     throw;
   }
   if (capturing) {

@@ -586,13 +586,15 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
       a.kind = ArgDesc::Kind::NumTiles;
     } else if (name == "uniforms") {
       a.kind = ArgDesc::Kind::Uniforms;
+    } else if (name == "work_counters") {
+      a.kind = ArgDesc::Kind::WorkCounters;
     } else {
       auto t = std::find_if(m.tables.begin(), m.tables.end(),
                             [&](const TableDesc &d) { return d.name == name; });
       if (t == m.tables.end())
         r.error(field, cat("unknown argument \"", name,
                            "\" (expected descriptors, tile_map, num_tiles, "
-                           "uniforms or a table name)"));
+                           "uniforms, work_counters or a table name)"));
       a.kind = ArgDesc::Kind::Table;
       a.table = static_cast<size_t>(t - m.tables.begin());
     }

@@ -88,7 +88,8 @@ struct HostDesc {
 
 /// One kernel argument, in the manifest's "args" order.
 struct ArgDesc {
-  enum class Kind { Descriptors, TileMap, NumTiles, Uniforms, Table };
+  /// WorkCounters: a kernel with tile claims (docs/abi.md), last.
+  enum class Kind { Descriptors, TileMap, NumTiles, Uniforms, Table, WorkCounters };
   Kind kind = Kind::Descriptors;
   size_t table = 0; ///< Table: index into tables
 };

@@ -88,6 +88,28 @@ TEST(Manifest, ParsesTheFullAbiExample) {
   EXPECT_STREQ(qopt_last_error(), "");
 }
 
+TEST(Manifest, WorkCountersAreAnArgument) {
+  // A kernel with tile claims takes the launch's work counters last
+  // (docs/abi.md); launch.tile_claims is for readers, not the runtime.
+  json j = json::parse(flashManifestJson());
+  j["args"].push_back("work_counters");
+  j["launch"]["tile_claims"] = {{"tiles", 1}, {"static_eighths", 5}};
+  qopt_manifest *m = parseOrDie(j.dump());
+  ASSERT_NE(m, nullptr);
+  qopt_manifest_info info;
+  ASSERT_EQ(qopt_manifest_get_info(m, &info), QOPT_SUCCESS);
+  EXPECT_EQ(info.num_args, 6u);
+  qopt_manifest_destroy(m);
+
+  j["args"].push_back("work_counters");
+  std::string text = j.dump();
+  qopt_manifest *twice = nullptr;
+  EXPECT_EQ(qopt_manifest_parse(text.data(), text.size(), "k.manifest.json", &twice),
+            QOPT_ERROR_MANIFEST);
+  EXPECT_NE(std::string(qopt_last_error()).find("\"work_counters\" repeats"), std::string::npos)
+      << qopt_last_error();
+}
+
 TEST(Manifest, OptionalFieldsTakeTheirDefaults) {
   json j = json::parse(flashManifestJson());
   j.erase("tables");

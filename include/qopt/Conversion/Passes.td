@@ -52,6 +52,14 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
            "first tiles, the last warp to finish reading a stage its next "
            "one (same results, the same shared memory; H200: 13 to 18% "
            "slower, docs/dsl.md)">,
+    Option<"tileClaims", "tile-claims", "int64_t", /*default=*/"-1",
+           "Tiles past each block's static range claimed this many at a time "
+           "from the launch's work counters (an extra kernel argument, "
+           "docs/abi.md): -1 for getTileClaims' choice, 0 for none">,
+    Option<"tileClaimsStaticEighths", "tile-claims-static-eighths", "int64_t",
+           /*default=*/"5",
+           "With tile-claims > 0: the eighths of the tiles each block steps "
+           "in its static range">,
     Option<"asyncCopy", "async-copy", "::mlir::qopt::AsyncCopy",
            /*default=*/"::mlir::qopt::AsyncCopy::Auto",
            "Copy each full tile's read streams into dynamic shared memory one "

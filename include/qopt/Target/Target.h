@@ -46,6 +46,12 @@ struct KernelOptions {
   /// sm_90 and newer (convert-qopt-to-gpu bulk-copy; same results). Off:
   /// 13 to 18% slower on the H200 (docs/dsl.md).
   bool bulkCopy = false;
+  /// Tiles past each block's static range claimed this many at a time from
+  /// the launch's work counters (getTileClaims): -1 for the measured choice,
+  /// 0 for none; with n > 0 the static ranges hold tileClaimsStaticEighths / 8
+  /// of the tiles.
+  int64_t tileClaims = -1;
+  int64_t tileClaimsStaticEighths = 5;
   /// Full tiles' read streams copied into shared memory up to three tiles
   /// ahead with cp.async (getTileStaging; Auto: useAsyncCopy's choice); the manifest
   /// asks for the shared memory.

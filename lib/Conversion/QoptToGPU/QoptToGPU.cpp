@@ -61,6 +61,12 @@ public:
         threads(threads), lanes(lanes), tile(threads * lanes) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
+  /// The requested tile claims (getTileClaims' `requested`, -1 for its
+  /// choice) and static eighths.
+  void setTileClaims(int64_t requested, int64_t eighths) {
+    requestedClaims = requested;
+    requestedStaticEighths = eighths;
+  }
 
 private:
   // Types.
@@ -162,9 +168,10 @@ private:
   /// one barrier (codebookAbsmax): per warp a redux.sync, lane 0's maximum
   /// into the state's slots of this tile's parity, the barrier, then each
   /// group's warps' maxima by one more redux.sync. The slots alternate by
-  /// tile (a block's tiles are consecutive), so no second barrier keeps a
-  /// tile's writes behind the reads of the one before: a warp writes a
-  /// buffer again two tiles on, after all warps passed the barrier between.
+  /// tile (a block's tiles are consecutive within a claim, and a barrier
+  /// ends each claim), so no second barrier keeps a tile's writes behind the
+  /// reads of the one before: a warp writes a buffer again two tiles on,
+  /// after all warps passed the barrier between.
   void reduceCodebookAbsmaxes(ArrayRef<std::pair<int, Value>> lanesMax);
   /// The maximum of |value| over the thread's lanes, lanes past the end of
   /// the tensor as 0 (a codebook block's absmax before its reduction).
@@ -208,6 +215,10 @@ private:
   /// The option assumes an sm_90 or newer target: the pipeline passes it on
   /// only for one (getConvertQoptToGPUOptions).
   bool bulkCopy;
+  int64_t requestedClaims = -1, requestedStaticEighths = 5;
+  /// Set in emit(): getTileClaims' choice; where enabled the kernel takes
+  /// the work counters as its last argument.
+  TileClaims claims;
   int64_t threads, lanes, tile;
   /// The streams copied ahead into dynamic shared memory (empty: none), the
   /// memory, and in a full tile body the stage holding the tile (i64).
@@ -1259,8 +1270,12 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   if (uniforms)
     numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
 
+  if (asyncCopy)
+    staging = getTileStaging(optimizer, TileShape{threads, lanes});
+  claims = getTileClaims(optimizer, !staging.streams.empty(), requestedClaims,
+                         requestedStaticEighths);
   // Signature: descriptors, tile map, tile count, uniforms, one qmap per
-  // codebook state (docs/abi.md).
+  // codebook state, and with tile claims the work counters (docs/abi.md).
   SmallVector<Type> args = {globalPtr(), globalPtr(), i64(), globalPtr()};
   SmallVector<int> codebookStates;
   for (auto [i, state] : llvm::enumerate(states))
@@ -1268,6 +1283,8 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       codebookStates.push_back(i);
       args.push_back(globalPtr());
     }
+  if (claims.enabled())
+    args.push_back(globalPtr());
   b.setInsertionPointToEnd(module.getBody());
   auto func = gpu::GPUFuncOp::create(b, loc, optimizer.getSymName(),
                                      b.getFunctionType(args, {}));
@@ -1286,8 +1303,6 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // most, its 64 Ki registers at 64 a thread: four blocks of 256 threads.
   // Without the bound ptxas takes 90 registers for 256 threads (the bucket
   // lookups' loads in flight), two blocks per SM.
-  if (asyncCopy)
-    staging = getTileStaging(optimizer, TileShape{threads, lanes});
   bulkCopy = bulkCopy && !staging.streams.empty() && isBulkStageable(staging);
   int64_t codebookBlocks = std::min<int64_t>(
       65536 / (threads * 64),
@@ -1462,15 +1477,71 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   //   numTiles); stop = min(start + chunk, numTiles)
   Value block = indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
   Value grid = indexToI64(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
-  Value chunk = arith::DivUIOp::create(
-      b, loc,
-      arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, numTiles, grid),
-                            constI64(1)),
-      grid);
-  Value start = arith::MinSIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, block, chunk), numTiles);
-  Value stop = arith::MinSIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, start, chunk), numTiles);
+  Value start, stop;
+  // With tile claims (getTileClaims) the runs below sit in a loop over the
+  // block's claims: first its static range [b * first, (b + 1) * first),
+  // first = numTiles * eighths / 8 / grid (the claim size where that is 0),
+  // then the tiles from grid * first on, `claims.tiles` at a time from the
+  // work counters' first (docs/abi.md). Thread 0 adds to it at a claim's
+  // start and hands the value to the block through shared memory (one slot
+  // per claim parity) after the claim's tiles, so that the atomic's round
+  // trip overlaps them.
+  scf::WhileOp claimLoop;
+  Value claimSlots, claimOld, claimParity, claimBase, workCounters;
+  if (claims.enabled()) {
+    workCounters = entry.getArguments().back();
+    claimSlots = sharedArray(module, ("__qopt_" + optimizer.getSymName() + "_claim").str(),
+                             2, i64());
+    Value first = arith::DivUIOp::create(
+        b, loc,
+        arith::DivUIOp::create(
+            b, loc,
+            arith::MulIOp::create(b, loc, numTiles, constI64(claims.staticEighths)),
+            constI64(8)),
+        grid);
+    first = arith::SelectOp::create(b, loc, isZero(first), constI64(claims.tiles),
+                                    first);
+    claimBase = arith::MulIOp::create(b, loc, grid, first);
+    Value c0 = arith::MulIOp::create(b, loc, block, first);
+    Value e0 = arith::MinSIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, c0, first), numTiles);
+    SmallVector<Type> types = {i64(), i64(), i32()};
+    SmallVector<Location> locs(types.size(), loc);
+    claimLoop = scf::WhileOp::create(b, loc, types, ValueRange{c0, e0, constI32(0)});
+    Block *before = b.createBlock(&claimLoop.getBefore(), {}, types, locs);
+    scf::ConditionOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                              before->getArgument(0), numTiles),
+        before->getArguments());
+    Block *after = b.createBlock(&claimLoop.getAfter(), {}, types, locs);
+    start = after->getArgument(0);
+    stop = after->getArgument(1);
+    claimParity = after->getArgument(2);
+    auto ifFirst = scf::IfOp::create(b, loc, TypeRange{i64()}, isZero(tid),
+                                     /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+      Value old = LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
+                                            workCounters, constI64(claims.tiles),
+                                            LLVM::AtomicOrdering::monotonic);
+      scf::YieldOp::create(b, loc, old);
+      b.setInsertionPointToStart(&ifFirst.getElseRegion().front());
+      scf::YieldOp::create(b, loc, constI64(0));
+    }
+    claimOld = ifFirst.getResult(0);
+  } else {
+    Value chunk = arith::DivUIOp::create(
+        b, loc,
+        arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, numTiles, grid),
+                              constI64(1)),
+        grid);
+    start = arith::MinSIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, block, chunk), numTiles);
+    stop = arith::MinSIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, start, chunk), numTiles);
+  }
   // With bulk copies the runs also carry how many staged tiles the block
   // went through before the run: its g-th staged tile uses stage g % stages
   // for the (g / stages)-th time, which says the parity of the barrier's
@@ -1763,6 +1834,47 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
       vector::BroadcastOp::create(b, loc, lanesOf(i64()), numel));
   if (failed(emitTile()))
     return failure();
+  if (claimLoop) {
+    // The next claim, handed from thread 0 to the block; the slot of this
+    // parity is written again only after the next claim's barrier.
+    b.setInsertionPointAfter(runs);
+    Value slot = gep(claimSlots, i64(),
+                     arith::ExtUIOp::create(b, loc, i64(), claimParity));
+    {
+      auto first = ifZero(tid);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&first.getThenRegion().front());
+      LLVM::StoreOp::create(b, loc, arith::AddIOp::create(b, loc, claimBase, claimOld),
+                            slot, 8);
+    }
+    gpu::BarrierOp::create(b, loc);
+    Value next = load(i64(), slot, 8);
+    Value nextEnd = arith::MinSIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, next, constI64(claims.tiles)),
+        numTiles);
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{next, nextEnd,
+                   arith::XOrIOp::create(b, loc, claimParity, constI32(1))});
+    // The last block to finish zeroes the counters for the next launch:
+    // every other block counted itself done (acq_rel) after its last claim
+    // returned, so no claim of this launch can follow the reset.
+    b.setInsertionPointAfter(claimLoop);
+    auto first = ifZero(tid);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&first.getThenRegion().front());
+    Value doneCounter = gep(workCounters, i64(), constI64(1));
+    Value done = syncPtx(b, loc, i64(), ValueRange{doneCounter},
+                         "atom.acq_rel.gpu.global.add.u64 $0, [$1], 1;", "=l,l");
+    auto last = scf::IfOp::create(
+        b, loc, TypeRange{},
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, done,
+                              arith::SubIOp::create(b, loc, grid, constI64(1))),
+        /*withElseRegion=*/false);
+    b.setInsertionPointToStart(&last.getThenRegion().front());
+    LLVM::StoreOp::create(b, loc, constI64(0), workCounters, 8);
+    LLVM::StoreOp::create(b, loc, constI64(0), doneCounter, 8);
+  }
   b.setInsertionPointToEnd(&entry);
   gpu::ReturnOp::create(b, func.getLoc());
   return success();
@@ -1796,6 +1908,7 @@ struct ConvertQoptToGPUPass
                             codebookBuckets, guardedIeee,
                             useAsyncCopy(optimizer, asyncCopy), l2Prefetch,
                             bulkCopy, threads, lanes);
+      emitter.setTileClaims(tileClaims, tileClaimsStaticEighths);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();
       optimizer.erase();

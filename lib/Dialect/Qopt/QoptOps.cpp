@@ -15,6 +15,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallBitVector.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::qopt;
 
@@ -316,6 +318,17 @@ int64_t mlir::qopt::getGridWaves(OptimizerOp optimizer) {
 
 int64_t mlir::qopt::getGridMinTilesPerBlock(OptimizerOp optimizer) {
   return getStates(optimizer).size() <= 1 ? 24 : 128;
+}
+
+TileClaims mlir::qopt::getTileClaims(OptimizerOp optimizer, bool staged,
+                                     int64_t requested, int64_t staticEighths) {
+  if (requested > 0)
+    return {requested, std::clamp<int64_t>(staticEighths, 0, 8)};
+  if (requested == 0 || staged)
+    return {};
+  if (hasStateOf<CodebookSchemeAttr>(optimizer) || getStates(optimizer).size() <= 1)
+    return {1, 5};
+  return {};
 }
 
 bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {

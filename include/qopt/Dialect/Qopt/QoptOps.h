@@ -201,6 +201,28 @@ int64_t getGridWaves(OptimizerOp optimizer);
 /// slower by up to 3%; 3 waves of 165 at 256 Mi, 0.938 -> 0.868 ms).
 int64_t getGridMinTilesPerBlock(OptimizerOp optimizer);
 
+/// How a GPU kernel hands out the tiles past each block's static range: each
+/// block first steps `staticEighths` / 8 of the launch's tiles divided by the
+/// grid, in one contiguous range; the rest it claims `tiles` at a time from
+/// the launch's work counters (docs/abi.md), so that blocks that run faster
+/// step more of them. `tiles` 0: every tile static, no work counters.
+struct TileClaims {
+  int64_t tiles = 0;
+  int64_t staticEighths = 0;
+  bool enabled() const { return tiles > 0; }
+};
+
+/// The measured best on the H200 (bench/NOTES.md, eleventh session): claims
+/// of one tile past 5/8 static for kernels that do not stage their tiles and
+/// have a codebook state or at most one state (block2048 and block256 2 to 4%
+/// faster at 64 and 256 Mi, FlashSGD.f32 and FlashLion.f32 2 to 7%); none for
+/// the staged kernels (a claim restarts their copy pipeline: FlashAdamW 6 to
+/// 47% slower) nor for the two-state f32 variants (1 to 2% slower).
+/// `requested` (qopt-opt --tile-claims): -1 for that choice, 0 for none, n
+/// for claims of n tiles past `staticEighths` / 8.
+TileClaims getTileClaims(OptimizerOp optimizer, bool staged, int64_t requested,
+                         int64_t staticEighths);
+
 /// Whether a GPU kernel copies its tiles ahead with cp.async (getTileStaging).
 enum class AsyncCopy { Auto, On, Off };
 
