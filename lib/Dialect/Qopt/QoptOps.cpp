@@ -326,7 +326,7 @@ TileClaims mlir::qopt::getTileClaims(OptimizerOp optimizer, bool staged,
     return {requested, std::clamp<int64_t>(staticEighths, 0, 8)};
   if (requested == 0 || staged)
     return {};
-  if (hasStateOf<CodebookSchemeAttr>(optimizer) || getStates(optimizer).size() <= 1)
+  if (hasStateOf<CodebookSchemeAttr>(optimizer))
     return {1, 5};
   return {};
 }

@@ -21,30 +21,39 @@
 // CHECK: %[[SCALED:.+]] = arith.muli %[[NTILES]], %c5_i64 : i64
 // CHECK: %[[EIGHTHS:.+]] = arith.divui %[[SCALED]], %c8_i64{{.*}} : i64
 // CHECK: %[[PER:.+]] = arith.divui %[[EIGHTHS]], %[[GRID]] : i64
-// CHECK: %[[FIRST:.+]] = arith.select %{{.+}}, %c1_i64{{.*}}, %[[PER]] : i64
+// CHECK: %[[CLAIMING:.+]] = arith.cmpi ne, %[[PER]], %c0_i64{{.*}} : i64
+// Fewer tiles than that: ceil(numTiles / grid) static tiles per block.
+// CHECK: %[[CHUNK:.+]] = arith.divui %{{.+}}, %[[GRID]] : i64
+// CHECK: %[[FIRST:.+]] = arith.select %[[CLAIMING]], %[[PER]], %[[CHUNK]] : i64
 // CHECK: %[[BASE:.+]] = arith.muli %[[GRID]], %[[FIRST]] : i64
 // CHECK: %[[C0:.+]] = arith.muli %{{.+}}, %[[FIRST]] : i64
 // CHECK: scf.while (%[[C:arg[0-9]+]] = %[[C0]], %[[E:arg[0-9]+]] = %{{.+}}, %[[PAR:arg[0-9]+]] = %c0_i32{{.*}}) : (i64, i64, i32)
 // CHECK: arith.cmpi slt, %[[C]], %[[NTILES]] : i64
 // CHECK: } do {
-// CHECK: %[[OLD:.+]] = scf.if %{{.+}} -> (i64) {
+// CHECK: %[[LEADER:.+]] = arith.andi %{{.+}}, %[[CLAIMING]] : i1
+// CHECK: %[[OLD:.+]] = scf.if %[[LEADER]] -> (i64) {
 // CHECK: llvm.atomicrmw add %[[WORK]], %c1_i64{{.*}} monotonic : !llvm.ptr<1>, i64
 // The block's runs over [claim, end).
 // CHECK: scf.while (%{{.+}} = %[[C]]) : (i64) -> i64 {
 // CHECK: arith.cmpi slt, %{{.+}}, %[[E]] : i64
+// CHECK: %[[GOT:.+]] = scf.if %[[CLAIMING]] -> (i64) {
 // CHECK: %[[PARI:.+]] = arith.extui %[[PAR]] : i32 to i64
 // CHECK: %[[SLOT:.+]] = llvm.getelementptr %[[SLOTS]][%[[PARI]]]
 // CHECK: scf.if
 // CHECK: %[[NEXT:.+]] = arith.addi %[[BASE]], %[[OLD]] : i64
 // CHECK: llvm.store %[[NEXT]], %[[SLOT]] {alignment = 8 : i64} : i64, !llvm.ptr<3>
 // CHECK: gpu.barrier
-// CHECK: %[[GOT:.+]] = llvm.load %[[SLOT]] {alignment = 8 : i64} : !llvm.ptr<3> -> i64
+// CHECK: %[[LOADED:.+]] = llvm.load %[[SLOT]] {alignment = 8 : i64} : !llvm.ptr<3> -> i64
+// CHECK: scf.yield %[[LOADED]] : i64
+// CHECK: } else {
+// CHECK: scf.yield %[[NTILES]] : i64
 // CHECK: %[[GOTEND:.+]] = arith.addi %[[GOT]], %c1_i64{{.*}} : i64
 // CHECK: %[[END:.+]] = arith.minsi %[[GOTEND]], %[[NTILES]] : i64
 // CHECK: %[[FLIP:.+]] = arith.xori %[[PAR]], %c1_i32{{.*}} : i32
 // CHECK: scf.yield %[[GOT]], %[[END]], %[[FLIP]] : i64, i64, i32
 // CHECK: }
-// CHECK: scf.if
+// CHECK: %[[COUNTS:.+]] = arith.andi %{{.+}}, %[[CLAIMING]] : i1
+// CHECK: scf.if %[[COUNTS]] {
 // CHECK: %[[DONEPTR:.+]] = llvm.getelementptr %[[WORK]][%c1_i64{{.*}}]
 // CHECK: %[[DONE:.+]] = llvm.inline_asm has_side_effects "atom.acq_rel.gpu.global.add.u64 $0, [$1], 1;", "=l,l,~{memory}" %[[DONEPTR]]
 // CHECK: %[[LASTID:.+]] = arith.subi %[[GRID]], %c1_i64{{.*}} : i64
@@ -55,8 +64,8 @@
 
 // THREE-LABEL: gpu.func @Claims
 // THREE: arith.muli %arg2, %c7_i64 : i64
-// THREE: arith.select %{{.+}}, %c3_i64{{.*}}, %{{.+}} : i64
 // THREE: llvm.atomicrmw add %arg6, %c3_i64{{.*}} monotonic
+// THREE: arith.addi %{{.+}}, %c3_i64{{.*}} : i64
 
 // Without claims: no work counters, one static range per block.
 // STATIC-LABEL: gpu.func @Claims

@@ -213,11 +213,12 @@ struct TileClaims {
 };
 
 /// The measured best on the H200 (bench/NOTES.md, eleventh session): claims
-/// of one tile past 5/8 static for kernels that do not stage their tiles and
-/// have a codebook state or at most one state (block2048 and block256 2 to 4%
-/// faster at 64 and 256 Mi, FlashSGD.f32 and FlashLion.f32 2 to 7%); none for
-/// the staged kernels (a claim restarts their copy pipeline: FlashAdamW 6 to
-/// 47% slower) nor for the two-state f32 variants (1 to 2% slower).
+/// of one tile past 5/8 static for the kernels with a codebook state, which
+/// do not stage their tiles (block2048 and block256 2 to 4% faster at 64 and
+/// 256 Mi and on the GPT-2 list, their f32 variants 2 to 8%); none for the
+/// staged kernels (a claim restarts their copy pipeline: FlashAdamW 6 to 47%
+/// slower), the one-state f32 variants (FlashLion.f32 and FlashSGDW.f32 -1 to
+/// +1%, FlashSGD.f32 +4 to 7%) nor the two-state ones (-1 to +2%).
 /// `requested` (qopt-opt --tile-claims): -1 for that choice, 0 for none, n
 /// for claims of n tiles past `staticEighths` / 8.
 TileClaims getTileClaims(OptimizerOp optimizer, bool staged, int64_t requested,
