@@ -42,37 +42,48 @@
 // CHECK: %[[TABLE:.+]] = llvm.getelementptr %[[BUCKETS]][%c0_i64] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, i8
 // CHECK: %[[FITS:.+]] = llvm.mlir.addressof @__qopt_Codebook_bucketsfit0 : !llvm.ptr<3>
 // CHECK: gpu.barrier
-// Midpoints, then the +inf padding; thread 0 sets the flag; then the buckets
-// in ascending order of c (the negative ones from -1 up, then the positive
-// ones): a run of 6146 / 256 buckets per thread, each the magnitudes [2^-24
-// + k * 2^16, + 2^16) (from 0 for k = 0, 1.0 alone at the end) of its sign;
-// one binary search for the run's first bucket, then two cursors moving up
-// the midpoints (< the bucket's lowest c, <= its highest).
+// Midpoints, then the +inf padding; thread 0 sets the flag; then each
+// midpoint's bucket in ascending order of c (the negative ones from -1 up,
+// then the positive ones; each the magnitudes [2^-24 + k * 2^16, + 2^16) of
+// its sign, from 0 for k = 0, 1.0 alone at the end; -1 below, 6146 above),
+// a midpoint above the next (or a NaN) clearing the flag, the padding
+// INT32_MAX; then a run of 6146 / 256 buckets per thread: one binary search
+// for the run's first bucket, then one integer cursor over the midpoints'
+// buckets.
 // CHECK: scf.for
 // CHECK: scf.for
 // CHECK: scf.if
 // CHECK: llvm.store %c1_i32{{.*}}, %[[FITS]] {alignment = 4 : i64} : i32, !llvm.ptr<3>
 // CHECK: gpu.barrier
-// CHECK: arith.shli %{{.+}}, %{{.+}} : i32
-// CHECK: arith.minui
+// CHECK: %[[BUCKETOF:.+]] = llvm.mlir.addressof @__qopt_Codebook_bucketof : !llvm.ptr<3>
+// CHECK: scf.for %{{.+}} = %{{.+}} to %c263_i64
+// CHECK: arith.cmpf ugt
+// CHECK: llvm.store %c0_i32{{.*}}, %[[FITS]]
+// CHECK: arith.maxui %{{.+}}, %c864026624_i32
+// CHECK: arith.shrui %{{.+}}, %c16_i32
+// CHECK: arith.subi %c3072_i32{{.*}}, %{{.+}} : i32
+// CHECK: arith.select %{{.+}}, %c-1_i32, %c6146_i32 : i32
+// CHECK: arith.cmpi ugt, %{{.+}}, %c1065353216_i32
+// CHECK: scf.yield %c2147483647_i32 : i32
+// CHECK: gpu.barrier
 // CHECK-COUNT-8: arith.cmpf olt
-// CHECK: scf.for %{{.+}} = %{{.+}} to %c25_i64{{.*}} step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (i32, i32)
-// CHECK: scf.while
-// CHECK: arith.cmpf olt
-// CHECK: scf.while
-// CHECK: arith.cmpf ole
+// CHECK: scf.for %{{.+}} = %{{.+}} to %c25_i64{{.*}} step %{{.+}} iter_args(%{{.+}} = %{{.+}}) -> (i32)
+// CHECK: %[[V:.+]] = arith.minui %{{.+}}, %c6145_i32{{.*}} : i32
+// CHECK: %[[BELOW:.+]] = scf.while
+// CHECK: arith.cmpi slt, %{{.+}}, %[[V]] : i32
 // The entry: the midpoints below times 2^16 plus, with one midpoint in the
 // bucket, the low 16 bits of its magnitude (negative) or 0xFFFF minus them
 // (positive); two midpoints, or one of magnitude <= 2^-24, clear the flag.
-// CHECK: %[[WIDTH:.+]] = arith.subi
+// CHECK: %[[HAS:.+]] = arith.cmpi eq, %{{.+}}, %[[V]] : i32
+// CHECK: %[[NEXTB:.+]] = arith.cmpi eq, %{{.+}}, %[[V]] : i32
+// CHECK: %[[TWO:.+]] = arith.andi %[[HAS]], %[[NEXTB]] : i1
 // CHECK: arith.andi %{{.+}}, %c2147483647_i32
 // CHECK: arith.andi %{{.+}}, %c65535_i32
-// CHECK: arith.cmpi ne, %[[WIDTH]]
 // CHECK: arith.subi %c65535_i32{{.*}}, %{{.+}} : i32
-// CHECK: arith.shli %{{.+}}, %c16_i32
+// CHECK: arith.shli %[[BELOW]], %c16_i32
 // CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
 // CHECK: arith.cmpi ule, %{{.+}}, %c864026624_i32
-// CHECK: arith.cmpi sgt, %[[WIDTH]], %c1_i32
+// CHECK: arith.ori %[[TWO]], %{{.+}} : i1
 // CHECK: scf.if
 // CHECK: llvm.store %c0_i32{{.*}}, %[[FITS]]
 // CHECK: gpu.barrier
