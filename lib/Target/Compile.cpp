@@ -167,12 +167,12 @@ struct CompileOptions {
       "tile-claims",
       cl::desc("Tiles past each block's static range claimed this many at a "
                "time from the launch's work counters (-1: the measured choice, "
-               "getTileClaims; 0: none)"),
+               "getTileClaims; 0: none; never for staged kernels)"),
       cl::init(-1), cl::cat(compileCategory)};
   cl::opt<int64_t> tileClaimsStaticEighths{
       "tile-claims-static-eighths",
       cl::desc("With --tile-claims=n > 0: the eighths of the tiles each block "
-               "steps in its static range (0 to 8)"),
+               "steps in its static range (1 to 8)"),
       cl::init(5), cl::cat(compileCategory)};
   cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
                                  cl::desc("LLVM optimization level of host "

@@ -844,15 +844,15 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
   bool writeUniforms = hostUniforms && L.uniformBytes > 0;
   if (writeUniforms)
     std::memcpy(host + L.uniformOffset, hostUniforms->data(), L.uniformBytes);
-  // A fresh slot's work counters are zeroed by its first upload, in stream
-  // order before the launch (its pinned bytes there are zero).
-  size_t copyBegin = !s.countersZeroed ? 0
-                     : writeUniforms   ? L.uniformOffset
-                                       : L.descOffset;
+  // Every upload starts at the work counters (their pinned bytes are zero),
+  // in stream order before the launch: a fresh slot's are zeroed by its
+  // first, and a launch that left them nonzero (one that never finished)
+  // does not carry over to a step with an upload.
+  size_t copyBegin = 0;
   size_t copyEnd = writeTables ? L.total
                    : writeUniforms ? L.uniformOffset + L.uniformBytes
-                                   : copyBegin == 0 ? kWorkCounterBytes
-                                                    : 0;
+                   : !s.countersZeroed ? kWorkCounterBytes
+                                       : 0;
   bool enqueued = false;
   try {
     if (copyEnd > copyBegin) {

@@ -558,6 +558,9 @@ void parseTables(const Reader &r, const json &root, Manifest &m) {
 }
 
 void parseArgs(const Reader &r, const json &root, Manifest &m) {
+  // A kernel with tile claims takes the work counters, last (docs/abi.md).
+  const json *launch = root.is_object() && root.contains("launch") ? &root["launch"] : nullptr;
+  bool claims = launch && launch->is_object() && launch->contains("tile_claims");
   const json *j = r.member(root, "", "args", false);
   if (!j) {
     m.args = {{ArgDesc::Kind::Descriptors, 0},
@@ -566,6 +569,8 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
               {ArgDesc::Kind::Uniforms, 0}};
     for (size_t t = 0; t < m.tables.size(); ++t)
       m.args.push_back({ArgDesc::Kind::Table, t});
+    if (claims)
+      m.args.push_back({ArgDesc::Kind::WorkCounters, 0});
     return;
   }
   r.expectArray(*j, "args");
@@ -602,6 +607,8 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
   }
   std::vector<std::string> need = {"descriptors", "tile_map", "num_tiles",
                                    "uniforms"};
+  if (claims)
+    need.push_back("work_counters");
   for (const TableDesc &t : m.tables)
     need.push_back(t.name);
   for (const std::string &n : need)

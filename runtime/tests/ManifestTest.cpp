@@ -101,6 +101,24 @@ TEST(Manifest, WorkCountersAreAnArgument) {
   EXPECT_EQ(info.num_args, 6u);
   qopt_manifest_destroy(m);
 
+  // Without `args`, a kernel with tile claims takes them last; with `args`,
+  // they must be there.
+  json noArgs = j;
+  noArgs.erase("args");
+  qopt_manifest *d = parseOrDie(noArgs.dump());
+  ASSERT_NE(d, nullptr);
+  ASSERT_EQ(qopt_manifest_get_info(d, &info), QOPT_SUCCESS);
+  EXPECT_EQ(info.num_args, 6u);
+  qopt_manifest_destroy(d);
+  json missing = j;
+  missing["args"].erase(5);
+  std::string missingText = missing.dump();
+  qopt_manifest *none = nullptr;
+  EXPECT_EQ(qopt_manifest_parse(missingText.data(), missingText.size(), "k.manifest.json", &none),
+            QOPT_ERROR_MANIFEST);
+  EXPECT_NE(std::string(qopt_last_error()).find("missing \"work_counters\""), std::string::npos)
+      << qopt_last_error();
+
   j["args"].push_back("work_counters");
   std::string text = j.dump();
   qopt_manifest *twice = nullptr;

@@ -55,11 +55,12 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
     Option<"tileClaims", "tile-claims", "int64_t", /*default=*/"-1",
            "Tiles past each block's static range claimed this many at a time "
            "from the launch's work counters (an extra kernel argument, "
-           "docs/abi.md): -1 for getTileClaims' choice, 0 for none">,
+           "docs/abi.md): -1 for getTileClaims' choice, 0 for none; never "
+           "for staged kernels">,
     Option<"tileClaimsStaticEighths", "tile-claims-static-eighths", "int64_t",
            /*default=*/"5",
            "With tile-claims > 0: the eighths of the tiles each block steps "
-           "in its static range">,
+           "in its static range (1 to 8)">,
     Option<"asyncCopy", "async-copy", "::mlir::qopt::AsyncCopy",
            /*default=*/"::mlir::qopt::AsyncCopy::Auto",
            "Copy each full tile's read streams into dynamic shared memory one "

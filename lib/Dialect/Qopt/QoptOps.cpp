@@ -322,10 +322,12 @@ int64_t mlir::qopt::getGridMinTilesPerBlock(OptimizerOp optimizer) {
 
 TileClaims mlir::qopt::getTileClaims(OptimizerOp optimizer, bool staged,
                                      int64_t requested, int64_t staticEighths) {
-  if (requested > 0)
-    return {requested, std::clamp<int64_t>(staticEighths, 0, 8)};
+  // A staged kernel's copy pipeline (and a bulk-copy kernel's stage phases)
+  // runs within one claim: never claims, even when asked.
   if (requested == 0 || staged)
     return {};
+  if (requested > 0)
+    return {requested, std::clamp<int64_t>(staticEighths, 1, 8)};
   if (hasStateOf<CodebookSchemeAttr>(optimizer))
     return {1, 5};
   return {};

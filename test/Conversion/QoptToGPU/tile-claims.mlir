@@ -2,6 +2,8 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="tile-claims=3 tile-claims-static-eighths=7" | FileCheck %s --check-prefix=THREE
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=tile-claims=0 | FileCheck %s --check-prefix=STATIC
 // RUN: qopt-opt %s --emit=ptx | FileCheck %s --check-prefix=PTX
+// RUN: qopt-opt %s --emit=ptx -o %t.ptx
+// RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 
 // Tile claims (getTileClaims: an unstaged kernel with a codebook state):
 // each block first steps its static range of 5/8 of the tiles over the grid,
@@ -83,6 +85,15 @@
 // PTX: atom.global.add.u64 {{.+}}, [{{%rd[0-9]+}}], 1;
 // PTX: bar.sync 0;
 // PTX: atom.acq_rel.gpu.global.add.u64
+// The manifest lists the counters last and says how tiles are claimed.
+// MANIFEST: "args": [
+// MANIFEST: "v.qmap",
+// MANIFEST-NEXT: "work_counters"
+// MANIFEST-NEXT: ],
+// MANIFEST: "tile_claims": {
+// MANIFEST-NEXT: "static_eighths": 5,
+// MANIFEST-NEXT: "tiles": 1
+
 qopt.optimizer @Claims param "p" : bf16 master none grad "g" : f32 {
   qopt.state @m : #qopt.codebook<block = 2048>
   qopt.state @v : #qopt.codebook<block = 2048>

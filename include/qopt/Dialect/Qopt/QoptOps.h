@@ -219,8 +219,10 @@ struct TileClaims {
 /// staged kernels (a claim restarts their copy pipeline: FlashAdamW 6 to 47%
 /// slower), the one-state f32 variants (FlashLion.f32 and FlashSGDW.f32 -1 to
 /// +1%, FlashSGD.f32 +4 to 7%) nor the two-state ones (-1 to +2%).
-/// `requested` (qopt-opt --tile-claims): -1 for that choice, 0 for none, n
-/// for claims of n tiles past `staticEighths` / 8.
+/// `requested` (qopt-opt --tile-claims): negative for that choice, 0 for
+/// none, n for claims of n tiles past `staticEighths` / 8 (clamped to 1..8:
+/// with none static the static range would be empty and nothing claimed);
+/// never for a staged kernel.
 TileClaims getTileClaims(OptimizerOp optimizer, bool staged, int64_t requested,
                          int64_t staticEighths);
 
