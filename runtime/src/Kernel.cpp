@@ -845,14 +845,14 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
   if (writeUniforms)
     std::memcpy(host + L.uniformOffset, hostUniforms->data(), L.uniformBytes);
   // Every upload starts at the work counters (their pinned bytes are zero),
-  // in stream order before the launch: a fresh slot's are zeroed by its
-  // first, and a launch that left them nonzero (one that never finished)
-  // does not carry over to a step with an upload.
+  // in stream order before the launch: a fresh slot's tables are written
+  // with it (tablesValid is set only by an upload), and a launch that left
+  // them nonzero (one that never finished) does not carry over to a step
+  // with an upload.
   size_t copyBegin = 0;
   size_t copyEnd = writeTables ? L.total
                    : writeUniforms ? L.uniformOffset + L.uniformBytes
-                   : !s.countersZeroed ? kWorkCounterBytes
-                                       : 0;
+                                   : 0;
   bool enqueued = false;
   try {
     if (copyEnd > copyBegin) {
@@ -862,7 +862,6 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
                                                copyEnd - copyBegin, cuStream),
                 "cuMemcpyHtoDAsync", "uploading the descriptor table");
     }
-    s.countersZeroed = true;
     cu::CUdeviceptr dCounters = s.dev;
     cu::CUdeviceptr dDesc = s.dev + L.descOffset;
     cu::CUdeviceptr dTiles = s.dev + L.tileOffset;
@@ -919,7 +918,6 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
         s.captured = true;
     }
     s.tablesValid = false;
-    s.countersZeroed = false;
     throw;
   }
   if (capturing) {

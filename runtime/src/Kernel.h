@@ -67,9 +67,6 @@ private:
     bool pending = false;   ///< an event was recorded and not seen complete
     bool captured = false;  ///< owned by a captured graph from now on
     bool tablesValid = false;
-    /// The device buffer's work counters were zeroed (by the slot's first
-    /// upload; every launch leaves them zero).
-    bool countersZeroed = false;
     size_t numTensors = 0;  ///< descriptors held when tablesValid
     uint64_t sequence = 0;  ///< order of its last uncaptured step
   };

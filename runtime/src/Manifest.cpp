@@ -559,7 +559,7 @@ void parseTables(const Reader &r, const json &root, Manifest &m) {
 
 void parseArgs(const Reader &r, const json &root, Manifest &m) {
   // A kernel with tile claims takes the work counters, last (docs/abi.md).
-  const json *launch = root.is_object() && root.contains("launch") ? &root["launch"] : nullptr;
+  const json *launch = r.member(root, "", "launch", false);
   bool claims = launch && launch->is_object() && launch->contains("tile_claims");
   const json *j = r.member(root, "", "args", false);
   if (!j) {

@@ -1525,6 +1525,11 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   //   numTiles); stop = min(start + chunk, numTiles)
   Value block = indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
   Value grid = indexToI64(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
+  Value chunk = arith::DivUIOp::create(
+      b, loc,
+      arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, numTiles, grid),
+                            constI64(1)),
+      grid);
   Value start, stop;
   // With tile claims (getTileClaims) the runs below sit in a loop over the
   // block's claims: first its static range [b * first, (b + 1) * first),
@@ -1541,8 +1546,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   Value claimSlots, claimOld, claimParity, claimBase, workCounters, claiming;
   if (claims.enabled()) {
     workCounters = entry.getArguments().back();
-    claimSlots = sharedArray(module, ("__qopt_" + optimizer.getSymName() + "_claim").str(),
-                             2, i64());
+    claimSlots = sharedArray(module, prefix + "_claim", 2, i64());
     Value first = arith::DivUIOp::create(
         b, loc,
         arith::DivUIOp::create(
@@ -1552,11 +1556,6 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
         grid);
     claiming = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, first,
                                      constI64(0));
-    Value chunk = arith::DivUIOp::create(
-        b, loc,
-        arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, numTiles, grid),
-                              constI64(1)),
-        grid);
     first = arith::SelectOp::create(b, loc, claiming, first, chunk);
     claimBase = arith::MulIOp::create(b, loc, grid, first);
     Value c0 = arith::MulIOp::create(b, loc, block, first);
@@ -1590,11 +1589,6 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     }
     claimOld = ifFirst.getResult(0);
   } else {
-    Value chunk = arith::DivUIOp::create(
-        b, loc,
-        arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, numTiles, grid),
-                              constI64(1)),
-        grid);
     start = arith::MinSIOp::create(
         b, loc, arith::MulIOp::create(b, loc, block, chunk), numTiles);
     stop = arith::MinSIOp::create(
