@@ -19,13 +19,14 @@
 // CHECK-SAME: %[[WORK:arg[0-9]+]]: !llvm.ptr<1>) kernel
 // CHECK: %[[GDIM:.+]] = gpu.grid_dim x
 // CHECK-NEXT: %[[GRID:.+]] = arith.index_castui %[[GDIM]] : index to i64
+// ceil(numTiles / grid): the static ranges' size without claims.
+// CHECK: %[[CHUNK:.+]] = arith.divui %{{.+}}, %[[GRID]] : i64
 // CHECK: %[[SLOTS:.+]] = llvm.mlir.addressof @__qopt_Claims_claim : !llvm.ptr<3>
 // CHECK: %[[SCALED:.+]] = arith.muli %[[NTILES]], %c5_i64 : i64
 // CHECK: %[[EIGHTHS:.+]] = arith.divui %[[SCALED]], %c8_i64{{.*}} : i64
 // CHECK: %[[PER:.+]] = arith.divui %[[EIGHTHS]], %[[GRID]] : i64
 // CHECK: %[[CLAIMING:.+]] = arith.cmpi ne, %[[PER]], %c0_i64{{.*}} : i64
 // Fewer tiles than that: ceil(numTiles / grid) static tiles per block.
-// CHECK: %[[CHUNK:.+]] = arith.divui %{{.+}}, %[[GRID]] : i64
 // CHECK: %[[FIRST:.+]] = arith.select %[[CLAIMING]], %[[PER]], %[[CHUNK]] : i64
 // CHECK: %[[BASE:.+]] = arith.muli %[[GRID]], %[[FIRST]] : i64
 // CHECK: %[[C0:.+]] = arith.muli %{{.+}}, %[[FIRST]] : i64
