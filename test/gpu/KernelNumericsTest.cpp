@@ -255,10 +255,15 @@ struct BoundaryCase {
   /// midpoint lies on -2^-24, the buckets' clamp: the fill must clear the
   /// flag (a value below the clamp, -1e-30, lies above that midpoint).
   bool midpointOnClamp = false;
+  /// v quantized with the signed map too: its entries below zero leave v
+  /// without the range facts of an unsigned map (the guards look at the
+  /// lanes, the codes at c's sign).
+  bool signedV = false;
 };
 
 void PrintTo(const BoundaryCase &c, std::ostream *os) {
-  *os << c.kernel << (c.midpointOnClamp ? " (midpoint on the clamp)" : "");
+  *os << c.kernel << (c.midpointOnClamp ? " (midpoint on the clamp)" : "")
+      << (c.signedV ? " (v on the signed map)" : "");
 }
 
 class CodebookBoundaries : public ::testing::TestWithParam<BoundaryCase> {};
@@ -279,8 +284,9 @@ TEST_P(CodebookBoundaries, CodesOnAndBesideEveryMidpointMatchReference) {
     zero[-1] = -0x1p-23f;
     ASSERT_EQ((zero[-1] + zero[0]) * 0.5f, -0x1p-24f);
   }
-  ref::StepSpec spec = ref::seed000AdamW(signedMap, ref::createDynamicMap(/*isSigned=*/false),
-                                         hyper, ref::DType::F32, c.block);
+  ref::StepSpec spec = ref::seed000AdamW(
+      signedMap, c.signedV ? signedMap : ref::createDynamicMap(/*isSigned=*/false), hyper,
+      ref::DType::F32, c.block);
   spec.param = ref::DType::F32;
   const std::vector<qopt_hyper> hypers = {
       {"lr", hyper.lr}, {"beta1", 0.0}, {"beta2", 0.0}, {"eps", hyper.eps},
@@ -320,10 +326,12 @@ TEST_P(CodebookBoundaries, CodesOnAndBesideEveryMidpointMatchReference) {
 INSTANTIATE_TEST_SUITE_P(SeedBlocks, CodebookBoundaries,
                          ::testing::Values(BoundaryCase{"adamw8bit_block2048.f32", 2048},
                                            BoundaryCase{"adamw8bit_block256.f32", 256},
-                                           BoundaryCase{"adamw8bit_block2048.f32", 2048, true}),
+                                           BoundaryCase{"adamw8bit_block2048.f32", 2048, true},
+                                           BoundaryCase{"adamw8bit_block256.f32", 256, false, true}),
                          [](const ::testing::TestParamInfo<BoundaryCase> &info) {
                            return "block" + std::to_string(info.param.block) +
-                                  (info.param.midpointOnClamp ? "_midpoint_on_clamp" : "");
+                                  (info.param.midpointOnClamp ? "_midpoint_on_clamp" : "") +
+                                  (info.param.signedV ? "_signed_v" : "");
                          });
 
 std::string readFile(const std::string &path) {

@@ -369,7 +369,10 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   // A dividend known nonnegative is checked as it is, not its magnitude
   // (a >= 2^-60 is the stronger condition): its maximum is then the same
   // tree as a sqrt state's absmax of it (Adam's v / bc2), which CSE shares.
-  bool knownNonneg = facts && facts->nonnegative.count(a);
+  // One whose magnitudes' maximum is taken anyway (a codebook state's
+  // absmax) is checked through its magnitudes, for the same reason.
+  bool knownNonneg = facts && facts->nonnegative.count(a) &&
+                     !facts->magnitudeMaxima.count(a);
   Value r, ok;
   auto scaled = facts ? facts->scaled.find(a) : decltype(facts->scaled.end())();
   if (facts && facts->registersToSpare && scaled != facts->scaled.end()) {

@@ -54,8 +54,13 @@ struct LaneFacts {
   /// sqrt.rn of uniform scalars (broadcast to the lanes), placed where they
   /// are defined: kept across tile bodies, as the reciprocals.
   llvm::DenseMap<Value, Value> uniformRoots;
+  /// Lane vectors whose maximum of magnitudes the kernel takes anyway (a
+  /// codebook state's absmax): a guard checks their magnitudes, the same
+  /// tree, which CSE shares.
+  llvm::DenseSet<Value> magnitudeMaxima;
   void clear() {
     nonnegative.clear();
+    magnitudeMaxima.clear();
     bounds.clear();
     scaled.clear();
     quotients.clear();

@@ -41,7 +41,12 @@
 // CHECK: %[[BUCKETS:.+]] = llvm.mlir.addressof @__qopt_Codebook_buckets : !llvm.ptr<3>
 // CHECK: %[[TABLE:.+]] = llvm.getelementptr %[[BUCKETS]][%c0_i64] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, i8
 // CHECK: %[[FITS:.+]] = llvm.mlir.addressof @__qopt_Codebook_bucketsfit0 : !llvm.ptr<3>
-// CHECK: gpu.barrier
+// The table's fill: whether none of a thread's entries is below zero,
+// and-reduced over the block by the barrier after it (the state's range
+// facts; codebook-nonnegative.mlir).
+// CHECK: scf.for %{{.+}} = %{{.+}} to %c256_i64{{.*}} iter_args(%{{.+}} = %true) -> (i1)
+// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
+// CHECK: nvvm.barrier #nvvm.reduction<and> %{{.+}} -> i32
 // Midpoints, then the +inf padding; thread 0 sets the flag; then each
 // midpoint's bucket in ascending order of c (the negative ones from -1 up,
 // then the positive ones; each the magnitudes [2^-24 + k * 2^16, + 2^16) of
