@@ -936,27 +936,28 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits,
                                 Value bucketOf) {
   // Buckets in ascending order of c: v < kBucketsPerSign is the negative
   // bucket k = kBucketsPerSign - 1 - v, the rest the positive k = v -
-  // kBucketsPerSign. First each midpoint's bucket in that order goes to
-  // `bucketOf` (-1 below bucket 0, kBuckets above the last; +0 and -0 in
-  // the two buckets of k = 0): for ascending midpoints of magnitude above
-  // kMagLo, "mid < the lowest c of bucket v" is "bucketOf[mid] < v", so the
-  // midpoints below v are the first index whose bucket is not below v, and
-  // the bucket holds two where the next index's bucket is v too. Then each
-  // thread fills a run of kBuckets / threads buckets with one integer
-  // cursor over `bucketOf`, started by one binary search of the midpoints
-  // (about 25 instructions per bucket; two float cursors over the
-  // midpoints took about 60, 8.7 instructions per element of the blockwise
-  // AdamW at 64 Mi). A block size that does not divide kBuckets leaves the
-  // last runs short or empty: their indices are clamped to the last bucket,
-  // written again with the same value. Midpoints that do not ascend (or a
-  // NaN), two in one bucket, or one of magnitude <= kMagLo (where the clamp
-  // would misplace c) clear `fits` (every such thread stores the same 0;
-  // the barrier after the fill publishes it), and the codes take the full
-  // search.
+  // kBucketsPerSign; the table holds the positive k at k, the negative at
+  // kBucketsPerSign + k. For ascending midpoints of magnitude above kMagLo,
+  // "mid < the lowest c of bucket v" is "mid's bucket < v", so a bucket's
+  // entry counts the midpoints whose bucket is below it. Two passes:
+  //  1. one thread per midpoint j: its bucket in that order goes to
+  //     `bucketOf` (-1 below bucket 0, kBuckets above the last; +0 and -0
+  //     in the two buckets of k = 0), and a midpoint inside the buckets
+  //     writes its bucket's entry itself: j << 16 plus its offset.
+  //  2. each thread fills a run of kBuckets / threads buckets with one
+  //     integer cursor over `bucketOf` (the first midpoint whose bucket is
+  //     not below the current one, and that bucket), started by one binary
+  //     search of the midpoints: a bucket the cursor's midpoint lies in is
+  //     pass 1's and moves the cursor on; the others get the count. Branch
+  //     free, about 14 instructions a bucket (one cursor per thread with
+  //     the midpoints' buckets in the loop took about 25 and diverged).
+  // A block size that does not divide kBuckets leaves the last runs short
+  // or empty. Midpoints that do not ascend (or a NaN), two in one bucket,
+  // or one of magnitude <= kMagLo (where the lookup's clamp would misplace
+  // c) clear `fits` (every such thread stores the same 0; the barrier after
+  // the fill publishes it), and the codes take the full search: the table
+  // is then not read, and some of it not written.
   int64_t perThread = (kBuckets + threads - 1) / threads;
-  auto clampBucket = [&](Value v) {
-    return arith::MinUIOp::create(b, loc, v, constI32(kBuckets - 1));
-  };
   auto bits = [&](Value f) { return arith::BitcastOp::create(b, loc, i32(), f); };
   auto clearFits = [&](Value when) {
     auto clear = scf::IfOp::create(b, loc, TypeRange{}, when, false);
@@ -964,8 +965,39 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits,
     b.setInsertionPointToStart(&clear.getThenRegion().front());
     LLVM::StoreOp::create(b, loc, constI32(0), fits, 4);
   };
+  // A midpoint's bucket: {its place in ascending order of c (beyond: -1 or
+  // kBuckets), whether it lies inside, its table index}.
+  struct MidBucket {
+    Value order, inside, index, mag, negative;
+  };
+  auto bucketOfMid = [&](Value mid) {
+    Value pattern = bits(mid);
+    Value mag = arith::AndIOp::create(b, loc, pattern, constI32(INT32_MAX));
+    Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                           pattern, constI32(0));
+    Value k = arith::ShRUIOp::create(
+        b, loc,
+        arith::SubIOp::create(
+            b, loc, arith::MaxUIOp::create(b, loc, mag, constI32(kMagLo)),
+            constI32(kMagLo)),
+        constI32(16));
+    Value ordered = arith::SelectOp::create(
+        b, loc, negative,
+        arith::SubIOp::create(b, loc, constI32(kBucketsPerSign - 1), k),
+        arith::AddIOp::create(b, loc, k, constI32(kBucketsPerSign)));
+    Value beyond = arith::SelectOp::create(b, loc, negative, constI32(-1),
+                                           constI32(kBuckets));
+    Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, mag,
+                                         constI32(kMagHi));
+    Value index = arith::SelectOp::create(
+        b, loc, negative, arith::AddIOp::create(b, loc, k, constI32(kBucketsPerSign)),
+        k);
+    return MidBucket{arith::SelectOp::create(b, loc, inside, ordered, beyond),
+                     inside, index, mag, negative};
+  };
   {
-    // bucketOf[j] for j < 255, the padding past it above every bucket.
+    // Pass 1: bucketOf[j] for j < 255, the padding past it above every
+    // bucket.
     auto each = scf::ForOp::create(b, loc, tid, constI64(255 + kMidPadding),
                                    constI64(threads));
     OpBuilder::InsertionGuard guard(b);
@@ -983,36 +1015,44 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits,
                         4);
       // mids[255] is +inf padding; a NaN compares false.
       clearFits(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UGT, mid, next));
-      Value pattern = bits(mid);
-      Value mag = arith::AndIOp::create(b, loc, pattern, constI32(INT32_MAX));
-      Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                             pattern, constI32(0));
-      Value k = arith::ShRUIOp::create(
-          b, loc,
-          arith::SubIOp::create(
-              b, loc, arith::MaxUIOp::create(b, loc, mag, constI32(kMagLo)),
-              constI32(kMagLo)),
-          constI32(16));
-      Value inside = arith::SelectOp::create(
-          b, loc, negative,
-          arith::SubIOp::create(b, loc, constI32(kBucketsPerSign - 1), k),
-          arith::AddIOp::create(b, loc, k, constI32(kBucketsPerSign)));
-      Value beyond = arith::SelectOp::create(b, loc, negative, constI32(-1),
-                                             constI32(kBuckets));
-      Value above = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, mag,
-                                          constI32(kMagHi));
-      scf::YieldOp::create(
-          b, loc, ValueRange{arith::SelectOp::create(b, loc, above, beyond, inside)});
+      MidBucket own = bucketOfMid(mid);
+      MidBucket after = bucketOfMid(next);
+      auto write = scf::IfOp::create(b, loc, TypeRange{}, own.inside, false);
+      {
+        // c lies above the midpoint where c's low 16 bits exceed its: for a
+        // positive bucket where low(c) + 0xFFFF - low(mid) carries into bit
+        // 16, for a negative one (the bits complemented) where 0xFFFF -
+        // low(c) + low(mid) does.
+        OpBuilder::InsertionGuard body(b);
+        b.setInsertionPointToStart(&write.getThenRegion().front());
+        Value midLow = arith::AndIOp::create(b, loc, own.mag, constI32(0xFFFF));
+        Value complement = arith::SubIOp::create(b, loc, constI32(0xFFFF), midLow);
+        Value offset = arith::SelectOp::create(b, loc, own.negative, midLow, complement);
+        Value count = arith::ShLIOp::create(
+            b, loc, arith::TruncIOp::create(b, loc, i32(), j), constI32(16));
+        LLVM::StoreOp::create(b, loc, arith::AddIOp::create(b, loc, count, offset),
+                              gep(buckets, i32(), own.index), 4);
+        // (One op per statement: the IR's order is not the C++ compiler's
+        // order of evaluating arguments.)
+        Value two = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          after.order, own.order);
+        Value tiny = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule,
+                                           own.mag, constI32(kMagLo));
+        clearFits(arith::OrIOp::create(b, loc, two, tiny));
+      }
+      scf::YieldOp::create(b, loc, ValueRange{own.order});
       b.setInsertionPointToStart(&ifMid.getElseRegion().front());
       scf::YieldOp::create(b, loc, ValueRange{constI32(INT32_MAX)});
     }
     LLVM::StoreOp::create(b, loc, ifMid.getResult(0), gep(bucketOf, i32(), j), 4);
   }
   gpu::BarrierOp::create(b, loc);
-  Value first = clampBucket(arith::TruncIOp::create(
-      b, loc, i32(), arith::MulIOp::create(b, loc, tid, constI64(perThread))));
-  // The run's first bucket's lowest c (bounds as the lookup's: k = 0 holds
-  // every magnitude up to kMagLo + 0xFFFF, the last only 1.0).
+  // Pass 2. The run's first bucket (clamped to the last for the search of
+  // a run past the end) and its lowest c (bounds as the lookup's: k = 0
+  // holds every magnitude up to kMagLo + 0xFFFF, the last only 1.0).
+  Value runFirst = arith::TruncIOp::create(
+      b, loc, i32(), arith::MulIOp::create(b, loc, tid, constI64(perThread)));
+  Value first = arith::MinUIOp::create(b, loc, runFirst, constI32(kBuckets - 1));
   Value firstNegative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                               first, constI32(kBucketsPerSign));
   Value firstK = arith::SelectOp::create(
@@ -1035,65 +1075,45 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits,
           arith::OrIOp::create(b, loc, firstMagHi, constI32(INT32_MIN)), firstMagLo));
   Value startBelow =
       searchMidpoints(mids, firstLo, constI32(0), 128, arith::CmpFPredicate::OLT);
-  auto fill = scf::ForOp::create(b, loc, constI64(0), constI64(perThread),
-                                 constI64(1), ValueRange{startBelow});
+  auto fill = scf::ForOp::create(
+      b, loc, constI64(0), constI64(perThread), constI64(1),
+      ValueRange{startBelow, load(i32(), gep(bucketOf, i32(), startBelow), 4)});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(fill.getBody());
-  Value v = clampBucket(arith::AddIOp::create(
-      b, loc, first,
-      arith::TruncIOp::create(b, loc, i32(), fill.getInductionVar())));
-  // Moves the cursor to the first midpoint whose bucket is not below v
-  // (bucketOf's padding stops it at 255).
-  auto loop = scf::WhileOp::create(b, loc, TypeRange{i32()},
-                                   ValueRange{fill.getRegionIterArgs()[0]});
-  {
-    OpBuilder::InsertionGuard loopGuard(b);
-    Block *before = b.createBlock(&loop.getBefore(), {}, {i32()}, {loc});
-    Value p = before->getArgument(0);
-    Value below = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                        load(i32(), gep(bucketOf, i32(), p), 4), v);
-    scf::ConditionOp::create(b, loc, below, ValueRange{p});
-    Block *after = b.createBlock(&loop.getAfter(), {}, {i32()}, {loc});
-    scf::YieldOp::create(
-        b, loc,
-        ValueRange{arith::AddIOp::create(b, loc, after->getArgument(0), constI32(1))});
-  }
-  Value below = loop.getResult(0);
-  Value hasMid = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::eq, load(i32(), gep(bucketOf, i32(), below), 4), v);
-  Value nextIndex = arith::AddIOp::create(b, loc, below, constI32(1));
-  Value two = arith::AndIOp::create(
-      b, loc, hasMid,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                            load(i32(), gep(bucketOf, i32(), nextIndex), 4), v));
+  Value below = fill.getRegionIterArgs()[0];
+  Value belowBucket = fill.getRegionIterArgs()[1];
+  Value v = arith::AddIOp::create(
+      b, loc, runFirst, arith::TruncIOp::create(b, loc, i32(), fill.getInductionVar()));
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, v,
+                                        constI32(kBuckets));
+  Value cursorHere = arith::AndIOp::create(
+      b, loc, inRange,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, belowBucket, v));
   Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, v,
                                          constI32(kBucketsPerSign));
   Value index = arith::SelectOp::create(
       b, loc, negative, arith::SubIOp::create(b, loc, constI32(kBuckets - 1), v),
       arith::SubIOp::create(b, loc, v, constI32(kBucketsPerSign)));
-  // The bucket's midpoint, if any, is the first not below it (+inf padding
-  // past 255). c lies above it where c's low 16 bits exceed its: for a
-  // positive bucket where low(c) + 0xFFFF - low(mid) carries into bit 16,
-  // for a negative one (the bits complemented) where 0xFFFF - low(c) +
-  // low(mid) does.
-  Value midMag = arith::AndIOp::create(
-      b, loc, bits(load(f32(), gep(mids, f32(), below), 4)), constI32(INT32_MAX));
-  Value midLow = arith::AndIOp::create(b, loc, midMag, constI32(0xFFFF));
-  Value complement = arith::SubIOp::create(b, loc, constI32(0xFFFF), midLow);
-  Value offset = arith::SelectOp::create(
-      b, loc, hasMid,
-      arith::SelectOp::create(b, loc, negative, midLow, complement),
-      constI32(0));
-  Value entry = arith::AddIOp::create(
-      b, loc, arith::ShLIOp::create(b, loc, below, constI32(16)), offset);
-  LLVM::StoreOp::create(b, loc, entry, gep(buckets, i32(), index), 4);
-  // (One op per statement: the IR's order is not the C++ compiler's order
-  // of evaluating arguments.)
-  Value tiny = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, midMag,
-                                     constI32(kMagLo));
-  Value tinyMid = arith::AndIOp::create(b, loc, hasMid, tiny);
-  clearFits(arith::OrIOp::create(b, loc, two, tinyMid));
-  scf::YieldOp::create(b, loc, ValueRange{below});
+  Value countOnly = arith::AndIOp::create(
+      b, loc, inRange,
+      arith::XOrIOp::create(b, loc, cursorHere,
+                            arith::ConstantOp::create(b, loc, b.getBoolAttr(true))));
+  auto store = scf::IfOp::create(b, loc, TypeRange{}, countOnly, false);
+  {
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(&store.getThenRegion().front());
+    LLVM::StoreOp::create(b, loc,
+                          arith::ShLIOp::create(b, loc, below, constI32(16)),
+                          gep(buckets, i32(), index), 4);
+  }
+  // Past the cursor's midpoint: the next one and its bucket (bucketOf's
+  // padding keeps the index within it).
+  Value nextBelow = arith::AddIOp::create(
+      b, loc, below, arith::ExtUIOp::create(b, loc, i32(), cursorHere));
+  Value nextBucket = arith::SelectOp::create(
+      b, loc, cursorHere, load(i32(), gep(bucketOf, i32(), nextBelow), 4),
+      belowBucket);
+  scf::YieldOp::create(b, loc, ValueRange{nextBelow, nextBucket});
 }
 
 Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,

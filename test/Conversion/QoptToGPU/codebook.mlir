@@ -47,50 +47,65 @@
 // CHECK: scf.for %{{.+}} = %{{.+}} to %c256_i64{{.*}} iter_args(%{{.+}} = %true) -> (i1)
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: nvvm.barrier #nvvm.reduction<and> %{{.+}} -> i32
-// Midpoints, then the +inf padding; thread 0 sets the flag; then each
-// midpoint's bucket in ascending order of c (the negative ones from -1 up,
-// then the positive ones; each the magnitudes [2^-24 + k * 2^16, + 2^16) of
-// its sign, from 0 for k = 0, 1.0 alone at the end; -1 below, 6146 above),
-// a midpoint above the next (or a NaN) clearing the flag, the padding
-// INT32_MAX; then a run of 6146 / 256 buckets per thread: one binary search
-// for the run's first bucket, then one integer cursor over the midpoints'
-// buckets.
+// Midpoints, then the +inf padding; thread 0 sets the flag. Pass 1, a
+// thread per midpoint: its bucket in ascending order of c (the negative
+// ones from -1 up, then the positive ones; each the magnitudes [2^-24 + k *
+// 2^16, + 2^16) of its sign, from 0 for k = 0, 1.0 alone at the end; -1
+// below, 6146 above), a midpoint above the next (or a NaN) clearing the
+// flag, the padding INT32_MAX; a midpoint inside the buckets writes its
+// bucket's entry: its index times 2^16 plus the low 16 bits of its
+// magnitude (negative) or 0xFFFF minus them (positive); the next midpoint
+// in the same bucket, or a magnitude <= 2^-24, clears the flag.
 // CHECK: scf.for
 // CHECK: scf.for
 // CHECK: scf.if
 // CHECK: llvm.store %c1_i32{{.*}}, %[[FITS]] {alignment = 4 : i64} : i32, !llvm.ptr<3>
 // CHECK: gpu.barrier
 // CHECK: %[[BUCKETOF:.+]] = llvm.mlir.addressof @__qopt_Codebook_bucketof : !llvm.ptr<3>
-// CHECK: scf.for %{{.+}} = %{{.+}} to %c263_i64
+// CHECK: scf.for %[[J:.+]] = %{{.+}} to %c263_i64
 // CHECK: arith.cmpf ugt
 // CHECK: llvm.store %c0_i32{{.*}}, %[[FITS]]
 // CHECK: arith.maxui %{{.+}}, %c864026624_i32
 // CHECK: arith.shrui %{{.+}}, %c16_i32
 // CHECK: arith.subi %c3072_i32{{.*}}, %{{.+}} : i32
-// CHECK: arith.select %{{.+}}, %c-1_i32, %c6146_i32 : i32
-// CHECK: arith.cmpi ugt, %{{.+}}, %c1065353216_i32
-// CHECK: scf.yield %c2147483647_i32 : i32
-// CHECK: gpu.barrier
-// CHECK-COUNT-8: arith.cmpf olt
-// CHECK: scf.for %{{.+}} = %{{.+}} to %c25_i64{{.*}} step %{{.+}} iter_args(%{{.+}} = %{{.+}}) -> (i32)
-// CHECK: %[[V:.+]] = arith.minui %{{.+}}, %c6145_i32{{.*}} : i32
-// CHECK: %[[BELOW:.+]] = scf.while
-// CHECK: arith.cmpi slt, %{{.+}}, %[[V]] : i32
-// The entry: the midpoints below times 2^16 plus, with one midpoint in the
-// bucket, the low 16 bits of its magnitude (negative) or 0xFFFF minus them
-// (positive); two midpoints, or one of magnitude <= 2^-24, clear the flag.
-// CHECK: %[[HAS:.+]] = arith.cmpi eq, %{{.+}}, %[[V]] : i32
-// CHECK: %[[NEXTB:.+]] = arith.cmpi eq, %{{.+}}, %[[V]] : i32
-// CHECK: %[[TWO:.+]] = arith.andi %[[HAS]], %[[NEXTB]] : i1
-// CHECK: arith.andi %{{.+}}, %c2147483647_i32
-// CHECK: arith.andi %{{.+}}, %c65535_i32
+// CHECK: %[[OWN:.+]] = arith.select %{{.+}}, %c-1_i32, %c6146_i32 : i32
+// CHECK: %[[INSIDE:.+]] = arith.cmpi ule, %{{.+}}, %c1065353216_i32
+// CHECK: %[[ORDER:.+]] = arith.select %[[INSIDE]], %{{.+}}, %[[OWN]] : i32
+// CHECK: %[[AIN:.+]] = arith.cmpi ule, %{{.+}}, %c1065353216_i32
+// CHECK: %[[AFTER:.+]] = arith.select %[[AIN]], %{{.+}}, %{{.+}} : i32
+// CHECK: scf.if %[[INSIDE]] {
 // CHECK: arith.subi %c65535_i32{{.*}}, %{{.+}} : i32
-// CHECK: arith.shli %[[BELOW]], %c16_i32
+// CHECK: arith.trunci %[[J]] : i64 to i32
 // CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
+// CHECK: %[[TWO:.+]] = arith.cmpi eq, %[[AFTER]], %[[ORDER]] : i32
 // CHECK: arith.cmpi ule, %{{.+}}, %c864026624_i32
 // CHECK: arith.ori %[[TWO]], %{{.+}} : i1
 // CHECK: scf.if
 // CHECK: llvm.store %c0_i32{{.*}}, %[[FITS]]
+// CHECK: scf.yield %[[ORDER]] : i32
+// CHECK: scf.yield %c2147483647_i32 : i32
+// CHECK: gpu.barrier
+// Pass 2: a run of 6146 / 256 buckets per thread, one binary search for
+// the run's first bucket, then one integer cursor over the midpoints'
+// buckets: a bucket the cursor's midpoint lies in (pass 1's) moves the
+// cursor on, the others get the count of midpoints below.
+// CHECK-COUNT-8: arith.cmpf olt
+// CHECK: %[[START:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : i32
+// CHECK: %[[STARTB:.+]] = llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+// CHECK: scf.for %{{.+}} = %{{.+}} to %c25_i64{{.*}} step %{{.+}} iter_args(%[[CUR:.+]] = %[[START]], %[[CURB:.+]] = %[[STARTB]]) -> (i32, i32)
+// CHECK: %[[V:.+]] = arith.addi %{{.+}}, %{{.+}} : i32
+// CHECK: %[[IN:.+]] = arith.cmpi ult, %[[V]], %c6146_i32{{.*}} : i32
+// CHECK: %[[AT:.+]] = arith.cmpi eq, %[[CURB]], %[[V]] : i32
+// CHECK: %[[HERE:.+]] = arith.andi %[[IN]], %[[AT]] : i1
+// CHECK: %[[NOT:.+]] = arith.xori %[[HERE]], %true{{.*}} : i1
+// CHECK: %[[COUNTONLY:.+]] = arith.andi %[[IN]], %[[NOT]] : i1
+// CHECK: scf.if %[[COUNTONLY]] {
+// CHECK: %[[COUNT:.+]] = arith.shli %[[CUR]], %c16_i32
+// CHECK: llvm.store %[[COUNT]], %{{.+}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
+// CHECK: }
+// CHECK: %[[STEP:.+]] = arith.extui %[[HERE]] : i1 to i32
+// CHECK: %[[NEXT:.+]] = arith.addi %[[CUR]], %[[STEP]] : i32
+// CHECK: llvm.getelementptr %[[BUCKETOF]][%[[NEXT]]]
 // CHECK: gpu.barrier
 // CHECK: %[[FLAG:.+]] = llvm.load %[[FITS]] {alignment = 4 : i64} : !llvm.ptr<3> -> i32
 // CHECK: %[[FIT:.+]] = arith.cmpi ne, %[[FLAG]]
