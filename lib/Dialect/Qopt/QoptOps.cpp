@@ -328,9 +328,13 @@ TileClaims mlir::qopt::getTileClaims(OptimizerOp optimizer, bool staged,
     return {};
   if (requested > 0)
     return {requested, std::clamp<int64_t>(staticEighths, 1, 8)};
-  if (hasStateOf<CodebookSchemeAttr>(optimizer))
-    return {1, 5};
-  return {};
+  if (!hasStateOf<CodebookSchemeAttr>(optimizer))
+    return {};
+  int64_t largestBlock = 0;
+  for (StateOp state : getStates(optimizer))
+    if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
+      largestBlock = std::max(largestBlock, codebook.getBlock());
+  return largestBlock >= 1024 ? TileClaims{2, 5} : TileClaims{1, 6};
 }
 
 bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {

@@ -115,7 +115,7 @@
 // them, thread 0 has L2 fetch the read streams (g, p, m's codes) of the
 // run's full tile two on (getL2PrefetchTiles: codebook, 16-bit parameter).
 // CHECK: scf.for
-// CHECK: %[[LATER:.+]] = arith.addi %{{.+}}, %c2_i64 : i64
+// CHECK: %[[LATER:.+]] = arith.addi %{{.+}}, %c2_i64{{.*}} : i64
 // CHECK: arith.cmpi slt, %[[LATER]]
 // CHECK: scf.if
 // CHECK: nvvm.cp.async.bulk.prefetch %{{.+}}, %c16384_i32 : <1>

@@ -5,9 +5,11 @@
 // RUN: qopt-opt %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 
-// Tile claims (getTileClaims: an unstaged kernel with a codebook state):
-// each block first steps its static range of 5/8 of the tiles over the grid,
-// then claims one tile at a time from the work counters, its last argument.
+// Tile claims (getTileClaims: an unstaged kernel with a codebook state whose
+// block of 2048 elements crosses warps): each block first steps its static
+// range of 5/8 of the tiles over the grid, then claims two tiles at a time
+// from the work counters, its last argument. (Smaller codebook blocks:
+// tile-claims-small-block.mlir.)
 // Thread 0 adds to the claimed count at a claim's start and, after the
 // claim's runs, hands grid * first plus the old count to the block through
 // the shared slot of the claim's parity, behind one barrier. After its last
@@ -35,7 +37,7 @@
 // CHECK: } do {
 // CHECK: %[[LEADER:.+]] = arith.andi %{{.+}}, %[[CLAIMING]] : i1
 // CHECK: %[[OLD:.+]] = scf.if %[[LEADER]] -> (i64) {
-// CHECK: llvm.atomicrmw add %[[WORK]], %c1_i64{{.*}} monotonic : !llvm.ptr<1>, i64
+// CHECK: llvm.atomicrmw add %[[WORK]], %c2_i64{{.*}} monotonic : !llvm.ptr<1>, i64
 // The block's runs over [claim, end).
 // CHECK: scf.while (%{{.+}} = %[[C]]) : (i64) -> i64 {
 // CHECK: arith.cmpi slt, %{{.+}}, %[[E]] : i64
@@ -50,7 +52,7 @@
 // CHECK: scf.yield %[[LOADED]] : i64
 // CHECK: } else {
 // CHECK: scf.yield %[[NTILES]] : i64
-// CHECK: %[[GOTEND:.+]] = arith.addi %[[GOT]], %c1_i64{{.*}} : i64
+// CHECK: %[[GOTEND:.+]] = arith.addi %[[GOT]], %c2_i64{{.*}} : i64
 // CHECK: %[[END:.+]] = arith.minsi %[[GOTEND]], %[[NTILES]] : i64
 // CHECK: %[[FLIP:.+]] = arith.xori %[[PAR]], %c1_i32{{.*}} : i32
 // CHECK: scf.yield %[[GOT]], %[[END]], %[[FLIP]] : i64, i64, i32
@@ -83,7 +85,7 @@
 // PTX: .param .u64 .ptr .global .align 1 Claims_param_5,
 // PTX-NEXT: .param .u64 .ptr .global .align 1 Claims_param_6
 // PTX-NEXT: )
-// PTX: atom.global.add.u64 {{.+}}, [{{%rd[0-9]+}}], 1;
+// PTX: atom.global.add.u64 {{.+}}, [{{%rd[0-9]+}}], 2;
 // PTX: bar.sync 0;
 // PTX: atom.acq_rel.gpu.global.add.u64
 // The manifest lists the counters last and says how tiles are claimed.
@@ -93,7 +95,7 @@
 // MANIFEST-NEXT: ],
 // MANIFEST: "tile_claims": {
 // MANIFEST-NEXT: "static_eighths": 5,
-// MANIFEST-NEXT: "tiles": 1
+// MANIFEST-NEXT: "tiles": 2
 
 qopt.optimizer @Claims param "p" : bf16 master none grad "g" : f32 {
   qopt.state @m : #qopt.codebook<block = 2048>

@@ -212,10 +212,16 @@ struct TileClaims {
   bool enabled() const { return tiles > 0; }
 };
 
-/// The measured best on the H200 (bench/NOTES.md, eleventh session): claims
-/// of one tile past 5/8 static for the kernels with a codebook state, which
-/// do not stage their tiles (block2048 and block256 2 to 4% faster at 64 and
-/// 256 Mi and on the GPT-2 list, their f32 variants 2 to 8%); none for the
+/// The measured best on the H200 (bench/NOTES.md, eleventh and twelfth
+/// sessions): for the kernels with a codebook state, which do not stage
+/// their tiles (block2048 and block256 2 to 4% faster at 64 and 256 Mi and
+/// on the GPT-2 list, their f32 variants 2 to 8%), claims of two tiles past
+/// 5/8 static where a codebook block holds 1024 elements or more (its
+/// absmax crosses warps: every tile ends in a block-wide barrier, the
+/// block's warps keep in step, and a claim's barrier and run set-up are
+/// what is left to amortize; block2048 +2% over one tile), else of one tile
+/// past 6/8 (warps that drift apart wait at each claim's barrier; block256
+/// +1.3%, and -5% with two tiles); none for the
 /// staged kernels (a claim restarts their copy pipeline: FlashAdamW 6 to 47%
 /// slower), the one-state f32 variants (FlashLion.f32 and FlashSGDW.f32 -1 to
 /// +1%, FlashSGD.f32 +4 to 7%) nor the two-state ones (-1 to +2%).

@@ -1,0 +1,30 @@
+// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --emit=ptx -o %t.ptx
+// RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
+
+// Codebook blocks of 256 elements (a warp's absmax, no block-wide barrier
+// per tile): getTileClaims' default is 6/8 of the tiles static, then one
+// tile a claim (tile-claims.mlir: blocks of 2048, two tiles a claim).
+
+// CHECK-LABEL: gpu.func @SmallBlocks
+// CHECK: %[[SCALED:.+]] = arith.muli %arg2, %c6_i64 : i64
+// CHECK: arith.divui %[[SCALED]], %c8_i64{{.*}} : i64
+// CHECK: llvm.atomicrmw add %{{.+}}, %c1_i64{{.*}} monotonic : !llvm.ptr<1>, i64
+// CHECK: gpu.return
+
+// MANIFEST: "tile_claims": {
+// MANIFEST-NEXT: "static_eighths": 6,
+// MANIFEST-NEXT: "tiles": 1
+
+qopt.optimizer @SmallBlocks param "p" : bf16 master none grad "g" : f32 {
+  qopt.state @m : #qopt.codebook<block = 256>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %mn = arith.addf %m, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_param %pn : f32
+  }
+}
