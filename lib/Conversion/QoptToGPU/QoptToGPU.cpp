@@ -333,10 +333,17 @@ Value KernelEmitter::streamPtr(unsigned index) {
   // Unstaged kernels of two or more states mark the load invariant (the
   // descriptors are written before the launch), so that LLVM reuses a
   // pointer across the tile's stores instead of loading it again: the
-  // codebook kernels +2 to +4%, FlashAdamW.f32 +3.6% (H200, 64 Mi). The
-  // staged ones, which hold their thread pointers, measured 1% slower with
-  // it (FlashAdamW 124 -> 128 registers), FlashLion.f32 1.5% slower.
-  bool invariant = !runThreadPointers() && states.size() >= 2;
+  // codebook kernels of a 16-bit parameter +2 to +4%, FlashAdamW.f32 +3.4%
+  // (H200, 64 Mi). Not for the staged ones, which hold their thread
+  // pointers (FlashAdamW 124 -> 128 registers, 1% slower), the one-state
+  // kernels (FlashLion.f32 1.5% slower), nor the codebook kernels of an f32
+  // parameter: at their 64-register bound ptxas then spills (block256.f32
+  // 16 -> 52 bytes, 8% slower; block2048.f32 unchanged).
+  bool codebookF32 =
+      optimizer.getParamType().isF32() && llvm::any_of(states, [](StateOp state) {
+        return isa<CodebookSchemeAttr>(state.getScheme());
+      });
+  bool invariant = !runThreadPointers() && states.size() >= 2 && !codebookF32;
   // With an even number of streams every descriptor is 16-byte aligned (the
   // array is, docs/abi.md): an invariant pointer comes with its pair's
   // other one in one 16-byte load, which the pair's other use shares (one
