@@ -330,6 +330,8 @@ TileClaims mlir::qopt::getTileClaims(OptimizerOp optimizer, bool staged,
     return {requested, std::clamp<int64_t>(staticEighths, 1, 8)};
   if (!hasStateOf<CodebookSchemeAttr>(optimizer))
     return {};
+  // The block size stands for "its absmax crosses warps" (block / lanes >
+  // 32) at the codebook kernels' default 8 lanes, which this choice precedes.
   int64_t largestBlock = 0;
   for (StateOp state : getStates(optimizer))
     if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))

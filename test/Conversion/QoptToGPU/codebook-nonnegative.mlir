@@ -11,16 +11,22 @@
 // condition holds (the other branch is the signed lookup of codebook.mlir).
 
 // CHECK-LABEL: gpu.func @Nonneg
-// CHECK: scf.for %{{.+}} = %{{.+}} to %c256_i64{{.*}} iter_args(%[[OK:.+]] = %true) -> (i1)
-// CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
-// CHECK: %[[ALL:.+]] = nvvm.barrier #nvvm.reduction<and> %{{.+}} -> i32
+// CHECK: %[[LOOP:.+]] = scf.for %{{.+}} = %{{.+}} to %c256_i64{{.*}} iter_args(%[[OK:.+]] = %true) -> (i1)
+// CHECK: %[[ENTRY:.+]] = llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: %[[BELOW:.+]] = arith.cmpf olt, %[[ENTRY]], %cst{{.*}} : f32
+// CHECK: %[[NOT:.+]] = arith.xori %[[BELOW]], %true : i1
+// CHECK: %[[ACC:.+]] = arith.andi %[[OK]], %[[NOT]] : i1
+// CHECK: scf.yield %[[ACC]] : i1
+// CHECK: %[[MINE:.+]] = arith.extui %[[LOOP]] : i1 to i32
+// CHECK: %[[ALL:.+]] = nvvm.barrier #nvvm.reduction<and> %[[MINE]] -> i32
 // CHECK: %[[QNN:.+]] = arith.cmpi ne, %[[ALL]], %c0_i32{{.*}} : i32
-// In the tile: qmap[code] * absmax, nonnegative where absmax >= 0 too.
-// CHECK: %[[W:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+// In the tile: qmap[code] * absmax, nonnegative where absmax >= 0 too; then
+// b2 * w and (1 - b2) * g * g where b2 >= 0 and 1 - b2 >= 0.
+// CHECK: %[[W:.+]] = arith.mulf %{{.+}}, %[[ABSMAX:.+]] : vector<16xf32>
 // CHECK: %[[AOK:.+]] = arith.cmpf oge, %{{.+}}, %cst{{.*}} : f32
 // CHECK: %[[WNN:.+]] = arith.andi %[[QNN]], %[[AOK]] : i1
-// CHECK: arith.andi %[[WNN]], %{{.+}} : i1
-// CHECK: %[[VNN:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
+// CHECK: %[[AWNN:.+]] = arith.andi %[[WNN]], %{{.+}} : i1
+// CHECK: %[[VNN:.+]] = arith.andi %[[AWNN]], %{{.+}} : i1
 // v / bc2: the magnitudes' minimum and maximum.
 // CHECK: llvm.call_intrinsic "llvm.fabs"
 // CHECK: arith.minimumf

@@ -65,20 +65,30 @@
 // CHECK: scf.for %[[J:.+]] = %{{.+}} to %c263_i64
 // CHECK: arith.cmpf ugt
 // CHECK: llvm.store %c0_i32{{.*}}, %[[FITS]]
-// CHECK: arith.maxui %{{.+}}, %c864026624_i32
-// CHECK: arith.shrui %{{.+}}, %c16_i32
-// CHECK: arith.subi %c3072_i32{{.*}}, %{{.+}} : i32
-// CHECK: %[[OWN:.+]] = arith.select %{{.+}}, %c-1_i32, %c6146_i32 : i32
-// CHECK: %[[INSIDE:.+]] = arith.cmpi ule, %{{.+}}, %c1065353216_i32
+// CHECK: %[[MAG:.+]] = arith.andi %{{.+}}, %c2147483647_i32
+// CHECK: %[[NEG:.+]] = arith.cmpi slt, %{{.+}}, %c0_i32
+// CHECK: arith.maxui %[[MAG]], %c864026624_i32
+// CHECK: %[[K:.+]] = arith.shrui %{{.+}}, %c16_i32
+// CHECK: arith.subi %c3072_i32{{.*}}, %[[K]] : i32
+// CHECK: %[[OWN:.+]] = arith.select %[[NEG]], %c-1_i32, %c6146_i32 : i32
+// CHECK: %[[INSIDE:.+]] = arith.cmpi ule, %[[MAG]], %c1065353216_i32
+// The table index: k for a positive midpoint, 3073 + k for a negative one.
+// CHECK: %[[KNEG:.+]] = arith.addi %[[K]], %c3073_i32{{.*}} : i32
+// CHECK: %[[MIDX:.+]] = arith.select %[[NEG]], %[[KNEG]], %[[K]] : i32
 // CHECK: %[[ORDER:.+]] = arith.select %[[INSIDE]], %{{.+}}, %[[OWN]] : i32
 // CHECK: %[[AIN:.+]] = arith.cmpi ule, %{{.+}}, %c1065353216_i32
 // CHECK: %[[AFTER:.+]] = arith.select %[[AIN]], %{{.+}}, %{{.+}} : i32
 // CHECK: scf.if %[[INSIDE]] {
-// CHECK: arith.subi %c65535_i32{{.*}}, %{{.+}} : i32
-// CHECK: arith.trunci %[[J]] : i64 to i32
-// CHECK: llvm.store %{{.+}}, %{{.+}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
+// CHECK: %[[LOW:.+]] = arith.andi %[[MAG]], %c65535_i32
+// CHECK: %[[COMP:.+]] = arith.subi %c65535_i32{{.*}}, %[[LOW]] : i32
+// CHECK: %[[OFF:.+]] = arith.select %[[NEG]], %[[LOW]], %[[COMP]] : i32
+// CHECK: %[[JJ:.+]] = arith.trunci %[[J]] : i64 to i32
+// CHECK: %[[JCOUNT:.+]] = arith.shli %[[JJ]], %c16_i32{{.*}} : i32
+// CHECK: %[[MADDR:.+]] = llvm.getelementptr %[[TABLE]][%[[MIDX]]]
+// CHECK: %[[MENTRY:.+]] = arith.addi %[[JCOUNT]], %[[OFF]] : i32
+// CHECK: llvm.store %[[MENTRY]], %[[MADDR]] {alignment = 4 : i64} : i32, !llvm.ptr<3>
 // CHECK: %[[TWO:.+]] = arith.cmpi eq, %[[AFTER]], %[[ORDER]] : i32
-// CHECK: arith.cmpi ule, %{{.+}}, %c864026624_i32
+// CHECK: arith.cmpi ule, %[[MAG]], %c864026624_i32
 // CHECK: arith.ori %[[TWO]], %{{.+}} : i1
 // CHECK: scf.if
 // CHECK: llvm.store %c0_i32{{.*}}, %[[FITS]]
@@ -91,21 +101,32 @@
 // cursor on, the others get the count of midpoints below.
 // CHECK-COUNT-8: arith.cmpf olt
 // CHECK: %[[START:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : i32
-// CHECK: %[[STARTB:.+]] = llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+// CHECK: %[[STARTP:.+]] = llvm.getelementptr %[[BUCKETOF]][%[[START]]]
+// CHECK: %[[STARTB:.+]] = llvm.load %[[STARTP]] {alignment = 4 : i64} : !llvm.ptr<3> -> i32
 // CHECK: scf.for %{{.+}} = %{{.+}} to %c25_i64{{.*}} step %{{.+}} iter_args(%[[CUR:.+]] = %[[START]], %[[CURB:.+]] = %[[STARTB]]) -> (i32, i32)
 // CHECK: %[[V:.+]] = arith.addi %{{.+}}, %{{.+}} : i32
 // CHECK: %[[IN:.+]] = arith.cmpi ult, %[[V]], %c6146_i32{{.*}} : i32
 // CHECK: %[[AT:.+]] = arith.cmpi eq, %[[CURB]], %[[V]] : i32
 // CHECK: %[[HERE:.+]] = arith.andi %[[IN]], %[[AT]] : i1
+// The bucket's table index: v - 3073 for a positive one, 6145 - v (3073 + k)
+// for a negative one.
+// CHECK: %[[VNEG:.+]] = arith.cmpi ult, %[[V]], %c3073_i32{{.*}} : i32
+// CHECK: %[[VPOS:.+]] = arith.subi %[[V]], %c3073_i32{{.*}} : i32
+// CHECK: %[[VREV:.+]] = arith.subi %c6145_i32{{.*}}, %[[V]] : i32
+// CHECK: %[[VIDX:.+]] = arith.select %[[VNEG]], %[[VREV]], %[[VPOS]] : i32
 // CHECK: %[[NOT:.+]] = arith.xori %[[HERE]], %true{{.*}} : i1
 // CHECK: %[[COUNTONLY:.+]] = arith.andi %[[IN]], %[[NOT]] : i1
 // CHECK: scf.if %[[COUNTONLY]] {
+// CHECK: %[[VADDR:.+]] = llvm.getelementptr %[[TABLE]][%[[VIDX]]]
 // CHECK: %[[COUNT:.+]] = arith.shli %[[CUR]], %c16_i32
-// CHECK: llvm.store %[[COUNT]], %{{.+}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
+// CHECK: llvm.store %[[COUNT]], %[[VADDR]] {alignment = 4 : i64} : i32, !llvm.ptr<3>
 // CHECK: }
 // CHECK: %[[STEP:.+]] = arith.extui %[[HERE]] : i1 to i32
 // CHECK: %[[NEXT:.+]] = arith.addi %[[CUR]], %[[STEP]] : i32
-// CHECK: llvm.getelementptr %[[BUCKETOF]][%[[NEXT]]]
+// CHECK: %[[NEXTP:.+]] = llvm.getelementptr %[[BUCKETOF]][%[[NEXT]]]
+// CHECK: %[[NEXTB:.+]] = llvm.load %[[NEXTP]]
+// CHECK: %[[KEEP:.+]] = arith.select %[[HERE]], %[[NEXTB]], %[[CURB]] : i32
+// CHECK: scf.yield %[[NEXT]], %[[KEEP]] : i32, i32
 // CHECK: gpu.barrier
 // CHECK: %[[FLAG:.+]] = llvm.load %[[FITS]] {alignment = 4 : i64} : !llvm.ptr<3> -> i32
 // CHECK: %[[FIT:.+]] = arith.cmpi ne, %[[FLAG]]

@@ -216,8 +216,9 @@ struct TileClaims {
 /// sessions): for the kernels with a codebook state, which do not stage
 /// their tiles (block2048 and block256 2 to 4% faster at 64 and 256 Mi and
 /// on the GPT-2 list, their f32 variants 2 to 8%), claims of two tiles past
-/// 5/8 static where a codebook block holds 1024 elements or more (its
-/// absmax crosses warps: every tile ends in a block-wide barrier, the
+/// 5/8 static where a codebook block holds 1024 elements or more (at the
+/// codebook kernels' 8 elements a thread its absmax then crosses warps, as
+/// block2048's does: every tile ends in a block-wide barrier, the
 /// block's warps keep in step, and a claim's barrier and run set-up are
 /// what is left to amortize; block2048 +2% over one tile), else of one tile
 /// past 6/8 (warps that drift apart wait at each claim's barrier; block256
