@@ -171,9 +171,11 @@ struct CompileOptions {
       cl::init(-1), cl::cat(compileCategory)};
   cl::opt<int64_t> tileClaimsStaticEighths{
       "tile-claims-static-eighths",
-      cl::desc("With --tile-claims=n > 0: the eighths of the tiles each block "
-               "steps in its static range (1 to 8)"),
-      cl::init(5), cl::cat(compileCategory)};
+      cl::desc("The eighths of the tiles each block steps in its static range "
+               "before it claims (1 to 8; 0: getTileClaims' choice, 5 with "
+               "--tile-claims=n); no claims where --tile-claims or the choice "
+               "makes none"),
+      cl::init(0), cl::cat(compileCategory)};
   cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
                                  cl::desc("LLVM optimization level of host "
                                           "code (-O0 to -O3)"),

@@ -58,9 +58,10 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
            "docs/abi.md): -1 for getTileClaims' choice, 0 for none; never "
            "for staged kernels">,
     Option<"tileClaimsStaticEighths", "tile-claims-static-eighths", "int64_t",
-           /*default=*/"5",
-           "With tile-claims > 0: the eighths of the tiles each block steps "
-           "in its static range (1 to 8)">,
+           /*default=*/"0",
+           "Where the kernel claims: the eighths of the tiles each block "
+           "steps in its static range (1 to 8; 0 for getTileClaims' choice, "
+           "5 with tile-claims > 0)">,
     Option<"asyncCopy", "async-copy", "::mlir::qopt::AsyncCopy",
            /*default=*/"::mlir::qopt::AsyncCopy::Auto",
            "Copy each full tile's read streams into dynamic shared memory one "

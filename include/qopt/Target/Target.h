@@ -48,10 +48,11 @@ struct KernelOptions {
   bool bulkCopy = false;
   /// Tiles past each block's static range claimed this many at a time from
   /// the launch's work counters (getTileClaims): -1 for the measured choice,
-  /// 0 for none; with n > 0 the static ranges hold tileClaimsStaticEighths / 8
-  /// of the tiles.
+  /// 0 for none. Where a kernel claims, its static ranges hold
+  /// tileClaimsStaticEighths / 8 of the tiles (1 to 8; 0 for the choice's
+  /// share, 5 with n > 0).
   int64_t tileClaims = -1;
-  int64_t tileClaimsStaticEighths = 5;
+  int64_t tileClaimsStaticEighths = 0;
   /// Full tiles' read streams copied into shared memory up to three tiles
   /// ahead with cp.async (getTileStaging; Auto: useAsyncCopy's choice); the manifest
   /// asks for the shared memory.

@@ -215,7 +215,7 @@ private:
   /// The option assumes an sm_90 or newer target: the pipeline passes it on
   /// only for one (getConvertQoptToGPUOptions).
   bool bulkCopy;
-  int64_t requestedClaims = -1, requestedStaticEighths = 5;
+  int64_t requestedClaims = -1, requestedStaticEighths = 0;
   /// Set in emit(): getTileClaims' choice; where enabled the kernel takes
   /// the work counters as its last argument.
   TileClaims claims;

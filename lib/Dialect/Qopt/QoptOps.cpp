@@ -326,8 +326,11 @@ TileClaims mlir::qopt::getTileClaims(OptimizerOp optimizer, bool staged,
   // runs within one claim: never claims, even when asked.
   if (requested == 0 || staged)
     return {};
+  auto share = [&](int64_t chosen) {
+    return staticEighths > 0 ? std::clamp<int64_t>(staticEighths, 1, 8) : chosen;
+  };
   if (requested > 0)
-    return {requested, std::clamp<int64_t>(staticEighths, 1, 8)};
+    return {requested, share(5)};
   if (!hasStateOf<CodebookSchemeAttr>(optimizer))
     return {};
   // The block size stands for "its absmax crosses warps" (block / lanes >
@@ -336,7 +339,7 @@ TileClaims mlir::qopt::getTileClaims(OptimizerOp optimizer, bool staged,
   for (StateOp state : getStates(optimizer))
     if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
       largestBlock = std::max(largestBlock, codebook.getBlock());
-  return largestBlock >= 1024 ? TileClaims{2, 5} : TileClaims{1, 6};
+  return largestBlock >= 1024 ? TileClaims{2, share(5)} : TileClaims{1, share(6)};
 }
 
 bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {

@@ -1,6 +1,10 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
 // RUN: qopt-opt %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
+// RUN: qopt-opt %s --emit=ptx --tile-claims-static-eighths=7 -o %t.seven.ptx
+// RUN: FileCheck %s --check-prefix=SEVEN --input-file=%t.seven.manifest.json
+// RUN: qopt-opt %s --emit=ptx --tile-claims-static-eighths=7 --tile-claims=0 -o %t.none.ptx
+// RUN: FileCheck %s --check-prefix=NONE --input-file=%t.none.manifest.json
 
 // Codebook blocks of 256 elements (a warp's absmax, no block-wide barrier
 // per tile): getTileClaims' default is 6/8 of the tiles static, then one
@@ -15,6 +19,14 @@
 // MANIFEST: "tile_claims": {
 // MANIFEST-NEXT: "static_eighths": 6,
 // MANIFEST-NEXT: "tiles": 1
+
+// --tile-claims-static-eighths alone replaces the choice's static share and
+// keeps its claims; it makes none where --tile-claims=0 turns them off.
+// SEVEN: "tile_claims": {
+// SEVEN-NEXT: "static_eighths": 7,
+// SEVEN-NEXT: "tiles": 1
+// NONE-NOT: tile_claims
+// NONE-NOT: work_counters
 
 qopt.optimizer @SmallBlocks param "p" : bf16 master none grad "g" : f32 {
   qopt.state @m : #qopt.codebook<block = 256>

@@ -227,9 +227,11 @@ struct TileClaims {
 /// slower), the one-state f32 variants (FlashLion.f32 and FlashSGDW.f32 -1 to
 /// +1%, FlashSGD.f32 +4 to 7%) nor the two-state ones (-1 to +2%).
 /// `requested` (qopt-opt --tile-claims): negative for that choice, 0 for
-/// none, n for claims of n tiles past `staticEighths` / 8 (clamped to 1..8:
-/// with none static the static range would be empty and nothing claimed);
-/// never for a staged kernel.
+/// none, n for claims of n tiles. `staticEighths` (qopt-opt
+/// --tile-claims-static-eighths), where positive, replaces the static share
+/// of whichever claims are made (clamped to 1..8: with none static the
+/// static range would be empty and nothing claimed); 0 keeps the choice's
+/// (5 for n tiles). Never claims for a staged kernel.
 TileClaims getTileClaims(OptimizerOp optimizer, bool staged, int64_t requested,
                          int64_t staticEighths);
 
