@@ -1197,12 +1197,11 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
   // (no midpoint lies between them): the positive buckets alone, with no
   // look at c's sign (two instructions a lane fewer).
   auto nonneg = facts.nonnegative.find(value);
-  Value knownNonneg = nonneg == facts.nonnegative.end() ? Value()
-                      : nonneg->second
-                          ? nonneg->second
-                          : Value(arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
-  if (knownNonneg) {
-    auto signs = scf::IfOp::create(b, loc, TypeRange{codeType}, knownNonneg,
+  if (nonneg == facts.nonnegative.end() || !nonneg->second) {
+    bool always = nonneg != facts.nonnegative.end();
+    scf::YieldOp::create(b, loc, bucketCodes(buckets, normalized, always));
+  } else {
+    auto signs = scf::IfOp::create(b, loc, TypeRange{codeType}, nonneg->second,
                                    /*withElseRegion=*/true);
     b.setInsertionPointToStart(&signs.getThenRegion().front());
     scf::YieldOp::create(b, loc, bucketCodes(buckets, normalized, true));
@@ -1210,8 +1209,6 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
     scf::YieldOp::create(b, loc, bucketCodes(buckets, normalized, false));
     b.setInsertionPointAfter(signs);
     scf::YieldOp::create(b, loc, signs.getResult(0));
-  } else {
-    scf::YieldOp::create(b, loc, bucketCodes(buckets, normalized, false));
   }
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   scf::YieldOp::create(b, loc, fullSearch(exactNormalized()));
@@ -1237,20 +1234,17 @@ Value KernelEmitter::bucketCodes(Value buckets, Value normalized,
     if (!isFullTile())
       mag = math.intrinsic("llvm.minnum", {mag, math.constF(c, 1.0)});
     Value magBits = arith::BitcastOp::create(b, loc, i32(), mag);
-    // The table holds the positive buckets first (fillBuckets).
-    Value sign, bucket;
-    if (nonnegative) {
-      Value step = arith::ShRUIOp::create(b, loc, magBits, constI32(16));
-      bucket = arith::AddIOp::create(b, loc, step, constI32(-(kMagLo >> 16)));
-    } else {
+    // The table holds the positive buckets first (fillBuckets); a negative
+    // c's are kBucketsPerSign on.
+    Value step = arith::ShRUIOp::create(b, loc, magBits, constI32(16));
+    Value sign;
+    if (!nonnegative) {
       sign = arith::ShRSIOp::create(
           b, loc, arith::BitcastOp::create(b, loc, i32(), c), constI32(31));
-      Value half = arith::AndIOp::create(b, loc, sign, constI32(kBucketsPerSign));
-      Value step = arith::ShRUIOp::create(b, loc, magBits, constI32(16));
-      bucket = arith::AddIOp::create(
-          b, loc, arith::AddIOp::create(b, loc, step, half),
-          constI32(-(kMagLo >> 16)));
+      step = arith::AddIOp::create(
+          b, loc, step, arith::AndIOp::create(b, loc, sign, constI32(kBucketsPerSign)));
     }
+    Value bucket = arith::AddIOp::create(b, loc, step, constI32(-(kMagLo >> 16)));
     Value entry = load(i32(), gep(buckets, i32(), bucket), 4);
     Value low = arith::AndIOp::create(
         b, loc, sign ? arith::XOrIOp::create(b, loc, magBits, sign) : magBits,
