@@ -92,8 +92,9 @@ struct CompileOptions {
   cl::opt<int64_t> threadsPerBlock{
       "threads-per-block",
       cl::desc("Threads per block (0: 512 with async copies (group states, "
-               "no codebook, a 16-bit parameter) or for two or more states "
-               "without a codebook, else 256)"),
+               "no codebook, a 16-bit parameter), for two or more states "
+               "without a codebook, or for two or more states with codebook "
+               "blocks of at most 256 and an f32 parameter; else 256)"),
       cl::init(0), cl::cat(compileCategory)};
   cl::opt<bool> tabulateCodes{
       "tabulate-codes",
@@ -127,12 +128,15 @@ struct CompileOptions {
       cl::desc("Copy each full tile's read streams into shared memory up to "
                "three tiles ahead with cp.async, so its loads are in flight "
                "while the tiles before it compute (exact; the manifest asks "
-               "for the dynamic shared memory: 2 to 4 stages within 160 KiB; "
+               "for the dynamic shared memory: 2 to 4 stages within 160 KiB, "
+               "with codebook states within 99 KiB with their tables; "
                "streams of 4, 8 or a power of two times 16 bytes per "
                "thread)"),
       cl::values(clEnumValN(AsyncCopy::Auto, "auto",
                             "on for group states without a codebook and "
-                            "a 16-bit parameter (measured on the H200), "
+                            "a 16-bit parameter, and for two or more "
+                            "states with codebook blocks of at most 256 "
+                            "and a 16-bit parameter (measured on the H200), "
                             "else off"),
                  clEnumValN(AsyncCopy::On, "on", "always"),
                  clEnumValN(AsyncCopy::Off, "off", "never")),

@@ -67,6 +67,9 @@ public:
     requestedClaims = requested;
     requestedStaticEighths = eighths;
   }
+  /// Whether async copies were asked for (`--async-copy=on`): a shape that
+  /// cannot be staged is then warned of.
+  void setAsyncCopyRequested(bool requested) { asyncCopyRequested = requested; }
 
 private:
   // Types.
@@ -209,6 +212,7 @@ private:
   bool checkedRounding;
   bool codebookBuckets;
   bool asyncCopy;
+  bool asyncCopyRequested = false;
   bool l2Prefetch; ///< cp.async.bulk.prefetch available (sm_90+)
   /// Stages filled by bulk copies (cp.async.bulk, sm_90+) where the option
   /// asks for them and the staging allows (isBulkStageable); set in emit().
@@ -290,9 +294,10 @@ private:
   /// Whether a full tile addresses its streams from thread pointers set up
   /// per run (carried by the run's loop, or computed from the run's per tile
   /// with two or more states): where the tiles are staged, whose kernels run
-  /// one block per multiprocessor and have registers to spare (128 at 512
-  /// threads). The codebook kernels take 64 registers for four blocks;
-  /// carrying would take them to 106.
+  /// one or two blocks per multiprocessor and have registers to spare (128
+  /// at 512 threads; up to 128 at 256 for the staged codebook kernels). The
+  /// unstaged codebook kernels take 64 registers for four blocks; carrying
+  /// would take them to 106.
   bool runThreadPointers() const { return !staging.streams.empty(); }
   /// Whether this tile body is the one for a tile wholly inside its tensor
   /// (`full` the constant true): plain vector loads and stores, no masks.
@@ -1445,7 +1450,9 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // as fit an H100/H200 multiprocessor's shared memory (228 KiB, 1 KiB of
   // it reserved per block; per state about 2.1 KiB of static tables, and
   // once the fill's 1 KiB of midpoint buckets and the claims' slots) and, at
-  // most, its 64 Ki registers at 64 a thread: four blocks of 256 threads.
+  // most, its 64 Ki registers at 64 a thread: four blocks of 256 threads
+  // unstaged, two of 512 (an f32 parameter's small blocks), two of 256
+  // staged (up to 128 registers).
   // Without the bound ptxas takes 90 registers for 256 threads (the bucket
   // lookups' loads in flight), two blocks per SM.
   bulkCopy = bulkCopy && !staging.streams.empty() && isBulkStageable(staging);
@@ -1477,15 +1484,15 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     numTiles = arith::SelectOp::create(b, loc, *skip, constI64(0), numTiles);
 
   std::string prefix = ("__qopt_" + optimizer.getSymName()).str();
-  if (asyncCopy) {
-    if (staging.streams.empty())
-      optimizer.emitWarning("async copies: no stream of a ")
-          << threads << " x " << lanes
-          << " tile can be staged (4 or 8 bytes, or a power of two of "
-             "16-byte chunks per thread, in at most "
-          << TileStaging::kMaxSharedBytes / 1024
-          << " KiB of shared memory): its loads go to registers";
-  }
+  // Where async copies were asked for (not auto's choice, which falls back
+  // quietly for a shape it was not measured at).
+  if (asyncCopyRequested && staging.streams.empty())
+    optimizer.emitWarning("async copies: no stream of a ")
+        << threads << " x " << lanes
+        << " tile can be staged (4 or 8 bytes, or a power of two of "
+           "16-byte chunks per thread, two stages in at most "
+        << getStagingSharedLimit(optimizer, threads)
+        << " bytes of shared memory): its loads go to registers";
   // Dynamic shared memory (launch.shared_bytes of the manifest,
   // getDynamicSharedBytes): the tile stages, then the codebook buckets. Its
   // symbol is named after the first of them the kernel has.
@@ -1795,8 +1802,8 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // bits (the tile map's indices are 64-bit): one uniform add and compare
   // per tile where 64-bit ones took two each. A run holds at most
   // ceil(numTiles / gridDim.x) tiles, 2^31 of which would be 2^43 elements.
-  // (The codebook kernels, at their 64 registers, keep the tile index: with
-  // the 32-bit count they were 2.3% slower, H200.) Tiles before `copyEnd`
+  // (The unstaged codebook kernels, at their 64 registers, keep the tile
+  // index: with the 32-bit count they were 2.3% slower, H200.) Tiles before `copyEnd`
   // (min(runEnd, fullEnd)) lie wholly inside the tensor; only they are
   // copied ahead.
   bool relative = runThreadPointers();
@@ -2095,6 +2102,7 @@ struct ConvertQoptToGPUPass
                             useAsyncCopy(optimizer, asyncCopy), l2Prefetch,
                             bulkCopy, threads, lanes);
       emitter.setTileClaims(tileClaims, tileClaimsStaticEighths);
+      emitter.setAsyncCopyRequested(asyncCopy == AsyncCopy::On);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();
       optimizer.erase();

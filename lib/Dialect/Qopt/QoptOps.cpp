@@ -198,6 +198,34 @@ static bool prefersStagedTiles(OptimizerOp optimizer) {
          optimizer.getParamType().getIntOrFloatBitWidth() == 16;
 }
 
+/// Whether the optimizer has two or more states, one or more of them codebook
+/// states and every codebook block of at most 256 elements (bitsandbytes'
+/// block: within one warp's lanes at 8 a thread, so that no block-wide
+/// barrier joins a tile's warps for its absmax). The shapes below were
+/// measured for such steps (the AdamW8bit block256 kernels) and for block
+/// 2048; steps of one state were not.
+static bool hasSmallCodebookBlocks(OptimizerOp optimizer) {
+  SmallVector<StateOp> states = getStates(optimizer);
+  return states.size() >= 2 && hasStateOf<CodebookSchemeAttr>(optimizer) &&
+         llvm::all_of(states, [](StateOp state) {
+           return !isa<CodebookSchemeAttr>(state.getScheme()) ||
+                  getReductionSize(state) <= 256;
+         });
+}
+
+/// Codebook steps of small blocks (hasSmallCodebookBlocks) and a 16-bit
+/// parameter are staged at 256 threads: two blocks of up to 128 registers
+/// per SM. H200, 64 Mi (bench/NOTES.md, thirteenth session): block256 on
+/// realistic gradients 0.284 -> 0.264 ms, the GPT-2 list 0.509 -> 0.473 ms
+/// (the staged kernels' registers to spare take the zero-row shortcut); on
+/// the bench's gradients within 1% (three stages; four, over the 99 KiB that
+/// getTileStaging keeps, +2%). block2048, whose blocks span the tile's
+/// warps, lost 16%, and the f32 variants (128 registers) 23%.
+static bool prefersStagedCodebookTiles(OptimizerOp optimizer) {
+  return hasSmallCodebookBlocks(optimizer) &&
+         optimizer.getParamType().getIntOrFloatBitWidth() == 16;
+}
+
 int64_t mlir::qopt::getThreadsPerBlock(OptimizerOp optimizer,
                                        int64_t requested) {
   if (requested > 0)
@@ -205,15 +233,21 @@ int64_t mlir::qopt::getThreadsPerBlock(OptimizerOp optimizer,
   // Measured on the H200 (bench/NOTES.md): the staged steps
   // (prefersStagedTiles) and, without staging, two or more states without a
   // codebook run faster with 512 threads; the rest with 256. The codebook
-  // steps at 512 (two blocks of 64 registers per SM): block256 at 64 Mi
-  // 2316 -> 2438 GB/s, block2048 the same, but the main job's GPT-2 list
-  // with realistic gradients 0.533 -> 0.572 ms.
+  // steps of a 16-bit parameter at 512 (two blocks of 64 registers per SM):
+  // block256 at 64 Mi 2316 -> 2438 GB/s, block2048 the same, but the main
+  // job's GPT-2 list with realistic gradients 0.533 -> 0.572 ms (seventh
+  // session); block2048 -6% and block256 -5% in the thirteenth. Small
+  // blocks (hasSmallCodebookBlocks) with an f32 parameter gain at 512:
+  // block256.f32 3050 -> 3165 GB/s at 64 Mi, 0.3607 -> 0.3577 ms on
+  // realistic gradients; block2048.f32 gained 6% on the bench's gradients
+  // but lost 5% on realistic ones (thirteenth session).
   if (prefersStagedTiles(optimizer))
     return 512;
-  return getStates(optimizer).size() >= 2 &&
-                 !hasStateOf<CodebookSchemeAttr>(optimizer)
-             ? 512
-             : 256;
+  if (hasStateOf<CodebookSchemeAttr>(optimizer))
+    return hasSmallCodebookBlocks(optimizer) && optimizer.getParamType().isF32()
+               ? 512
+               : 256;
+  return getStates(optimizer).size() >= 2 ? 512 : 256;
 }
 
 int64_t mlir::qopt::getElementsPerThread(OptimizerOp optimizer,
@@ -245,6 +279,28 @@ const StagedStream *TileStaging::lookup(unsigned stream) const {
     if (s.stream == stream)
       return &s;
   return nullptr;
+}
+
+int64_t mlir::qopt::getStagingSharedLimit(OptimizerOp optimizer,
+                                          int64_t threads) {
+  // A codebook kernel's bucket tables lie beside the stages, and its static
+  // tables beside both: the stages keep the whole within what every GPU
+  // since sm_80 grants a block, so that a staged codebook kernel loads
+  // wherever an unstaged one does. Static, per codebook state: the qmap
+  // (1 KiB), the midpoints and their padding (1052 bytes), the fits flag and
+  // two tiles' warp maxima; once: the fill's midpoint buckets (1052 bytes)
+  // and the claims' slots (16).
+  int64_t codebookStates = 0;
+  for (StateOp state : getStates(optimizer))
+    codebookStates += isa<CodebookSchemeAttr>(state.getScheme());
+  if (codebookStates == 0)
+    return TileStaging::kMaxSharedBytes;
+  int64_t staticBytes =
+      codebookStates * (1024 + 1052 + 16 + 2 * 4 * (threads / 32)) + 1052 + 16;
+  return std::min<int64_t>(
+      TileStaging::kMaxSharedBytes,
+      TileStaging::kPortableSharedBytes -
+          codebookStates * CodebookBuckets::kBytesPerState - staticBytes);
 }
 
 TileStaging mlir::qopt::getTileStaging(OptimizerOp optimizer,
@@ -281,12 +337,11 @@ TileStaging mlir::qopt::getTileStaging(OptimizerOp optimizer,
     staging.stageBytes += shape.threads * bytes;
   }
   // The most stages that fit: more tiles in flight per block.
+  int64_t limit = getStagingSharedLimit(optimizer, shape.threads);
   for (staging.stages = TileStaging::kMaxStages;
-       staging.stages > 2 &&
-       staging.sharedBytes() > TileStaging::kMaxSharedBytes;
-       --staging.stages) {
+       staging.stages > 2 && staging.sharedBytes() > limit; --staging.stages) {
   }
-  if (staging.sharedBytes() > TileStaging::kMaxSharedBytes)
+  if (staging.sharedBytes() > limit)
     return TileStaging();
   return staging;
 }
@@ -345,7 +400,7 @@ TileClaims mlir::qopt::getTileClaims(OptimizerOp optimizer, bool staged,
 bool mlir::qopt::useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {
   if (requested != AsyncCopy::Auto)
     return requested == AsyncCopy::On;
-  return prefersStagedTiles(optimizer);
+  return prefersStagedTiles(optimizer) || prefersStagedCodebookTiles(optimizer);
 }
 
 static bool isStreamFloat(Type type) {

@@ -84,7 +84,9 @@ int64_t getMinGroupSize(OptimizerOp optimizer);
 
 /// Threads per GPU block: `requested`, or with `requested <= 0` the measured
 /// best on the H200 (bench/NOTES.md: 512 where useAsyncCopy's Auto stages the
-/// tiles or for two or more states without a codebook, else 256).
+/// tiles of group states, for two or more states without a codebook, and
+/// for two or more states with codebook blocks of at most 256 elements and
+/// an f32 parameter; else 256).
 int64_t getThreadsPerBlock(OptimizerOp optimizer, int64_t requested);
 
 /// Consecutive elements per GPU thread (the lanes of a host chunk): the
@@ -129,6 +131,12 @@ struct TileStaging {
   /// multiprocessor anyway (109 to 128 registers a thread), so the stages
   /// cost no block up to it.
   static constexpr int64_t kMaxSharedBytes = 160 * 1024;
+  /// The dynamic shared memory every GPU since sm_80 grants a block: 99 KiB
+  /// on sm_86 and sm_89 (consumer Ampere and Ada), more on sm_80 and sm_90.
+  /// A codebook kernel keeps its stages, bucket tables and static tables
+  /// within it (getStagingSharedLimit), so that it loads wherever an
+  /// unstaged one does.
+  static constexpr int64_t kPortableSharedBytes = 99 * 1024;
   llvm::SmallVector<StagedStream> streams;
   int64_t stageBytes = 0;
   /// Dynamic shared memory per block: the manifest's `launch.shared_bytes`.
@@ -140,8 +148,16 @@ struct TileStaging {
 /// the update reads, and each read quantized state's scales or absmax (one
 /// scalar per thread, 2-byte scales as their 4-byte word), whose bytes per
 /// thread are 4, 8 or a power of two times 16.
-/// Empty where two stages would exceed TileStaging::kMaxSharedBytes.
+/// Empty where two stages would exceed getStagingSharedLimit.
 TileStaging getTileStaging(OptimizerOp optimizer, TileShape shape);
+
+/// The most bytes of stages a kernel of `threads` threads takes:
+/// TileStaging::kMaxSharedBytes, and for an optimizer with codebook states
+/// no more than TileStaging::kPortableSharedBytes less its bucket tables
+/// and an upper estimate of its static shared memory (per codebook state
+/// the qmap, midpoints and absmax slots; the fill's scratch; the claims'
+/// slots).
+int64_t getStagingSharedLimit(OptimizerOp optimizer, int64_t threads);
 
 /// The bucket tables of the GPU kernels' codebook codes
 /// (convert-qopt-to-gpu's codebook-buckets), in dynamic shared memory after
@@ -213,8 +229,8 @@ struct TileClaims {
 };
 
 /// The measured best on the H200 (bench/NOTES.md, eleventh and twelfth
-/// sessions): for the kernels with a codebook state, which do not stage
-/// their tiles (block2048 and block256 2 to 4% faster at 64 and 256 Mi and
+/// sessions): for the unstaged kernels with a codebook state (block2048
+/// and block256 2 to 4% faster at 64 and 256 Mi and
 /// on the GPT-2 list, their f32 variants 2 to 8%), claims of two tiles past
 /// 5/8 static where a codebook block holds 1024 elements or more (at the
 /// codebook kernels' 8 elements a thread its absmax then crosses warps, as
@@ -241,11 +257,12 @@ enum class AsyncCopy { Auto, On, Off };
 /// `requested`, or for Auto the measured best on the H200 (bench/NOTES.md):
 /// on for updates with group states, no codebook state and a 16-bit parameter
 /// (the Adam family: +11 to 26% at 64 Mi elements; SGD and Lion at 8 lanes x
-/// 512 threads: +8%), off for the rest: the codebook updates (-11% at their
-/// best shape: their bound is already the shared-memory pipe that the
-/// staging also uses), f32 parameters (-12 to -33%: mostly memory traffic,
-/// where direct loads keep more bytes in flight) and plain states (not
-/// measured).
+/// 512 threads: +8%) and for codebook updates of two or more states, a
+/// 16-bit parameter and codebook blocks of at most 256 elements (block256
+/// at 64 Mi: -7% time on realistic gradients, within 1% on the bench's), off for the rest: the other codebook updates
+/// (block2048 -16%: its blocks span the tile's warps), f32 parameters (-12 to
+/// -33%: mostly memory traffic, where direct loads keep more bytes in
+/// flight) and plain states (not measured).
 bool useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested);
 } // namespace mlir::qopt
 
