@@ -104,6 +104,7 @@ LoadResult load() {
   resolve(handle, d.cuMemsetD8, {"cuMemsetD8_v2"});
   resolve(handle, d.cuMemGetInfo, {"cuMemGetInfo_v2"});
   resolve(handle, d.cuCtxSynchronize, {"cuCtxSynchronize"});
+  resolve(handle, d.cuFuncGetAttribute, {"cuFuncGetAttribute"});
   resolve(handle, d.cuOccupancyMaxActiveBlocksPerMultiprocessor,
           {"cuOccupancyMaxActiveBlocksPerMultiprocessor"});
   resolve(handle, d.cuStreamCreate, {"cuStreamCreate"});

@@ -50,6 +50,7 @@ constexpr int CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
 constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 constexpr int CU_JIT_LOG_VERBOSE = 12;
+constexpr int CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1;
 constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
 constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
@@ -111,6 +112,9 @@ struct Driver {
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t) = nullptr;
   CUresult (*cuMemGetInfo)(size_t *, size_t *) = nullptr;
   CUresult (*cuCtxSynchronize)() = nullptr;
+  /// Optional: a function's static shared memory, checked with the
+  /// manifest's dynamic bytes against the device's limit at load.
+  CUresult (*cuFuncGetAttribute)(int *, int, CUfunction) = nullptr;
   /// Optional: resident blocks per multiprocessor, for the launch's grid.
   CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction,
                                                           int, size_t) = nullptr;

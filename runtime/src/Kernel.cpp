@@ -180,10 +180,19 @@ void Kernel::finishCudaLoad() {
   // Opted in for any dynamic shared memory: with the kernel's static shared
   // memory (codebook tables) the block can pass the default 48 KiB although
   // the dynamic part alone does not (the launch then fails).
+  // The device's limit holds for the dynamic and static bytes together:
+  // refused here, naming both, rather than by the driver at the attribute or
+  // the launch.
   if (l.shared_bytes > 0) {
-    if (l.shared_bytes > ctx_->maxSharedOptin())
+    int staticBytes = 0;
+    if (auto get = cu::driver().cuFuncGetAttribute)
+      if (get(&staticBytes, cu::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function_) !=
+          cu::CUDA_SUCCESS)
+        staticBytes = 0;
+    if (l.shared_bytes + staticBytes > ctx_->maxSharedOptin())
       fail(QOPT_ERROR_UNSUPPORTED, "kernel '", manifest_->kernel, "' needs ",
-           l.shared_bytes, " bytes of shared memory per block; ",
+           l.shared_bytes, " bytes of dynamic shared memory per block and ",
+           staticBytes, " static (", l.shared_bytes + staticBytes, " in all); ",
            ctx_->name(), " allows ", ctx_->maxSharedOptin());
     QOPT_CU(cuFuncSetAttribute, function_,
             cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
