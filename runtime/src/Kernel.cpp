@@ -179,10 +179,9 @@ void Kernel::finishCudaLoad() {
   const qopt_launch_info &l = manifest_->launch;
   // Opted in for any dynamic shared memory: with the kernel's static shared
   // memory (codebook tables) the block can pass the default 48 KiB although
-  // the dynamic part alone does not (the launch then fails).
-  // The device's limit holds for the dynamic and static bytes together:
-  // refused here, naming both, rather than by the driver at the attribute or
-  // the launch.
+  // the dynamic part alone does not (the launch then fails). The device's
+  // limit holds for the two together: a kernel past it is refused here,
+  // naming both, rather than by the driver at the attribute or the launch.
   if (l.shared_bytes > 0) {
     int staticBytes = 0;
     if (auto get = cu::driver().cuFuncGetAttribute)

@@ -1448,8 +1448,8 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // Adam family at 256 threads x 16 lanes would spill under it (175
   // registers without). The codebook kernels are built for as many blocks
   // as fit an H100/H200 multiprocessor's shared memory (228 KiB, 1 KiB of
-  // it reserved per block; per state about 2.1 KiB of static tables, and
-  // once the fill's 1 KiB of midpoint buckets and the claims' slots) and, at
+  // it reserved per block, beside the static tables of
+  // getCodebookStaticSharedBytes: about 2.1 KiB per state and 1 KiB) and, at
   // most, its 64 Ki registers at 64 a thread: four blocks of 256 threads
   // unstaged, two of 512 (an f32 parameter's small blocks), two of 256
   // staged (up to 128 registers).
@@ -1458,11 +1458,8 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   bulkCopy = bulkCopy && !staging.streams.empty() && isBulkStageable(staging);
   int64_t codebookBlocks = std::min<int64_t>(
       65536 / (threads * 64),
-      228 * 1024 /
-          (getDynamicSharedBytes(optimizer, staging, codebookBuckets) +
-           int64_t(codebookStates.size()) * 2150 +
-           (codebookBuckets && !codebookStates.empty() ? 1052 : 0) +
-           (claims.enabled() ? 16 : 0) + 1024));
+      228 * 1024 / (getDynamicSharedBytes(optimizer, staging, codebookBuckets) +
+                    getCodebookStaticSharedBytes(optimizer, threads) + 1024));
   if (!codebookStates.empty() && codebookBlocks >= 2)
     func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(codebookBlocks));
   else if (threads <= 256 && codebookStates.empty() && states.size() <= 1)

@@ -37,8 +37,9 @@ struct LaneFacts {
   /// value = uniform * base, lane by lane (the uniform a broadcast scalar).
   llvm::DenseMap<Value, std::pair<Value, Value>> scaled;
   /// Whether the kernel has registers to spare (staged tiles: one or two
-  /// blocks per multiprocessor, up to 128 registers a thread), for what costs registers: a guarded division checks a
-  /// scaled numerator's range through its base (guardedDiv), and a guard's
+  /// blocks per multiprocessor, up to 128 registers a thread), for what
+  /// costs registers: a guarded division checks a scaled numerator's range
+  /// through its base (guardedDiv), and a guard's
   /// fallback first tries the all-zero shortcut (zeroOrIEEE). The codebook
   /// kernels went from 64 to 78 and 80 registers with them (3 blocks per
   /// multiprocessor instead of 4; block2048 with an f32 parameter -9%).

@@ -281,26 +281,30 @@ const StagedStream *TileStaging::lookup(unsigned stream) const {
   return nullptr;
 }
 
+int64_t mlir::qopt::getCodebookStaticSharedBytes(OptimizerOp optimizer,
+                                                 int64_t threads) {
+  int64_t codebookStates = 0;
+  for (StateOp state : getStates(optimizer))
+    codebookStates += isa<CodebookSchemeAttr>(state.getScheme());
+  if (codebookStates == 0)
+    return 0;
+  return codebookStates * (1024 + 1052 + 16 + 2 * 4 * (threads / 32)) + 1052 + 16;
+}
+
 int64_t mlir::qopt::getStagingSharedLimit(OptimizerOp optimizer,
                                           int64_t threads) {
   // A codebook kernel's bucket tables lie beside the stages, and its static
   // tables beside both: the stages keep the whole within what every GPU
   // since sm_80 grants a block, so that a staged codebook kernel loads
-  // wherever an unstaged one does. Static, per codebook state: the qmap
-  // (1 KiB), the midpoints and their padding (1052 bytes), the fits flag and
-  // two tiles' warp maxima; once: the fill's midpoint buckets (1052 bytes)
-  // and the claims' slots (16).
-  int64_t codebookStates = 0;
-  for (StateOp state : getStates(optimizer))
-    codebookStates += isa<CodebookSchemeAttr>(state.getScheme());
-  if (codebookStates == 0)
+  // wherever an unstaged one does.
+  int64_t tables = getCodebookStaticSharedBytes(optimizer, threads);
+  if (tables == 0)
     return TileStaging::kMaxSharedBytes;
-  int64_t staticBytes =
-      codebookStates * (1024 + 1052 + 16 + 2 * 4 * (threads / 32)) + 1052 + 16;
-  return std::min<int64_t>(
-      TileStaging::kMaxSharedBytes,
-      TileStaging::kPortableSharedBytes -
-          codebookStates * CodebookBuckets::kBytesPerState - staticBytes);
+  for (StateOp state : getStates(optimizer))
+    if (isa<CodebookSchemeAttr>(state.getScheme()))
+      tables += CodebookBuckets::kBytesPerState;
+  return std::min<int64_t>(TileStaging::kMaxSharedBytes,
+                           TileStaging::kPortableSharedBytes - tables);
 }
 
 TileStaging mlir::qopt::getTileStaging(OptimizerOp optimizer,

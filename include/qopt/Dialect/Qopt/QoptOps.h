@@ -151,12 +151,17 @@ struct TileStaging {
 /// Empty where two stages would exceed getStagingSharedLimit.
 TileStaging getTileStaging(OptimizerOp optimizer, TileShape shape);
 
+/// An upper estimate of the static shared memory of a GPU kernel of
+/// `threads` threads with codebook states (0 without): per codebook state its
+/// qmap (1 KiB), midpoints with their padding (1052 bytes), fits flag and two
+/// tiles' warp maxima; once the fill's midpoint buckets (1052 bytes) and the
+/// claims' slots (16).
+int64_t getCodebookStaticSharedBytes(OptimizerOp optimizer, int64_t threads);
+
 /// The most bytes of stages a kernel of `threads` threads takes:
 /// TileStaging::kMaxSharedBytes, and for an optimizer with codebook states
 /// no more than TileStaging::kPortableSharedBytes less its bucket tables
-/// and an upper estimate of its static shared memory (per codebook state
-/// the qmap, midpoints and absmax slots; the fill's scratch; the claims'
-/// slots).
+/// and getCodebookStaticSharedBytes.
 int64_t getStagingSharedLimit(OptimizerOp optimizer, int64_t threads);
 
 /// The bucket tables of the GPU kernels' codebook codes
@@ -259,8 +264,9 @@ enum class AsyncCopy { Auto, On, Off };
 /// (the Adam family: +11 to 26% at 64 Mi elements; SGD and Lion at 8 lanes x
 /// 512 threads: +8%) and for codebook updates of two or more states, a
 /// 16-bit parameter and codebook blocks of at most 256 elements (block256
-/// at 64 Mi: -7% time on realistic gradients, within 1% on the bench's), off for the rest: the other codebook updates
-/// (block2048 -16%: its blocks span the tile's warps), f32 parameters (-12 to
+/// at 64 Mi: -7% time on realistic gradients, within 1% on the bench's),
+/// off for the rest: the other codebook updates (block2048 -16%: its blocks
+/// span the tile's warps), f32 parameters (-12 to
 /// -33%: mostly memory traffic, where direct loads keep more bytes in
 /// flight) and plain states (not measured).
 bool useAsyncCopy(OptimizerOp optimizer, AsyncCopy requested);
