@@ -104,7 +104,9 @@ struct CompileOptions {
       "elements-per-thread",
       cl::desc("Consecutive elements each GPU thread owns per tile (0: "
                "8 with async copies, else 16 for one state and 8 for more, "
-               "more where a block needs a larger tile)"),
+               "more where a block needs a larger tile; at most the smallest "
+               "group or block: a larger number is lowered to it, as the "
+               "manifest's elements_per_thread shows)"),
       cl::init(0), cl::cat(compileCategory)};
   cl::opt<bool> exactUniformDivision{
       "exact-uniform-division",
@@ -303,6 +305,15 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     llvm::errs() << "qopt-opt: error: --param-type must be bf16, f16 or f32, "
                     "got '"
                  << opts->paramType << "'\n";
+    return 1;
+  }
+  if (opts->tileClaims < -1 || opts->tileClaimsStaticEighths < 0 ||
+      opts->tileClaimsStaticEighths > 8) {
+    llvm::errs() << "qopt-opt: error: --tile-claims takes -1 (chosen), 0 "
+                    "(none) or a positive number, and "
+                    "--tile-claims-static-eighths 0 (chosen) or 1 to 8; got "
+                 << opts->tileClaims << " and "
+                 << opts->tileClaimsStaticEighths << "\n";
     return 1;
   }
   if (opts->threadsPerBlock < 0 || opts->elementsPerThread < 0) {

@@ -9,7 +9,8 @@ in the package (a bundled install), else in the build tree of the source checkou
 
 from __future__ import annotations
 
-from typing import Dict
+from pathlib import Path
+from typing import Dict, List, Optional, Union
 
 import torch
 
@@ -23,13 +24,47 @@ __version__ = "0.1.0"
 
 __all__ = ["FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion", "AdamW8bit",
            "QoptOptimizer", "QoptError", "master_weights", "fp32_state_dict", "create_dynamic_map",
-           "runtime_version", "STATE_FORMAT", "STATE_FORMAT_VERSION", "__version__"]
+           "runtime_version", "kernel_dirs", "default_kernel_dirs", "STATE_FORMAT",
+           "STATE_FORMAT_VERSION", "__version__"]
 
 
 def runtime_version() -> tuple:
     """(runtime version, manifest version) of the loaded libqopt_runtime.so."""
     from . import _capi
     return _capi.version()
+
+
+def _backend(device: Optional[Union[str, torch.device]]) -> int:
+    from . import _capi
+    if device is None:
+        return _capi.BACKEND_HOST
+    kind = torch.device(device).type
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"qopt: no kernels for device '{device}' (cpu or cuda)")
+    return _capi.BACKEND_CUDA if kind == "cuda" else _capi.BACKEND_HOST
+
+
+def kernel_dirs(device: Optional[Union[str, torch.device]] = None) -> List[Path]:
+    """The directories searched for kernels (``<spec>.manifest.json`` and binaries), in order, for
+    parameters on `device` ("cpu": the host backend, "cuda"): those of ``$QOPT_KERNEL_DIR`` if it
+    is set (it replaces the default search path), else :func:`default_kernel_dirs`. None: the
+    host backend's list, which ends with the CUDA directories (a host manifest is taken only by
+    the host backend and a CUDA one only by CUDA, so the one list serves both)."""
+    from . import _runtime
+    return _runtime.kernel_dirs(_backend(device))
+
+
+def default_kernel_dirs(device: Optional[Union[str, torch.device]] = None) -> List[Path]:
+    """The directories searched when ``$QOPT_KERNEL_DIR`` is not set: the kernels bundled in the
+    package (``qopt/kernels/{host,fatbin,ptx}``), else those of the source checkout's build tree.
+    To add a kernel folder of your own, keep these on the path with it::
+
+        os.environ["QOPT_KERNEL_DIR"] = os.pathsep.join(
+            ["my_kernels/cuda", "my_kernels/host"] + [str(d) for d in qopt.default_kernel_dirs()])
+
+    (set before the optimizer first loads a kernel: kernels are looked up once per process)."""
+    from . import _runtime
+    return _runtime.default_kernel_dirs(_backend(device))
 
 
 @torch.no_grad()

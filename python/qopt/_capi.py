@@ -22,6 +22,7 @@ __all__ = ["QoptError", "lib", "check", "library_path"]
 
 # qopt_status
 SUCCESS = 0
+ERROR_MANIFEST = 4
 ERROR_UNSUPPORTED = 10
 STATUS_NAMES = {
     0: "QOPT_SUCCESS", 1: "QOPT_ERROR_INVALID_ARGUMENT", 2: "QOPT_ERROR_OUT_OF_MEMORY",

@@ -3,6 +3,8 @@
 Kernel directories, searched in order for ``<spec>.manifest.json`` (spec = the file stem in specs/,
 e.g. ``flash_adamw``):
 1. ``$QOPT_KERNEL_DIR`` (one directory, or several separated by ``os.pathsep``), for both backends;
+   it replaces the default search path (2 or 3), so list the shipped kernels' directories in it too
+   (``qopt.default_kernel_dirs()``) to keep them;
 2. otherwise the directories bundled in the package (``qopt/kernels/{fatbin,ptx}`` for CUDA,
    ``qopt/kernels/host`` then the CUDA ones for the host backend, which takes the first manifest
    with a ``host`` field);
@@ -28,10 +30,9 @@ from . import _capi as C
 _lock = threading.RLock()
 
 
-def kernel_dirs(backend: int) -> List[Path]:
-    env = os.environ.get("QOPT_KERNEL_DIR")
-    if env:
-        return [Path(d) for d in env.split(os.pathsep) if d]
+def default_kernel_dirs(backend: int) -> List[Path]:
+    """The kernel directories searched when $QOPT_KERNEL_DIR is not set: the package's bundled
+    ones, else the build tree's (whether they exist or not)."""
     sub = ["fatbin", "ptx"] if backend == C.BACKEND_CUDA else ["host", "fatbin", "ptx"]
     bundled = Path(__file__).resolve().parent / "kernels"
     dirs = [bundled / s for s in sub if (bundled / s).is_dir()]
@@ -41,16 +42,44 @@ def kernel_dirs(backend: int) -> List[Path]:
     return [build / s for s in sub]
 
 
+def kernel_dirs(backend: int) -> List[Path]:
+    """The kernel directories searched, in order: $QOPT_KERNEL_DIR's (which replace the default
+    ones, not add to them), else default_kernel_dirs(backend)."""
+    env = os.environ.get("QOPT_KERNEL_DIR")
+    if env:
+        return [Path(d) for d in env.split(os.pathsep) if d]
+    return default_kernel_dirs(backend)
+
+
+def read_manifest(path: Path) -> dict:
+    """A manifest's JSON object; a file that is not one is a QoptError (QOPT_ERROR_MANIFEST, as
+    the runtime's own reading of it would be) naming the file and where its JSON went wrong."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise C.QoptError("reading a kernel manifest", C.ERROR_MANIFEST,
+                          f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg} (character "
+                          f"{e.pos})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("kernel"), str):
+        raise C.QoptError("reading a kernel manifest", C.ERROR_MANIFEST,
+                          f"{path}: not a kernel manifest (a JSON object with a \"kernel\" "
+                          f"name)")
+    return doc
+
+
 def _has_host(path: Path) -> bool:
     try:
         return "host" in json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError):
         return False
 
 
 def _has_cuda_binary(path: Path) -> bool:
     try:
         doc = json.loads(path.read_text())
+        if not isinstance(doc, dict):
+            return False
     except (OSError, ValueError):
         return False
     listed = [path.parent / b["path"] for b in doc.get("binaries", []) if "path" in b]
@@ -76,10 +105,18 @@ def find_manifest(spec: str, backend: int) -> Path:
             return with_binary[0]
     if found:
         return found[0]
-    tried = ", ".join(str(d) for d in dirs)
+    tried = ", ".join(str(d) for d in dirs) or "no directory"
+    if os.environ.get("QOPT_KERNEL_DIR"):
+        default = os.pathsep.join(str(d) for d in default_kernel_dirs(backend))
+        raise FileNotFoundError(
+            f"qopt: no kernel '{spec}' ({spec}.manifest.json) in the directories of "
+            f"QOPT_KERNEL_DIR: {tried}. QOPT_KERNEL_DIR replaces the default search path; to "
+            f"keep the shipped kernels, list their directories too (qopt.default_kernel_dirs(): "
+            f"{default})")
     raise FileNotFoundError(
-        f"qopt: no kernel '{spec}' ({spec}.manifest.json) in {tried}; build the kernels "
-        f"(ninja -C build) or set QOPT_KERNEL_DIR to the directory that holds them")
+        f"qopt: no kernel '{spec}' ({spec}.manifest.json); searched {tried}. Build the kernels "
+        f"(ninja -C build), or set QOPT_KERNEL_DIR to the directories that hold them "
+        f"('{os.pathsep}'-separated; it replaces this search path)")
 
 
 class StreamSpec:
@@ -101,7 +138,8 @@ class KernelSpec:
     def __init__(self, path: Path):
         self.path = path
         self.registry = _registry_for(path.parent)
-        name = json.loads(path.read_text())["kernel"]
+        doc = read_manifest(path)
+        name = doc["kernel"]
         manifest = c_void_p()
         with _lock:
             if name not in _registry_kernels[path.parent]:
@@ -134,7 +172,6 @@ class KernelSpec:
             C.call("qopt_manifest_get_table", manifest, i, byref(t))
             self.tables.append((t.name.decode(), t.state.decode()))
         # The uniform expressions (not in the C API): for evaluating them on the device.
-        doc = json.loads(path.read_text())
         uniforms = doc.get("uniforms", [])
         self.uniform_exprs = [None] * len(uniforms)
         for pos, u in enumerate(uniforms):

@@ -247,6 +247,18 @@ class _Slot:
         self._static: List[Optional[torch.Tensor]] = []
 
 
+class _Prepared:
+    """What _Launch.prepare() decided for run() of the same step."""
+    __slots__ = ("keep", "copy_back", "slot", "hv", "step", "use_device_uniforms", "host",
+                 "device_skip", "move_counters")
+
+    def __init__(self, keep, copy_back, slot, hv, step, use_device_uniforms, host, device_skip,
+                 move_counters):
+        self.keep, self.copy_back, self.slot, self.hv, self.step = keep, copy_back, slot, hv, step
+        self.use_device_uniforms, self.host = use_device_uniforms, host
+        self.device_skip, self.move_counters = device_skip, move_counters
+
+
 class _Launch:
     """The tensors of one kernel launch (one group, one device, one parameter dtype, one step
     count), with the ctypes arrays of qopt_tensor_list built once and patched only where a pointer
@@ -294,8 +306,13 @@ class _Launch:
         self.step = int(self.step_tensors[0].item()) if self.step_tensors else 0
         self.device_obj = params[0].device
         self._snapshot()
-        # (local parameter, local gradient) of each parameter, from check() to run() of one step
+        # (local parameter, local gradient) of each parameter, from check() to prepare() of one step
         self._cur: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
+        # what prepare() decided for run() of the same step
+        self._prep: Optional[_Prepared] = None
+        # the slot whose kernel qopt_validate accepted this list with its current pointers (None
+        # once a pointer changed): a precheck of the same list is not asked again
+        self._validated: Optional[_Slot] = None
 
     def _snapshot(self) -> None:
         """Records what the launch's pointers were taken from: every value of every parameter's
@@ -389,13 +406,23 @@ class _Launch:
         self._cur = cur
         return True
 
-    def run(self, group: Dict[str, Any], hv: Dict[str, Any],
-            scaling: Optional[Tuple[Any, Any]] = None) -> None:
-        """One launch, after check() returned True in this step. `hv`: the group's kernel
-        hyperparameters (checked); `scaling`: (grad_scale, found_inf) from a GradScaler (either
-        may be None), or None without one."""
+    def prepare(self, group: Dict[str, Any], hv: Dict[str, Any],
+                scaling: Optional[Tuple[Any, Any]] = None, precheck: bool = True) -> None:
+        """The second phase of a step, after check() returned True for every launch of it: takes
+        this step's pointers (a copy of a parameter or gradient that is not contiguous and 16-byte
+        aligned), the kernel (created here: a kernel the backend cannot run is refused here) and
+        the uniforms' host evaluation (a hyperparameter the runtime refuses, a NaN uniform); with
+        `precheck`, qopt_validate too (everything qopt_step validates: overlapping buffers, a
+        gradient aliasing its parameter, alignment, sizes, device memory). Launches nothing and
+        changes no parameter, gradient or state: step() prepares every launch of the step, and
+        prechecks all but the first (whose own qopt_step validates before launching anything),
+        before it runs any, so that a step the runtime refuses steps no group.
+
+        `hv`: the group's kernel hyperparameters (checked); `scaling`: (grad_scale, found_inf)
+        from a GradScaler (either may be None), or None without one."""
         cur, self._cur = self._cur, None
-        assert cur is not None and len(cur) == self.n, "qopt: _Launch.run without check"
+        assert cur is not None and len(cur) == self.n, "qopt: _Launch.prepare without check"
+        self._prep = None
         ks, S, data = self.ks, self.S, self.data
         ps, gs = ks.param_stream, ks.grad_stream
         keep: List[torch.Tensor] = []           # temporaries that must live until the launch
@@ -408,6 +435,7 @@ class _Launch:
             if gp != self.gptr[i]:
                 data[i * S + gs] = gp
                 self.gptr[i] = gp
+                self._validated = None
             if not lp.is_contiguous() or lp.data_ptr() % 16:
                 staged = lp.contiguous() if not lp.is_contiguous() else lp.clone()
                 keep.append(staged)
@@ -418,6 +446,7 @@ class _Launch:
             if pp != self.pptr[i]:
                 data[i * S + ps] = pp
                 self.pptr[i] = pp
+                self._validated = None
 
         step = self.step + 1
         lr = group["lr"]
@@ -436,51 +465,95 @@ class _Launch:
             hv["grad_scale"] = 1.0 if grad_scale is None else grad_scale
             hv["found_inf"] = 0.0 if found_inf is None else found_inf
             if found_inf is not None:
-                if self.step_tensors and self.step_tensors[0].dtype != torch.float32:
-                    self._counters_to_device()
                 device_skip = found_inf
             use_device_uniforms = True
-        # Counters on the device (capturable, or moved there by a GradScaler): the per-step
-        # scalars are computed there from them.
-        device_counter = bool(self.step_tensors) and self.step_tensors[0].dtype == torch.float32
+        # Counters on the device (capturable, or moved there by a GradScaler at run()): the
+        # per-step scalars are computed there from them.
+        move_counters = (device_skip is not None and bool(self.step_tensors)
+                         and self.step_tensors[0].dtype != torch.float32)
+        device_counter = bool(self.step_tensors) and (
+            move_counters or self.step_tensors[0].dtype == torch.float32)
         use_device_uniforms = use_device_uniforms or device_counter
-        stream = None
-        if self.backend == C.BACKEND_CUDA:
-            stream = torch.cuda.current_stream(self.device_obj).cuda_stream
-            if not use_device_uniforms and torch.cuda.is_current_stream_capturing():
-                raise RuntimeError(
-                    f"Attempting CUDA graph capture of step() for an instance of "
-                    f"{type(self.opt).__name__} but param_groups' capturable is False. Construct "
-                    f"the optimizer with capturable=True to capture it.")
+        if (self.backend == C.BACKEND_CUDA and not use_device_uniforms
+                and torch.cuda.is_current_stream_capturing()):
+            raise RuntimeError(
+                f"Attempting CUDA graph capture of step() for an instance of "
+                f"{type(self.opt).__name__} but param_groups' capturable is False. Construct "
+                f"the optimizer with capturable=True to capture it.")
+        kernel = self._kernel(slot)
+        hy = slot.hypers
+        host: Optional[List[float]] = None
         if use_device_uniforms:
-            self._device_uniforms(slot, hv, step, device_counter)
-            status = C.lib().qopt_step_device_uniforms(
-                self._kernel(slot), byref(self.list), c_void_p(slot.uniforms.data_ptr()),
-                self.table_ptrs, len(self.tables), c_void_p(stream) if stream else None)
-            C.check(status, "qopt_step_device_uniforms")
+            # Uniforms that depend on neither the step nor a tensor hyperparameter: the runtime's
+            # host evaluation (the float32 values qopt_step itself would use).
+            for i, name in enumerate(slot.hyper_names):
+                v = hv[name]
+                hy[i].value = 1.0 if isinstance(v, torch.Tensor) else float(v)
+            host = slot.ks.evaluate_uniforms(hy, len(slot.hyper_names), max(step, 1))
         else:
-            hy = slot.hypers
             for i, name in enumerate(slot.hyper_names):
                 hy[i].value = hv[name]
-            status = C.lib().qopt_step(self._kernel(slot), byref(self.list), hy,
-                                       len(slot.hyper_names), step, self.table_ptrs,
-                                       len(self.tables), c_void_p(stream) if stream else None)
-            C.check(status, "qopt_step")
-        for dst, src in copy_back:
+            if precheck:   # what qopt_step evaluates before it validates
+                slot.ks.evaluate_uniforms(hy, len(slot.hyper_names), step)
+        if precheck and self._validated is not slot:
+            C.check(C.lib().qopt_validate(kernel, byref(self.list), self.table_ptrs,
+                                          len(self.tables)), "qopt_validate")
+            self._validated = slot
+        self._prep = _Prepared(keep, copy_back, slot, hv, step, use_device_uniforms, host,
+                               device_skip, move_counters)
+
+    def run(self) -> None:
+        """One launch, after prepare() in this step (and after every other launch of the step was
+        prepared)."""
+        prep, self._prep = self._prep, None
+        assert prep is not None, "qopt: _Launch.run without prepare"
+        slot, hv, step = prep.slot, prep.hv, prep.step
+        moved = None
+        if prep.move_counters:
+            moved = self.step_tensors
+            self._counters_to_device()
+        try:
+            stream = None
+            if self.backend == C.BACKEND_CUDA:
+                stream = torch.cuda.current_stream(self.device_obj).cuda_stream
+            if prep.use_device_uniforms:
+                device_counter = (bool(self.step_tensors)
+                                  and self.step_tensors[0].dtype == torch.float32)
+                self._device_uniforms(slot, hv, step, device_counter, prep.host)
+                status = C.lib().qopt_step_device_uniforms(
+                    self._kernel(slot), byref(self.list), c_void_p(slot.uniforms.data_ptr()),
+                    self.table_ptrs, len(self.tables), c_void_p(stream) if stream else None)
+                C.check(status, "qopt_step_device_uniforms")
+            else:
+                status = C.lib().qopt_step(self._kernel(slot), byref(self.list), slot.hypers,
+                                           len(slot.hyper_names), step, self.table_ptrs,
+                                           len(self.tables), c_void_p(stream) if stream else None)
+                C.check(status, "qopt_step")
+        except BaseException:
+            if moved is not None:   # refused: the counters stay as they were
+                for st, t in zip(self.states, moved):
+                    st["step"] = t
+                self.step_tensors = moved
+                self._snapshot()
+            raise
+        self._validated = slot   # qopt_step validated this list
+        for dst, src in prep.copy_back:
             dst.copy_(src)
         self.step = step
         if not self.step_tensors:
             return
-        if device_skip is not None:
+        if prep.device_skip is not None:
             st = self.step_tensors[0]
-            advance = (device_skip.to(device=st.device).reshape(()) == 0).to(st.dtype)
+            advance = (prep.device_skip.to(device=st.device).reshape(()) == 0).to(st.dtype)
             torch._foreach_add_(self.step_tensors, [advance] * len(self.step_tensors))
         else:
             torch._foreach_add_(self.step_tensors, 1)
 
     def _device_uniforms(self, slot: _Slot, hv: Dict[str, Any], step: int,
-                         device_counter: bool) -> None:
-        """Fills slot.uniforms (float32, on the device) for this step with device ops only."""
+                         device_counter: bool, host: List[float]) -> None:
+        """Fills slot.uniforms (float32, on the device) for this step with device ops only.
+        `host`: the runtime's host evaluation of the uniforms (prepare() made it), kept for those
+        that depend on neither the step nor a tensor hyperparameter."""
         ks, dev = slot.ks, self.device_obj
         if slot.uniforms is None:
             slot.uniforms = torch.zeros(max(ks.num_uniforms, 1), dtype=torch.float32, device=dev)
@@ -502,10 +575,6 @@ class _Launch:
             env["step"] = float(step)
         # Uniforms that depend on neither: the runtime's host evaluation (the float32 values
         # qopt_step itself would use), kept on the device until they change.
-        for i, name in enumerate(slot.hyper_names):
-            v = hv[name]
-            slot.hypers[i].value = 1.0 if isinstance(v, torch.Tensor) else float(v)
-        host = ks.evaluate_uniforms(slot.hypers, len(slot.hyper_names), max(step, 1))
         dyn = tuple(_is_dynamic(e, dynamic) for e in ks.uniform_exprs)
         key = (dyn, tuple(h for h, d in zip(host, dyn) if not d))
         if key != slot._static_key:
@@ -646,7 +715,11 @@ class QoptOptimizer(torch.optim.Optimizer):
                 backend, _ = _backend_of(lp)
                 if lp.dtype not in PARAM_DTYPES:
                     self._dtype_error(p, lp.dtype, None, None)
-                self._kernel_spec(backend, lp.dtype)  # the kernel exists (FileNotFoundError if not)
+                # the kernel exists (FileNotFoundError if not); STREAM_KEYS and TABLE_KEYS name
+                # its streams and tables (ValueError if not)
+                ks = self._kernel_spec(backend, lp.dtype)
+                self._stream_keys(ks)
+                self._table_keys(ks)
         except BaseException:
             if self.param_groups and self.param_groups[-1] is group:
                 self.param_groups.pop()
@@ -679,11 +752,36 @@ class QoptOptimizer(torch.optim.Optimizer):
 
     # ---- state
     def _stream_keys(self, ks: R.KernelSpec) -> Dict[str, str]:
-        return {s.name: self.STREAM_KEYS.get(s.name, s.name) for s in ks.streams
-                if s.role not in (C.ROLE_PARAM, C.ROLE_GRAD)}
+        """Manifest stream name -> state key, for the kernel's streams other than the parameter
+        and the gradient (STREAM_KEYS, else the stream's own name). A STREAM_KEYS key that names
+        none of them is a ValueError (it would be ignored silently otherwise), except the
+        parameter's error-bits stream ``<param>.ecc``, which a variant without a master weight (an
+        fp32 parameter, ``master_weight_bits=None``) does not have."""
+        names = [s.name for s in ks.streams if s.role not in (C.ROLE_PARAM, C.ROLE_GRAD)]
+        keys = self.STREAM_KEYS
+        if any(k not in names for k in keys):
+            ecc = ks.streams[ks.param_stream].name + ".ecc"
+            unknown = [k for k in keys if k not in names and k != ecc]
+            if unknown:
+                raise ValueError(
+                    f"{type(self).__name__}.STREAM_KEYS: {', '.join(map(repr, unknown))} "
+                    f"name{'s' if len(unknown) == 1 else ''} no state stream of kernel "
+                    f"{ks.kernel} ({ks.path.name}); its stream names are "
+                    f"{', '.join(map(repr, names)) or 'none'} (keys are manifest stream names, "
+                    f"e.g. '<state>.codes', '<state>.scales', '<param>.ecc')")
+        return {n: keys.get(n, n) for n in names}
 
     def _table_keys(self, ks: R.KernelSpec) -> List[str]:
-        return [self.TABLE_KEYS.get(name, name) for name, _ in ks.tables]
+        """State keys of the kernel's codebook tables (TABLE_KEYS, else the table's name); a
+        TABLE_KEYS key that names no table of the kernel is a ValueError."""
+        names = [name for name, _ in ks.tables]
+        unknown = [k for k in self.TABLE_KEYS if k not in names]
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}.TABLE_KEYS: {', '.join(map(repr, unknown))} "
+                f"name{'s' if len(unknown) == 1 else ''} no table of kernel {ks.kernel} "
+                f"({ks.path.name}); its table names are {', '.join(map(repr, names)) or 'none'}")
+        return [self.TABLE_KEYS.get(name, name) for name in names]
 
     def _device_tables(self, ks: R.KernelSpec, device) -> List[torch.Tensor]:
         if not ks.tables:
@@ -756,7 +854,11 @@ class QoptOptimizer(torch.optim.Optimizer):
         load_state_dict checks it (ValueError; RuntimeError for a parameter whose size changed),
         except where `old` (the group's previous cache) took exactly this state for a parameter of
         this size and dtype."""
-        index = {id(p): i for i, p in enumerate(group["params"])}
+        # each parameter's position in the group (plist is the group's parameters with a
+        # gradient, in order; a parameter listed twice gets each of its positions)
+        pos, it = [], iter(enumerate(group["params"]))
+        for p in plist:
+            pos.append(next(i for i, q in it if q is p))
         known: Dict[int, Tuple[_Launch, int]] = {}
         if old is not None:
             for launch in old.launches:
@@ -764,14 +866,15 @@ class QoptOptimizer(torch.optim.Optimizer):
                     known[id(q)] = (launch, i)
         cls = type(self).__name__
         parts: Dict[Tuple[int, int, int, torch.dtype, torch.dtype], List[torch.Tensor]] = {}
-        for p in plist:
+        at: Dict[Tuple[int, int, int, torch.dtype, torch.dtype], List[int]] = {}
+        for p, pi in zip(plist, pos):
             lp = _local(p)
             backend, dev = _backend_of(lp)
             st = self.state.get(p)
             if not st:
                 st = self._init_param_state(p, group)
             else:
-                where = f"{cls}: param_groups[{gi}][{index[id(p)]}] {list(p.shape)}"
+                where = f"{cls}: param_groups[{gi}][{pi}] {list(p.shape)}"
                 k = known.get(id(p))
                 if k is not None and k[0].params[k[1]] is p and k[0].same_state(k[1], st):
                     launch, i = k
@@ -788,11 +891,14 @@ class QoptOptimizer(torch.optim.Optimizer):
                             st[key] = v
             step = int(st["step"].item())
             # counters on the host (int64) and on the device (float32) are not stepped together
-            parts.setdefault((backend, dev, step, lp.dtype, st["step"].dtype), []).append(p)
+            part = (backend, dev, step, lp.dtype, st["step"].dtype)
+            parts.setdefault(part, []).append(p)
+            at.setdefault(part, []).append(pi)
         launches = []
-        for j, ((backend, dev, _, dtype, _), ps) in enumerate(parts.items()):
+        for j, (part, ps) in enumerate(parts.items()):
+            backend, dev, _, dtype, _ = part
             ks = self._kernel_spec(backend, dtype)
-            labels = [f"param_groups[{gi}][{index[id(p)]}]" for p in ps]
+            labels = [f"param_groups[{gi}][{pi}]" for pi in at[part]]
             key = (gi, j, backend, dev, str(ks.path))
             launches.append(_Launch(self, ks, backend, dev, ps, labels, key))
         return _GroupCache(self._generation, [id(p) for p in plist], launches)
@@ -844,21 +950,29 @@ class QoptOptimizer(torch.optim.Optimizer):
                         raise RuntimeError("qopt: internal error: a launch rebuilt from the "
                                            "current state does not match it")
                 work.append((gi, group, cache, hv))
-        except BaseException:
-            for cache in self._cache.values():   # drop the gradients check() kept for run()
+            # Every launch takes its pointers, kernel and uniforms, and all but the first are
+            # validated by the runtime (the first is by its own qopt_step), before any launch: a
+            # step the runtime would refuse in a later group refuses the whole step.
+            first = True
+            for gi, group, cache, hv in work:
+                for launch in cache.launches:
+                    launch.prepare(group, hv, scaling, precheck=not first)
+                    first = False
+            for gi, group, cache, hv in work:
+                for launch in cache.launches:
+                    launch.run()
+                if len(cache.launches) > 1:
+                    # parameters whose step counts now agree go into one launch next time (the
+                    # old cache still vouches for the states it took)
+                    keys = {(ln.backend, ln.device, ln.dtype, ln.step, ln.step_tensors[0].dtype)
+                            for ln in cache.launches}
+                    if len(keys) < len(cache.launches):
+                        cache.generation = -1
+        finally:
+            for cache in self._cache.values():   # drop what check() and prepare() kept
                 for launch in cache.launches:
                     launch._cur = None
-            raise
-        for gi, group, cache, hv in work:
-            for launch in cache.launches:
-                launch.run(group, hv, scaling)
-            if len(cache.launches) > 1:
-                # parameters whose step counts now agree go into one launch next time (the old
-                # cache still vouches for the states it took)
-                keys = {(ln.backend, ln.device, ln.dtype, ln.step, ln.step_tensors[0].dtype)
-                        for ln in cache.launches}
-                if len(keys) < len(cache.launches):
-                    cache.generation = -1
+                    launch._prep = None
         return loss
 
     def _checked_hypers(self, gi: int, group: Dict[str, Any]) -> Dict[str, Any]:

@@ -9,6 +9,8 @@ import copy
 import ctypes
 import io
 import json
+import os
+import re
 import struct
 from pathlib import Path
 
@@ -643,3 +645,142 @@ def test_runtime_of_another_abi_is_refused(monkeypatch):
     monkeypatch.setattr(C, "RUNTIME_ABI", C.RUNTIME_ABI + 1)
     with pytest.raises(ImportError, match=r"is runtime 0\.3\.\d+, but this package's structs mirror the 0\.4 ABI"):
         C.lib()
+
+
+# ------------------------------------------------------------ STREAM_KEYS and TABLE_KEYS
+
+def test_stream_keys_name_manifest_streams_as_documented():
+    """python/README.md "Your own spec": STREAM_KEYS maps the manifest's stream names
+    ("buf.codes", not the state's name "buf") to state keys."""
+    class MySGD(qopt.QoptOptimizer):
+        STREAM_KEYS = {"buf.codes": "momentum_buffer::quantized",
+                       "buf.scales": "momentum_buffer::scales", "p.ecc": "error_bits"}
+
+        def __init__(self, params, lr=0.1, momentum=0.9):
+            super().__init__(params, dict(lr=lr, momentum=momentum), "flash_sgd")
+
+        def _kernel_hypers(self, group):
+            return {"lr": group["lr"], "momentum": group["momentum"]}
+
+    (a,) = bf16_params((70,))
+    opt = MySGD([a])
+    opt.init_state()
+    assert sorted(opt.state[a]) == ["error_bits", "momentum_buffer::quantized",
+                                    "momentum_buffer::scales", "step"]
+
+
+def test_stream_key_that_names_no_stream_is_refused():
+    """A key naming no stream of the kernel (the state's name "buf" instead of "buf.codes") was
+    silently ignored: the state kept the stream names as keys."""
+    class MySGD(qopt.FlashSGD):
+        STREAM_KEYS = {"buf": "momentum_buffer"}
+
+    with pytest.raises(ValueError) as e:
+        MySGD(bf16_params((8,)), momentum=0.9)
+    msg = str(e.value)
+    assert "MySGD.STREAM_KEYS: 'buf' names no state stream of kernel FlashSGD" in msg
+    assert "'p.ecc', 'buf.codes', 'buf.scales'" in msg
+    # in a group added later too, and that group is not kept
+    opt = qopt.FlashSGD(bf16_params((8,)))
+    opt.STREAM_KEYS = {"m.codes": "exp_avg"}
+    with pytest.raises(ValueError, match="'m.codes' names no state stream of kernel FlashSGD"):
+        opt.add_param_group({"params": bf16_params((4,))})
+    assert len(opt.param_groups) == 1
+
+
+@pytest.mark.parametrize("cls,kwargs,dtype", [
+    (qopt.FlashAdamW, dict(master_weight_bits=None), torch.bfloat16),   # no error bits
+    (qopt.FlashAdamW, {}, torch.float32),                               # .f32: no error bits
+    (qopt.FlashSGD, {}, torch.float32),
+    (qopt.FlashLion, {}, torch.float16),
+    (qopt.AdamW8bit, {}, torch.float32),
+])
+def test_shipped_stream_keys_fit_every_variant(cls, kwargs, dtype):
+    """The error-bits key "p.ecc" of the shipped optimizers is accepted where the variant has no
+    error bits (fp32 parameters, master_weight_bits=None)."""
+    p = torch.nn.Parameter(torch.randn(40).to(dtype))
+    opt = cls([p], **kwargs)
+    opt.init_state()
+    keys = set(opt.state[p])
+    assert keys <= set(cls.STREAM_KEYS.values()) | set(cls.TABLE_KEYS.values()) | {"step"}
+    assert ("error_bits" in keys) == (dtype is not torch.float32 and
+                                      kwargs.get("master_weight_bits", 24) is not None)
+
+
+def test_table_key_that_names_no_table_is_refused():
+    class My8bit(qopt.AdamW8bit):
+        TABLE_KEYS = {"qmap": "qmap1"}
+
+    with pytest.raises(ValueError, match=r"My8bit.TABLE_KEYS: 'qmap' names no table of kernel "
+                                         r"AdamW8bit_block256 .*'m.qmap', 'v.qmap'"):
+        My8bit(bf16_params((8,)))
+
+
+# --------------------------------------------------------------- kernel directories
+
+@pytest.fixture
+def fresh_kernels(monkeypatch):
+    """Kernel lookups from scratch (the process caches each spec it found)."""
+    from qopt import _runtime as R
+    monkeypatch.setattr(R, "_specs", {})
+    return monkeypatch
+
+
+@pytest.mark.parametrize("text,where", [
+    ('{"bad":', r":1:8: invalid JSON: Expecting value"),
+    ('{\n  "kernel": "FlashAdamW",\n  "streams": [1, 2,]\n}\n', r":3:20: invalid JSON: "),
+    ("[]", r": not a kernel manifest"),
+])
+def test_corrupt_manifest_names_the_file_and_the_position(tmp_path, fresh_kernels, text, where):
+    """A manifest that is not valid JSON was a bare json.JSONDecodeError without the file."""
+    bad = tmp_path / "flash_adamw.manifest.json"
+    bad.write_text(text)
+    fresh_kernels.setenv("QOPT_KERNEL_DIR", str(tmp_path))
+    with pytest.raises(qopt.QoptError) as e:
+        qopt.FlashAdamW(bf16_params((4,)))
+    assert e.value.status == "QOPT_ERROR_MANIFEST"
+    assert re.search(re.escape(str(bad)) + where, str(e.value)), str(e.value)
+
+
+def test_kernel_dirs_and_the_default_search_path(tmp_path, fresh_kernels):
+    # the folders this run's kernels come from: QOPT_KERNEL_DIR's where the run sets it (a GPU
+    # machine's copy of the kernels), else the default path
+    shipped = qopt.kernel_dirs()
+    fresh_kernels.delenv("QOPT_KERNEL_DIR", raising=False)
+    default = qopt.default_kernel_dirs()
+    assert default and qopt.kernel_dirs() == default
+    assert qopt.default_kernel_dirs("cuda") == [d for d in default if d.name != "host"]
+    assert qopt.kernel_dirs(torch.device("cpu")) == default
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    fresh_kernels.setenv("QOPT_KERNEL_DIR", str(mine))
+    assert qopt.kernel_dirs() == [mine] and qopt.kernel_dirs("cuda") == [mine]
+    assert qopt.default_kernel_dirs() == default
+    # QOPT_KERNEL_DIR replaces the default path: the shipped kernels are not found...
+    with pytest.raises(FileNotFoundError) as e:
+        qopt.FlashAdamW(bf16_params((4,)))
+    msg = str(e.value)
+    assert f"in the directories of QOPT_KERNEL_DIR: {mine}." in msg
+    assert "replaces the default search path" in msg and str(default[0]) in msg
+    # ... unless they are listed with one's own folder, as documented
+    fresh_kernels.setenv("QOPT_KERNEL_DIR",
+                         os.pathsep.join([str(mine)] + [str(d) for d in shipped]))
+    qopt.FlashAdamW(bf16_params((4,)))
+    with pytest.raises(ValueError):
+        qopt.kernel_dirs("meta")
+
+
+def test_missing_kernel_lists_the_directories_searched(fresh_kernels):
+    fresh_kernels.delenv("QOPT_KERNEL_DIR", raising=False)
+
+    class Missing(qopt.QoptOptimizer):
+        def __init__(self, params):
+            super().__init__(params, dict(lr=0.1), "no_such_spec")
+
+    with pytest.raises(FileNotFoundError) as e:
+        Missing(bf16_params((4,)))
+    msg = str(e.value)
+    assert "no kernel 'no_such_spec' (no_such_spec.manifest.json); searched " in msg
+    for d in qopt.default_kernel_dirs():
+        assert str(d) in msg
+    assert "QOPT_KERNEL_DIR" in msg and "replaces this search path" in msg

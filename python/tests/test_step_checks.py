@@ -1,14 +1,18 @@
 """What step() refuses, or rebuilds from, before it launches anything: a parameter whose size
 changed since its state was made (`param.data = ...`), a state changed under the optimizer's
 launch cache (`optimizer.state[p][k] = t`, `optimizer.state.clear()`, a new `optimizer.state`), a
-NaN or infinite hyperparameter in any group, a sparse gradient. A refused step steps no group.
+NaN or infinite hyperparameter in any group, a sparse gradient, and what the runtime refuses in any
+launch of the step (qopt_validate: overlapping buffers, a gradient aliasing its parameter; a NaN
+uniform; a kernel the backend cannot run). A refused step steps no group.
 
 On the host backend (CPU) and on CUDA, each skipped with the reason where that backend is missing
 (see conftest.py).
 """
 
 import collections
+import json
 import math
+import warnings
 
 import pytest
 import torch
@@ -46,6 +50,9 @@ def same(a, b):
 def bits(t):
     t = t.detach().cpu().contiguous().reshape(-1)
     return t.view(torch.uint8) if t.numel() else t.to(torch.uint8)
+
+
+_bits = bits
 
 
 # ------------------------------------------------------------- a parameter's size changed
@@ -315,3 +322,142 @@ def test_sparse_gradient_is_refused_before_any_launch(device):
     with pytest.raises(RuntimeError, match="FlashAdamW does not support sparse gradients"):
         opt.step()
     assert torch.equal(a.detach(), a0)
+
+
+# ---------------------------------------------------------- what the runtime refuses
+
+def every_bit(opt, tensors):
+    """The bits, dtype and device of every tensor, gradient and state value (step included) of
+    `tensors`, copied, for a bit-exact comparison."""
+    def bits(t):
+        return _bits(t).clone()
+    out = []
+    for t in tensors:
+        out.append(("param", t.dtype, t.device, bits(t)))
+        out.append(("grad", None if t.grad is None else (t.grad.dtype, bits(t.grad))))
+        for k, v in sorted(opt.state.get(t, {}).items()):
+            if isinstance(v, torch.Tensor):
+                out.append((k, v.dtype, v.device, tuple(v.shape), bits(v)))
+            else:
+                out.append((k, v))
+    return out
+
+
+def same_bits(a, b):
+    def eq(x, y):
+        if isinstance(x, torch.Tensor):
+            return isinstance(y, torch.Tensor) and torch.equal(x, y)
+        if isinstance(x, tuple):
+            return isinstance(y, tuple) and len(x) == len(y) and all(map(eq, x, y))
+        return x == y
+    return len(a) == len(b) and all(map(eq, a, b))
+
+
+def _refused_later_group(device, kind):
+    """Group 0 stepped twice; group 1 (no gradients until now) gets gradients that the runtime
+    refuses (its validation, or its uniforms): (optimizer, group 0's params, group 1's params,
+    what the message names)."""
+    a, c = params_on(device, (40,), (33,), seed=40)
+    if kind == "duplicate":
+        (b,) = params_on(device, (24,), seed=41)
+        later, named = [b, b], r"param_groups\[1\]\[[01]\] \[24\]"
+    elif kind == "overlapping_views":
+        base = torch.randn(96, generator=torch.Generator().manual_seed(42)).to(BF16).to(device)
+        later = [torch.nn.Parameter(base[:64]), torch.nn.Parameter(base[32:])]
+        named = r"param_groups\[1\]\[[01]\] \[64\]"
+    elif kind == "grad_aliases_param":
+        later = params_on(device, (24,), seed=43)
+        named = r"param_groups\[1\]\[0\] \[24\]' \(#0\), stream 'g'"
+    elif kind == "nan_uniform":
+        later = params_on(device, (24,), seed=44)
+        named = r"uniform 7 of kernel 'FlashAdamW' is NaN"
+    else:
+        raise AssertionError(kind)
+    with warnings.catch_warnings():   # torch warns about a parameter listed twice in a group
+        warnings.simplefilter("ignore")
+        opt = qopt.FlashAdamW([{"params": [a, c]}, {"params": later}], lr=0.1)
+    a.grad, c.grad = grad_like(a, 45), grad_like(c, 46)
+    opt.step()
+    opt.step()
+    for i, q in enumerate(later):
+        q.grad = q.detach() if kind == "grad_aliases_param" else grad_like(q, 47 + i)
+    if kind == "nan_uniform":   # lr / (1 - beta1^step) = 0 / 0
+        opt.param_groups[1]["lr"], opt.param_groups[1]["betas"] = 0.0, (1.0, 0.999)
+    return opt, [a, c], later, named
+
+
+@pytest.mark.parametrize("kind", ["duplicate", "overlapping_views", "grad_aliases_param",
+                                  "nan_uniform"])
+def test_runtime_refusal_in_a_later_group_steps_no_group(device, kind):
+    """A launch the runtime refuses (qopt_validate: overlapping buffers, a gradient aliasing its
+    parameter; the uniforms' evaluation: a NaN uniform) in a later group used to be found only at
+    that group's launch, after the earlier groups were stepped and their step counts advanced.
+    Every launch is checked by the runtime before any runs: nothing changes, bit for bit."""
+    opt, earlier, later, named = _refused_later_group(device, kind)
+    before = every_bit(opt, earlier)
+    later_before = [(bits(q).clone(), bits(q.grad).clone()) for q in later]
+    with pytest.raises(qopt.QoptError, match=named) as e:
+        opt.step()
+    assert e.value.status in ("QOPT_ERROR_VALIDATION", "QOPT_ERROR_INVALID_ARGUMENT")
+    assert same_bits(every_bit(opt, earlier), before), "a refused step changed an earlier group"
+    assert [int(opt.state[p]["step"]) for p in earlier] == [2, 2]
+    for q, (pb, gb) in zip(later, later_before):
+        assert torch.equal(bits(q), pb) and torch.equal(bits(q.grad), gb)
+        assert int(opt.state[q]["step"]) == 0   # the state its first step made, not stepped
+    # without the later group's gradients the step goes through
+    for q in later:
+        q.grad = None
+    opt.step()
+    assert [int(opt.state[p]["step"]) for p in earlier] == [3, 3]
+    assert not torch.equal(bits(earlier[0]), before[0][3])
+
+
+def test_runtime_refusal_of_the_first_launch_under_a_grad_scaler_keeps_the_counters(device):
+    """The first launch of a step is validated by its own qopt_step; under a GradScaler its host
+    step counters are moved to the device first. A refused launch leaves them as they were (the
+    same int64 tensors), and changes nothing else."""
+    (a,) = params_on(device, (40,), seed=50)
+    later = params_on(device, (24,), seed=51)
+    opt = qopt.FlashAdamW([{"params": [a]}, {"params": later}], lr=0.1)
+    a.grad = grad_like(a, 52)
+    opt.step()
+    a.grad = a.detach()   # the first launch of the step is refused
+    later[0].grad = grad_like(later[0], 53)
+    opt.grad_scale = torch.ones((), device=device)
+    opt.found_inf = torch.zeros((), device=device)
+    counter = opt.state[a]["step"]
+    before = every_bit(opt, [a])
+    try:
+        with pytest.raises(qopt.QoptError, match=r"param_groups\[0\]\[0\] \[40\]"):
+            opt.step()
+    finally:
+        del opt.grad_scale, opt.found_inf
+    assert opt.state[a]["step"] is counter and counter.dtype == torch.int64
+    assert same_bits(every_bit(opt, [a]), before)
+
+
+def test_kernel_the_backend_cannot_run_in_a_later_group_steps_no_group(tmp_path, monkeypatch):
+    """A later group whose kernel the host backend cannot run (its manifest has no "host" field:
+    qopt_kernel_create refuses it) is refused before the earlier groups are launched."""
+    from qopt import _runtime as R
+    from conftest import backend_available, skip_reason
+    if not backend_available("cpu"):
+        pytest.skip(skip_reason("cpu"))
+    src = R.find_manifest("flash_adamw", qopt._capi.BACKEND_HOST).parent
+    for name in ("flash_adamw", "flash_adamw.f16"):
+        doc = json.loads((src / f"{name}.manifest.json").read_text())
+        if name == "flash_adamw":
+            (tmp_path / doc["host"]["library"]).symlink_to(src / doc["host"]["library"])
+        else:
+            del doc["host"]
+        (tmp_path / f"{name}.manifest.json").write_text(json.dumps(doc))
+    monkeypatch.setenv("QOPT_KERNEL_DIR", str(tmp_path))
+    monkeypatch.setattr(R, "_specs", {})
+    (a,) = params_on("cpu", (40,), seed=60)
+    h = torch.nn.Parameter(torch.randn(24).to(torch.float16))
+    opt = qopt.FlashAdamW([{"params": [a]}, {"params": [h]}], lr=0.1)
+    a.grad, h.grad = grad_like(a, 61), grad_like(h, 62)
+    before = every_bit(opt, [a, h])
+    with pytest.raises(qopt.QoptError, match="QOPT_ERROR_UNSUPPORTED.*has no host implementation"):
+        opt.step()
+    assert int(opt.state[a]["step"]) == 0 and torch.equal(bits(a), before[0][3])

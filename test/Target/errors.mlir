@@ -5,6 +5,10 @@
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --mode=loose 2>&1 | FileCheck %s --check-prefix=MODE
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --threads-per-block=-1 2>&1 | FileCheck %s --check-prefix=SHAPE
 // SHAPE: qopt-opt: error: --threads-per-block and --elements-per-thread take 0 (chosen) or a positive number, got -1 and 0
+// RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --tile-claims-static-eighths=9 2>&1 | FileCheck %s --check-prefix=EIGHTHS
+// EIGHTHS: qopt-opt: error: --tile-claims takes -1 (chosen), 0 (none) or a positive number, and --tile-claims-static-eighths 0 (chosen) or 1 to 8; got -1 and 9
+// RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --tile-claims=-7 2>&1 | FileCheck %s --check-prefix=CLAIMS
+// CLAIMS: qopt-opt: error: --tile-claims takes -1 (chosen), 0 (none) or a positive number, and --tile-claims-static-eighths 0 (chosen) or 1 to 8; got -7 and 0
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=cubin 2>&1 | FileCheck %s --check-prefix=CUBIN
 // RUN: env QOPT_CUDA_PATH=%t.nocuda not qopt-opt %S/Inputs/flash-adamw.mlir --emit=cubin -o %t.cubin 2>&1 | FileCheck %s --check-prefix=NOPTXAS
 

@@ -250,6 +250,9 @@ Options parseArgs(int argc, char **argv) {
         shape.push_back(parseInt("--tensor " + tname, dim, 0));
       if (shape.empty())
         usage("--tensor ", tname, ": empty shape");
+      for (const auto &[given, givenShape] : o.exampleTensors)
+        if (given == tname)
+          usage("--tensor ", tname, " given twice");
       o.exampleTensors.emplace_back(tname, shape);
     } else if (name == "--seed") {
       o.seed = static_cast<uint64_t>(parseInt(name, takeValue(), 0));

@@ -1306,6 +1306,14 @@ LogicalResult KernelEmitter::emitTile() {
   preloaded.clear();
   facts.clear();
   facts.registersToSpare = runThreadPointers();
+  // The fallbacks' all-zero shortcut in every kernel but the unstaged
+  // codebook kernels of a 16-bit parameter (block2048, its f16 and scaled
+  // forms): at their 64-register bound it cost them 2% on the bench's
+  // gradients and gave the main job's list nothing measurable; the f32
+  // variants lost nothing and gained 1 to 5% on the realistic-gradient pool
+  // (H200, bench/NOTES.md, fourteenth session).
+  facts.zeroShortcut = runThreadPointers() || qmapShared.empty() ||
+                       optimizer.getParamType().isF32();
   if (guardedMath.isGuarded()) {
     math.setFacts(&facts);
     guardedMath.setFacts(&facts);
@@ -1452,12 +1460,23 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // getCodebookStaticSharedBytes: about 2.1 KiB per state and 1 KiB) and, at
   // most, its 64 Ki registers at 64 a thread: four blocks of 256 threads
   // unstaged, two of 512 (an f32 parameter's small blocks), two of 256
-  // staged (up to 128 registers).
+  // staged (up to 128 registers). With an f32 parameter and blocks of more
+  // than 256 elements (block2048.f32) at 80 a thread, three blocks: 76
+  // registers and no spills, H200 64 Mi +3.4% on the bench's gradients and
+  // 5% faster on realistic ones (the sixteen-bit ones at three blocks: 2%
+  // slower at 64 and 256 Mi; bench/NOTES.md, fourteenth session). A thread
+  // of more than 8 lanes (--elements-per-thread) is given 128.
   // Without the bound ptxas takes 90 registers for 256 threads (the bucket
   // lookups' loads in flight), two blocks per SM.
   bulkCopy = bulkCopy && !staging.streams.empty() && isBulkStageable(staging);
+  int64_t codebookRegisters = 64;
+  if (lanes > 8)
+    codebookRegisters = 128;
+  else if (optimizer.getParamType().isF32() && states.size() >= 2 &&
+           !hasSmallCodebookBlocks(optimizer))
+    codebookRegisters = 80;
   int64_t codebookBlocks = std::min<int64_t>(
-      65536 / (threads * 64),
+      65536 / (threads * codebookRegisters),
       228 * 1024 / (getDynamicSharedBytes(optimizer, staging, codebookBuckets) +
                     getCodebookStaticSharedBytes(optimizer, threads) + 1024));
   if (!codebookStates.empty() && codebookBlocks >= 2)

@@ -299,20 +299,25 @@ Value mlir::qopt::syncPtx(OpBuilder &b, Location loc, Type result,
 
 Value LaneMath::guardedResult(Value ok, Value fastValue,
                               llvm::function_ref<Value()> ieee) {
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{fastValue.getType()}, ok,
+  return guardedResult(ok, [&] { return fastValue; }, ieee, fastValue.getType());
+}
+
+Value LaneMath::guardedResult(Value ok, llvm::function_ref<Value()> fast,
+                              llvm::function_ref<Value()> ieee, Type type) {
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, ok,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-  scf::YieldOp::create(b, loc, fastValue);
+  scf::YieldOp::create(b, loc, fast());
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   scf::YieldOp::create(b, loc, ieee());
   return ifOp.getResult(0);
 }
 
-Value LaneMath::zeroOrIEEE(Value a, Value zeroResult,
+Value LaneMath::zeroOrIEEE(Value a, llvm::function_ref<Value()> zeroResult,
                            llvm::function_ref<Value()> alsoOk,
                            llvm::function_ref<Value()> ieee) {
-  if (!facts || !facts->registersToSpare)
+  if (!facts || !facts->zeroShortcut)
     return ieee();
   // max|a| == 0 exactly when every lane is +-0 (a NaN lane makes it NaN).
   Value zero = constF(vector::ExtractOp::create(b, loc, a, 0), 0.0);
@@ -320,7 +325,7 @@ Value LaneMath::zeroOrIEEE(Value a, Value zeroResult,
   Value allZero = cmp(arith::CmpFPredicate::OEQ, maxMagnitude, zero);
   if (Value also = alsoOk())
     allZero = arith::AndIOp::create(b, loc, allZero, also);
-  return guardedResult(allZero, zeroResult, ieee);
+  return guardedResult(allZero, zeroResult, ieee, a.getType());
 }
 
 Value LaneMath::reciprocal(Value c) {
@@ -431,16 +436,19 @@ Value LaneMath::guardedDiv(Value a, Value c) {
   Value q = correctedQuotient(a, c, r, q0);
   Value result = guardedResult(ok, q, [&] {
     // A thread whose dividends are all zero (a gradient's zero rows, states
-    // that start at zero) gets q0 = a * r: for c in [2^-60, 2^60], r is
-    // finite, nonzero and signed as c, so a * r is div.rn's signed zero.
-    // (The correction would take -0 / c to +0.) A divisor whose facts stood
-    // for its check has its lanes looked at here, where their condition may
-    // have failed with the dividend's.
+    // that start at zero) gets a * c: for c in [2^-60, 2^60] (finite,
+    // nonzero) that is div.rn's zero, signed as a's sign times c's. (The
+    // correction would take -0 / c to +0.) Computed here rather than taken
+    // from the fast path's a * r, which would then live across the branch:
+    // eight more registers where the tile holds the most. A divisor whose
+    // facts stood for its check has its lanes looked at here, where their
+    // condition may have failed with the dividend's.
     auto divisorOk = [&]() -> Value {
       return divisorInRange ? divisorInRange
                             : lanesWithin(c, 0x1p-60, 0x1p60, true);
     };
-    return zeroOrIEEE(a, q0, divisorOk, [&] {
+    auto signedZero = [&] { return arith::MulFOp::create(b, loc, a, c).getResult(); };
+    return zeroOrIEEE(a, signedZero, divisorOk, [&] {
     Value result = a;
     for (int64_t i = 0, e = cast<VectorType>(a.getType()).getNumElements();
          i < e; ++i)
@@ -494,7 +502,7 @@ Value LaneMath::guardedSqrt(Value a) {
     ok = lanesWithin(a, 0x1p-100, 0x1p100, /*magnitude=*/false);
   Value result = guardedResult(ok, s, [&] {
     // All lanes zero: sqrt.rn(+-0) = +-0 (the fast path would give NaN).
-    return zeroOrIEEE(a, a, [] { return Value(); }, [&] {
+    return zeroOrIEEE(a, [&] { return a; }, [] { return Value(); }, [&] {
       return perLane(a, [&](Value lane) {
         return opaqueIEEE("sqrt.rn.f32 $0, $1;", {lane});
       });

@@ -39,11 +39,13 @@ struct LaneFacts {
   /// Whether the kernel has registers to spare (staged tiles: one or two
   /// blocks per multiprocessor, up to 128 registers a thread), for what
   /// costs registers: a guarded division checks a scaled numerator's range
-  /// through its base (guardedDiv), and a guard's
-  /// fallback first tries the all-zero shortcut (zeroOrIEEE). The codebook
-  /// kernels went from 64 to 78 and 80 registers with them (3 blocks per
-  /// multiprocessor instead of 4; block2048 with an f32 parameter -9%).
+  /// through its base (guardedDiv). The unstaged codebook kernels took 78
+  /// and 80 registers instead of their 64 with it (bench/NOTES.md, seventh
+  /// session).
   bool registersToSpare = false;
+  /// Whether a guard's fallback first tries the all-zero shortcut
+  /// (zeroOrIEEE).
+  bool zeroShortcut = false;
   /// reciprocalOfUniform's results, placed where their divisor is defined:
   /// kept across tile bodies (clear() leaves them).
   llvm::DenseMap<Value, Value> reciprocals;
@@ -230,11 +232,15 @@ private:
   /// `fastValue` where `ok`, else `ieee()` (emitted in the else region).
   Value guardedResult(Value ok, Value fastValue,
                       llvm::function_ref<Value()> ieee);
-  /// In a guard's fallback: `zeroResult` where every lane of `a` is +-0 (and
-  /// the condition `alsoOk` builds, if any, holds), else `ieee()`: the exact
-  /// result of an all-zero thread without its lanes' IEEE instructions.
-  /// Only where the facts say the kernel has registers to spare.
-  Value zeroOrIEEE(Value a, Value zeroResult,
+  /// The same with the `ok` result, of type `type`, built in its own region.
+  Value guardedResult(Value ok, llvm::function_ref<Value()> fast,
+                      llvm::function_ref<Value()> ieee, Type type);
+  /// In a guard's fallback: `zeroResult()` (built in its own branch) where
+  /// every lane of `a` is +-0 (and the condition `alsoOk` builds, if any,
+  /// holds), else `ieee()`: the exact result of an all-zero thread (a
+  /// gradient's zero rows) without its lanes' IEEE instructions. Only where
+  /// the facts ask for it (LaneFacts::zeroShortcut).
+  Value zeroOrIEEE(Value a, llvm::function_ref<Value()> zeroResult,
                    llvm::function_ref<Value()> alsoOk,
                    llvm::function_ref<Value()> ieee);
 };

@@ -198,13 +198,7 @@ static bool prefersStagedTiles(OptimizerOp optimizer) {
          optimizer.getParamType().getIntOrFloatBitWidth() == 16;
 }
 
-/// Whether the optimizer has two or more states, one or more of them codebook
-/// states and every codebook block of at most 256 elements (bitsandbytes'
-/// block: within one warp's lanes at 8 a thread, so that no block-wide
-/// barrier joins a tile's warps for its absmax). The shapes below were
-/// measured for such steps (the AdamW8bit block256 kernels) and for block
-/// 2048; steps of one state were not.
-static bool hasSmallCodebookBlocks(OptimizerOp optimizer) {
+bool mlir::qopt::hasSmallCodebookBlocks(OptimizerOp optimizer) {
   SmallVector<StateOp> states = getStates(optimizer);
   return states.size() >= 2 && hasStateOf<CodebookSchemeAttr>(optimizer) &&
          llvm::all_of(states, [](StateOp state) {
@@ -217,7 +211,7 @@ static bool hasSmallCodebookBlocks(OptimizerOp optimizer) {
 /// parameter are staged at 256 threads: two blocks of up to 128 registers
 /// per SM. H200, 64 Mi (bench/NOTES.md, thirteenth session): block256 on
 /// realistic gradients 0.284 -> 0.264 ms, the GPT-2 list 0.509 -> 0.473 ms
-/// (the staged kernels' registers to spare take the zero-row shortcut); on
+/// (then only the staged kernels took the zero-row shortcut); on
 /// the bench's gradients within 1% (three stages; four, over the 99 KiB that
 /// getTileStaging keeps, +2%). block2048, whose blocks span the tile's
 /// warps, lost 16%, and the f32 variants (128 registers) 23%.

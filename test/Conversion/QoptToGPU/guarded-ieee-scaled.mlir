@@ -15,8 +15,17 @@
 // OFF-NEXT: arith.constant
 // OFF-NEXT: arith.cmpf oge
 // OFF: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
-// No all-zero shortcut in the fallback either.
-// OFF-NOT: arith.cmpf oeq
+// The all-zero shortcut in the fallback, as below: every kernel has it.
+// OFF: scf.if %{{.+}} -> (vector<8xf32>) {
+// OFF: } else {
+// OFF: llvm.call_intrinsic "llvm.fabs"(%[[OA:.+]]) : (vector<8xf32>) -> vector<8xf32>
+// OFF-COUNT-7: arith.maximumf
+// OFF-NEXT: arith.cmpf oeq
+// OFF: scf.if %{{.+}} -> (vector<8xf32>) {
+// OFF-NEXT: %[[OZ:.+]] = arith.mulf %[[OA]], %{{.+}} : vector<8xf32>
+// OFF-NEXT: scf.yield %[[OZ]] : vector<8xf32>
+// OFF-NEXT: } else {
+// OFF: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // OFF: gpu.return
 
 // CHECK-LABEL: gpu.func @Scaled
@@ -41,13 +50,15 @@
 // CHECK-NEXT: scf.yield %[[Q]] : vector<8xf32>
 // CHECK-NEXT: } else {
 // The fallback: a thread whose dividends are all +-0 (max|a| == 0) and
-// whose divisors lie in [2^-60, 2^60] takes q0 = a * r, div.rn's signed
-// zero; any other thread each lane's div.rn.
+// whose divisors lie in [2^-60, 2^60] takes a * c, div.rn's signed zero,
+// computed in its own branch (the fast path's q0 = a * r would live across
+// the guard); any other thread each lane's div.rn.
 // CHECK: llvm.call_intrinsic "llvm.fabs"(%[[A]]) : (vector<8xf32>) -> vector<8xf32>
 // CHECK-COUNT-7: arith.maximumf
 // CHECK-NEXT: arith.cmpf oeq
 // CHECK: scf.if %{{.+}} -> (vector<8xf32>) {
-// CHECK-NEXT: scf.yield %[[Q0]] : vector<8xf32>
+// CHECK-NEXT: %[[Z:.+]] = arith.mulf %[[A]], %[[C:.+]] : vector<8xf32>
+// CHECK-NEXT: scf.yield %[[Z]] : vector<8xf32>
 // CHECK-NEXT: } else {
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // CHECK: gpu.return

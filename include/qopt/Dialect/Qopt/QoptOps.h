@@ -89,6 +89,15 @@ int64_t getMinGroupSize(OptimizerOp optimizer);
 /// an f32 parameter; else 256).
 int64_t getThreadsPerBlock(OptimizerOp optimizer, int64_t requested);
 
+/// Whether the optimizer has two or more states, one or more of them codebook
+/// states and every codebook block of at most 256 elements (bitsandbytes'
+/// block: within one warp's lanes at 8 a thread, so that no block-wide
+/// barrier joins a tile's warps for its absmax). The codebook kernels'
+/// shapes (getThreadsPerBlock, useAsyncCopy, the registers a thread) were
+/// measured for such steps (the AdamW8bit block256 kernels) and for block
+/// 2048; steps of one state were not.
+bool hasSmallCodebookBlocks(OptimizerOp optimizer);
+
 /// Consecutive elements per GPU thread (the lanes of a host chunk): the
 /// `requested` number, or with `requested <= 0` the measured best on the H200
 /// (bench/NOTES.md: 8 where the tiles are staged, else 16 for one state and 8
