@@ -1464,16 +1464,13 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   // than 256 elements (block2048.f32) at 80 a thread, three blocks: 76
   // registers and no spills, H200 64 Mi +3.4% on the bench's gradients and
   // 5% faster on realistic ones (the sixteen-bit ones at three blocks: 2%
-  // slower at 64 and 256 Mi; bench/NOTES.md, fourteenth session). A thread
-  // of more than 8 lanes (--elements-per-thread) is given 128.
+  // slower at 64 and 256 Mi; bench/NOTES.md, fourteenth session).
   // Without the bound ptxas takes 90 registers for 256 threads (the bucket
   // lookups' loads in flight), two blocks per SM.
   bulkCopy = bulkCopy && !staging.streams.empty() && isBulkStageable(staging);
   int64_t codebookRegisters = 64;
-  if (lanes > 8)
-    codebookRegisters = 128;
-  else if (optimizer.getParamType().isF32() && states.size() >= 2 &&
-           !hasSmallCodebookBlocks(optimizer))
+  if (optimizer.getParamType().isF32() && states.size() >= 2 &&
+      !hasSmallCodebookBlocks(optimizer))
     codebookRegisters = 80;
   int64_t codebookBlocks = std::min<int64_t>(
       65536 / (threads * codebookRegisters),

@@ -43,6 +43,14 @@
 // CHECK-NOT: arith.minimumf
 // CHECK: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
 // CHECK-NOT: arith.minimumf
+// CHECK: scf.if %{{.+}} -> (vector<16xf32>) {
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: } else {
+// Its fallback (an f32 parameter's kernel has the all-zero shortcut,
+// LaneFacts::zeroShortcut) looks at the divisor's lanes, whose facts'
+// condition may have failed with the dividend's, before the lanes' div.rn.
+// CHECK: arith.cmpf oeq
+// CHECK: arith.minimumf
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // v's codes on the bucket path: where v is known nonnegative, the positive
 // buckets (the table's first half) by c's bits alone, no |c| and no sign.
