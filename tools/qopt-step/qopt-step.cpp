@@ -977,7 +977,29 @@ std::vector<qopt_hyper> resolveHypers(const Options &o, const KernelInfo &k,
 
 /// Writes `file` to `path` through a temporary file in the same directory and
 /// a rename: `path` is either replaced whole or left as it was.
-void writeAtomically(const st::File &file, const std::string &path) {
+void writeAtomically(const st::File &file, const std::string &given) {
+  // A symbolic link is written through: its target is replaced, the link
+  // stays (the rename below would replace the link itself).
+  std::string path = given;
+  struct stat link;
+  if (::lstat(given.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    if (char *resolved = ::realpath(given.c_str(), nullptr)) {
+      path = resolved;
+      std::free(resolved);
+    } else {
+      // A link to a file not made yet: its target as the link says it,
+      // relative to the link's directory.
+      std::string target(4096, '\0');
+      ssize_t n = ::readlink(given.c_str(), target.data(), target.size());
+      if (n <= 0 || size_t(n) >= target.size())
+        fail("--out ", given, ": a symbolic link that cannot be read");
+      target.resize(size_t(n));
+      size_t slash = given.find_last_of('/');
+      path = target[0] == '/' || slash == std::string::npos
+                 ? target
+                 : given.substr(0, slash + 1) + target;
+    }
+  }
   size_t slash = path.find_last_of('/');
   std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   if (dir.empty())
@@ -1129,7 +1151,14 @@ int runSteps(const Options &o) {
   }
   putTables(out, tables);
   out.metadata()["qopt.kernel"] = rk.name;
-  out.metadata()["qopt.last_step"] = std::to_string(o.stepStart + o.steps - 1);
+  // A .scaled kernel's steps with found_inf nonzero (NaN too) were skipped:
+  // nothing was written, and a skipped step does not advance the step count
+  // (docs/abi.md, "Grad scaling"), so the last step is the one before them.
+  bool skipped = std::any_of(hypers.begin(), hypers.end(), [](const qopt_hyper &h) {
+    return std::string(h.name) == "found_inf" && h.value != 0;
+  });
+  out.metadata()["qopt.last_step"] =
+      std::to_string(skipped ? o.stepStart - 1 : o.stepStart + o.steps - 1);
   writeAtomically(out, o.output);
 
   if (!o.quiet) {

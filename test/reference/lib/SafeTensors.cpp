@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <set>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -70,11 +71,28 @@ File File::load(const std::string &path) {
     throw Error(where + "header length " + std::to_string(hlen) + " runs past the end of the file (" +
                 std::to_string(bytes.size()) + " bytes)");
   json header;
+  // A key given twice in one object (the parser would keep the last one):
+  // the keys seen in each open object, innermost last.
+  std::vector<std::set<std::string>> keys;
+  std::string repeated;
+  auto noRepeatedKeys = [&](int, json::parse_event_t event, json &parsed) {
+    if (event == json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() &&
+             !keys.back().insert(parsed.get<std::string>()).second && repeated.empty())
+      repeated = parsed.get<std::string>();
+    return true;
+  };
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(hlen));
+    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(hlen),
+                         noRepeatedKeys);
   } catch (const json::exception &e) {
     throw Error(where + "header is not valid JSON: " + e.what());
   }
+  if (!repeated.empty())
+    throw Error(where + "header gives the key '" + repeated + "' twice in one object");
   if (!header.is_object())
     throw Error(where + "header is not a JSON object");
   const size_t dataBegin = 8 + static_cast<size_t>(hlen);
@@ -128,6 +146,20 @@ File File::load(const std::string &path) {
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second)
       throw Error(where + "two tensors overlap in the data section");
+  // The tensors cover the data section with no hole and nothing after it, as
+  // the format requires (no bytes that no tensor accounts for).
+  uint64_t covered = 0;
+  for (const auto &[b, en] : ranges) {
+    if (b != covered)
+      throw Error(where + "bytes " + std::to_string(covered) + " to " + std::to_string(b) +
+                  " of the data section belong to no tensor");
+    covered = en;
+  }
+  if (covered != dataSize)
+    throw Error(where + std::to_string(dataSize - covered) +
+                " bytes after the last tensor's data (the data section is " +
+                std::to_string(dataSize) + " bytes, its tensors end at " + std::to_string(covered) +
+                ")");
   return f;
 }
 

@@ -10,6 +10,8 @@
       --resize NAME=N                  keep the dtype, make it N elements, shape [N]
       --zeros NAME=DTYPE:N             add a tensor of N zero elements
       --reverse NAME                   reverse the order of the elements
+      --trailing N                     write N zero bytes after the data section
+      --repeat NAME                    give tensor NAME's header entry twice
   st.py garbage FILE                   write a file that is not safetensors
 """
 import json
@@ -41,7 +43,7 @@ def load(path):
     return tensors, meta
 
 
-def save(path, tensors, meta):
+def save(path, tensors, meta, trailing=0, repeat=None):
     header = {}
     if meta:
         header["__metadata__"] = meta
@@ -52,10 +54,14 @@ def save(path, tensors, meta):
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
         off += len(raw)
         blobs.append(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
+    h = json.dumps(header, separators=(",", ":"))
+    if repeat is not None:
+        entry = json.dumps({repeat: header[repeat]}, separators=(",", ":"))[1:-1]
+        h = h[:-1] + "," + entry + "}"
+    h = h.encode()
     h += b" " * ((8 - len(h) % 8) % 8)
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs) + bytes(trailing))
 
 
 def main(argv):
@@ -78,6 +84,7 @@ def main(argv):
     tensors, meta = load(argv[2])
     out = argv[3]
     args = argv[4:]
+    trailing, repeat = 0, None
     for i in range(0, len(args), 2):
         action, value = args[i], args[i + 1]
         if action == "--drop":
@@ -102,10 +109,14 @@ def main(argv):
             name, spec = value.split("=")
             dtype, n = spec.split(":")
             tensors[name] = [dtype, [int(n)], bytes(int(n) * SIZES[dtype])]
+        elif action == "--trailing":
+            trailing = int(value)
+        elif action == "--repeat":
+            repeat = value
         else:
             print("unknown action", action, file=sys.stderr)
             return 2
-    save(out, tensors, meta)
+    save(out, tensors, meta, trailing, repeat)
     return 0
 
 
