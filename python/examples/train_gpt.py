@@ -314,7 +314,8 @@ def write_results(results, args, raw, nfiles, device, out, log):
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
 
     lines = ["| run | optimizer | params | final val loss | mean train loss (last 100) | "
-             "optimizer state B/param | param B/param | optimizer step (GPU, median) | "
+             "optimizer state B/param | param B/param | "
+             f"optimizer step ({'GPU' if device.type == 'cuda' else 'CPU'}, median) | "
              "step host time (median) | iteration (median) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for k, r in results.items():
