@@ -103,8 +103,10 @@ kernel:
   --kernels DIR         directory of kernels and their manifests: DIR/host
                         (host) or DIR/fatbin, DIR/ptx (cuda) when those hold
                         manifests, else DIR itself.
-                        Default: $QOPT_KERNEL_DIR, else, for cuda, the shipped
-                        kernels of libqopt_kernels.so, else <bin>/../kernels
+                        Default: $QOPT_KERNEL_DIR (one directory, or several
+                        ':'-separated: the first that holds the kernel), else,
+                        for cuda, the shipped kernels of libqopt_kernels.so,
+                        else <bin>/../kernels
 step:
   --steps N             number of steps (default 1; 0 only writes the state)
   --step-start K        the step count of the first step, as the spec's `step`
@@ -416,18 +418,54 @@ ResolvedKernel resolveKernel(const Options &o) {
       dir = exeDir() + "/../kernels";
       origin = "the build tree";
     }
-    if (!isDirectory(dir))
-      fail("kernel directory '", dir, "' (", origin, ") does not exist");
-    std::string kdir = kernelDirFor(dir, o.backend);
-    if (kdir.empty())
-      fail("kernel directory '", dir, "' (", origin, "): no *.manifest.json in it or in ",
-           dir, o.backend == QOPT_BACKEND_HOST ? "/host" : "/fatbin or " + dir + "/ptx");
-    try {
-      r.registry.addDirectory(kdir);
-    } catch (const qopt::Error &e) {
-      fail("kernel directory '", kdir, "': ", e.what());
+    // $QOPT_KERNEL_DIR may list several directories, ':'-separated (as the
+    // Python package reads it): the first that holds the kernel serves.
+    std::vector<std::string> dirs;
+    if (origin == "$QOPT_KERNEL_DIR") {
+      std::stringstream list(dir);
+      for (std::string d; std::getline(list, d, ':');)
+        if (!d.empty())
+          dirs.push_back(d);
+    } else {
+      dirs.push_back(dir);
     }
-    r.where = kdir;
+    std::vector<std::string> kdirs;
+    for (const std::string &d : dirs) {
+      if (!isDirectory(d))
+        fail("kernel directory '", d, "' (", origin, ") does not exist");
+      std::string kdir = kernelDirFor(d, o.backend);
+      if (kdir.empty())
+        fail("kernel directory '", d, "' (", origin, "): no *.manifest.json in it or in ",
+             d, o.backend == QOPT_BACKEND_HOST ? "/host" : "/fatbin or " + d + "/ptx");
+      kdirs.push_back(kdir);
+    }
+    std::string chosen = kdirs.front();
+    bool found = kdirs.size() == 1;
+    if (!found)
+      for (const std::string &kdir : kdirs) {
+        qopt::Registry probe;
+        try {
+          probe.addDirectory(kdir);
+        } catch (const qopt::Error &e) {
+          fail("kernel directory '", kdir, "': ", e.what());
+        }
+        bool holds = false;
+        for (const std::string &n : probe.kernelNames())
+          holds = holds || n == k || specStem(probe.manifest(n).info().source) == k;
+        if (holds) {
+          chosen = kdir;
+          found = true;
+          break;
+        }
+      }
+    try {
+      r.registry.addDirectory(chosen);
+    } catch (const qopt::Error &e) {
+      fail("kernel directory '", chosen, "': ", e.what());
+    }
+    // Not found in any: the lookup below names them all (and the first's
+    // kernels).
+    r.where = found ? chosen : join(kdirs);
   }
 
   std::vector<std::string> names = r.registry.kernelNames();
