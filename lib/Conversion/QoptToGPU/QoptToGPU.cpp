@@ -1306,14 +1306,18 @@ LogicalResult KernelEmitter::emitTile() {
   preloaded.clear();
   facts.clear();
   facts.registersToSpare = runThreadPointers();
-  // The fallbacks' all-zero shortcut in every kernel but the unstaged
-  // codebook kernels of a 16-bit parameter (block2048, its f16 and scaled
-  // forms): at their 64-register bound it cost them 2% on the bench's
-  // gradients and gave the main job's list nothing measurable; the f32
-  // variants lost nothing and gained 1 to 5% on the realistic-gradient pool
-  // (H200, bench/NOTES.md, fourteenth session).
-  facts.zeroShortcut = runThreadPointers() || qmapShared.empty() ||
-                       optimizer.getParamType().isF32();
+  // The fallbacks' all-zero shortcut (a thread whose gradient and states
+  // stay zero: rows that never had a gradient) in every kernel; in the
+  // divisions by lane divisors too but in the unstaged codebook kernels of
+  // a 16-bit parameter (block2048, its f16 and scaled forms), where that
+  // part cost 2% on the bench's gradients at their 64-register bound. H200,
+  // 64 Mi (bench/NOTES.md, fourteenth session): block2048 on the realistic
+  // pool 0.271 -> 0.244 ms, within 0.2% on the bench's gradients; the f32
+  // variants 1 to 5% faster on the pool, the same on the bench's.
+  facts.zeroShortcut = true;
+  facts.zeroShortcutLaneDivisors = runThreadPointers() ||
+                                   qmapShared.empty() ||
+                                   optimizer.getParamType().isF32();
   if (guardedMath.isGuarded()) {
     math.setFacts(&facts);
     guardedMath.setFacts(&facts);

@@ -448,18 +448,21 @@ Value LaneMath::guardedDiv(Value a, Value c) {
                             : lanesWithin(c, 0x1p-60, 0x1p60, true);
     };
     auto signedZero = [&] { return arith::MulFOp::create(b, loc, a, c).getResult(); };
-    return zeroOrIEEE(a, signedZero, divisorOk, [&] {
-    Value result = a;
-    for (int64_t i = 0, e = cast<VectorType>(a.getType()).getNumElements();
-         i < e; ++i)
-      result = vector::InsertOp::create(
-          b, loc,
-          opaqueIEEE("div.rn.f32 $0, $1, $2;",
-                     {vector::ExtractOp::create(b, loc, a, i),
-                      vector::ExtractOp::create(b, loc, c, i)}),
-          result, i);
-    return result;
-    });
+    auto ieee = [&] {
+      Value result = a;
+      for (int64_t i = 0, e = cast<VectorType>(a.getType()).getNumElements();
+           i < e; ++i)
+        result = vector::InsertOp::create(
+            b, loc,
+            opaqueIEEE("div.rn.f32 $0, $1, $2;",
+                       {vector::ExtractOp::create(b, loc, a, i),
+                        vector::ExtractOp::create(b, loc, c, i)}),
+            result, i);
+      return result;
+    };
+    if (!uniform && facts && !facts->zeroShortcutLaneDivisors)
+      return ieee();
+    return zeroOrIEEE(a, signedZero, divisorOk, ieee);
   });
   if (facts && uniform)
     facts->quotients[result] = {a, uniform};

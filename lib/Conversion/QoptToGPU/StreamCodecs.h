@@ -44,8 +44,12 @@ struct LaneFacts {
   /// session).
   bool registersToSpare = false;
   /// Whether a guard's fallback first tries the all-zero shortcut
-  /// (zeroOrIEEE).
+  /// (zeroOrIEEE): square roots and divisions by a uniform or block value.
   bool zeroShortcut = false;
+  /// ... and divisions by lane divisors too, whose shortcut also looks at
+  /// the divisor's lanes (their facts' condition may have failed with the
+  /// dividend's).
+  bool zeroShortcutLaneDivisors = false;
   /// reciprocalOfUniform's results, placed where their divisor is defined:
   /// kept across tile bodies (clear() leaves them).
   llvm::DenseMap<Value, Value> reciprocals;
