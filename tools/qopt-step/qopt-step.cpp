@@ -374,6 +374,15 @@ bool addShipped(qopt::Registry &registry, std::string *why) {
   return false;
 }
 
+/// The registry key of kernel `k` (a kernel name or a spec stem) in
+/// `registry`, or "" where it has none.
+std::string findKernel(const qopt::Registry &registry, const std::string &k) {
+  for (const std::string &n : registry.kernelNames())
+    if (n == k || specStem(registry.manifest(n).info().source) == k)
+      return n;
+  return "";
+}
+
 ResolvedKernel resolveKernel(const Options &o) {
   ResolvedKernel r;
   const std::string &k = o.kernel;
@@ -393,7 +402,8 @@ ResolvedKernel resolveKernel(const Options &o) {
   std::string dir = o.kernelsDir;
   const char *env = std::getenv("QOPT_KERNEL_DIR");
   std::string origin = "--kernels";
-  if (dir.empty() && env && *env) {
+  bool fromEnv = dir.empty() && env && *env;
+  if (fromEnv) {
     dir = env;
     origin = "$QOPT_KERNEL_DIR";
   }
@@ -421,11 +431,13 @@ ResolvedKernel resolveKernel(const Options &o) {
     // $QOPT_KERNEL_DIR may list several directories, ':'-separated (as the
     // Python package reads it): the first that holds the kernel serves.
     std::vector<std::string> dirs;
-    if (origin == "$QOPT_KERNEL_DIR") {
+    if (fromEnv) {
       std::stringstream list(dir);
       for (std::string d; std::getline(list, d, ':');)
         if (!d.empty())
           dirs.push_back(d);
+      if (dirs.empty())
+        fail("$QOPT_KERNEL_DIR ('", dir, "') names no directory");
     } else {
       dirs.push_back(dir);
     }
@@ -439,44 +451,32 @@ ResolvedKernel resolveKernel(const Options &o) {
              d, o.backend == QOPT_BACKEND_HOST ? "/host" : "/fatbin or " + d + "/ptx");
       kdirs.push_back(kdir);
     }
-    std::string chosen = kdirs.front();
-    bool found = kdirs.size() == 1;
-    if (!found)
-      for (const std::string &kdir : kdirs) {
-        qopt::Registry probe;
-        try {
-          probe.addDirectory(kdir);
-        } catch (const qopt::Error &e) {
-          fail("kernel directory '", kdir, "': ", e.what());
-        }
-        bool holds = false;
-        for (const std::string &n : probe.kernelNames())
-          holds = holds || n == k || specStem(probe.manifest(n).info().source) == k;
-        if (holds) {
-          chosen = kdir;
-          found = true;
-          break;
-        }
+    // Each directory's kernels in turn; where none holds the kernel the
+    // first's stay loaded, and the lookup below names every directory.
+    for (size_t i = 0; i < kdirs.size(); ++i) {
+      qopt::Registry candidate;
+      try {
+        candidate.addDirectory(kdirs[i]);
+      } catch (const qopt::Error &e) {
+        fail("kernel directory '", kdirs[i], "': ", e.what());
       }
-    try {
-      r.registry.addDirectory(chosen);
-    } catch (const qopt::Error &e) {
-      fail("kernel directory '", chosen, "': ", e.what());
+      bool holds = kdirs.size() == 1 || !findKernel(candidate, k).empty();
+      if (i == 0 || holds)
+        r.registry = std::move(candidate);
+      if (holds) {
+        r.where = kdirs[i];
+        break;
+      }
+      r.where = join(kdirs);
     }
-    // Not found in any: the lookup below names them all (and the first's
-    // kernels).
-    r.where = found ? chosen : join(kdirs);
   }
 
-  std::vector<std::string> names = r.registry.kernelNames();
+  r.name = findKernel(r.registry, k);
+  if (!r.name.empty())
+    return r;
   std::vector<std::string> known;
-  for (const std::string &n : names) {
-    qopt::Manifest m = r.registry.manifest(n);
-    std::string stem = specStem(m.info().source);
-    if (n == k || stem == k) {
-      r.name = n;
-      return r;
-    }
+  for (const std::string &n : r.registry.kernelNames()) {
+    std::string stem = specStem(r.registry.manifest(n).info().source);
     known.push_back(stem == n ? n : n + " (" + stem + ")");
   }
   fail("unknown kernel '", k, "' in ", r.where, "; known kernels: ",

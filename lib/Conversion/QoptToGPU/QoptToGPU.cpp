@@ -1314,7 +1314,6 @@ LogicalResult KernelEmitter::emitTile() {
   // 64 Mi (bench/NOTES.md, fourteenth session): block2048 on the realistic
   // pool 0.271 -> 0.244 ms, within 0.2% on the bench's gradients; the f32
   // variants 1 to 5% faster on the pool, the same on the bench's.
-  facts.zeroShortcut = true;
   facts.zeroShortcutLaneDivisors = runThreadPointers() ||
                                    qmapShared.empty() ||
                                    optimizer.getParamType().isF32();

@@ -317,7 +317,7 @@ Value LaneMath::guardedResult(Value ok, llvm::function_ref<Value()> fast,
 Value LaneMath::zeroOrIEEE(Value a, llvm::function_ref<Value()> zeroResult,
                            llvm::function_ref<Value()> alsoOk,
                            llvm::function_ref<Value()> ieee) {
-  if (!facts || !facts->zeroShortcut)
+  if (!facts)
     return ieee();
   // max|a| == 0 exactly when every lane is +-0 (a NaN lane makes it NaN).
   Value zero = constF(vector::ExtractOp::create(b, loc, a, 0), 0.0);

@@ -43,12 +43,10 @@ struct LaneFacts {
   /// and 80 registers instead of their 64 with it (bench/NOTES.md, seventh
   /// session).
   bool registersToSpare = false;
-  /// Whether a guard's fallback first tries the all-zero shortcut
-  /// (zeroOrIEEE): square roots and divisions by a uniform or block value.
-  bool zeroShortcut = false;
-  /// ... and divisions by lane divisors too, whose shortcut also looks at
-  /// the divisor's lanes (their facts' condition may have failed with the
-  /// dividend's).
+  /// Whether a division by lane divisors tries the all-zero shortcut in its
+  /// fallback (zeroOrIEEE) too, as square roots and divisions by a uniform or
+  /// block value always do: its shortcut also looks at the divisor's lanes
+  /// (their facts' condition may have failed with the dividend's).
   bool zeroShortcutLaneDivisors = false;
   /// reciprocalOfUniform's results, placed where their divisor is defined:
   /// kept across tile bodies (clear() leaves them).
@@ -242,8 +240,8 @@ private:
   /// In a guard's fallback: `zeroResult()` (built in its own branch) where
   /// every lane of `a` is +-0 (and the condition `alsoOk` builds, if any,
   /// holds), else `ieee()`: the exact result of an all-zero thread (a
-  /// gradient's zero rows) without its lanes' IEEE instructions. Only where
-  /// the facts ask for it (LaneFacts::zeroShortcut).
+  /// gradient's zero rows) without its lanes' IEEE instructions. Where the
+  /// lanes have facts (guarded strict kernels).
   Value zeroOrIEEE(Value a, llvm::function_ref<Value()> zeroResult,
                    llvm::function_ref<Value()> alsoOk,
                    llvm::function_ref<Value()> ieee);

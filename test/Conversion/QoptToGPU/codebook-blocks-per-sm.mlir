@@ -2,12 +2,12 @@
 // RUN: qopt-opt %s --param-type=f32 --emit=gpu | FileCheck %s --check-prefix=F32
 
 // Two codebook states of blocks of 2048 (spanning the tile's warps), unstaged
-// at 256 threads (QoptToGPU.cpp: codebookRegisters, LaneFacts::zeroShortcut). With a 16-bit parameter four blocks per SM (64 registers a
-// thread); with an f32 one three (80: block2048.f32 on the H200 +3.4% at
-// 64 Mi on the bench's gradients, 5% faster on realistic ones; the 16-bit
-// ones lost 2% at three).
-// The guards' fallbacks (LaneFacts::zeroShortcut): both kernels try the
-// all-zero shortcut (max|a| == 0) where the divisor is a uniform or block
+// at 256 threads (QoptToGPU.cpp: codebookRegisters). With a 16-bit parameter
+// four blocks per SM (64 registers a thread); with an f32 one three (80:
+// block2048.f32 on the H200 +3.4% at 64 Mi on the bench's gradients, 5%
+// faster on realistic ones; the 16-bit ones lost 2% at three).
+// The guards' fallbacks (LaneFacts::zeroShortcutLaneDivisors): both kernels
+// try the all-zero shortcut (max|a| == 0) where the divisor is a uniform or block
 // value (the codes' normalization by the absmax, later in the tile); for the
 // update's division by lane values m / v only the f32 kernel does, as the
 // 16-bit one, at its 64-register bound, lost 2% on the bench's gradients to

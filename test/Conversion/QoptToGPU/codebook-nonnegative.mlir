@@ -47,7 +47,7 @@
 // CHECK-NEXT: scf.yield
 // CHECK-NEXT: } else {
 // Its fallback (an f32 parameter's kernel has the all-zero shortcut,
-// LaneFacts::zeroShortcut) looks at the divisor's lanes, whose facts'
+// LaneFacts::zeroShortcutLaneDivisors) looks at the divisor's lanes, whose facts'
 // condition may have failed with the dividend's, before the lanes' div.rn.
 // CHECK: arith.cmpf oeq
 // CHECK: arith.minimumf
