@@ -4,6 +4,7 @@
 #include "CudaDriver.h"
 #include "Error.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -79,8 +80,10 @@ void Buffers::release(uintptr_t start) {
   auto it = live_.find(start);
   if (it == live_.end())
     return;
+  uint64_t bytes = it->second;
   live_.erase(it);
   if (ctx_->backend() == QOPT_BACKEND_CUDA) {
+    ctx_->allocations().forget(start, start + std::max<uint64_t>(bytes, 1));
     cu::ScopedContext scope(ctx_->cuContext());
     QOPT_CU(cuMemFree, static_cast<cu::CUdeviceptr>(start));
     scope.pop();

@@ -202,6 +202,10 @@ qopt_status qopt_context_get_device_info(const qopt_context *context,
   });
 }
 
+qopt_status qopt_context_forget_allocations(qopt_context *context) {
+  return guard([&] { need(context, "context")->impl->allocations().clear(); });
+}
+
 //===--- Buffers ----------------------------------------------------------===//
 
 qopt_status qopt_buffer_alloc(qopt_context *context, uint64_t bytes,
@@ -647,6 +651,52 @@ qopt_status qopt_step(qopt_kernel *kernel, const qopt_tensor_list *tensors,
     std::vector<float> uniforms =
         evaluateUniforms(*k.manifest(), hypers, num_hypers, step);
     k.step(tensors, &uniforms, nullptr, tables, num_tables, stream);
+  });
+}
+
+qopt_status qopt_step_many(const qopt_launch *launches, size_t num_launches,
+                           void *stream) {
+  return guard([&] {
+    if (num_launches && !launches)
+      fail(QOPT_ERROR_INVALID_ARGUMENT, "launches is NULL but num_launches is ",
+           num_launches);
+    struct Ready {
+      Kernel *kernel = nullptr;
+      CheckedListPtr checked;
+      std::vector<float> uniforms;
+    };
+    std::vector<Ready> ready(num_launches);
+    size_t i = 0;
+    auto prefixed = [&](const Error &e, const char *what) {
+      return Error(e.status(), cat("launch ", i, what, e.what()));
+    };
+    try {
+      for (; i < num_launches; ++i) {
+        const qopt_launch &l = launches[i];
+        Ready &r = ready[i];
+        r.kernel = need(l.kernel, "kernel")->impl.get();
+        if (!l.device_uniforms)
+          r.uniforms = evaluateUniforms(*r.kernel->manifest(), l.hypers,
+                                        l.num_hypers, l.step);
+        r.kernel->requireUniforms(l.device_uniforms ? nullptr : &r.uniforms,
+                                  l.device_uniforms);
+        r.checked = r.kernel->validate(l.tensors, l.tables, l.num_tables,
+                                       l.device_uniforms);
+      }
+    } catch (const Error &e) {
+      throw prefixed(e, ": ");
+    }
+    try {
+      for (i = 0; i < num_launches; ++i) {
+        const qopt_launch &l = launches[i];
+        Ready &r = ready[i];
+        r.kernel->launch(l.tensors, *r.checked,
+                         l.device_uniforms ? nullptr : &r.uniforms,
+                         l.device_uniforms, l.tables, stream);
+      }
+    } catch (const Error &e) {
+      throw prefixed(e, i ? " (launches before it were enqueued): " : ": ");
+    }
   });
 }
 

@@ -2,6 +2,7 @@
 #ifndef QOPT_RUNTIME_SRC_CONTEXT_H
 #define QOPT_RUNTIME_SRC_CONTEXT_H
 
+#include "Allocations.h"
 #include "CudaDriver.h"
 #include "qopt/runtime.h"
 
@@ -33,6 +34,9 @@ public:
   const std::string &arch() const { return arch_; }
   const std::string &name() const { return name_; }
   qopt_device_info info() const;
+  /// The allocations the driver described for pointers on this context
+  /// (Allocations.h): validation asks the driver only outside them.
+  AllocationCache &allocations() const { return allocations_; }
 
 private:
   Context() = default;
@@ -42,6 +46,7 @@ private:
   cu::CUcontext ctx_ = nullptr;
   int ccMajor_ = 0, ccMinor_ = 0, multiprocessors_ = 1, maxSharedOptin_ = 0;
   std::string arch_ = "host", name_ = "host";
+  mutable AllocationCache allocations_;
 };
 
 using ContextPtr = std::shared_ptr<Context>;

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstring>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 #include <dlfcn.h>
 #include <iomanip>
@@ -396,9 +397,54 @@ qopt_kernel_info Kernel::info() const {
 // Validation
 //===----------------------------------------------------------------------===//
 
-CheckedList Kernel::validate(const qopt_tensor_list *t,
-                             const void *const *tables, size_t numTables,
-                             const float *deviceUniforms) const {
+namespace {
+template <typename T>
+bool sameArray(const std::vector<T> &v, const T *a, size_t n) {
+  return v.size() == n && (n == 0 || std::memcmp(v.data(), a, n * sizeof(T)) == 0);
+}
+} // namespace
+
+bool ListSignature::sameNumels(const qopt_tensor_list *t) const {
+  return valid && sameArray(numels, t->numels, t->num_tensors);
+}
+
+bool ListSignature::matches(const qopt_tensor_list *t,
+                            const void *const *tbls, size_t numTables,
+                            const float *uniforms, uint64_t epoch) const {
+  size_t n = t->num_tensors * t->num_streams;
+  return valid && numStreams == t->num_streams && deviceUniforms == uniforms &&
+         allocationEpoch == epoch &&
+         sameArray(numels, t->numels, t->num_tensors) &&
+         sameArray(data, const_cast<void **>(t->data), n) &&
+         (t->bytes ? sameArray(bytes, t->bytes, n) : bytes.empty()) &&
+         (t->dtypes ? sameArray(dtypes, t->dtypes, n) : dtypes.empty()) &&
+         sameArray(tables, const_cast<const void **>(tbls), numTables);
+}
+
+void ListSignature::assign(const qopt_tensor_list *t, const void *const *tbls,
+                           size_t numTables, const float *uniforms,
+                           uint64_t epoch) {
+  size_t n = t->num_tensors * t->num_streams;
+  numStreams = t->num_streams;
+  allocationEpoch = epoch;
+  numels.assign(t->numels, t->numels + t->num_tensors);
+  data.assign(t->data, t->data + n);
+  if (t->bytes)
+    bytes.assign(t->bytes, t->bytes + n);
+  else
+    bytes.clear();
+  if (t->dtypes)
+    dtypes.assign(t->dtypes, t->dtypes + n);
+  else
+    dtypes.clear();
+  tables.assign(tbls, tbls + numTables);
+  deviceUniforms = uniforms;
+  valid = true;
+}
+
+CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
+                                const void *const *tables, size_t numTables,
+                                const float *deviceUniforms) const {
   const Manifest &m = *manifest_;
   if (!t)
     fail(QOPT_ERROR_INVALID_ARGUMENT, "tensor list is NULL");
@@ -422,6 +468,14 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
   if (numTables && !tables)
     fail(QOPT_ERROR_INVALID_ARGUMENT, "tables is NULL but num_tables is ",
          numTables);
+  // The epoch is read before the checks: a forget() while they run makes
+  // the next call check again.
+  const uint64_t epoch = ctx_->allocations().epoch();
+  {
+    std::lock_guard<std::mutex> lock(listMu_);
+    if (lastList_.matches(t, tables, numTables, deviceUniforms, epoch))
+      return lastChecked_;
+  }
 
   std::vector<Extent> extents;
   extents.reserve(t->num_tensors * S + numTables + 1);
@@ -540,74 +594,96 @@ CheckedList Kernel::validate(const qopt_tensor_list *t,
   }
 
   // CUDA: every buffer must be device (or managed) memory of this device and
-  // lie inside its allocation.
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  ranges.reserve(extents.size());
-  for (const Extent &e : extents)
-    ranges.push_back({e.begin, e.bytes});
-  bool alreadyVerified = false;
-  {
-    std::lock_guard<std::mutex> lock(verifiedMu_);
-    alreadyVerified = ranges == verified_;
-  }
-  if (ctx_->backend() == QOPT_BACKEND_CUDA && !extents.empty() &&
-      !alreadyVerified) {
-    cu::RelaxedCaptureScope relaxed;
-    cu::ScopedContext scope(ctx_->cuContext());
+  // lie inside its allocation. The driver is asked only about buffers outside
+  // the allocations it described before (Allocations.h).
+  if (ctx_->backend() == QOPT_BACKEND_CUDA && !extents.empty()) {
+    AllocationCache &known = ctx_->allocations();
+    std::optional<cu::RelaxedCaptureScope> relaxed;
+    std::optional<cu::ScopedContext> scope;
     for (const Extent &e : extents) {
-      unsigned memType = 0, managed = 0;
-      int ordinal = -1;
-      cu::CUdeviceptr start = 0;
-      size_t size = 0;
-      int attrs[] = {cu::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                     cu::CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                     cu::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                     cu::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                     cu::CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-      void *data[] = {&memType, &managed, &ordinal, &start, &size};
-      cu::check(cu::driver().cuPointerGetAttributes(5, attrs, data, e.begin),
-                "cuPointerGetAttributes", cat("for ", label(e)));
-      if (memType == 0)
+      AllocationFacts f;
+      if (!known.lookup(e.begin, e.bytes, &f)) {
+        if (!scope) {
+          relaxed.emplace();
+          scope.emplace(ctx_->cuContext());
+        }
+        cu::CUdeviceptr start = 0;
+        size_t size = 0;
+        int attrs[] = {cu::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                       cu::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                       cu::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                       cu::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                       cu::CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+        unsigned managed = 0;
+        void *data[] = {&f.memType, &managed, &f.ordinal, &start, &size};
+        cu::check(cu::driver().cuPointerGetAttributes(5, attrs, data, e.begin),
+                  "cuPointerGetAttributes", cat("for ", label(e)));
+        f.managed = managed != 0;
+        f.start = start;
+        f.size = size;
+        if (f.memType != 0 && (f.managed || f.memType != cu::CU_MEMORYTYPE_HOST))
+          known.insert(f);
+      }
+      if (f.memType == 0)
         fail(QOPT_ERROR_VALIDATION, label(e), ": pointer ", hexPtr(e.begin),
              " is not CUDA memory (a host pointer, or freed?)");
-      if (!managed && memType == cu::CU_MEMORYTYPE_HOST)
+      if (!f.managed && f.memType == cu::CU_MEMORYTYPE_HOST)
         fail(QOPT_ERROR_VALIDATION, label(e), ": pointer ", hexPtr(e.begin),
              " is host memory, not device memory");
-      if (!managed && ordinal != ctx_->ordinal())
+      if (!f.managed && f.ordinal != ctx_->ordinal())
         fail(QOPT_ERROR_VALIDATION, label(e), ": pointer ", hexPtr(e.begin),
-             " is on device ", ordinal, ", the kernel runs on device ",
+             " is on device ", f.ordinal, ", the kernel runs on device ",
              ctx_->ordinal());
-      if (start != 0 && size != 0 && e.begin + e.bytes > start + size)
+      if (f.start != 0 && f.size != 0 && e.begin + e.bytes > f.start + f.size)
         fail(QOPT_ERROR_VALIDATION, label(e), ": ", e.bytes, " bytes from ",
              hexPtr(e.begin), " run past the end of its allocation (",
-             size, " bytes from ", hexPtr(start), ") by ",
-             e.begin + e.bytes - (start + size), " bytes");
+             f.size, " bytes from ", hexPtr(f.start), ") by ",
+             e.begin + e.bytes - (f.start + f.size), " bytes");
     }
-    scope.pop();
-    std::lock_guard<std::mutex> lock(verifiedMu_);
-    verified_ = std::move(ranges);
+    if (scope)
+      scope->pop();
   }
 
-  CheckedList c;
-  c.firstTile.resize(t->num_tensors);
-  c.numTiles = computeFirstTiles(t->numels, t->num_tensors,
-                                 m.launch.tile_elements, c.firstTile.data());
-  return c;
+  // The tiles depend on the numels only: a list that moved buffers keeps the
+  // last list's tile map.
+  std::lock_guard<std::mutex> lock(listMu_);
+  if (!lastChecked_ || !lastList_.sameNumels(t)) {
+    auto c = std::make_shared<CheckedList>();
+    c->firstTile.resize(t->num_tensors);
+    c->numTiles = computeFirstTiles(t->numels, t->num_tensors,
+                                    m.launch.tile_elements, c->firstTile.data());
+    c->tileGeneration = ++tileGenerations_;
+    lastChecked_ = std::move(c);
+  }
+  lastList_.assign(t, tables, numTables, deviceUniforms, epoch);
+  return lastChecked_;
 }
 
 //===----------------------------------------------------------------------===//
 // Steps
 //===----------------------------------------------------------------------===//
 
-void Kernel::step(const qopt_tensor_list *t,
-                  const std::vector<float> *hostUniforms,
-                  const float *deviceUniforms, const void *const *tables,
-                  size_t numTables, void *stream) {
+void Kernel::requireUniforms(const std::vector<float> *hostUniforms,
+                             const float *deviceUniforms) const {
   if (!hostUniforms && !deviceUniforms && !manifest_->uniforms.empty())
     fail(QOPT_ERROR_INVALID_ARGUMENT, "device_uniforms is NULL but kernel '",
          manifest_->kernel, "' reads ", manifest_->uniforms.size(),
          " uniform(s)");
-  CheckedList c = validate(t, tables, numTables, deviceUniforms);
+}
+
+void Kernel::step(const qopt_tensor_list *t,
+                  const std::vector<float> *hostUniforms,
+                  const float *deviceUniforms, const void *const *tables,
+                  size_t numTables, void *stream) {
+  requireUniforms(hostUniforms, deviceUniforms);
+  CheckedListPtr c = validate(t, tables, numTables, deviceUniforms);
+  launch(t, *c, hostUniforms, deviceUniforms, tables, stream);
+}
+
+void Kernel::launch(const qopt_tensor_list *t, const CheckedList &c,
+                    const std::vector<float> *hostUniforms,
+                    const float *deviceUniforms, const void *const *tables,
+                    void *stream) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ctx_->backend() == QOPT_BACKEND_HOST)
     stepHost(t, c, hostUniforms ? hostUniforms->data() : deviceUniforms,
@@ -734,11 +810,21 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
          "by an earlier call; end it and capture again");
   bool capturing = capture == cu::CU_STREAM_CAPTURE_STATUS_ACTIVE;
 
+  // What a slot already holds of this step's tables: 2, the descriptors and
+  // the tile map (only the uniforms are uploaded); 1, the tile map (the
+  // descriptors are uploaded, the tile map is not); 0, neither. The tile map
+  // is the bulk of the tables (4 bytes a tile), the descriptors change
+  // whenever a buffer moves.
   auto holds = [&](const Slot &s) {
-    return s.tablesValid && s.numTensors == t->num_tensors &&
-           s.capacity >= L.total &&
-           std::memcmp(static_cast<unsigned char *>(s.host) + L.descOffset,
-                       scratch_.data(), L.descBytes) == 0;
+    if (s.capacity < L.total || s.tileGeneration != c.tileGeneration ||
+        s.numTensors != t->num_tensors)
+      return 0;
+    return s.descValid &&
+                   std::memcmp(static_cast<unsigned char *>(s.host) +
+                                   L.descOffset,
+                               scratch_.data(), L.descBytes) == 0
+               ? 2
+               : 1;
   };
 
   // Pick a staging slot. Capture may not allocate or query events, so it
@@ -749,7 +835,7 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
       Slot &s = slots_[i];
       if (s.captured || s.pending || s.capacity < L.total)
         continue;
-      if (pick < 0 || holds(s))
+      if (pick < 0 || holds(s) > holds(slots_[size_t(pick)]))
         pick = static_cast<long>(i);
     }
     if (pick < 0)
@@ -765,7 +851,8 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
       ++uncaptured;
       if (!slotIdle(s))
         continue;
-      if (s.capacity >= L.total && (pick < 0 || holds(s)))
+      if (s.capacity >= L.total &&
+          (pick < 0 || holds(s) > holds(slots_[size_t(pick)])))
         pick = static_cast<long>(i);
     }
     if (pick < 0) {
@@ -840,25 +927,31 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
 
   Slot &s = slots_[static_cast<size_t>(pick)];
   auto *host = static_cast<unsigned char *>(s.host);
-  bool writeTables = !holds(s);
-  if (writeTables) {
-    std::memcpy(host + L.descOffset, scratch_.data(), L.descBytes);
+  int held = holds(s);
+  bool writeTiles = held < 1, writeDesc = held < 2;
+  if (writeTiles) {
     fillTileMap(t->numels, c.firstTile.data(), t->num_tensors,
                 m.launch.tile_elements,
                 reinterpret_cast<int32_t *>(host + L.tileOffset));
-    s.tablesValid = true;
+    s.tileGeneration = c.tileGeneration;
     s.numTensors = t->num_tensors;
+  }
+  if (writeDesc) {
+    std::memcpy(host + L.descOffset, scratch_.data(), L.descBytes);
+    s.descValid = true;
   }
   bool writeUniforms = hostUniforms && L.uniformBytes > 0;
   if (writeUniforms)
     std::memcpy(host + L.uniformOffset, hostUniforms->data(), L.uniformBytes);
   // Every upload starts at the work counters (their pinned bytes are zero),
   // in stream order before the launch: a fresh slot's tables are written
-  // with it (tablesValid is set only by an upload), and a launch that left
+  // with it (descValid and tileGeneration are set only with an upload), and a
+  // launch that left
   // them nonzero (one that never finished) does not carry over to a step
   // with an upload.
   size_t copyBegin = 0;
-  size_t copyEnd = writeTables ? L.total
+  size_t copyEnd = writeTiles      ? L.total
+                   : writeDesc     ? L.descOffset + L.descBytes
                    : writeUniforms ? L.uniformOffset + L.uniformBytes
                                    : 0;
   bool enqueued = false;
@@ -925,7 +1018,8 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
       else
         s.captured = true;
     }
-    s.tablesValid = false;
+    s.descValid = false;
+    s.tileGeneration = 0;
     throw;
   }
   if (capturing) {

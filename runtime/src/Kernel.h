@@ -27,6 +27,32 @@ namespace qopt::rt {
 struct CheckedList {
   std::vector<int64_t> firstTile;
   int64_t numTiles = 0;
+  /// Names the tile map of these numels: two lists of one kernel with the
+  /// same generation have the same tile map (a staging buffer that holds it
+  /// is not written again).
+  uint64_t tileGeneration = 0;
+};
+using CheckedListPtr = std::shared_ptr<const CheckedList>;
+
+/// The arrays of the last tensor list a kernel validated, compared with the
+/// next list's: an identical list is valid without a second look.
+struct ListSignature {
+  std::vector<int64_t> numels;
+  std::vector<void *> data;
+  std::vector<uint64_t> bytes;  ///< empty when the list gave none
+  std::vector<int32_t> dtypes;  ///< empty when the list gave none
+  std::vector<const void *> tables;
+  const float *deviceUniforms = nullptr;
+  size_t numStreams = 0;
+  uint64_t allocationEpoch = 0; ///< AllocationCache::epoch() when checked
+  bool valid = false;
+
+  bool matches(const qopt_tensor_list *t, const void *const *tables,
+               size_t numTables, const float *deviceUniforms,
+               uint64_t epoch) const;
+  bool sameNumels(const qopt_tensor_list *t) const;
+  void assign(const qopt_tensor_list *t, const void *const *tables,
+              size_t numTables, const float *deviceUniforms, uint64_t epoch);
 };
 
 class Kernel {
@@ -49,13 +75,28 @@ public:
   qopt_kernel_info info() const;
 
   /// Checks everything a step checks; throws VALIDATION naming the tensor.
-  CheckedList validate(const qopt_tensor_list *t, const void *const *tables,
-                       size_t numTables, const float *deviceUniforms) const;
+  /// A list equal to the last one this kernel accepted (every array
+  /// element-wise) is accepted again without a second look.
+  CheckedListPtr validate(const qopt_tensor_list *t, const void *const *tables,
+                          size_t numTables, const float *deviceUniforms) const;
 
   /// One step; `hostUniforms` null means use `deviceUniforms`.
   void step(const qopt_tensor_list *t, const std::vector<float> *hostUniforms,
             const float *deviceUniforms, const void *const *tables,
             size_t numTables, void *stream);
+
+  /// Throws INVALID_ARGUMENT when neither uniform source is given to a
+  /// kernel that reads uniforms.
+  void requireUniforms(const std::vector<float> *hostUniforms,
+                       const float *deviceUniforms) const;
+
+  /// The launch of a list validate() accepted (`c` is its result): step()
+  /// without the validation, for callers that validate several launches
+  /// before launching any.
+  void launch(const qopt_tensor_list *t, const CheckedList &c,
+              const std::vector<float> *hostUniforms,
+              const float *deviceUniforms, const void *const *tables,
+              void *stream);
 
 private:
   /// A device buffer with its pinned host mirror; see Kernel.cpp.
@@ -66,8 +107,9 @@ private:
     cu::CUevent done = nullptr;
     bool pending = false;   ///< an event was recorded and not seen complete
     bool captured = false;  ///< owned by a captured graph from now on
-    bool tablesValid = false;
-    size_t numTensors = 0;  ///< descriptors held when tablesValid
+    bool descValid = false; ///< the device copy holds numTensors descriptors
+    size_t numTensors = 0;
+    uint64_t tileGeneration = 0; ///< of the tile map held (0: none)
     uint64_t sequence = 0;  ///< order of its last uncaptured step
   };
 
@@ -97,12 +139,11 @@ private:
   void *dlHandle_ = nullptr;
   // Launch state, guarded by mu_.
   std::mutex mu_;
-  /// The (address, bytes) of every buffer of the last list whose pointers the
-  /// driver confirmed; an identical list skips the per-buffer driver queries,
-  /// which cost about a microsecond each (a 500-buffer list: half a
-  /// millisecond of host time per step).
-  mutable std::mutex verifiedMu_;
-  mutable std::vector<std::pair<uint64_t, uint64_t>> verified_;
+  /// The last list validate() accepted and what it computed for it.
+  mutable std::mutex listMu_;
+  mutable ListSignature lastList_;
+  mutable CheckedListPtr lastChecked_;
+  mutable uint64_t tileGenerations_ = 0;
   std::vector<Slot> slots_;
   uint64_t stepSequence_ = 0;
   std::vector<unsigned char> scratch_; ///< descriptors of the current step

@@ -197,6 +197,13 @@ QOPT_RUNTIME_API qopt_status qopt_context_destroy(qopt_context *context);
 QOPT_RUNTIME_API qopt_status
 qopt_context_get_device_info(const qopt_context *context,
                              qopt_device_info *info);
+/// Forgets what the driver said about the allocations of this context's
+/// pointers (see qopt_validate): the next step asks the driver about every
+/// buffer again. Call it after memory was given back to the driver and may
+/// have been allocated again at the same addresses (for example after
+/// torch.cuda.empty_cache()). A no-op for the host backend.
+QOPT_RUNTIME_API qopt_status
+qopt_context_forget_allocations(qopt_context *context);
 
 /*===------------------------------------------------------------------===*
  * Buffers: memory of the context's backend, for tools and tests
@@ -575,10 +582,17 @@ typedef struct qopt_tensor_list {
 /// overlapping buffers (any overlap that touches a written stream), the
 /// table count; CUDA also checks with cuPointerGetAttributes that every
 /// pointer is device (or managed) memory of the context's device and that
-/// the buffer lies inside its allocation (a list whose buffers are exactly
-/// those of the last list the driver confirmed for this kernel is not asked
-/// about again: a buffer freed since is not detected). Errors: QOPT_ERROR_VALIDATION with
+/// the buffer lies inside its allocation. Errors: QOPT_ERROR_VALIDATION with
 /// the tensor's name, the stream's name and the problem.
+///
+/// Each fact is checked once: a list equal to the last list this kernel
+/// accepted (numels, pointers, bytes, dtypes, tables, device uniforms) is
+/// accepted without a second look, and the driver's answer for a pointer is
+/// kept for its whole allocation (base and size), per context, so a buffer
+/// inside an allocation the driver described before is not asked about
+/// again. Neither sees memory freed since (the kernel would then touch it):
+/// a trainer that gives memory back to the driver calls
+/// qopt_context_forget_allocations, and qopt_buffer_free forgets its own.
 QOPT_RUNTIME_API qopt_status qopt_validate(qopt_kernel *kernel,
                                            const qopt_tensor_list *tensors,
                                            const void *const *tables,
@@ -627,6 +641,30 @@ QOPT_RUNTIME_API qopt_status qopt_step_device_uniforms(
     qopt_kernel *kernel, const qopt_tensor_list *tensors,
     const float *device_uniforms, const void *const *tables, size_t num_tables,
     void *stream);
+
+/// One launch of qopt_step_many: the arguments of qopt_step (when
+/// `device_uniforms` is NULL) or of qopt_step_device_uniforms (when it is
+/// not; `hypers` and `step` are then ignored).
+typedef struct qopt_launch {
+  qopt_kernel *kernel;
+  const qopt_tensor_list *tensors;
+  const qopt_hyper *hypers;
+  size_t num_hypers;
+  int64_t step;
+  const float *device_uniforms;
+  const void *const *tables;
+  size_t num_tables;
+} qopt_launch;
+
+/// Several launches on one stream, in order (an optimizer step over several
+/// param groups or parameter dtypes): every launch is validated and its
+/// uniforms evaluated first, and only when all pass is any launched, so a
+/// refused launch leaves every tensor of every launch as it was. Errors are
+/// those of qopt_step, the message prefixed with "launch <i>: ". A driver
+/// failure while launching launch i (after validation) leaves launches
+/// 0..i-1 enqueued; the message says so.
+QOPT_RUNTIME_API qopt_status qopt_step_many(const qopt_launch *launches,
+                                            size_t num_launches, void *stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,187 @@
+/* SimulatedCuda.c - a libcuda stand-in with one simulated device, for the
+ * runtime's CUDA launch path on machines without a GPU (SimulatedDeviceTest).
+ *
+ * "Device memory" is host memory: cuMemAlloc hands out malloc'd blocks and
+ * remembers them, so cuPointerGetAttributes answers as the driver does (the
+ * allocation's base and size, memory type, ordinal 0; memory type 0 for any
+ * other pointer). Copies happen at once, events are always complete and
+ * launches run nothing: each is recorded with its grid and argument values,
+ * so a test reads the descriptors and tile map the runtime uploaded from the
+ * pointers it passed (sim_set_arg_count says how many). sim_count(name) returns how often an entry point was
+ * called since sim_reset(). Not thread-safe: the tests call it from one
+ * thread. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API __attribute__((visibility("default")))
+
+typedef unsigned long long devptr;
+
+enum { kMaxAllocs = 4096, kMaxArgs = 16 };
+
+struct Alloc {
+  void *base;
+  size_t bytes;
+  int host; /* cuMemHostAlloc (pinned host memory) */
+};
+
+static struct Alloc allocs[kMaxAllocs];
+static int numAllocs;
+static struct {
+  long pointerQueries, launches, copies, copiedBytes, allocsMade;
+} counts;
+static unsigned lastGrid;
+static int argCount;
+static uint64_t lastArgs[kMaxArgs];
+
+API void sim_reset(void) { memset(&counts, 0, sizeof counts); }
+
+/* How many arguments a launch records (the kernel's manifest "args"). */
+API void sim_set_arg_count(int n) { argCount = n < kMaxArgs ? n : kMaxArgs; }
+
+API long sim_count(const char *name) {
+  if (!strcmp(name, "cuPointerGetAttributes")) return counts.pointerQueries;
+  if (!strcmp(name, "cuLaunchKernel")) return counts.launches;
+  if (!strcmp(name, "cuMemcpyHtoDAsync")) return counts.copies;
+  if (!strcmp(name, "copied_bytes")) return counts.copiedBytes;
+  if (!strcmp(name, "cuMemAlloc")) return counts.allocsMade;
+  return -1;
+}
+
+/* The last launch: grid and block size, and its i-th argument read as a
+ * 64-bit value (pointers and num_tiles are 8 bytes in the qopt ABI). */
+API unsigned sim_last_grid(void) { return lastGrid; }
+API uint64_t sim_last_arg(int i) { return i >= 0 && i < kMaxArgs ? lastArgs[i] : 0; }
+
+static int addAlloc(void *base, size_t bytes, int host) {
+  if (numAllocs == kMaxAllocs) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+  allocs[numAllocs].base = base;
+  allocs[numAllocs].bytes = bytes;
+  allocs[numAllocs].host = host;
+  ++numAllocs;
+  return 0;
+}
+
+static int removeAlloc(void *base) {
+  for (int i = 0; i < numAllocs; ++i)
+    if (allocs[i].base == base) {
+      allocs[i] = allocs[--numAllocs];
+      free(base);
+      return 0;
+    }
+  return 1; /* CUDA_ERROR_INVALID_VALUE */
+}
+
+API int cuInit(unsigned flags) { (void)flags; return 0; }
+API int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+API int cuGetErrorName(int r, const char **s) { (void)r; *s = "CUDA_ERROR_SIMULATED"; return 0; }
+API int cuGetErrorString(int r, const char **s) { (void)r; *s = "simulated error"; return 0; }
+API int cuDeviceGetCount(int *n) { *n = 1; return 0; }
+API int cuDeviceGet(int *d, int ordinal) { *d = ordinal; return ordinal == 0 ? 0 : 101; }
+API int cuDeviceGetAttribute(int *v, int attr, int dev) {
+  (void)dev;
+  switch (attr) {
+  case 16: *v = 132; break;        /* multiprocessors */
+  case 41: *v = 1; break;          /* unified addressing */
+  case 75: *v = 9; break;          /* compute capability */
+  case 76: *v = 0; break;
+  case 97: *v = 232448; break;     /* shared memory per block, opt-in */
+  default: *v = 0;
+  }
+  return 0;
+}
+API int cuDeviceGetName(char *name, int len, int dev) {
+  (void)dev;
+  strncpy(name, "Simulated sm_90", (size_t)len);
+  return 0;
+}
+static int primary;
+API int cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = &primary; return 0; }
+API int cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return 0; }
+API int cuCtxPushCurrent_v2(void *ctx) { (void)ctx; return 0; }
+API int cuCtxPopCurrent_v2(void **ctx) { if (ctx) *ctx = &primary; return 0; }
+static int module, function;
+API int cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *o, void **v) {
+  (void)image; (void)n; (void)o; (void)v;
+  *m = &module;
+  return 0;
+}
+API int cuModuleGetFunction(void **f, void *m, const char *name) {
+  (void)m; (void)name;
+  *f = &function;
+  return 0;
+}
+API int cuModuleUnload(void *m) { (void)m; return 0; }
+API int cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
+API int cuMemAlloc_v2(devptr *p, size_t bytes) {
+  void *b = NULL;
+  if (posix_memalign(&b, 256, bytes ? bytes : 1)) return 2;
+  ++counts.allocsMade;
+  *p = (devptr)(uintptr_t)b;
+  return addAlloc(b, bytes, 0);
+}
+API int cuMemFree_v2(devptr p) { return removeAlloc((void *)(uintptr_t)p); }
+API int cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
+  (void)flags;
+  if (posix_memalign(p, 256, bytes ? bytes : 1)) return 2;
+  return addAlloc(*p, bytes, 1);
+}
+API int cuMemFreeHost(void *p) { return removeAlloc(p); }
+API int cuMemcpyHtoDAsync_v2(devptr dst, const void *src, size_t bytes, void *stream) {
+  (void)stream;
+  ++counts.copies;
+  counts.copiedBytes += (long)bytes;
+  memcpy((void *)(uintptr_t)dst, src, bytes);
+  return 0;
+}
+API int cuMemcpyHtoD_v2(devptr dst, const void *src, size_t bytes) {
+  memcpy((void *)(uintptr_t)dst, src, bytes);
+  return 0;
+}
+API int cuMemcpyDtoH_v2(void *dst, devptr src, size_t bytes) {
+  memcpy(dst, (const void *)(uintptr_t)src, bytes);
+  return 0;
+}
+API int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, unsigned shared, void *stream,
+                       void **params, void **extra) {
+  (void)f; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared;
+  (void)stream; (void)extra;
+  ++counts.launches;
+  lastGrid = gx;
+  memset(lastArgs, 0, sizeof lastArgs);
+  for (int i = 0; params && i < argCount; ++i)
+    memcpy(&lastArgs[i], params[i], 8);
+  return 0;
+}
+static int event;
+API int cuEventCreate(void **e, unsigned flags) { (void)flags; *e = &event; return 0; }
+API int cuEventDestroy_v2(void *e) { (void)e; return 0; }
+API int cuEventRecord(void *e, void *s) { (void)e; (void)s; return 0; }
+API int cuEventQuery(void *e) { (void)e; return 0; }
+API int cuEventSynchronize(void *e) { (void)e; return 0; }
+API int cuStreamIsCapturing(void *s, int *status) { (void)s; *status = 0; return 0; }
+API int cuCtxSynchronize(void) { return 0; }
+
+/* Attributes: 2 memory type, 8 is managed, 9 device ordinal, 11 range start,
+ * 12 range size. */
+API int cuPointerGetAttributes(unsigned n, int *attrs, void **data, devptr p) {
+  ++counts.pointerQueries;
+  const struct Alloc *a = NULL;
+  for (int i = 0; i < numAllocs && !a; ++i) {
+    uintptr_t b = (uintptr_t)allocs[i].base;
+    if (p >= b && p < b + allocs[i].bytes) a = &allocs[i];
+  }
+  for (unsigned i = 0; i < n; ++i) {
+    switch (attrs[i]) {
+    case 2: *(unsigned *)data[i] = a ? (a->host ? 1u : 2u) : 0u; break;
+    case 8: *(unsigned *)data[i] = 0; break;
+    case 9: *(int *)data[i] = a ? 0 : -1; break;
+    case 11: *(devptr *)data[i] = a ? (devptr)(uintptr_t)a->base : 0; break;
+    case 12: *(size_t *)data[i] = a ? a->bytes : 0; break;
+    default: return 1;
+    }
+  }
+  return 0;
+}

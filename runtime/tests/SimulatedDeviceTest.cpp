@@ -1,0 +1,306 @@
+//===- SimulatedDeviceTest.cpp - The CUDA launch path on a simulated device ===//
+//
+// QOPT_CUDA_LIBRARY points at libqopt_sim_cuda.so (SimulatedCuda.c): a driver
+// whose device memory is host memory, whose launches run nothing and which
+// counts its calls. The tests check what the host path of a step costs in
+// driver work and upload bytes (each fact checked once, the tile map not
+// uploaded again when only buffers moved) and that the tables a launch reads
+// hold the step's pointers, on machines without a GPU.
+//
+//===----------------------------------------------------------------------===//
+#include "TestUtil.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <string>
+#include <vector>
+
+using namespace qopt::test;
+
+namespace {
+
+struct Sim {
+  void (*reset)() = nullptr;
+  long (*count)(const char *) = nullptr;
+  void (*setArgCount)(int) = nullptr;
+  uint64_t (*lastArg)(int) = nullptr;
+  unsigned (*lastGrid)() = nullptr;
+};
+
+Sim &sim() {
+  static Sim s;
+  return s;
+}
+
+constexpr int64_t kTile = 1024; // sgdManifestJson's tile_elements
+constexpr size_t kStaging = 16; // the work counters before the uniforms
+
+/// A test with one CUDA context on the simulated device, the test SGD
+/// kernel (streams p, g: f32; one uniform) and two "segments" (allocations)
+/// from which tensors are carved, as PyTorch's caching allocator does.
+class SimulatedDevice : public ::testing::Test {
+protected:
+  qopt_context *ctx = nullptr;
+  qopt_manifest *manifest = nullptr;
+  qopt_kernel *kernel = nullptr;
+  char *params = nullptr, *grads = nullptr;
+  static constexpr size_t kSegment = 64 << 20;
+
+  void SetUp() override {
+    ASSERT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx), QOPT_SUCCESS)
+        << qopt_last_error();
+    manifest = parseOrDie(sgdManifestJson());
+    const char ptx[] = "// simulated";
+    ASSERT_EQ(qopt_kernel_create_from_image(ctx, manifest, QOPT_BINARY_PTX, ptx,
+                                            sizeof ptx, &kernel),
+              QOPT_SUCCESS)
+        << qopt_last_error();
+    void *p = nullptr, *g = nullptr;
+    ASSERT_EQ(qopt_buffer_alloc(ctx, kSegment, &p), QOPT_SUCCESS);
+    ASSERT_EQ(qopt_buffer_alloc(ctx, kSegment, &g), QOPT_SUCCESS);
+    params = static_cast<char *>(p);
+    grads = static_cast<char *>(g);
+    sim().setArgCount(4); // descriptors, tile_map, num_tiles, uniforms
+    sim().reset();
+  }
+  void TearDown() override {
+    qopt_kernel_destroy(kernel);
+    qopt_manifest_destroy(manifest);
+    qopt_context_destroy(ctx);
+  }
+
+  /// A list of `numels.size()` tensors whose parameters and gradients lie
+  /// back to back in the two segments, the gradients from byte `gradOffset`.
+  struct List {
+    std::vector<int64_t> numels;
+    std::vector<void *> data;
+    qopt_tensor_list view{};
+  };
+  List makeList(const std::vector<int64_t> &numels, size_t gradOffset = 0) {
+    List l;
+    l.numels = numels;
+    size_t po = 0, go = gradOffset;
+    for (int64_t n : numels) {
+      l.data.push_back(params + po);
+      l.data.push_back(grads + go);
+      size_t bytes = (static_cast<size_t>(n) * 4 + 255) & ~size_t(255);
+      po += bytes;
+      go += bytes;
+    }
+    l.view.num_tensors = numels.size();
+    l.view.num_streams = 2;
+    l.view.numels = l.numels.data();
+    l.view.data = l.data.data();
+    return l;
+  }
+  qopt_status step(List &l, int64_t step = 1) {
+    qopt_hyper h[] = {{"lr", 0.5}, {"beta", 0.5}};
+    return qopt_step(kernel, &l.view, h, 2, step, nullptr, 0, nullptr);
+  }
+};
+
+std::vector<int64_t> mixedSizes(size_t n) {
+  std::vector<int64_t> v;
+  for (size_t i = 0; i < n; ++i)
+    v.push_back(int64_t(1 + (i * 7919) % 5000));
+  return v;
+}
+
+TEST_F(SimulatedDevice, DriverIsAskedOncePerAllocation) {
+  List l = makeList(mixedSizes(148));
+  ASSERT_EQ(step(l), QOPT_SUCCESS) << qopt_last_error();
+  // 296 buffers in two allocations: the driver describes each allocation once.
+  EXPECT_EQ(sim().count("cuPointerGetAttributes"), 2);
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 1);
+}
+
+TEST_F(SimulatedDevice, UnchangedListUploadsOnlyTheUniforms) {
+  List l = makeList(mixedSizes(148));
+  ASSERT_EQ(step(l, 1), QOPT_SUCCESS) << qopt_last_error();
+  ASSERT_EQ(step(l, 2), QOPT_SUCCESS) << qopt_last_error(); // fills a second slot
+  sim().reset();
+  ASSERT_EQ(step(l, 3), QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_EQ(sim().count("cuPointerGetAttributes"), 0);
+  EXPECT_EQ(sim().count("cuMemcpyHtoDAsync"), 1);
+  // The work counters and the one float32 uniform.
+  EXPECT_EQ(sim().count("copied_bytes"), long(kStaging + 4));
+  // The uniform the launch reads is this step's: lr * (1 - beta^3).
+  float u = 0;
+  std::memcpy(&u, reinterpret_cast<const void *>(sim().lastArg(3)), 4);
+  EXPECT_EQ(u, 0.4375f);
+}
+
+TEST_F(SimulatedDevice, MovedGradientsPatchTheDescriptorsNotTheTileMap) {
+  std::vector<int64_t> sizes = mixedSizes(148);
+  List a = makeList(sizes);
+  ASSERT_EQ(step(a), QOPT_SUCCESS) << qopt_last_error();
+  ASSERT_EQ(step(a), QOPT_SUCCESS) << qopt_last_error();
+  int64_t tiles = 0;
+  for (int64_t n : sizes)
+    tiles += (n + kTile - 1) / kTile;
+  // Every gradient moves (zero_grad(set_to_none=True) and a new backward).
+  List b = makeList(sizes, 32 << 20);
+  sim().reset();
+  ASSERT_EQ(step(b), QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_EQ(sim().count("cuPointerGetAttributes"), 0);
+  // Counters, the uniform (padded to 16 bytes) and 148 descriptors of 32
+  // bytes; not the tile map.
+  EXPECT_EQ(sim().count("copied_bytes"), long(kStaging + 16 + 148 * 32));
+  // What the launch reads: the new gradient pointers and the tile map.
+  const auto *desc = reinterpret_cast<const unsigned char *>(sim().lastArg(0));
+  const auto *tileMap = reinterpret_cast<const int32_t *>(sim().lastArg(1));
+  EXPECT_EQ(int64_t(sim().lastArg(2)), tiles);
+  int64_t first = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    int64_t numel = 0, firstTile = 0;
+    uint64_t p = 0, g = 0;
+    std::memcpy(&numel, desc + 32 * k, 8);
+    std::memcpy(&firstTile, desc + 32 * k + 8, 8);
+    std::memcpy(&p, desc + 32 * k + 16, 8);
+    std::memcpy(&g, desc + 32 * k + 24, 8);
+    ASSERT_EQ(numel, sizes[k]) << k;
+    ASSERT_EQ(firstTile, first) << k;
+    ASSERT_EQ(p, reinterpret_cast<uintptr_t>(b.data[2 * k])) << k;
+    ASSERT_EQ(g, reinterpret_cast<uintptr_t>(b.data[2 * k + 1])) << k;
+    for (int64_t t = 0; t < (sizes[k] + kTile - 1) / kTile; ++t)
+      ASSERT_EQ(tileMap[first + t], int32_t(k)) << k;
+    first += (sizes[k] + kTile - 1) / kTile;
+  }
+}
+
+TEST_F(SimulatedDevice, NewSizesUploadTheTileMap) {
+  List a = makeList({5000, 3000});
+  ASSERT_EQ(step(a), QOPT_SUCCESS) << qopt_last_error();
+  List b = makeList({2048, 4097});
+  sim().reset();
+  ASSERT_EQ(step(b), QOPT_SUCCESS) << qopt_last_error();
+  const auto *tileMap = reinterpret_cast<const int32_t *>(sim().lastArg(1));
+  EXPECT_EQ(sim().lastArg(2), 7u);
+  std::vector<int32_t> want = {0, 0, 1, 1, 1, 1, 1};
+  EXPECT_EQ(std::vector<int32_t>(tileMap, tileMap + 7), want);
+}
+
+TEST_F(SimulatedDevice, NewAllocationIsAskedAbout) {
+  List l = makeList(mixedSizes(10));
+  ASSERT_EQ(step(l), QOPT_SUCCESS) << qopt_last_error();
+  void *fresh = nullptr;
+  ASSERT_EQ(qopt_buffer_alloc(ctx, 1 << 20, &fresh), QOPT_SUCCESS);
+  l.data[1] = fresh;
+  sim().reset();
+  ASSERT_EQ(step(l), QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_EQ(sim().count("cuPointerGetAttributes"), 1);
+  // Freed by qopt_buffer_free, the allocation is forgotten: the driver
+  // (which no longer knows it) is asked, and the step is refused.
+  ASSERT_EQ(qopt_buffer_free(ctx, fresh), QOPT_SUCCESS);
+  sim().reset();
+  EXPECT_EQ(step(l), QOPT_ERROR_VALIDATION);
+  EXPECT_NE(std::string(qopt_last_error()).find("is not CUDA memory"),
+            std::string::npos)
+      << qopt_last_error();
+  EXPECT_EQ(sim().count("cuPointerGetAttributes"), 1);
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 0);
+}
+
+TEST_F(SimulatedDevice, ForgetAllocationsAsksAgain) {
+  List l = makeList(mixedSizes(10));
+  ASSERT_EQ(step(l), QOPT_SUCCESS) << qopt_last_error();
+  ASSERT_EQ(qopt_context_forget_allocations(ctx), QOPT_SUCCESS);
+  List moved = makeList(mixedSizes(10), 4096);
+  sim().reset();
+  ASSERT_EQ(step(moved), QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_EQ(sim().count("cuPointerGetAttributes"), 2);
+}
+
+TEST_F(SimulatedDevice, BufferPastItsAllocationIsRefusedEvenWhenCached) {
+  List l = makeList({1000});
+  ASSERT_EQ(step(l), QOPT_SUCCESS) << qopt_last_error();
+  // The gradient starts inside the cached segment and runs past its end.
+  l.data[1] = grads + kSegment - 1024;
+  sim().reset();
+  EXPECT_EQ(step(l), QOPT_ERROR_VALIDATION);
+  EXPECT_NE(std::string(qopt_last_error()).find("run past the end of its allocation"),
+            std::string::npos)
+      << qopt_last_error();
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 0);
+}
+
+TEST_F(SimulatedDevice, HostMemoryIsRefusedEveryTime) {
+  List l = makeList({256});
+  std::vector<float> host(256);
+  l.data[1] = host.data();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(step(l), QOPT_ERROR_VALIDATION);
+    EXPECT_NE(std::string(qopt_last_error()).find("is not CUDA memory"),
+              std::string::npos)
+        << qopt_last_error();
+  }
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 0);
+}
+
+TEST_F(SimulatedDevice, OverlapIsRefusedAfterAnAcceptedList) {
+  List l = makeList({1000, 1000});
+  ASSERT_EQ(step(l), QOPT_SUCCESS) << qopt_last_error();
+  l.data[3] = l.data[1]; // two gradients share memory: allowed (read only)
+  ASSERT_EQ(step(l), QOPT_SUCCESS) << qopt_last_error();
+  l.data[2] = l.data[0]; // two parameters share memory: refused
+  EXPECT_EQ(step(l), QOPT_ERROR_VALIDATION);
+  EXPECT_NE(std::string(qopt_last_error()).find("overlapping buffers"),
+            std::string::npos)
+      << qopt_last_error();
+}
+
+TEST_F(SimulatedDevice, StepManyRefusesEveryLaunchWhenOneIsInvalid) {
+  qopt_kernel *second = nullptr;
+  const char ptx[] = "// simulated";
+  ASSERT_EQ(qopt_kernel_create_from_image(ctx, manifest, QOPT_BINARY_PTX, ptx,
+                                          sizeof ptx, &second),
+            QOPT_SUCCESS);
+  List a = makeList({1000, 2000});
+  List b = makeList({3000}, 1 << 20);
+  for (auto &p : b.data) // a second group in other parts of the segments
+    p = static_cast<char *>(p) + (8 << 20);
+  qopt_hyper h[] = {{"lr", 0.5}, {"beta", 0.5}};
+  qopt_launch launches[2] = {{kernel, &a.view, h, 2, 1, nullptr, nullptr, 0},
+                             {second, &b.view, h, 2, 1, nullptr, nullptr, 0}};
+  ASSERT_EQ(qopt_step_many(launches, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 2);
+
+  b.data[1] = static_cast<char *>(b.data[1]) + 4; // misaligned gradient
+  sim().reset();
+  EXPECT_EQ(qopt_step_many(launches, 2, nullptr), QOPT_ERROR_VALIDATION);
+  std::string msg = qopt_last_error();
+  EXPECT_EQ(msg.rfind("launch 1: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("not 16-byte aligned"), std::string::npos) << msg;
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 0);
+
+  launches[1].hypers = nullptr; // lr and beta have defaults; step 0 is refused
+  launches[1].num_hypers = 0;
+  launches[1].step = 0;
+  b.data[1] = static_cast<char *>(b.data[1]) - 4;
+  EXPECT_EQ(qopt_step_many(launches, 2, nullptr), QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(qopt_last_error()).rfind("launch 1: ", 0), 0u)
+      << qopt_last_error();
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 0);
+  qopt_kernel_destroy(second);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string lib = exeDir() + "/libqopt_sim_cuda.so";
+  ::setenv("QOPT_CUDA_LIBRARY", lib.c_str(), 1);
+  void *h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    std::fprintf(stderr, "cannot load %s: %s\n", lib.c_str(), ::dlerror());
+    return 1;
+  }
+  Sim &s = sim();
+  s.reset = reinterpret_cast<void (*)()>(::dlsym(h, "sim_reset"));
+  s.count = reinterpret_cast<long (*)(const char *)>(::dlsym(h, "sim_count"));
+  s.setArgCount = reinterpret_cast<void (*)(int)>(::dlsym(h, "sim_set_arg_count"));
+  s.lastArg = reinterpret_cast<uint64_t (*)(int)>(::dlsym(h, "sim_last_arg"));
+  s.lastGrid = reinterpret_cast<unsigned (*)()>(::dlsym(h, "sim_last_grid"));
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
