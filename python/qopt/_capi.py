@@ -119,6 +119,13 @@ class TensorList(Structure):
                 ("dtypes", POINTER(c_int32)), ("names", POINTER(c_char_p))]
 
 
+class Launch(Structure):
+    """qopt_launch: one launch of qopt_step_many."""
+    _fields_ = [("kernel", c_void_p), ("tensors", POINTER(TensorList)), ("hypers", POINTER(Hyper)),
+                ("num_hypers", c_size_t), ("step", c_int64), ("device_uniforms", c_void_p),
+                ("tables", POINTER(c_void_p)), ("num_tables", c_size_t)]
+
+
 _P = c_void_p
 _SIGNATURES = {
     "qopt_get_version": [POINTER(c_int32), POINTER(c_int32)],
@@ -149,6 +156,8 @@ _SIGNATURES = {
                   c_size_t, c_void_p],
     "qopt_step_device_uniforms": [_P, POINTER(TensorList), c_void_p, POINTER(c_void_p), c_size_t,
                                   c_void_p],
+    "qopt_step_many": [POINTER(Launch), c_size_t, c_void_p],
+    "qopt_context_forget_allocations": [_P],
 }
 
 
@@ -177,8 +186,8 @@ _lib: Optional[ctypes.CDLL] = None
 _lib_path: Optional[Path] = None
 
 # The runtime release whose structs the classes above mirror (QOPT_RUNTIME_VERSION / 100: while the
-# major version is 0 each minor release may change them; 0.3 added min_tiles_per_block).
-RUNTIME_ABI = 3
+# major version is 0 each minor release may change them; 0.3 added min_tiles_per_block, 0.4 qopt_launch).
+RUNTIME_ABI = 4
 
 
 def library_path() -> Path:

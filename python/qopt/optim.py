@@ -68,6 +68,27 @@ def _local_grad(p: torch.Tensor) -> torch.Tensor:
 _is = operator.is_
 _chain = itertools.chain.from_iterable
 
+# The per-property passes of _Launch._check_fast (one C-level loop each over a list of tensors).
+_grad_of = operator.attrgetter("grad")
+_numel = torch.Tensor.numel
+_contiguous = torch.Tensor.is_contiguous
+_data_ptr = torch.Tensor.data_ptr
+_misaligned = (15).__and__
+_PLAIN = {torch.Tensor}
+_STRIDED = {torch.strided}
+
+
+def _types(ts):
+    return set(map(type, ts))
+
+
+def _layouts(ts):
+    return set(map(operator.attrgetter("layout"), ts))
+
+
+def _dtypes(ts):
+    return set(map(operator.attrgetter("dtype"), ts))
+
 
 def _size_error(where: str, now: int, made_for: int) -> RuntimeError:
     """A parameter whose number of elements is not the one its state (and its launch) was made
@@ -248,15 +269,16 @@ class _Slot:
 
 
 class _Prepared:
-    """What _Launch.prepare() decided for run() of the same step."""
+    """What _Launch.prepare() decided for the launch of the same step."""
     __slots__ = ("keep", "copy_back", "slot", "hv", "step", "use_device_uniforms", "host",
-                 "device_skip", "move_counters")
+                 "device_skip", "move_counters", "moved")
 
     def __init__(self, keep, copy_back, slot, hv, step, use_device_uniforms, host, device_skip,
                  move_counters):
         self.keep, self.copy_back, self.slot, self.hv, self.step = keep, copy_back, slot, hv, step
         self.use_device_uniforms, self.host = use_device_uniforms, host
         self.device_skip, self.move_counters = device_skip, move_counters
+        self.moved = None   # (counts, step tensors) before begin() moved them to the device
 
 
 class _Launch:
@@ -269,6 +291,7 @@ class _Launch:
         self.opt, self.ks, self.backend, self.device = opt, ks, backend, device
         self.params = params
         self.dtype = TORCH_DTYPES[ks.param_dtype]
+        self._want = {self.dtype}
         self.slots = {False: _Slot(ks, kernel_key)}
         n, S = len(params), ks.num_streams
         self.n, self.S = n, S
@@ -302,17 +325,21 @@ class _Launch:
         self.list = C.TensorList(n, S, self.numels, self.data, self.bytes, self.dtypes, self.names)
         self.tables = opt._device_tables(ks, params[0].device if params else None)
         self.table_ptrs = (c_void_p * max(len(self.tables), 1))(*[t.data_ptr() for t in self.tables])
-        self.step_tensors = [st["step"] for st in self.states]
-        self.step = int(self.step_tensors[0].item()) if self.step_tensors else 0
+        self.step = int(self.states[0]["step"].item()) if self.states else 0
         self.device_obj = params[0].device
-        self._snapshot()
+        self._bind_counters(self.states[0]["step"].device if self.states else None)
         # (local parameter, local gradient) of each parameter, from check() to prepare() of one step
+        # where one of them needs a look of its own (check()'s slow path); None on the fast path
         self._cur: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
-        # what prepare() decided for run() of the same step
+        # the parameter and gradient pointers check() found on its fast path
+        self._fast: Optional[Tuple[List[int], List[int]]] = None
+        # what prepare() decided for the launch of the same step
         self._prep: Optional[_Prepared] = None
-        # the slot whose kernel qopt_validate accepted this list with its current pointers (None
-        # once a pointer changed): a precheck of the same list is not asked again
-        self._validated: Optional[_Slot] = None
+        # this launch's entry of qopt_step_many, filled by prepare()
+        self.entry = C.Launch()
+        self.entry.tensors = ctypes.pointer(self.list)
+        self.entry.tables = self.table_ptrs
+        self.entry.num_tables = len(self.tables)
 
     def _snapshot(self) -> None:
         """Records what the launch's pointers were taken from: every value of every parameter's
@@ -350,14 +377,27 @@ class _Launch:
             slot.kernel = k
         return slot.kernel
 
+    def _bind_counters(self, device, dtype: Optional[torch.dtype] = None) -> None:
+        """Makes every parameter's ``state["step"]`` a view of one tensor of this launch
+        (``self.counts``), so that a step advances all of them with one operation. The counters
+        of one launch are equal (its parameters have taken the same number of steps); they keep
+        their dtype: int64 on the host, float32 on the device (capturable=True, GradScaler)."""
+        if not self.states:
+            self.counts = None
+            self.step_tensors = []
+            self._snapshot()
+            return
+        dtype = dtype or self.states[0]["step"].dtype
+        self.counts = torch.full((len(self.states),), self.step, dtype=dtype, device=device)
+        for i, st in enumerate(self.states):
+            st["step"] = self.counts[i]
+        self.step_tensors = [st["step"] for st in self.states]
+        self._snapshot()
+
     def _counters_to_device(self) -> None:
         """Moves the step counters of this launch's parameters to the device (float32, as
         capturable=True keeps them), so that a step skipped on the device needs no host sync."""
-        for st in self.states:
-            st["step"] = torch.full((), float(self.step), dtype=torch.float32,
-                                    device=self.device_obj)
-        self.step_tensors = [st["step"] for st in self.states]
-        self._snapshot()
+        self._bind_counters(self.device_obj, torch.float32)
 
     def check(self) -> bool:
         """Run for every launch of every group before the step launches anything: refuses a
@@ -374,6 +414,9 @@ class _Launch:
                 and list(map(len, states)) == self.state_lens
                 and all(map(_is, _chain(map(dict.values, states)), self.state_vals))):
             return False
+        self._fast = self._check_fast() if self.plain else None
+        if self._fast is not None:
+            return True
         ks = self.ks
         want = TORCH_DTYPES[ks.param_dtype]
         numels = self.numel_list
@@ -406,8 +449,28 @@ class _Launch:
         self._cur = cur
         return True
 
+    def _check_fast(self) -> Optional[Tuple[List[int], List[int]]]:
+        """check() for plain tensors in one pass per property over the whole list: the parameter
+        and gradient pointers when every parameter and gradient is a strided, contiguous, 16-byte
+        aligned tensor of the launch's dtype and size; None when one is not, and check()'s
+        per-parameter loop then says which and stages what needs a copy."""
+        params = self.params
+        grads = list(map(_grad_of, params))
+        want = self._want
+        if (_types(grads) != _PLAIN or _layouts(grads) != _STRIDED
+                or _dtypes(grads) != want or _dtypes(params) != want
+                or list(map(_numel, grads)) != self.numel_list
+                or list(map(_numel, params)) != self.numel_list
+                or not all(map(_contiguous, grads)) or not all(map(_contiguous, params))):
+            return None
+        gptrs = list(map(_data_ptr, grads))
+        pptrs = list(map(_data_ptr, params))
+        if any(map(_misaligned, gptrs)) or any(map(_misaligned, pptrs)):
+            return None
+        return pptrs, gptrs
+
     def prepare(self, group: Dict[str, Any], hv: Dict[str, Any],
-                scaling: Optional[Tuple[Any, Any]] = None, precheck: bool = True) -> None:
+                scaling: Optional[Tuple[Any, Any]] = None) -> None:
         """The second phase of a step, after check() returned True for every launch of it: takes
         this step's pointers (a copy of a parameter or gradient that is not contiguous and 16-byte
         aligned), the kernel (created here: a kernel the backend cannot run is refused here) and
@@ -421,32 +484,43 @@ class _Launch:
         `hv`: the group's kernel hyperparameters (checked); `scaling`: (grad_scale, found_inf)
         from a GradScaler (either may be None), or None without one."""
         cur, self._cur = self._cur, None
-        assert cur is not None and len(cur) == self.n, "qopt: _Launch.prepare without check"
+        fast, self._fast = self._fast, None
+        assert fast is not None or (cur is not None and len(cur) == self.n), \
+            "qopt: _Launch.prepare without check"
         self._prep = None
         ks, S, data = self.ks, self.S, self.data
         ps, gs = ks.param_stream, ks.grad_stream
         keep: List[torch.Tensor] = []           # temporaries that must live until the launch
         copy_back: List[Tuple[torch.Tensor, torch.Tensor]] = []
-        for i, (lp, g) in enumerate(cur):
-            if not g.is_contiguous() or g.data_ptr() % 16:
-                g = g.contiguous() if not g.is_contiguous() else g.clone()
-                keep.append(g)
-            gp = g.data_ptr()
-            if gp != self.gptr[i]:
-                data[i * S + gs] = gp
-                self.gptr[i] = gp
-                self._validated = None
-            if not lp.is_contiguous() or lp.data_ptr() % 16:
-                staged = lp.contiguous() if not lp.is_contiguous() else lp.clone()
-                keep.append(staged)
-                copy_back.append((lp, staged))
-                pp = staged.data_ptr()
-            else:
-                pp = lp.data_ptr()
-            if pp != self.pptr[i]:
-                data[i * S + ps] = pp
-                self.pptr[i] = pp
-                self._validated = None
+        if fast is not None:
+            pptrs, gptrs = fast
+            if gptrs != self.gptr:
+                data[gs::S] = gptrs
+                self.gptr = gptrs
+            if pptrs != self.pptr:
+                data[ps::S] = pptrs
+                self.pptr = pptrs
+        else:
+            gptr, pptr = list(self.gptr), list(self.pptr)
+            for i, (lp, g) in enumerate(cur):
+                if not g.is_contiguous() or g.data_ptr() % 16:
+                    g = g.contiguous() if not g.is_contiguous() else g.clone()
+                    keep.append(g)
+                gp = g.data_ptr()
+                if gp != gptr[i]:
+                    data[i * S + gs] = gp
+                    gptr[i] = gp
+                if not lp.is_contiguous() or lp.data_ptr() % 16:
+                    staged = lp.contiguous() if not lp.is_contiguous() else lp.clone()
+                    keep.append(staged)
+                    copy_back.append((lp, staged))
+                    pp = staged.data_ptr()
+                else:
+                    pp = lp.data_ptr()
+                if pp != pptr[i]:
+                    data[i * S + ps] = pp
+                    pptr[i] = pp
+            self.gptr, self.pptr = gptr, pptr
 
         step = self.step + 1
         lr = group["lr"]
@@ -467,12 +541,12 @@ class _Launch:
             if found_inf is not None:
                 device_skip = found_inf
             use_device_uniforms = True
-        # Counters on the device (capturable, or moved there by a GradScaler at run()): the
+        # Counters on the device (capturable, or moved there by a GradScaler at begin()): the
         # per-step scalars are computed there from them.
-        move_counters = (device_skip is not None and bool(self.step_tensors)
-                         and self.step_tensors[0].dtype != torch.float32)
-        device_counter = bool(self.step_tensors) and (
-            move_counters or self.step_tensors[0].dtype == torch.float32)
+        counts = self.counts
+        move_counters = (device_skip is not None and counts is not None
+                         and counts.dtype != torch.float32)
+        device_counter = counts is not None and (move_counters or counts.dtype == torch.float32)
         use_device_uniforms = use_device_uniforms or device_counter
         if (self.backend == C.BACKEND_CUDA and not use_device_uniforms
                 and torch.cuda.is_current_stream_capturing()):
@@ -482,6 +556,8 @@ class _Launch:
                 f"the optimizer with capturable=True to capture it.")
         kernel = self._kernel(slot)
         hy = slot.hypers
+        entry = self.entry
+        entry.kernel = kernel.value
         host: Optional[List[float]] = None
         if use_device_uniforms:
             # Uniforms that depend on neither the step nor a tensor hyperparameter: the runtime's
@@ -490,64 +566,64 @@ class _Launch:
                 v = hv[name]
                 hy[i].value = 1.0 if isinstance(v, torch.Tensor) else float(v)
             host = slot.ks.evaluate_uniforms(hy, len(slot.hyper_names), max(step, 1))
+            entry.hypers, entry.num_hypers, entry.step = None, 0, 0
         else:
             for i, name in enumerate(slot.hyper_names):
                 hy[i].value = hv[name]
-            if precheck:   # what qopt_step evaluates before it validates
-                slot.ks.evaluate_uniforms(hy, len(slot.hyper_names), step)
-        if precheck and self._validated is not slot:
-            C.check(C.lib().qopt_validate(kernel, byref(self.list), self.table_ptrs,
-                                          len(self.tables)), "qopt_validate")
-            self._validated = slot
+            entry.hypers, entry.num_hypers, entry.step = hy, len(slot.hyper_names), step
+        entry.device_uniforms = None
         self._prep = _Prepared(keep, copy_back, slot, hv, step, use_device_uniforms, host,
                                device_skip, move_counters)
 
-    def run(self) -> None:
-        """One launch, after prepare() in this step (and after every other launch of the step was
-        prepared)."""
-        prep, self._prep = self._prep, None
-        assert prep is not None, "qopt: _Launch.run without prepare"
-        slot, hv, step = prep.slot, prep.hv, prep.step
-        moved = None
+    def precheck(self) -> None:
+        """What the launch of qopt_step_many checks, without launching: for the launches of a
+        step on a second device (stream), which their own qopt_step_many call validates only
+        after the first device's launches."""
+        prep = self._prep
+        if not prep.use_device_uniforms:
+            prep.slot.ks.evaluate_uniforms(prep.slot.hypers, len(prep.slot.hyper_names),
+                                           prep.step)
+        C.check(C.lib().qopt_validate(self.entry.kernel, byref(self.list), self.table_ptrs,
+                                      len(self.tables)), "qopt_validate")
+
+    def begin(self) -> None:
+        """After prepare() of every launch of the step: the step counters moved to the device
+        where a GradScaler needs them there, the device uniforms computed (device work, on the
+        current stream, before the launch)."""
+        prep = self._prep
         if prep.move_counters:
-            moved = self.step_tensors
+            prep.moved = (self.counts, self.step_tensors)
             self._counters_to_device()
-        try:
-            stream = None
-            if self.backend == C.BACKEND_CUDA:
-                stream = torch.cuda.current_stream(self.device_obj).cuda_stream
-            if prep.use_device_uniforms:
-                device_counter = (bool(self.step_tensors)
-                                  and self.step_tensors[0].dtype == torch.float32)
-                self._device_uniforms(slot, hv, step, device_counter, prep.host)
-                status = C.lib().qopt_step_device_uniforms(
-                    self._kernel(slot), byref(self.list), c_void_p(slot.uniforms.data_ptr()),
-                    self.table_ptrs, len(self.tables), c_void_p(stream) if stream else None)
-                C.check(status, "qopt_step_device_uniforms")
-            else:
-                status = C.lib().qopt_step(self._kernel(slot), byref(self.list), slot.hypers,
-                                           len(slot.hyper_names), step, self.table_ptrs,
-                                           len(self.tables), c_void_p(stream) if stream else None)
-                C.check(status, "qopt_step")
-        except BaseException:
-            if moved is not None:   # refused: the counters stay as they were
-                for st, t in zip(self.states, moved):
-                    st["step"] = t
-                self.step_tensors = moved
-                self._snapshot()
-            raise
-        self._validated = slot   # qopt_step validated this list
+        if prep.use_device_uniforms:
+            device_counter = self.counts is not None and self.counts.dtype == torch.float32
+            self._device_uniforms(prep.slot, prep.hv, prep.step, device_counter, prep.host)
+            self.entry.device_uniforms = prep.slot.uniforms.data_ptr()
+
+    def abort(self) -> None:
+        """The step was refused: the counters stay as they were."""
+        prep, self._prep = self._prep, None
+        if prep is not None and prep.moved is not None:
+            counts, steps = prep.moved
+            for st, t in zip(self.states, steps):
+                st["step"] = t
+            self.counts, self.step_tensors = counts, steps
+            self._snapshot()
+
+    def finish(self) -> None:
+        """After the launch: staged parameters copied back, the step counters advanced (on the
+        device by found_inf == 0 under a GradScaler: no host sync)."""
+        prep, self._prep = self._prep, None
         for dst, src in prep.copy_back:
             dst.copy_(src)
-        self.step = step
-        if not self.step_tensors:
+        self.step = prep.step
+        counts = self.counts
+        if counts is None:
             return
         if prep.device_skip is not None:
-            st = self.step_tensors[0]
-            advance = (prep.device_skip.to(device=st.device).reshape(()) == 0).to(st.dtype)
-            torch._foreach_add_(self.step_tensors, [advance] * len(self.step_tensors))
+            skip = prep.device_skip.to(device=counts.device).reshape(())
+            counts.add_((skip == 0).to(counts.dtype))
         else:
-            torch._foreach_add_(self.step_tensors, 1)
+            counts.add_(1)
 
     def _device_uniforms(self, slot: _Slot, hv: Dict[str, Any], step: int,
                          device_counter: bool, host: List[float]) -> None:
@@ -590,6 +666,32 @@ class _Launch:
             else:
                 parts.append(slot._static[i])
         slot.uniforms.copy_(torch.stack(parts))
+
+
+def _launch_all(launches: List[_Launch]) -> None:
+    """The launches of one step, prepared: one qopt_step_many call per stream (per device), the
+    launches of a second device checked before the first device's are launched."""
+    by_stream: Dict[Optional[int], List[_Launch]] = {}
+    try:
+        for ln in launches:
+            stream = (torch.cuda.current_stream(ln.device_obj).cuda_stream
+                      if ln.backend == C.BACKEND_CUDA else None)
+            by_stream.setdefault(stream, []).append(ln)
+        groups = list(by_stream.items())
+        for _, lns in groups[1:]:
+            for ln in lns:
+                ln.precheck()
+        for ln in launches:
+            ln.begin()
+        for stream, lns in groups:
+            entries = (C.Launch * len(lns))(*[ln.entry for ln in lns])
+            C.check(C.lib().qopt_step_many(entries, len(lns), stream), "qopt_step_many")
+            for ln in lns:
+                ln.finish()
+    except BaseException:
+        for ln in launches:
+            ln.abort()
+        raise
 
 
 class _GroupCache:
@@ -950,17 +1052,16 @@ class QoptOptimizer(torch.optim.Optimizer):
                         raise RuntimeError("qopt: internal error: a launch rebuilt from the "
                                            "current state does not match it")
                 work.append((gi, group, cache, hv))
-            # Every launch takes its pointers, kernel and uniforms, and all but the first are
-            # validated by the runtime (the first is by its own qopt_step), before any launch: a
-            # step the runtime would refuse in a later group refuses the whole step.
-            first = True
+            # Every launch takes its pointers, kernel and uniforms; then the runtime validates
+            # every launch of the step and launches them (qopt_step_many), so a step it would
+            # refuse in a later group refuses the whole step.
+            launches = []
             for gi, group, cache, hv in work:
                 for launch in cache.launches:
-                    launch.prepare(group, hv, scaling, precheck=not first)
-                    first = False
+                    launch.prepare(group, hv, scaling)
+                    launches.append(launch)
+            _launch_all(launches)
             for gi, group, cache, hv in work:
-                for launch in cache.launches:
-                    launch.run()
                 if len(cache.launches) > 1:
                     # parameters whose step counts now agree go into one launch next time (the
                     # old cache still vouches for the states it took)

@@ -642,8 +642,10 @@ def test_runtime_of_another_abi_is_refused(monkeypatch):
     (its structs may have another layout), naming both versions."""
     C.lib()
     monkeypatch.setattr(C, "_lib", None)
-    monkeypatch.setattr(C, "RUNTIME_ABI", C.RUNTIME_ABI + 1)
-    with pytest.raises(ImportError, match=r"is runtime 0\.3\.\d+, but this package's structs mirror the 0\.4 ABI"):
+    abi = C.RUNTIME_ABI
+    monkeypatch.setattr(C, "RUNTIME_ABI", abi + 1)
+    with pytest.raises(ImportError, match=rf"is runtime 0\.{abi}\.\d+, but this package's structs "
+                                          rf"mirror the 0\.{abi + 1} ABI"):
         C.lib()
 
 

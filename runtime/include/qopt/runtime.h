@@ -51,7 +51,7 @@ extern "C" {
 #endif
 
 /// Version of this library (major * 10000 + minor * 100 + patch).
-#define QOPT_RUNTIME_VERSION 300
+#define QOPT_RUNTIME_VERSION 400
 /// The manifest "version" this library reads.
 #define QOPT_MANIFEST_VERSION 1
 
