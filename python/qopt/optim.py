@@ -27,6 +27,10 @@ from .codebook import create_dynamic_map
 __all__ = ["QoptOptimizer", "FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion",
            "AdamW8bit", "STATE_FORMAT", "STATE_FORMAT_VERSION"]
 
+#: param group key of the lr a group had when it was added (decouple_lr's reference); torch's
+#: "initial_lr" is left to its schedulers
+_INITIAL_LR = "_qopt_initial_lr"
+
 STATE_FORMAT = "qopt-optimizer-state"
 STATE_FORMAT_VERSION = 1
 
@@ -724,8 +728,12 @@ class QoptOptimizer(torch.optim.Optimizer):
             if self.param_groups and self.param_groups[-1] is group:
                 self.param_groups.pop()
             raise
-        lr = group["lr"]
-        group.setdefault("initial_lr", lr.clone() if isinstance(lr, torch.Tensor) else lr)
+        # decouple_lr's reference lr, under a key of qopt's own: torch's schedulers set
+        # "initial_lr" themselves, from the lr the group has when the scheduler is made (as with
+        # torch.optim.AdamW, an lr set after the optimizer and before the scheduler is kept)
+        if _INITIAL_LR not in group:
+            lr = group.get("initial_lr", group["lr"])
+            group[_INITIAL_LR] = lr.clone() if isinstance(lr, torch.Tensor) else lr
         self._generation += 1
 
     # ---- to be provided by subclasses
@@ -978,10 +986,14 @@ class QoptOptimizer(torch.optim.Optimizer):
     def _checked_hypers(self, gi: int, group: Dict[str, Any]) -> Dict[str, Any]:
         """The group's kernel hyperparameters, refused (before any launch of the step) where a
         float one is NaN or infinite, or not a number. Tensor values (a tensor lr) are not read:
-        that would be a host sync."""
+        that would be a host sync: a tensor must have one element (shape [] or [1]))."""
         hv = self._kernel_hypers(group)
         for name, v in hv.items():
             if isinstance(v, torch.Tensor):
+                if v.numel() != 1:
+                    raise ValueError(f"{type(self).__name__}: param_groups[{gi}]: {name} is a "
+                                     f"tensor of shape {list(v.shape)}; a tensor {name} must "
+                                     f"have one element (shape [] or [1]); nothing was stepped")
                 continue
             if not isinstance(v, numbers.Real):
                 raise TypeError(f"{type(self).__name__}: param_groups[{gi}]: hyperparameter "
@@ -1057,6 +1069,10 @@ class QoptOptimizer(torch.optim.Optimizer):
             for k, v in sg.items():
                 if k != "params":
                     g[k] = v.clone() if isinstance(v, torch.Tensor) else v
+            if _INITIAL_LR not in sg and "initial_lr" in sg:
+                # saved by a qopt that kept decouple_lr's reference lr as "initial_lr"
+                v = sg["initial_lr"]
+                g[_INITIAL_LR] = v.clone() if isinstance(v, torch.Tensor) else v
         self._cache.clear()
         self._generation += 1
 
@@ -1230,10 +1246,11 @@ def _check_flash_group(opt: "QoptOptimizer", group) -> None:
 
 def _wd_for_kernel(group, decouple_lr: bool):
     """With decouple_lr the decay is wd * lr / initial_lr; the kernel multiplies lr * wd, so it
-    gets wd / initial_lr."""
+    gets wd / initial_lr. initial_lr: the group's lr when it was added (_INITIAL_LR; a group's
+    own "initial_lr" then, else its "lr"), not a scheduler's "initial_lr"."""
     wd = group["weight_decay"]
     if decouple_lr and wd != 0:
-        init = group.get("initial_lr", group["lr"])
+        init = group.get(_INITIAL_LR, group.get("initial_lr", group["lr"]))
         init = float(init) if isinstance(init, torch.Tensor) else init
         return wd / init if init != 0 else 0.0
     return wd
