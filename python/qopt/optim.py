@@ -680,13 +680,14 @@ class QoptOptimizer(torch.optim.Optimizer):
         """The spec file stem the kernel was compiled from (specs/<spec>.qopt)."""
         return self._spec
 
-    def _kernel_spec(self, backend: int, dtype: torch.dtype = torch.bfloat16,
+    def _kernel_spec(self, backend: int, dtype: Optional[torch.dtype] = None,
                      scaled: bool = False) -> R.KernelSpec:
-        """The kernel for parameters of `dtype`: the spec's own (its parameter type), or its
-        variant <spec>.f16 / <spec>.f32; with `scaled`, the grad-scaling variant (.scaled)."""
+        """The kernel for parameters of `dtype`: the spec's own (its parameter type; also for
+        dtype None), or its variant <spec>.bf16 / .f16 / .f32; with `scaled`, the grad-scaling
+        variant (.scaled)."""
         base = R.kernel_spec(self._spec, backend)
         name = self._spec
-        if dtype is not TORCH_DTYPES[base.param_dtype]:
+        if dtype is not None and dtype is not TORCH_DTYPES[base.param_dtype]:
             name += "." + _DTYPE_SUFFIX[dtype]
         if scaled:
             name += ".scaled"
@@ -986,8 +987,14 @@ class QoptOptimizer(torch.optim.Optimizer):
     def _checked_hypers(self, gi: int, group: Dict[str, Any]) -> Dict[str, Any]:
         """The group's kernel hyperparameters, refused (before any launch of the step) where a
         float one is NaN or infinite, or not a number. Tensor values (a tensor lr) are not read:
-        that would be a host sync: a tensor must have one element (shape [] or [1]))."""
+        that would be a host sync: a tensor must have one element (shape [] or [1])).
+
+        The names must be the kernel's (the manifest's "hypers"): one it does not have is refused
+        and one missing takes the manifest's default (refused where it gives none)."""
         hv = self._kernel_hypers(group)
+        ks = R.kernel_spec(self._spec, _backend_of(_local(group["params"][0]))[0])
+        if hv.keys() != ks.hypers.keys():
+            hv = self._completed_hypers(gi, hv, ks)
         for name, v in hv.items():
             if isinstance(v, torch.Tensor):
                 if v.numel() != 1:
@@ -1003,6 +1010,31 @@ class QoptOptimizer(torch.optim.Optimizer):
                 raise ValueError(f"{type(self).__name__}: param_groups[{gi}]: hyperparameter "
                                  f"'{name}' is {f}; nothing was stepped")
         return hv
+
+    def _completed_hypers(self, gi: int, hv: Dict[str, Any], ks: R.KernelSpec) -> Dict[str, Any]:
+        """`hv` (from _kernel_hypers) checked against the kernel's hyperparameters, as qopt-step
+        checks its --hyper options: a name the kernel does not have is refused, a missing one
+        takes the manifest's default (refused where the manifest gives none)."""
+        cls = type(self).__name__
+        known = list(ks.hypers)
+        has = f"(it has {', '.join(known)})" if known else "(it has none)"
+        where = (f"{cls}: param_groups[{gi}]: kernel {ks.kernel} (spec '{self._spec}', "
+                 f"{ks.path.name})")
+        unknown = [n for n in hv if n not in ks.hypers]
+        if unknown:
+            raise ValueError(f"{where} has no hyperparameter {', '.join(map(repr, unknown))} "
+                             f"{has}; {cls}._kernel_hypers must use the spec's `hyper` names; "
+                             f"nothing was stepped")
+        out = dict(hv)
+        for name, (default, has_default, _) in ks.hypers.items():
+            if name in out:
+                continue
+            if not has_default:
+                raise ValueError(f"{where} needs hyperparameter '{name}' (its manifest gives no "
+                                 f"default) {has}; {cls}._kernel_hypers gives "
+                                 f"{', '.join(hv) or 'none'}; nothing was stepped")
+            out[name] = default
+        return out
 
     # ---- checkpoints
     def state_dict(self) -> Dict[str, Any]:
