@@ -106,6 +106,9 @@ def find_manifest(spec: str, backend: int) -> Path:
     if found:
         return found[0]
     tried = ", ".join(str(d) for d in dirs) or "no directory"
+    variant = _missing_variant(spec, backend, tried)
+    if variant:
+        raise FileNotFoundError(variant)
     if os.environ.get("QOPT_KERNEL_DIR"):
         default = os.pathsep.join(str(d) for d in default_kernel_dirs(backend))
         raise FileNotFoundError(
@@ -117,6 +120,49 @@ def find_manifest(spec: str, backend: int) -> Path:
         f"qopt: no kernel '{spec}' ({spec}.manifest.json); searched {tried}. Build the kernels "
         f"(ninja -C build), or set QOPT_KERNEL_DIR to the directories that hold them "
         f"('{os.pathsep}'-separated; it replaces this search path)")
+
+
+#: file name suffixes of a spec's kernel variants (docs/abi.md, "Kernel variants")
+_TYPE_SUFFIXES = ("bf16", "f16", "f32")
+_TYPE_NAMES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+
+
+def _missing_variant(spec: str, backend: int, tried: str) -> Optional[str]:
+    """The message for a missing kernel variant `<stem>.f32`, `<stem>.scaled`, ... whose spec's
+    own kernel `<stem>` is there: which variant, and the qopt-opt command that makes it beside
+    the spec's kernel. None where `spec` is no variant or its spec's kernel is missing too."""
+    parts = spec.split(".")
+    i = len(parts)
+    while i > 1 and parts[i - 1] in _TYPE_SUFFIXES + ("scaled",):
+        i -= 1
+    stem, suffixes = ".".join(parts[:i]), parts[i:]
+    if not suffixes:
+        return None
+    try:
+        base = find_manifest(stem, backend)
+    except FileNotFoundError:
+        return None
+    flags, what = [], []
+    for sfx in suffixes:
+        if sfx == "scaled":
+            flags.append("--grad-scaling")
+            what.append("with GradScaler's unscale and inf/NaN skip fused (a step under "
+                        "torch.amp.GradScaler asks for it)")
+        else:
+            flags.append(f"--param-type={sfx}")
+            what.append(f"for {_TYPE_NAMES[sfx]} parameters and gradients")
+    try:
+        if json.loads(base.read_text()).get("mode") == "fast":
+            flags.append("--mode=fast")
+    except (OSError, ValueError, AttributeError):
+        pass
+    emit, ext = (("host-library", "so") if backend == C.BACKEND_HOST else ("fatbin", "fatbin"))
+    out = base.parent / f"{spec}.{ext}"
+    return (f"qopt: no kernel variant '{spec}' ({spec}.manifest.json), the kernel of spec "
+            f"'{stem}' {' and '.join(what)}; searched {tried}. The spec's own kernel is "
+            f"{base}; make the variant beside it with\n    qopt-opt {stem}.qopt "
+            f"{' '.join(flags)} --emit={emit} -o {out}\n(python/README.md, \"Your own spec\", "
+            f"builds every variant an optimizer may ask for)")
 
 
 class StreamSpec:

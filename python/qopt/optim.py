@@ -27,6 +27,10 @@ from .codebook import create_dynamic_map
 __all__ = ["QoptOptimizer", "FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion",
            "AdamW8bit", "STATE_FORMAT", "STATE_FORMAT_VERSION"]
 
+#: param group key of the lr a group had when it was added (decouple_lr's reference); torch's
+#: "initial_lr" is left to its schedulers
+_INITIAL_LR = "_qopt_initial_lr"
+
 STATE_FORMAT = "qopt-optimizer-state"
 STATE_FORMAT_VERSION = 1
 
@@ -778,13 +782,14 @@ class QoptOptimizer(torch.optim.Optimizer):
         """The spec file stem the kernel was compiled from (specs/<spec>.qopt)."""
         return self._spec
 
-    def _kernel_spec(self, backend: int, dtype: torch.dtype = torch.bfloat16,
+    def _kernel_spec(self, backend: int, dtype: Optional[torch.dtype] = None,
                      scaled: bool = False) -> R.KernelSpec:
-        """The kernel for parameters of `dtype`: the spec's own (its parameter type), or its
-        variant <spec>.f16 / <spec>.f32; with `scaled`, the grad-scaling variant (.scaled)."""
+        """The kernel for parameters of `dtype`: the spec's own (its parameter type; also for
+        dtype None), or its variant <spec>.bf16 / .f16 / .f32; with `scaled`, the grad-scaling
+        variant (.scaled)."""
         base = R.kernel_spec(self._spec, backend)
         name = self._spec
-        if dtype is not TORCH_DTYPES[base.param_dtype]:
+        if dtype is not None and dtype is not TORCH_DTYPES[base.param_dtype]:
             name += "." + _DTYPE_SUFFIX[dtype]
         if scaled:
             name += ".scaled"
@@ -826,8 +831,12 @@ class QoptOptimizer(torch.optim.Optimizer):
             if self.param_groups and self.param_groups[-1] is group:
                 self.param_groups.pop()
             raise
-        lr = group["lr"]
-        group.setdefault("initial_lr", lr.clone() if isinstance(lr, torch.Tensor) else lr)
+        # decouple_lr's reference lr, under a key of qopt's own: torch's schedulers set
+        # "initial_lr" themselves, from the lr the group has when the scheduler is made (as with
+        # torch.optim.AdamW, an lr set after the optimizer and before the scheduler is kept)
+        if _INITIAL_LR not in group:
+            lr = group.get("initial_lr", group["lr"])
+            group[_INITIAL_LR] = lr.clone() if isinstance(lr, torch.Tensor) else lr
         self._generation += 1
 
     # ---- to be provided by subclasses
@@ -1079,10 +1088,20 @@ class QoptOptimizer(torch.optim.Optimizer):
     def _checked_hypers(self, gi: int, group: Dict[str, Any]) -> Dict[str, Any]:
         """The group's kernel hyperparameters, refused (before any launch of the step) where a
         float one is NaN or infinite, or not a number. Tensor values (a tensor lr) are not read:
-        that would be a host sync."""
+        that would be a host sync: a tensor must have one element (shape [] or [1])).
+
+        The names must be the kernel's (the manifest's "hypers"): one it does not have is refused
+        and one missing takes the manifest's default (refused where it gives none)."""
         hv = self._kernel_hypers(group)
+        ks = R.kernel_spec(self._spec, _backend_of(_local(group["params"][0]))[0])
+        if hv.keys() != ks.hypers.keys():
+            hv = self._completed_hypers(gi, hv, ks)
         for name, v in hv.items():
             if isinstance(v, torch.Tensor):
+                if v.numel() != 1:
+                    raise ValueError(f"{type(self).__name__}: param_groups[{gi}]: {name} is a "
+                                     f"tensor of shape {list(v.shape)}; a tensor {name} must "
+                                     f"have one element (shape [] or [1]); nothing was stepped")
                 continue
             if not isinstance(v, numbers.Real):
                 raise TypeError(f"{type(self).__name__}: param_groups[{gi}]: hyperparameter "
@@ -1092,6 +1111,31 @@ class QoptOptimizer(torch.optim.Optimizer):
                 raise ValueError(f"{type(self).__name__}: param_groups[{gi}]: hyperparameter "
                                  f"'{name}' is {f}; nothing was stepped")
         return hv
+
+    def _completed_hypers(self, gi: int, hv: Dict[str, Any], ks: R.KernelSpec) -> Dict[str, Any]:
+        """`hv` (from _kernel_hypers) checked against the kernel's hyperparameters, as qopt-step
+        checks its --hyper options: a name the kernel does not have is refused, a missing one
+        takes the manifest's default (refused where the manifest gives none)."""
+        cls = type(self).__name__
+        known = list(ks.hypers)
+        has = f"(it has {', '.join(known)})" if known else "(it has none)"
+        where = (f"{cls}: param_groups[{gi}]: kernel {ks.kernel} (spec '{self._spec}', "
+                 f"{ks.path.name})")
+        unknown = [n for n in hv if n not in ks.hypers]
+        if unknown:
+            raise ValueError(f"{where} has no hyperparameter {', '.join(map(repr, unknown))} "
+                             f"{has}; {cls}._kernel_hypers must use the spec's `hyper` names; "
+                             f"nothing was stepped")
+        out = dict(hv)
+        for name, (default, has_default, _) in ks.hypers.items():
+            if name in out:
+                continue
+            if not has_default:
+                raise ValueError(f"{where} needs hyperparameter '{name}' (its manifest gives no "
+                                 f"default) {has}; {cls}._kernel_hypers gives "
+                                 f"{', '.join(hv) or 'none'}; nothing was stepped")
+            out[name] = default
+        return out
 
     # ---- checkpoints
     def state_dict(self) -> Dict[str, Any]:
@@ -1158,6 +1202,10 @@ class QoptOptimizer(torch.optim.Optimizer):
             for k, v in sg.items():
                 if k != "params":
                     g[k] = v.clone() if isinstance(v, torch.Tensor) else v
+            if _INITIAL_LR not in sg and "initial_lr" in sg:
+                # saved by a qopt that kept decouple_lr's reference lr as "initial_lr"
+                v = sg["initial_lr"]
+                g[_INITIAL_LR] = v.clone() if isinstance(v, torch.Tensor) else v
         self._cache.clear()
         self._generation += 1
 
@@ -1331,10 +1379,11 @@ def _check_flash_group(opt: "QoptOptimizer", group) -> None:
 
 def _wd_for_kernel(group, decouple_lr: bool):
     """With decouple_lr the decay is wd * lr / initial_lr; the kernel multiplies lr * wd, so it
-    gets wd / initial_lr."""
+    gets wd / initial_lr. initial_lr: the group's lr when it was added (_INITIAL_LR; a group's
+    own "initial_lr" then, else its "lr"), not a scheduler's "initial_lr"."""
     wd = group["weight_decay"]
     if decouple_lr and wd != 0:
-        init = group.get("initial_lr", group["lr"])
+        init = group.get(_INITIAL_LR, group.get("initial_lr", group["lr"]))
         init = float(init) if isinstance(init, torch.Tensor) else init
         return wd / init if init != 0 else 0.0
     return wd

@@ -1,0 +1,278 @@
+"""A spec of one's own (python/README.md, "Your own spec"), compiled here with the build's qopt-opt
+for the host backend (skipped without qopt-opt or a host backend): SGD with an f32 momentum
+buffer, whose parameter is f32 or f16 (issue 25, defects 2 to 4).
+
+- state_dict()/load_state_dict() of a spec whose parameter is not bf16 (they looked for the
+  kernel '<spec>.bf16');
+- the hyperparameters _kernel_hypers gives, checked against the manifest's: a name the kernel does
+  not have is refused, naming the spec, the name and the kernel's names; a missing one takes the
+  manifest's default (refused where the manifest gives none);
+- a missing kernel variant (<spec>.bf16, <spec>.scaled) is named with the qopt-opt command that
+  makes it, and that command makes it.
+"""
+
+import io
+import json
+import os
+import shlex
+import subprocess
+
+import pytest
+import torch
+
+import qopt
+from qopt import _capi as C
+from qopt import _runtime as R
+
+SPEC = """// SGD with momentum, dampening 0 (torch.optim.SGD's): buf = momentum * buf + g
+optimizer {name} {{
+  hyper lr = 0.1;
+  hyper momentum = 0.5;
+  param p : {ptype};
+  grad g : {ptype};
+  state buf : f32;
+  update {{
+    buf = momentum * buf + g;
+    p = p - lr * buf;
+  }}
+}}
+"""
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16}
+
+
+def qopt_opt():
+    tool = C.build_dir() / "bin" / "qopt-opt"
+    if not tool.is_file():
+        pytest.skip(f"no qopt-opt at {tool} (build the compiler)")
+    return tool
+
+
+def compile_spec(directory, stem, ptype, *flags):
+    """The spec `<stem>.qopt` (optimizer Mom_<ptype>) written to directory and compiled there for
+    the host backend (with `flags`, e.g. --param-type=f16, into `<variant>.so`)."""
+    spec = directory / f"{stem}.qopt"
+    if not spec.exists():
+        spec.write_text(SPEC.format(name=f"Mom_{ptype}", ptype=ptype))
+    variant = [f.split("=")[1] for f in flags if f.startswith("--param-type=")]
+    variant += ["scaled"] if "--grad-scaling" in flags else []
+    name = ".".join([stem] + variant)
+    subprocess.run([str(qopt_opt()), spec.name, *flags, "--emit=host-library", "-o",
+                    str(directory / f"{name}.so")], cwd=directory, check=True, capture_output=True)
+    return directory / f"{name}.manifest.json"
+
+
+@pytest.fixture
+def kernels(tmp_path, monkeypatch):
+    """A fresh kernel folder of one's own before the shipped ones (on QOPT_KERNEL_DIR, as the
+    README says), with the kernels looked up afresh."""
+    from conftest import backend_available, skip_reason
+    if not backend_available("cpu"):
+        pytest.skip(skip_reason("cpu"))
+    qopt_opt()
+    shipped = qopt.kernel_dirs()
+    monkeypatch.setenv("QOPT_KERNEL_DIR", os.pathsep.join([str(tmp_path)] + [str(d) for d in shipped]))
+    monkeypatch.setattr(R, "_specs", {})
+    return tmp_path
+
+
+class MyMomentum(qopt.QoptOptimizer):
+    STREAM_KEYS = {"buf": "momentum_buffer"}
+
+    def __init__(self, params, spec, lr=0.1, momentum=0.5, hypers=None):
+        self.hypers = hypers   # group -> what _kernel_hypers gives; None: lr and momentum
+        super().__init__(params, dict(lr=lr, momentum=momentum), spec)
+
+    def _kernel_hypers(self, group):
+        if self.hypers is not None:
+            return self.hypers(group)
+        return {"lr": group["lr"], "momentum": group["momentum"]}
+
+
+def make_params(dtype, seed, *shapes):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(s, generator=g).to(dtype)) for s in shapes]
+
+
+def grads(params, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [(0.1 * torch.randn(p.shape, generator=g)).to(p.dtype) for p in params]
+
+
+def step_with(opt, params, gs):
+    for p, g in zip(params, gs):
+        p.grad = g.clone()
+    opt.step()
+
+
+def u8(t):
+    t = t.detach().contiguous()
+    return t.reshape(-1).view(torch.uint8) if t.numel() else t.reshape(-1).to(torch.uint8)
+
+
+# ------------------------------------------------------------- defect 2: checkpoints
+
+@pytest.mark.parametrize("ptype", list(DTYPES))
+def test_state_dict_of_a_spec_whose_parameter_is_not_bf16(kernels, ptype):
+    """Was: FileNotFoundError: qopt: no kernel 'mom.bf16' from state_dict() and
+    load_state_dict() (the checkpoint's kernel was looked up for bf16 parameters)."""
+    manifest = compile_spec(kernels, "mom", ptype)
+    dtype = DTYPES[ptype]
+    a = make_params(dtype, 1, (37,), (5, 8))
+    opt = MyMomentum(a, "mom", lr=0.05, momentum=0.9)
+    for s in range(2):
+        step_with(opt, a, grads(a, 10 + s))
+    sd = opt.state_dict()
+    assert sd["qopt"]["kernel"] == json.loads(manifest.read_text())["kernel"] == f"Mom_{ptype}"
+    assert opt.kernel_name == f"Mom_{ptype}"
+    buf = io.BytesIO()
+    torch.save(sd, buf)
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    other = MyMomentum(b, "mom", lr=0.05, momentum=0.9)
+    buf.seek(0)
+    other.load_state_dict(torch.load(buf))
+    assert int(other.state[b[0]]["step"]) == 2
+    for s in range(3):   # lockstep after the resume
+        gs = grads(a, 20 + s)
+        step_with(opt, a, gs)
+        step_with(other, b, gs)
+    for p, q in zip(a, b):
+        assert torch.equal(u8(p), u8(q))
+        assert torch.equal(u8(opt.state[p]["momentum_buffer"]), u8(other.state[q]["momentum_buffer"]))
+    if dtype is torch.float32:
+        # the spec is torch.optim.SGD with dampening 0: the same 5 steps there
+        r = make_params(dtype, 1, (37,), (5, 8))
+        ref = torch.optim.SGD(r, lr=0.05, momentum=0.9)
+        for s in [10, 11, 20, 21, 22]:
+            step_with(ref, r, grads(r, s))
+        for p, q in zip(a, r):
+            torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-6, atol=1e-7)
+            torch.testing.assert_close(opt.state[p]["momentum_buffer"],
+                                       ref.state[q]["momentum_buffer"], rtol=1e-6, atol=1e-7)
+
+
+# ------------------------------------------------------------- defect 3: hyperparameters
+
+def test_a_hyperparameter_the_kernel_does_not_have_is_refused_naming_it(kernels):
+    """Was: silently ignored (a misspelled name meant the kernel took its default)."""
+    compile_spec(kernels, "mom", "f32")
+    (a,) = make_params(torch.float32, 2, (40,))
+    opt = MyMomentum([a], "mom", hypers=lambda g: {"lr": g["lr"], "momentum": g["momentum"],
+                                                    "momentun": 0.99})
+    a.grad = grads([a], 3)[0]
+    before = a.detach().clone()
+    with pytest.raises(ValueError) as e:
+        opt.step()
+    msg = str(e.value)
+    for part in ["param_groups[0]", "kernel Mom_f32", "spec 'mom'", "no hyperparameter 'momentun'",
+                 "(it has lr, momentum)", "nothing was stepped"]:
+        assert part in msg, msg
+    assert torch.equal(u8(a), u8(before)) and all(int(s["step"]) == 0 for s in opt.state.values())
+
+
+def test_a_missing_hyperparameter_takes_the_manifest_default(kernels):
+    """Was: a bare KeyError: 'momentum'. The manifest's default (the spec's `hyper momentum =
+    0.5`) is what qopt-step and qopt_step use: the steps are torch.optim.SGD's with momentum
+    0.5, and bitwise those of the same optimizer given momentum=0.5."""
+    compile_spec(kernels, "mom", "f32")
+    a = make_params(torch.float32, 4, (40,), (7,))
+    b = make_params(torch.float32, 4, (40,), (7,))
+    r = make_params(torch.float32, 4, (40,), (7,))
+    lacking = MyMomentum(a, "mom", lr=0.05, momentum=0.9, hypers=lambda g: {"lr": g["lr"]})
+    given = MyMomentum(b, "mom", lr=0.05, momentum=0.5)
+    ref = torch.optim.SGD(r, lr=0.05, momentum=0.5)
+    for s in range(3):
+        gs = grads(a, 30 + s)
+        for o, ps in ((lacking, a), (given, b), (ref, r)):
+            step_with(o, ps, gs)
+    for p, q, t in zip(a, b, r):
+        assert torch.equal(u8(p), u8(q))
+        torch.testing.assert_close(p.detach(), t.detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_a_missing_hyperparameter_without_default_is_refused_naming_it(kernels, monkeypatch):
+    """A manifest may give no default (docs/abi.md): then the name is needed, as qopt-step says."""
+    manifest = compile_spec(kernels, "mom", "f32")
+    doc = json.loads(manifest.read_text())
+    for h in doc["hypers"]:
+        if h["name"] == "momentum":
+            del h["default"]
+    nodefault = kernels / "nodefault"
+    nodefault.mkdir()
+    (nodefault / doc["host"]["library"]).symlink_to(kernels / doc["host"]["library"])
+    (nodefault / "mom.manifest.json").write_text(json.dumps(doc))
+    monkeypatch.setenv("QOPT_KERNEL_DIR",
+                       os.pathsep.join([str(nodefault), os.environ["QOPT_KERNEL_DIR"]]))
+    (a,) = make_params(torch.float32, 5, (40,))
+    opt = MyMomentum([a], "mom", hypers=lambda g: {"lr": g["lr"]})
+    a.grad = grads([a], 6)[0]
+    before = a.detach().clone()
+    with pytest.raises(ValueError) as e:
+        opt.step()
+    msg = str(e.value)
+    for part in ["kernel Mom_f32", "spec 'mom'", "needs hyperparameter 'momentum'",
+                 "its manifest gives no default", "(it has lr, momentum)",
+                 "MyMomentum._kernel_hypers gives lr;"]:
+        assert part in msg, msg
+    assert torch.equal(u8(a), u8(before))
+
+
+# ------------------------------------------------------------- defect 4: missing variants
+
+def command_in(msg):
+    """The qopt-opt command a message gives (its own line)."""
+    lines = [ln.strip() for ln in msg.splitlines() if ln.strip().startswith("qopt-opt ")]
+    assert len(lines) == 1, msg
+    return shlex.split(lines[0])
+
+
+def test_a_missing_dtype_variant_names_it_and_the_command_that_makes_it(kernels):
+    """Was: 'QOPT_KERNEL_DIR replaces the default search path...' (the spec's own kernel is on
+    it). The command the message gives makes the variant, and the optimizer then steps."""
+    compile_spec(kernels, "mom", "f32")
+    (a,) = make_params(torch.bfloat16, 7, (40,))
+    with pytest.raises(FileNotFoundError) as e:
+        MyMomentum([a], "mom")
+    msg = str(e.value)
+    for part in ["no kernel variant 'mom.bf16' (mom.bf16.manifest.json)", "spec 'mom'",
+                 "bfloat16 parameters", str(kernels / "mom.manifest.json"), "Your own spec"]:
+        assert part in msg, msg
+    cmd = command_in(msg)
+    assert cmd[:2] == ["qopt-opt", "mom.qopt"] and "--param-type=bf16" in cmd
+    assert "--emit=host-library" in cmd and cmd[-2:] == ["-o", str(kernels / "mom.bf16.so")]
+    subprocess.run([str(qopt_opt())] + cmd[1:], cwd=kernels, check=True, capture_output=True)
+    opt = MyMomentum([a], "mom", lr=0.5, momentum=0.5)
+    a.grad = torch.full_like(a, 0.25)
+    before = a.detach().float().clone()
+    opt.step()
+    assert torch.equal(a.detach().float(), (before - 0.125).to(torch.bfloat16).float())
+
+
+def test_a_missing_grad_scaling_variant_names_it_and_the_command_that_makes_it(kernels):
+    """A step under GradScaler asks for '<spec>.scaled' (or '<spec>.<type>.scaled')."""
+    compile_spec(kernels, "mom", "f32")
+    compile_spec(kernels, "mom", "f32", "--param-type=f16")   # mom.f16 is there, not its .scaled
+    (a,) = make_params(torch.float32, 8, (40,))
+    (h,) = make_params(torch.float16, 9, (24,))
+    for p, variant, flags in ((a, "mom.scaled", ["--grad-scaling"]),
+                              (h, "mom.f16.scaled", ["--param-type=f16", "--grad-scaling"])):
+        opt = MyMomentum([p], "mom")
+        p.grad = grads([p], 10)[0]
+        opt.grad_scale = torch.full((), 2.0)
+        opt.found_inf = torch.zeros(())
+        before = p.detach().clone()
+        with pytest.raises(FileNotFoundError) as e:
+            opt.step()
+        msg = str(e.value)
+        assert f"no kernel variant '{variant}'" in msg and "GradScaler" in msg, msg
+        cmd = command_in(msg)
+        assert cmd[:2] == ["qopt-opt", "mom.qopt"] and all(f in cmd for f in flags), msg
+        assert torch.equal(u8(p), u8(before))
+        subprocess.run([str(qopt_opt())] + cmd[1:], cwd=kernels, check=True, capture_output=True)
+        opt.step()   # now it is there: the scaled step, gradient / 2
+        q = torch.nn.Parameter(before.float().clone())
+        ref = torch.optim.SGD([q], lr=0.1, momentum=0.5)
+        q.grad = p.grad.float() / 2
+        ref.step()
+        torch.testing.assert_close(p.detach().float(), q.detach().to(p.dtype).float(),
+                                   rtol=1e-3 if p.dtype is torch.float16 else 1e-6, atol=1e-6)
