@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -31,7 +32,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+# QOPT_PYTHON_DIR: another checkout's package (a before/after comparison in one run).
+sys.path.insert(0, os.environ.get("QOPT_PYTHON_DIR",
+                                  str(Path(__file__).resolve().parents[1] / "python")))
 import qopt  # noqa: E402
 
 
