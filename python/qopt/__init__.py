@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = ["FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion", "AdamW8bit",
            "QoptOptimizer", "QoptError", "master_weights", "fp32_state_dict", "create_dynamic_map",
-           "runtime_version", "kernel_dirs", "default_kernel_dirs", "STATE_FORMAT",
+           "runtime_version", "forget_allocations", "kernel_dirs", "default_kernel_dirs", "STATE_FORMAT",
            "STATE_FORMAT_VERSION", "__version__"]
 
 
@@ -32,6 +32,20 @@ def runtime_version() -> tuple:
     """(runtime version, manifest version) of the loaded libqopt_runtime.so."""
     from . import _capi
     return _capi.version()
+
+
+def forget_allocations() -> None:
+    """Makes the runtime ask the CUDA driver again about the memory of every buffer at the next step
+    (``qopt_context_forget_allocations`` on every CUDA context this process made). The runtime
+    remembers, per allocation, that a gradient's memory is device memory of the right device and
+    how far it reaches; call this after giving memory back to the driver (``torch.cuda.empty_cache()``)
+    when tensors may be freed and allocated again at the same addresses between steps."""
+    from . import _capi, _runtime
+    with _runtime._lock:
+        contexts = [c for (backend, _), c in _runtime._contexts.items()
+                    if backend == _capi.BACKEND_CUDA]
+    for c in contexts:
+        _capi.call("qopt_context_forget_allocations", c)
 
 
 def _backend(device: Optional[Union[str, torch.device]]) -> int:
