@@ -591,7 +591,7 @@ def test_device_uniform_evaluation_equals_runtime(spec):
     """The torch-op evaluation used by capturable steps and tensor lr gives the runtime's float32
     uniforms exactly (here with CPU tensors; the same ops run on CUDA)."""
     from qopt import _runtime as R
-    from qopt.optim import _eval_device
+    from qopt._uniforms import evaluate as _eval_device
     ks = R.kernel_spec(spec, C.BACKEND_HOST)
     names = list(ks.hypers)
     values = {"lr": 3e-3, "beta1": 0.85, "beta2": 0.995, "eps": 1e-7, "weight_decay": 0.07,

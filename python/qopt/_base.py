@@ -1,0 +1,667 @@
+"""QoptOptimizer: the base class of the optimizers, a torch.optim.Optimizer whose step is one qopt
+kernel launch per parameter group and parameter dtype (the launches in _launch.py). It creates the
+kernel's state from the manifest's layout, checks and loads state dicts, and maps a group to the
+kernel's hyperparameters; the subclasses in optim.py name the spec and the state keys.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import numbers
+import weakref
+from ctypes import c_void_p
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from . import _capi as C
+from . import _runtime as R
+from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _Launch,
+                      _backend_of, _destroy_deferred, _destroy_handle_dict, _launch_all, _local,
+                      _size_error)
+
+#: param group key of the lr a group had when it was added (decouple_lr's reference); torch's
+#: "initial_lr" is left to its schedulers
+_INITIAL_LR = "_qopt_initial_lr"
+
+STATE_FORMAT = "qopt-optimizer-state"
+STATE_FORMAT_VERSION = 1
+
+#: torch >= 2.0's GradScaler hands an optimizer with this flag its scale and found_inf as the
+#: attributes ``grad_scale`` and ``found_inf`` (torch 1.x passed itself as a ``grad_scaler``
+#: keyword instead, which qopt does not take: there GradScaler unscales and checks by itself).
+_AMP_ATTRIBUTES = int(torch.__version__.split(".")[0]) >= 2
+
+
+def _fill(t: torch.Tensor, bits: int) -> None:
+    """Fills t with the bit pattern `bits` (one element's bits, as qopt_buffer_layout gives)."""
+    if bits == 0 or t.numel() == 0:
+        t.zero_()
+        return
+    size = t.element_size()
+    view = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[size]
+    if size > 1 and bits >= 1 << (8 * size - 1):
+        bits -= 1 << (8 * size)  # the signed integer with the same bits
+    t.view(view).fill_(bits)
+
+
+
+# ------------------------------------------------------------------------- the base class
+
+class QoptOptimizer(torch.optim.Optimizer):
+    """Base class: a torch.optim.Optimizer whose step is one qopt kernel launch per group.
+
+    Subclasses set the kernel (a spec stem, e.g. ``flash_adamw``), the names of the state keys and
+    the map from a param group to the kernel's hyperparameters.
+    """
+
+    #: torch.amp.GradScaler hands step() its scale and found_inf (attributes ``grad_scale`` and
+    #: ``found_inf``, torch >= 2.0): the step unscales inside the kernel and is skipped on the
+    #: device when found_inf is set (docs: python/README.md, "GradScaler").
+    _step_supports_amp_scaling = _AMP_ATTRIBUTES
+
+    #: manifest stream name -> state_dict key
+    STREAM_KEYS: Dict[str, str] = {}
+    #: manifest table name -> state key (codebook tables)
+    TABLE_KEYS: Dict[str, str] = {}
+
+    def __init__(self, params, defaults: Dict[str, Any], spec: str):
+        self._spec = spec
+        self._generation = 0
+        self._cache: Dict[int, _GroupCache] = {}
+        self._tables_host: Optional[List[List[float]]] = None
+        self._tables_dev: Dict[Any, List[torch.Tensor]] = {}
+        self._init_kernels()
+        super().__init__(params, defaults)
+
+    def _init_kernels(self) -> None:
+        # Kernel handles of this optimizer, destroyed with it (not at interpreter exit, when the
+        # CUDA context may be gone). A graph captured from a step must not outlive the optimizer
+        # (its state tensors go with it too).
+        self._kernels: Dict[Any, c_void_p] = {}
+        self._finalizer = weakref.finalize(self, _destroy_handle_dict, self._kernels)
+        self._finalizer.atexit = False
+
+    # ---- kernel and dtype checks
+    @property
+    def kernel_name(self) -> str:
+        """The registry key of the kernel (e.g. ``FlashAdamW``)."""
+        return self._kernel_spec(C.BACKEND_HOST).kernel
+
+    @property
+    def spec(self) -> str:
+        """The spec file stem the kernel was compiled from (specs/<spec>.qopt)."""
+        return self._spec
+
+    def _kernel_spec(self, backend: int, dtype: Optional[torch.dtype] = None,
+                     scaled: bool = False) -> R.KernelSpec:
+        """The kernel for parameters of `dtype`: the spec's own (its parameter type; also for
+        dtype None), or its variant <spec>.bf16 / .f16 / .f32; with `scaled`, the grad-scaling
+        variant (.scaled)."""
+        base = R.kernel_spec(self._spec, backend)
+        name = self._spec
+        if dtype is not None and dtype is not TORCH_DTYPES[base.param_dtype]:
+            name += "." + _DTYPE_SUFFIX[dtype]
+        if scaled:
+            name += ".scaled"
+        return base if name == self._spec else R.kernel_spec(name, backend)
+
+    def _dtype_error(self, p, pdtype, gdtype, ks: Optional[R.KernelSpec]):
+        shape = tuple(p.shape)
+        if pdtype not in PARAM_DTYPES:
+            raise TypeError(
+                f"{type(self).__name__}: a parameter of shape {shape} has dtype {pdtype}; qopt's "
+                f"kernels ({self._spec}) step torch.bfloat16, torch.float16 and torch.float32 "
+                f"parameters, each with a gradient of its own dtype. Cast the model (e.g. "
+                f"model.to(torch.bfloat16)); qopt does not cast silently.")
+        raise TypeError(
+            f"{type(self).__name__}: a parameter of shape {shape} has gradient dtype {gdtype} "
+            f"(parameter {pdtype}); the {ks.kernel} kernel steps {pdtype} parameters with "
+            f"{pdtype} gradients only. qopt does not cast silently.")
+
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        """torch's add_param_group, then qopt's checks of the group (hyperparameters, options the
+        constructor refuses or keeps for the whole optimizer, parameter dtypes); a group refused
+        is not kept."""
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        try:
+            self._check_group_options(group)
+            self._validate_group(group)
+            for p in group["params"]:
+                lp = _local(p)
+                backend, _ = _backend_of(lp)
+                if lp.dtype not in PARAM_DTYPES:
+                    self._dtype_error(p, lp.dtype, None, None)
+                # the kernel exists (FileNotFoundError if not); STREAM_KEYS and TABLE_KEYS name
+                # its streams and tables (ValueError if not)
+                ks = self._kernel_spec(backend, lp.dtype)
+                self._stream_keys(ks)
+                self._table_keys(ks)
+        except BaseException:
+            if self.param_groups and self.param_groups[-1] is group:
+                self.param_groups.pop()
+            raise
+        # decouple_lr's reference lr, under a key of qopt's own: torch's schedulers set
+        # "initial_lr" themselves, from the lr the group has when the scheduler is made (as with
+        # torch.optim.AdamW, an lr set after the optimizer and before the scheduler is kept)
+        if _INITIAL_LR not in group:
+            lr = group.get("initial_lr", group["lr"])
+            group[_INITIAL_LR] = lr.clone() if isinstance(lr, torch.Tensor) else lr
+        self._generation += 1
+
+    # ---- to be provided by subclasses
+    def _validate_group(self, group: Dict[str, Any]) -> None:
+        _check_lr(group["lr"])
+
+    def _check_group_options(self, group: Dict[str, Any]) -> None:
+        """Refuses, in any param group (also one added later), what the constructor refuses or
+        keeps for the whole optimizer, rather than ignoring it."""
+        if group.get("maximize", False):
+            raise ValueError(f"{type(self).__name__}: maximize=True is not supported")
+
+    def _same_for_all(self, group: Dict[str, Any], key: str, value: Any) -> None:
+        if key in group and group[key] != value:
+            raise ValueError(f"{type(self).__name__}: {key}={group[key]!r} in a param group is not "
+                             f"supported: {key} is set for the whole optimizer ({value!r}); use "
+                             f"another optimizer for these parameters")
+
+    def _kernel_hypers(self, group: Dict[str, Any]) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def _host_tables(self, ks: R.KernelSpec) -> List[List[float]]:
+        return []
+
+    # ---- state
+    def _stream_keys(self, ks: R.KernelSpec) -> Dict[str, str]:
+        """Manifest stream name -> state key, for the kernel's streams other than the parameter
+        and the gradient (STREAM_KEYS, else the stream's own name). A STREAM_KEYS key that names
+        none of them is a ValueError (it would be ignored silently otherwise), except the
+        parameter's error-bits stream ``<param>.ecc``, which a variant without a master weight (an
+        fp32 parameter, ``master_weight_bits=None``) does not have."""
+        names = [s.name for s in ks.streams if s.role not in (C.ROLE_PARAM, C.ROLE_GRAD)]
+        keys = self.STREAM_KEYS
+        if any(k not in names for k in keys):
+            ecc = ks.streams[ks.param_stream].name + ".ecc"
+            unknown = [k for k in keys if k not in names and k != ecc]
+            if unknown:
+                raise ValueError(
+                    f"{type(self).__name__}.STREAM_KEYS: {', '.join(map(repr, unknown))} "
+                    f"name{'s' if len(unknown) == 1 else ''} no state stream of kernel "
+                    f"{ks.kernel} ({ks.path.name}); its stream names are "
+                    f"{', '.join(map(repr, names)) or 'none'} (keys are manifest stream names, "
+                    f"e.g. '<state>.codes', '<state>.scales', '<param>.ecc')")
+        return {n: keys.get(n, n) for n in names}
+
+    def _table_keys(self, ks: R.KernelSpec) -> List[str]:
+        """State keys of the kernel's codebook tables (TABLE_KEYS, else the table's name); a
+        TABLE_KEYS key that names no table of the kernel is a ValueError."""
+        names = [name for name, _ in ks.tables]
+        unknown = [k for k in self.TABLE_KEYS if k not in names]
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}.TABLE_KEYS: {', '.join(map(repr, unknown))} "
+                f"name{'s' if len(unknown) == 1 else ''} no table of kernel {ks.kernel} "
+                f"({ks.path.name}); its table names are {', '.join(map(repr, names)) or 'none'}")
+        return [self.TABLE_KEYS.get(name, name) for name in names]
+
+    def _device_tables(self, ks: R.KernelSpec, device) -> List[torch.Tensor]:
+        if not ks.tables:
+            return []
+        key = str(device)
+        if key not in self._tables_dev:
+            host = self._host_tables(ks)
+            self._tables_dev[key] = [torch.tensor(t, dtype=torch.float32, device=device) for t in host]
+        return self._tables_dev[key]
+
+    def _expected_state(self, p: torch.Tensor, ks: R.KernelSpec) -> Dict[str, Tuple[tuple, torch.dtype, Any]]:
+        """state key -> (shape, dtype, buffer layout) for parameter p."""
+        lp = _local(p)
+        cached = self.__dict__.setdefault("_table_arrays", {})   # ks.path -> ctypes arrays
+        arrays = cached.get(ks.path)
+        if arrays is None:
+            arrays = [(ctypes.c_float * 256)(*t) for t in self._host_tables(ks)]
+            cached[ks.path] = arrays
+        layout = ks.state_layout(lp.numel(), arrays if arrays else None)
+        keys = self._stream_keys(ks)
+        out = {}
+        for s, b in zip(ks.streams, layout):
+            if s.role in (C.ROLE_PARAM, C.ROLE_GRAD):
+                continue
+            shape = tuple(lp.shape) if s.per == C.PER_ELEMENT else (b.count,)
+            out[keys[s.name]] = (shape, TORCH_DTYPES[b.dtype], b)
+        return out
+
+    def _init_param_state(self, p: torch.Tensor, group: Dict[str, Any]) -> Dict[str, Any]:
+        lp = _local(p)
+        backend, _ = _backend_of(lp)
+        ks = self._kernel_spec(backend, lp.dtype)
+        state = self.state.get(p)
+        if not isinstance(state, dict):
+            state = {}
+            self.state[p] = state
+        state.clear()
+        for key, (shape, dtype, b) in self._expected_state(p, ks).items():
+            t = torch.empty(shape, dtype=dtype, device=lp.device)
+            if b.init == C.INIT_FILL:
+                _fill(t, b.fill_bits)
+            elif b.init in (C.INIT_FROM_MASTER, C.INIT_CALLER):
+                t.zero_()  # the master is the parameter itself: rho = 0
+            else:
+                raise RuntimeError(f"qopt: unexpected initial value kind {b.init} for {key}")
+            state[key] = t
+        for key, table in zip(self._table_keys(ks), self._device_tables(ks, lp.device)):
+            state[key] = table
+        if group.get("capturable", False):
+            state["step"] = torch.zeros((), dtype=torch.float32, device=lp.device)
+        else:
+            state["step"] = torch.zeros((), dtype=torch.int64)
+        return state
+
+    @torch.no_grad()
+    def init_state(self) -> None:
+        """Creates the state of every parameter that requires grad and has none yet (the step
+        creates it lazily for the parameters that have a gradient)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and len(self.state.get(p, {})) == 0:
+                    self._init_param_state(p, group)
+        self._generation += 1
+
+    # ---- the step
+    def _build(self, gi: int, group: Dict[str, Any], plist: List[torch.Tensor],
+               old: Optional[_GroupCache] = None) -> _GroupCache:
+        """The launches of group gi for the parameters `plist` (those with a gradient). A parameter
+        without state gets it fresh (as at its first step); an existing state is checked as
+        load_state_dict checks it (ValueError; RuntimeError for a parameter whose size changed),
+        except where `old` (the group's previous cache) took exactly this state for a parameter of
+        this size and dtype."""
+        # each parameter's position in the group (plist is the group's parameters with a
+        # gradient, in order; a parameter listed twice gets each of its positions)
+        pos, it = [], iter(enumerate(group["params"]))
+        for p in plist:
+            pos.append(next(i for i, q in it if q is p))
+        known: Dict[int, Tuple[_Launch, int]] = {}
+        if old is not None:
+            for launch in old.launches:
+                for i, q in enumerate(launch.params):
+                    known[id(q)] = (launch, i)
+        cls = type(self).__name__
+        parts: Dict[Tuple[int, int, int, torch.dtype, torch.dtype], List[torch.Tensor]] = {}
+        at: Dict[Tuple[int, int, int, torch.dtype, torch.dtype], List[int]] = {}
+        for p, pi in zip(plist, pos):
+            lp = _local(p)
+            backend, dev = _backend_of(lp)
+            st = self.state.get(p)
+            if not st:
+                st = self._init_param_state(p, group)
+            else:
+                where = f"{cls}: param_groups[{gi}][{pi}] {list(p.shape)}"
+                k = known.get(id(p))
+                if k is not None and k[0].params[k[1]] is p and k[0].same_state(k[1], st):
+                    launch, i = k
+                    if lp.numel() != launch.numel_list[i]:
+                        raise _size_error(where, lp.numel(), launch.numel_list[i])
+                    if lp.dtype is not launch.dtype:
+                        raise TypeError(f"{where} is {lp.dtype} now, but its state was made for "
+                                        f"{launch.dtype} (kernel {launch.ks.kernel}); cast "
+                                        f"parameters before creating the optimizer")
+                else:
+                    checked = self._validated_state(p, group, st, where, live=True)
+                    for key, v in checked.items():
+                        if st.get(key) is not v:
+                            st[key] = v
+            step = int(st["step"].item())
+            # counters on the host (int64) and on the device (float32) are not stepped together
+            part = (backend, dev, step, lp.dtype, st["step"].dtype)
+            parts.setdefault(part, []).append(p)
+            at.setdefault(part, []).append(pi)
+        launches = []
+        for j, (part, ps) in enumerate(parts.items()):
+            backend, dev, _, dtype, _ = part
+            ks = self._kernel_spec(backend, dtype)
+            labels = [f"param_groups[{gi}][{pi}]" for pi in at[part]]
+            key = (gi, j, backend, dev, str(ks.path))
+            launches.append(_Launch(self, ks, backend, dev, ps, labels, key))
+        return _GroupCache(self._generation, [id(p) for p in plist], launches)
+
+    @torch.no_grad()
+    def step(self, closure: Optional[Callable[[], Any]] = None):
+        """Performs one optimization step (one kernel launch per parameter group and dtype).
+
+        Under ``torch.amp.GradScaler.step`` (torch >= 2.0) the attributes ``grad_scale`` (the loss
+        scale, a float32 tensor; None when the gradients were unscaled already) and ``found_inf``
+        (a float32 tensor, nonzero when a gradient is inf or NaN) are set: each gradient is then
+        multiplied by ``float32(1 / float64(grad_scale))`` as the kernel loads it and rounded to
+        its own dtype (exactly what ``GradScaler.unscale_`` stores), and a nonzero ``found_inf``
+        skips the step on the device: parameters, state and step counts stay as they were. The
+        gradients themselves are left scaled."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        _destroy_deferred()
+        grad_scale = getattr(self, "grad_scale", None)
+        found_inf = getattr(self, "found_inf", None)
+        scaling = None
+        if grad_scale is not None or found_inf is not None:
+            for name, v in (("grad_scale", grad_scale), ("found_inf", found_inf)):
+                if v is not None and (not isinstance(v, torch.Tensor) or v.numel() != 1):
+                    raise TypeError(f"{type(self).__name__}.step: {name} must be a one-element "
+                                    f"tensor (as torch.amp.GradScaler sets it), got {v!r}")
+            scaling = (grad_scale, found_inf)
+        # The check phase: every group's hyperparameters, every parameter's state and size, every
+        # gradient of every group, before anything is launched (a refused step steps no group).
+        work = []
+        try:
+            for gi, group in enumerate(self.param_groups):
+                plist = [p for p in group["params"] if p.grad is not None]
+                if not plist:
+                    continue
+                hv = self._checked_hypers(gi, group)
+                cache = self._cache.get(gi)
+                ids = [id(p) for p in plist]
+                if cache is None or cache.generation != self._generation or cache.ids != ids:
+                    cache = self._build(gi, group, plist, cache)
+                    self._cache[gi] = cache
+                if not all(launch.check() for launch in cache.launches):
+                    # the state changed under the cache: rebuild from the current state
+                    cache = self._build(gi, group, plist, cache)
+                    self._cache[gi] = cache
+                    if not all(launch.check() for launch in cache.launches):
+                        raise RuntimeError("qopt: internal error: a launch rebuilt from the "
+                                           "current state does not match it")
+                work.append((gi, group, cache, hv))
+            # Every launch takes its pointers, kernel and uniforms; then the runtime validates
+            # every launch of the step and launches them (qopt_step_many), so a step it would
+            # refuse in a later group refuses the whole step.
+            launches = []
+            for gi, group, cache, hv in work:
+                for launch in cache.launches:
+                    launch.prepare(group, hv, scaling)
+                    launches.append(launch)
+            _launch_all(launches)
+            for gi, group, cache, hv in work:
+                if len(cache.launches) > 1:
+                    # parameters whose step counts now agree go into one launch next time (the
+                    # old cache still vouches for the states it took)
+                    keys = {(ln.backend, ln.device, ln.dtype, ln.step, ln.step_tensors[0].dtype)
+                            for ln in cache.launches}
+                    if len(keys) < len(cache.launches):
+                        cache.generation = -1
+        finally:
+            for cache in self._cache.values():   # drop what check() and prepare() kept
+                for launch in cache.launches:
+                    launch._cur = None
+                    launch._prep = None
+        return loss
+
+    def _checked_hypers(self, gi: int, group: Dict[str, Any]) -> Dict[str, Any]:
+        """The group's kernel hyperparameters, refused (before any launch of the step) where a
+        float one is NaN or infinite, or not a number. Tensor values (a tensor lr) are not read:
+        that would be a host sync: a tensor must have one element (shape [] or [1])).
+
+        The names must be the kernel's (the manifest's "hypers"): one it does not have is refused
+        and one missing takes the manifest's default (refused where it gives none)."""
+        hv = self._kernel_hypers(group)
+        ks = R.kernel_spec(self._spec, _backend_of(_local(group["params"][0]))[0])
+        if hv.keys() != ks.hypers.keys():
+            hv = self._completed_hypers(gi, hv, ks)
+        for name, v in hv.items():
+            if isinstance(v, torch.Tensor):
+                if v.numel() != 1:
+                    raise ValueError(f"{type(self).__name__}: param_groups[{gi}]: {name} is a "
+                                     f"tensor of shape {list(v.shape)}; a tensor {name} must "
+                                     f"have one element (shape [] or [1]); nothing was stepped")
+                continue
+            if not isinstance(v, numbers.Real):
+                raise TypeError(f"{type(self).__name__}: param_groups[{gi}]: hyperparameter "
+                                f"'{name}' is {v!r}, not a number; nothing was stepped")
+            f = float(v)
+            if not math.isfinite(f):
+                raise ValueError(f"{type(self).__name__}: param_groups[{gi}]: hyperparameter "
+                                 f"'{name}' is {f}; nothing was stepped")
+        return hv
+
+    def _completed_hypers(self, gi: int, hv: Dict[str, Any], ks: R.KernelSpec) -> Dict[str, Any]:
+        """`hv` (from _kernel_hypers) checked against the kernel's hyperparameters, as qopt-step
+        checks its --hyper options: a name the kernel does not have is refused, a missing one
+        takes the manifest's default (refused where the manifest gives none)."""
+        cls = type(self).__name__
+        known = list(ks.hypers)
+        has = f"(it has {', '.join(known)})" if known else "(it has none)"
+        where = (f"{cls}: param_groups[{gi}]: kernel {ks.kernel} (spec '{self._spec}', "
+                 f"{ks.path.name})")
+        unknown = [n for n in hv if n not in ks.hypers]
+        if unknown:
+            raise ValueError(f"{where} has no hyperparameter {', '.join(map(repr, unknown))} "
+                             f"{has}; {cls}._kernel_hypers must use the spec's `hyper` names; "
+                             f"nothing was stepped")
+        out = dict(hv)
+        for name, (default, has_default, _) in ks.hypers.items():
+            if name in out:
+                continue
+            if not has_default:
+                raise ValueError(f"{where} needs hyperparameter '{name}' (its manifest gives no "
+                                 f"default) {has}; {cls}._kernel_hypers gives "
+                                 f"{', '.join(hv) or 'none'}; nothing was stepped")
+            out[name] = default
+        return out
+
+    # ---- checkpoints
+    def state_dict(self) -> Dict[str, Any]:
+        """PyTorch's layout ({"state", "param_groups"}) plus a "qopt" record with the format
+        version and the kernel. The quantized state is kept as it is (codes, scales or absmax,
+        error bits, the codebook tables, the step); tensors are referenced, not copied."""
+        mapping: Dict[int, int] = {}
+        groups = []
+        start = 0
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            for i, p in enumerate(g["params"], start):
+                mapping.setdefault(id(p), i)
+            packed["params"] = [mapping[id(p)] for p in g["params"]]
+            start += len(packed["params"])
+            groups.append(packed)
+        state = {mapping[id(p)]: dict(s) for p, s in self.state.items() if id(p) in mapping and s}
+        ks = self._kernel_spec(C.BACKEND_HOST)
+        return {"state": state, "param_groups": groups,
+                "qopt": {"format": STATE_FORMAT, "version": STATE_FORMAT_VERSION,
+                         "optimizer": type(self).__name__, "kernel": ks.kernel, "spec": self._spec}}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Loads a state_dict of this optimizer class and kernel. Every state tensor must have the
+        shape and dtype the kernel expects; anything else is refused with a ValueError (nothing is
+        loaded then). Tensors are copied to the parameter's device; the dict is not modified."""
+        name = type(self).__name__
+        meta = state_dict.get("qopt") if isinstance(state_dict, dict) else None
+        if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
+            raise ValueError(f"{name}.load_state_dict: not a qopt optimizer state (no 'qopt' record "
+                             f"with format '{STATE_FORMAT}'); qopt loads only its own checkpoints")
+        if meta.get("version") != STATE_FORMAT_VERSION:
+            raise ValueError(f"{name}.load_state_dict: state format version {meta.get('version')} "
+                             f"is not supported (this qopt reads version {STATE_FORMAT_VERSION})")
+        ks_host = self._kernel_spec(C.BACKEND_HOST)
+        if meta.get("kernel") != ks_host.kernel:
+            raise ValueError(f"{name}.load_state_dict: the state was saved by {meta.get('optimizer')} "
+                             f"with kernel {meta.get('kernel')}, this optimizer uses kernel "
+                             f"{ks_host.kernel}; their states differ")
+        groups = self.param_groups
+        saved_groups = state_dict["param_groups"]
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for g, sg in zip(groups, saved_groups):
+            if len(g["params"]) != len(sg["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                                 "the size of optimizer's group")
+        id_map = {}
+        for g, sg in zip(groups, saved_groups):
+            for p, i in zip(g["params"], sg["params"]):
+                id_map[i] = (p, sg)
+        new_state: Dict[torch.Tensor, Dict[str, Any]] = {}
+        for idx, saved in state_dict["state"].items():
+            if idx not in id_map:
+                raise ValueError(f"{name}.load_state_dict: state for parameter {idx}, which no "
+                                 f"parameter group lists")
+            p, g = id_map[idx]
+            new_state[p] = self._load_param_state(p, g, idx, saved)
+        # Everything checked: commit.
+        self.state.clear()
+        for p, st in new_state.items():
+            self.state[p] = st
+        for g, sg in zip(groups, saved_groups):
+            for k, v in sg.items():
+                if k != "params":
+                    g[k] = v.clone() if isinstance(v, torch.Tensor) else v
+            if _INITIAL_LR not in sg and "initial_lr" in sg:
+                # saved by a qopt that kept decouple_lr's reference lr as "initial_lr"
+                v = sg["initial_lr"]
+                g[_INITIAL_LR] = v.clone() if isinstance(v, torch.Tensor) else v
+        self._cache.clear()
+        self._generation += 1
+
+    def _load_param_state(self, p, group, idx, saved: Dict[str, Any]) -> Dict[str, Any]:
+        where = (f"{type(self).__name__}.load_state_dict: parameter {idx} "
+                 f"(shape {list(_local(p).shape)})")
+        return self._validated_state(p, group, saved, where, live=False)
+
+    def _validated_state(self, p, group, saved: Dict[str, Any], where: str,
+                         live: bool) -> Dict[str, Any]:
+        """One parameter's state `saved`, checked against what its kernel needs (every key present
+        and no unknown key, each tensor's dtype and shape, the codebook tables bit for bit, a
+        non-negative integer step): a ValueError naming `where` otherwise.
+
+        live=False (load_state_dict): the tensors are copied to the parameter's device. live=True
+        (a state found changed at a step, e.g. ``optimizer.state[p][k] = t``): the tensors are the
+        kernel's from now on, so each must already be on the parameter's device, contiguous and
+        16-byte aligned; a per-element tensor may have any shape of the parameter's number of
+        elements, and one of another number of elements is the parameter's size change
+        (RuntimeError). Tables and step are returned as the step keeps them."""
+        lp = _local(p)
+        backend, _ = _backend_of(lp)
+        ks = self._kernel_spec(backend, lp.dtype)
+        expected = self._expected_state(p, ks)
+        if not isinstance(saved, dict):
+            raise ValueError(f"{where}: the state is a {type(saved).__name__}, expected a dict")
+        if live:
+            for key, (_, _, b) in expected.items():
+                t = saved.get(key)
+                if (b.per == C.PER_ELEMENT and isinstance(t, torch.Tensor)
+                        and t.numel() != lp.numel()):
+                    raise _size_error(where, lp.numel(), t.numel())
+        table_keys = self._table_keys(ks)
+        allowed = set(expected) | set(table_keys) | {"step"}
+        unknown = sorted(set(saved) - allowed, key=str)
+        missing = sorted((set(expected) | {"step"}) - set(saved))
+        if unknown:
+            raise ValueError(f"{where}: unexpected state keys {unknown} for kernel {ks.kernel}")
+        if missing:
+            raise ValueError(f"{where}: missing state keys {missing} for kernel {ks.kernel}")
+        out: Dict[str, Any] = {}
+        for key, (shape, dtype, b) in expected.items():
+            t = saved[key]
+            if not isinstance(t, torch.Tensor):
+                raise ValueError(f"{where}: '{key}' is a {type(t).__name__}, expected a tensor")
+            flat = live and b.per == C.PER_ELEMENT
+            shape_ok = t.numel() == lp.numel() if flat else tuple(t.shape) == shape
+            if t.dtype != dtype or not shape_ok:
+                raise ValueError(f"{where}: '{key}' is {t.dtype} of shape {list(t.shape)}, the "
+                                 f"kernel {ks.kernel} needs {dtype} of shape {list(shape)}")
+            if not live:
+                out[key] = t.to(device=lp.device, copy=True).contiguous()
+                continue
+            if t.device != lp.device:
+                raise ValueError(f"{where}: '{key}' is on {t.device}, the parameter on "
+                                 f"{lp.device}; a state tensor must be on its parameter's device")
+            if t.numel() and (not t.is_contiguous() or t.data_ptr() % 16):
+                raise ValueError(f"{where}: '{key}' is not contiguous and 16-byte aligned; the "
+                                 f"kernel steps a state tensor in place")
+            out[key] = t
+        tables = self._device_tables(ks, lp.device)
+        for key, table in zip(table_keys, tables):
+            if key in saved and saved[key] is not table:
+                t = saved[key]
+                if (not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.numel() != 256
+                        or not torch.equal(t.detach().cpu().view(torch.int32),
+                                           table.detach().cpu().view(torch.int32))):
+                    raise ValueError(f"{where}: codebook table '{key}' differs from this "
+                                     f"optimizer's table (a checkpoint of another quantization map)")
+            out[key] = table
+        step = saved["step"]
+        try:
+            step_val = int(step.item()) if isinstance(step, torch.Tensor) else int(step)
+            bad = step_val < 0 or (isinstance(step, torch.Tensor) and float(step.item()) != step_val)
+        except (TypeError, ValueError, RuntimeError):
+            bad = True
+        if bad:
+            raise ValueError(f"{where}: step {step} is not a non-negative integer")
+        if live and isinstance(step, torch.Tensor) and step.dim() == 0 and (
+                (step.dtype == torch.int64 and step.device.type == "cpu")
+                or (step.dtype == torch.float32 and step.device == lp.device)):
+            out["step"] = step   # a host counter, or one on the device (capturable, GradScaler)
+        elif group.get("capturable", False):
+            out["step"] = torch.tensor(float(step_val), dtype=torch.float32, device=lp.device)
+        else:
+            out["step"] = torch.tensor(step_val, dtype=torch.int64)
+        return out
+
+    def __getstate__(self):
+        d = super().__getstate__()
+        d = dict(self.__dict__) if d is None else dict(d)
+        for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size"):
+            if k in self.__dict__:
+                d[k] = self.__dict__[k]
+        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer", "_table_arrays"):
+            d.pop(k, None)
+        return d
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._cache = {}
+        self._tables_dev = {}
+        self._init_kernels()
+        self._generation = getattr(self, "_generation", 0) + 1
+        self._tables_host = None
+
+    # ---- accounting
+    def state_bytes(self) -> int:
+        """Bytes of optimizer state (per-parameter tensors; shared codebook tables counted once)."""
+        seen = set()
+        total = 0
+        for st in self.state.values():
+            for k, v in st.items():
+                if isinstance(v, torch.Tensor) and k != "step" and v.data_ptr() not in seen:
+                    seen.add(v.data_ptr())
+                    total += v.numel() * v.element_size()
+        return total
+
+
+# ------------------------------------------------------------------------ validation
+
+def _check_lr(lr) -> None:
+    if isinstance(lr, torch.Tensor):
+        if lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        return
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def _check_betas(betas, upper_inclusive=False) -> None:
+    for i, b in enumerate(betas):
+        ok = 0.0 <= b <= 1.0 if upper_inclusive else 0.0 <= b < 1.0
+        if not ok:
+            raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+
+
+def _check_eps(eps) -> None:
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+
+
+def _check_wd(wd) -> None:
+    if not 0.0 <= wd:
+        raise ValueError(f"Invalid weight_decay value: {wd}")
+
+
