@@ -7,6 +7,7 @@ kernel's hyperparameters; the subclasses in optim.py name the spec and the state
 from __future__ import annotations
 
 import ctypes
+import itertools
 import math
 import numbers
 import weakref
@@ -18,8 +19,8 @@ import torch
 from . import _capi as C
 from . import _runtime as R
 from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _Launch,
-                      _backend_of, _destroy_deferred, _destroy_handle_dict, _launch_all, _local,
-                      _size_error)
+                      _backend_of, _destroy_deferred, _destroy_handle_dict, _grad_of, _is_none,
+                      _launch_all, _local, _size_error)
 
 #: param group key of the lr a group had when it was added (decouple_lr's reference); torch's
 #: "initial_lr" is left to its schedulers
@@ -324,7 +325,7 @@ class QoptOptimizer(torch.optim.Optimizer):
             labels = [f"param_groups[{gi}][{pi}]" for pi in at[part]]
             key = (gi, j, backend, dev, str(ks.path))
             launches.append(_Launch(self, ks, backend, dev, ps, labels, key))
-        return _GroupCache(self._generation, [id(p) for p in plist], launches)
+        return _GroupCache(self._generation, plist, launches)
 
     @torch.no_grad()
     def step(self, closure: Optional[Callable[[], Any]] = None):
@@ -356,16 +357,23 @@ class QoptOptimizer(torch.optim.Optimizer):
         work = []
         try:
             for gi, group in enumerate(self.param_groups):
-                plist = [p for p in group["params"] if p.grad is not None]
+                plist = group["params"]
+                grads = list(map(_grad_of, plist))
+                if any(map(_is_none, grads)):
+                    has = [g is not None for g in grads]
+                    plist = list(itertools.compress(plist, has))
+                    grads = list(itertools.compress(grads, has))
                 if not plist:
                     continue
                 hv = self._checked_hypers(gi, group)
                 cache = self._cache.get(gi)
-                ids = [id(p) for p in plist]
-                if cache is None or cache.generation != self._generation or cache.ids != ids:
+                if (cache is None or cache.generation != self._generation
+                        or not cache.holds(plist)):
                     cache = self._build(gi, group, plist, cache)
                     self._cache[gi] = cache
-                if not all(launch.check() for launch in cache.launches):
+                # one launch (the usual case) takes the gradients read here
+                one = grads if len(cache.launches) == 1 else None
+                if not all(launch.check(one) for launch in cache.launches):
                     # the state changed under the cache: rebuild from the current state
                     cache = self._build(gi, group, plist, cache)
                     self._cache[gi] = cache

@@ -7,6 +7,7 @@ stream for every launch of a step; the kernel handles set aside while a CUDA gra
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import operator
 from ctypes import byref, c_char_p, c_int32, c_int64, c_uint64, c_void_p
@@ -56,6 +57,7 @@ _chain = itertools.chain.from_iterable
 
 # The per-property passes of _Launch._check_fast (one C-level loop each over a list of tensors).
 _grad_of = operator.attrgetter("grad")
+_is_none = functools.partial(operator.is_, None)
 _numel = torch.Tensor.numel
 _contiguous = torch.Tensor.is_contiguous
 _data_ptr = torch.Tensor.data_ptr
@@ -242,7 +244,7 @@ class _Launch:
         capturable=True keeps them), so that a step skipped on the device needs no host sync."""
         self._bind_counters(self.device_obj, torch.float32)
 
-    def check(self) -> bool:
+    def check(self, grads: Optional[List[Any]] = None) -> bool:
         """Run for every launch of every group before the step launches anything: refuses a
         sparse gradient, a gradient of another dtype or size than its parameter, a parameter whose
         dtype or number of elements changed since its state (and this launch) was made.
@@ -251,13 +253,14 @@ class _Launch:
         this launch was built from (a parameter's state dict or one of its values replaced, removed
         or added: ``optimizer.state.pop(p)``, ``optimizer.state.clear()``, ``optimizer.state[p][k] =
         t``): the launch's pointers would be stale, so the group is rebuilt from the current state.
-        Identity comparisons only (no tensor is read)."""
+        Identity comparisons only (no tensor is read). `grads`: the parameters' gradients, where
+        the caller read them already."""
         states = self.states
         if not (all(map(_is, map(self.opt.state.get, self.params), states))
                 and list(map(len, states)) == self.state_lens
                 and all(map(_is, _chain(map(dict.values, states)), self.state_vals))):
             return False
-        self._fast = self._check_fast() if self.plain else None
+        self._fast = self._check_fast(grads) if self.plain else None
         if self._fast is not None:
             return True
         ks = self.ks
@@ -292,13 +295,14 @@ class _Launch:
         self._cur = cur
         return True
 
-    def _check_fast(self) -> Optional[Tuple[List[int], List[int]]]:
+    def _check_fast(self, grads=None) -> Optional[Tuple[List[int], List[int]]]:
         """check() for plain tensors in one pass per property over the whole list: the parameter
         and gradient pointers when every parameter and gradient is a strided, contiguous, 16-byte
         aligned tensor of the launch's dtype and size; None when one is not, and check()'s
         per-parameter loop then says which and stages what needs a copy."""
         params = self.params
-        grads = list(map(_grad_of, params))
+        if grads is None:
+            grads = list(map(_grad_of, params))
         want = self._want
         if (_types(grads) != _PLAIN or _layouts(grads) != _STRIDED
                 or _dtypes(grads) != want or _dtypes(params) != want
@@ -515,10 +519,14 @@ def _launch_all(launches: List[_Launch]) -> None:
     """The launches of one step, prepared: one qopt_step_many call per stream (per device), the
     launches of a second device checked before the first device's are launched."""
     by_stream: Dict[Optional[int], List[_Launch]] = {}
+    streams: Dict[Any, Optional[int]] = {}
     try:
         for ln in launches:
-            stream = (torch.cuda.current_stream(ln.device_obj).cuda_stream
-                      if ln.backend == C.BACKEND_CUDA else None)
+            stream = streams.get(ln.device_obj, 0)
+            if stream == 0:
+                stream = (torch.cuda.current_stream(ln.device_obj).cuda_stream
+                          if ln.backend == C.BACKEND_CUDA else None)
+                streams[ln.device_obj] = stream
             by_stream.setdefault(stream, []).append(ln)
         groups = list(by_stream.items())
         for _, lns in groups[1:]:
@@ -538,10 +546,15 @@ def _launch_all(launches: List[_Launch]) -> None:
 
 
 class _GroupCache:
-    __slots__ = ("generation", "ids", "launches")
+    """The launches of one param group, for the parameters `params` (those with a gradient)."""
+    __slots__ = ("generation", "params", "launches")
 
-    def __init__(self, generation, ids, launches):
-        self.generation, self.ids, self.launches = generation, ids, launches
+    def __init__(self, generation, params, launches):
+        self.generation, self.params, self.launches = generation, list(params), launches
+
+    def holds(self, plist: List[torch.Tensor]) -> bool:
+        """Whether it was built for exactly these parameters, in this order."""
+        return len(plist) == len(self.params) and all(map(_is, plist, self.params))
 
 
 # Kernel handles of optimizers collected while a CUDA graph was being captured: destroying them
