@@ -20,7 +20,7 @@ from . import _capi as C
 from . import _runtime as R
 from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _Launch,
                       _backend_of, _destroy_deferred, _destroy_handle_dict, _grad_of, _is_none,
-                      _launch_all, _local, _size_error)
+                      _launch_all, _local, _size_error, _TrackedState)
 
 #: param group key of the lr a group had when it was added (decouple_lr's reference); torch's
 #: "initial_lr" is left to its schedulers
@@ -75,6 +75,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         self._tables_dev: Dict[Any, List[torch.Tensor]] = {}
         self._init_kernels()
         super().__init__(params, defaults)
+        self.state = _TrackedState(dict, self.state)
 
     def _init_kernels(self) -> None:
         # Kernel handles of this optimizer, destroyed with it (not at interpreter exit, when the
@@ -626,6 +627,8 @@ class QoptOptimizer(torch.optim.Optimizer):
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        if type(self.state) is not _TrackedState:
+            self.state = _TrackedState(dict, self.state)
         self._cache = {}
         self._tables_dev = {}
         self._init_kernels()

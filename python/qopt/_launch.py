@@ -6,6 +6,7 @@ stream for every launch of a step; the kernel handles set aside while a CUDA gra
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import functools
 import itertools
@@ -150,6 +151,8 @@ class _Launch:
         self.pptr = [0] * n
         self.gptr = [0] * n
         self.states = [opt.state[p] for p in params]
+        # the optimizer.state (and its version) whose entries check() last found to be `states`
+        self._book, self._book_version = None, None
         # plain tensors only (no DTensor): check() takes p and p.grad as they are
         self.plain = all(type(p) in (torch.Tensor, torch.nn.Parameter) for p in params)
         self.numel_list: List[int] = []   # what the launch (and each state) was made for
@@ -256,8 +259,13 @@ class _Launch:
         Identity comparisons only (no tensor is read). `grads`: the parameters' gradients, where
         the caller read them already."""
         states = self.states
-        if not (all(map(_is, map(self.opt.state.get, self.params), states))
-                and list(map(len, states)) == self.state_lens
+        book = self.opt.state
+        if not (book is self._book and type(book) is _TrackedState
+                and book.version == self._book_version):
+            if not all(map(_is, map(book.get, self.params), states)):
+                return False
+            self._book, self._book_version = book, getattr(book, "version", None)
+        if not (list(map(len, states)) == self.state_lens
                 and all(map(_is, _chain(map(dict.values, states)), self.state_vals))):
             return False
         self._fast = self._check_fast(grads) if self.plain else None
@@ -543,6 +551,45 @@ def _launch_all(launches: List[_Launch]) -> None:
         for ln in launches:
             ln.abort()
         raise
+
+
+class _TrackedState(collections.defaultdict):
+    """``optimizer.state`` with a version that every change of its keys bumps (a parameter's state
+    dict added, removed or replaced), so that a step sees in O(1) that the per-parameter dicts
+    are the ones its launches took, instead of looking every parameter up (a tensor's hash is a
+    Python call). Changes inside a parameter's dict are seen by identity (_Launch.check)."""
+
+    def __init__(self, default_factory=dict, *args):
+        super().__init__(default_factory, *args)
+        self.version = 0
+
+    def __setitem__(self, key, value):
+        self.version += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        self.version += 1
+        super().__delitem__(key)
+
+    def pop(self, *args):
+        self.version += 1
+        return super().pop(*args)
+
+    def popitem(self):
+        self.version += 1
+        return super().popitem()
+
+    def clear(self):
+        self.version += 1
+        super().clear()
+
+    def update(self, *args, **kwargs):
+        self.version += 1
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key, default=None):
+        self.version += 1
+        return super().setdefault(key, default)
 
 
 class _GroupCache:

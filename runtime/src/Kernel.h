@@ -34,8 +34,21 @@ struct CheckedList {
 };
 using CheckedListPtr = std::shared_ptr<const CheckedList>;
 
+/// A buffer of a step: [begin, end), its index (tensor * streams + stream,
+/// then the tables, then the device uniforms) and whether the kernel writes
+/// it. Ordered by address.
+struct Span {
+  uint64_t begin = 0, end = 0;
+  uint32_t index = 0;
+  bool written = false;
+  bool operator<(const Span &o) const {
+    return begin != o.begin ? begin < o.begin : index < o.index;
+  }
+};
+
 /// The arrays of the last tensor list a kernel validated, compared with the
-/// next list's: an identical list is valid without a second look.
+/// next list's (Validation.cpp): an identical list is valid without a second
+/// look, one whose buffers moved is checked only where they moved.
 struct ListSignature {
   std::vector<int64_t> numels;
   std::vector<void *> data;
@@ -46,7 +59,13 @@ struct ListSignature {
   size_t numStreams = 0;
   uint64_t allocationEpoch = 0; ///< AllocationCache::epoch() when checked
   bool valid = false;
+  std::vector<uint64_t> need; ///< bytes the step touches, per buffer index
+  std::vector<Span> spans;    ///< the buffers of nonzero size, by address
 
+  /// Equal in every array but `data`.
+  bool sameButPointers(const qopt_tensor_list *t, const void *const *tables,
+                       size_t numTables, const float *deviceUniforms,
+                       uint64_t epoch) const;
   bool matches(const qopt_tensor_list *t, const void *const *tables,
                size_t numTables, const float *deviceUniforms,
                uint64_t epoch) const;
@@ -123,6 +142,17 @@ private:
                 const float *deviceUniforms, const void *const *tables,
                 void *stream);
   bool slotIdle(Slot &s);
+
+  // Validation.cpp.
+  struct ListView;
+  void checkBuffers(const ListView &v, const void *const *tables,
+                    const float *deviceUniforms, ListSignature &sig) const;
+  void checkMoved(const ListView &v, ListSignature &sig) const;
+  void checkPointer(const ListView &v, uint32_t index, const void *p,
+                    uint64_t need) const;
+  void checkOverlaps(const ListView &v, const std::vector<Span> &sorted) const;
+  void checkDeviceMemory(const ListView &v,
+                         const std::vector<Span> &sorted) const;
   Slot makeSlot(size_t bytes);
   void freeSlot(Slot &s);
 
@@ -139,7 +169,8 @@ private:
   void *dlHandle_ = nullptr;
   // Launch state, guarded by mu_.
   std::mutex mu_;
-  /// The last list validate() accepted and what it computed for it.
+  /// The last list validate() accepted and what it computed for it; held
+  /// for a whole validation.
   mutable std::mutex listMu_;
   mutable ListSignature lastList_;
   mutable CheckedListPtr lastChecked_;

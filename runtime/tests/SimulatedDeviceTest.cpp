@@ -250,6 +250,47 @@ TEST_F(SimulatedDevice, OverlapIsRefusedAfterAnAcceptedList) {
       << qopt_last_error();
 }
 
+TEST_F(SimulatedDevice, MovedBuffersAreCheckedWhereTheyMoved) {
+  // Each case moves one gradient of an accepted list (only the moved
+  // buffers are checked) to a place that must be refused; the list it
+  // leaves behind is accepted again afterwards.
+  std::vector<int64_t> sizes = mixedSizes(40);
+  List good = makeList(sizes);
+  ASSERT_EQ(step(good), QOPT_SUCCESS) << qopt_last_error();
+  std::vector<float> host(4096);
+  void *small = nullptr; // smaller than tensor #9's gradient
+  ASSERT_EQ(qopt_buffer_alloc(ctx, 1024, &small), QOPT_SUCCESS);
+  struct Case {
+    const char *what;
+    void *grad;
+    const char *message;
+  } cases[] = {
+      {"onto a parameter", good.data[2 * 7], "overlapping buffers"},
+      {"into the middle of a parameter", static_cast<char *>(good.data[2 * 7]) + 256,
+       "overlapping buffers"},
+      {"null", nullptr, "null pointer"},
+      {"misaligned", static_cast<char *>(good.data[2 * 5 + 1]) + 8, "not 16-byte aligned"},
+      {"host memory", host.data(), "is not CUDA memory"},
+      {"past its allocation", small, "run past the end of its allocation"},
+  };
+  for (const Case &c : cases) {
+    List l = makeList(sizes, 1 << 20); // every gradient moved, each accepted
+    l.data[2 * 9 + 1] = c.grad;        // but one
+    sim().reset();
+    EXPECT_EQ(step(l), QOPT_ERROR_VALIDATION) << c.what;
+    EXPECT_NE(std::string(qopt_last_error()).find(c.message), std::string::npos)
+        << c.what << ": " << qopt_last_error();
+    EXPECT_NE(std::string(qopt_last_error()).find("tensor #9, stream 'g'"), std::string::npos)
+        << c.what << ": " << qopt_last_error();
+    EXPECT_EQ(sim().count("cuLaunchKernel"), 0) << c.what;
+    ASSERT_EQ(step(good), QOPT_SUCCESS) << c.what << ": " << qopt_last_error();
+  }
+  // Two moved gradients onto one another: read-only, allowed.
+  List shared = makeList(sizes, 1 << 20);
+  shared.data[2 * 3 + 1] = shared.data[2 * 4 + 1];
+  EXPECT_EQ(step(shared), QOPT_SUCCESS) << qopt_last_error();
+}
+
 TEST_F(SimulatedDevice, StepManyRefusesEveryLaunchWhenOneIsInvalid) {
   qopt_kernel *second = nullptr;
   const char ptx[] = "// simulated";
