@@ -550,23 +550,39 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
            "buffer of ", L.total, " bytes reserved for stream capture; run "
            "one step of this tensor list outside capture first (warm-up)");
   } else {
+    // The slots known to be idle first, then (only while none of them holds
+    // this step's tables) those still marked in flight, whose events are
+    // queried one by one: a steady loop asks the driver about one event.
     size_t uncaptured = 0;
+    int best = -1;
     for (size_t i = 0; i < slots_.size(); ++i) {
       Slot &s = slots_[i];
       if (s.captured)
         continue;
       ++uncaptured;
-      if (!slotIdle(s))
+      if (s.pending || s.capacity < L.total || best == 2)
         continue;
-      if (s.capacity >= L.total &&
-          (pick < 0 || holds(s) > holds(slots_[size_t(pick)])))
+      int h = holds(s);
+      if (h > best) {
+        best = h;
         pick = static_cast<long>(i);
+      }
+    }
+    for (size_t i = 0; i < slots_.size() && best < 2; ++i) {
+      Slot &s = slots_[i];
+      if (s.captured || !s.pending || s.capacity < L.total)
+        continue;
+      int h = holds(s);
+      if (h > best && slotIdle(s)) {
+        best = h;
+        pick = static_cast<long>(i);
+      }
     }
     if (pick < 0) {
       // Grow an idle slot that is too small, else add one, else wait.
       for (size_t i = 0; i < slots_.size() && pick < 0; ++i) {
         Slot &s = slots_[i];
-        if (!s.captured && !s.pending) {
+        if (!s.captured && (!s.pending || slotIdle(s))) {
           Slot fresh = makeSlot(L.total);
           freeSlot(s);
           s = fresh;
@@ -602,9 +618,9 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
     // by a capture still finds its slot.
     bool spare = false;
     for (size_t i = 0; i < slots_.size() && !spare; ++i) {
-      const Slot &s = slots_[i];
-      spare = long(i) != pick && !s.captured && !s.pending &&
-              s.capacity >= L.total;
+      Slot &s = slots_[i];
+      spare = long(i) != pick && !s.captured && s.capacity >= L.total &&
+              (!s.pending || slotIdle(s));
     }
     if (!spare && uncaptured < kMaxSlots) {
       slots_.push_back(makeSlot(L.total));

@@ -8,7 +8,8 @@
  * launches run nothing: each is recorded with its grid and argument values,
  * so a test reads the descriptors and tile map the runtime uploaded from the
  * pointers it passed (sim_set_arg_count says how many). sim_count(name) returns how often an entry point was
- * called since sim_reset(). Not thread-safe: the tests call it from one
+ * called since sim_reset(). Events complete at once unless
+ * sim_set_events_pending(1) holds them in flight. Not thread-safe: the tests call it from one
  * thread. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,13 +30,19 @@ struct Alloc {
 static struct Alloc allocs[kMaxAllocs];
 static int numAllocs;
 static struct {
-  long pointerQueries, launches, copies, copiedBytes, allocsMade;
+  long pointerQueries, launches, copies, copiedBytes, allocsMade, eventQueries,
+      eventWaits;
 } counts;
+static int eventsPending; /* cuEventQuery answers CUDA_ERROR_NOT_READY */
 static unsigned lastGrid;
 static int argCount;
 static uint64_t lastArgs[kMaxArgs];
 
 API void sim_reset(void) { memset(&counts, 0, sizeof counts); }
+
+/* Nonzero: every event stays in flight for cuEventQuery (a device far
+ * behind the host); cuEventSynchronize still returns. */
+API void sim_set_events_pending(int pending) { eventsPending = pending; }
 
 /* How many arguments a launch records (the kernel's manifest "args"). */
 API void sim_set_arg_count(int n) { argCount = n < kMaxArgs ? n : kMaxArgs; }
@@ -46,6 +53,8 @@ API long sim_count(const char *name) {
   if (!strcmp(name, "cuMemcpyHtoDAsync")) return counts.copies;
   if (!strcmp(name, "copied_bytes")) return counts.copiedBytes;
   if (!strcmp(name, "cuMemAlloc")) return counts.allocsMade;
+  if (!strcmp(name, "cuEventQuery")) return counts.eventQueries;
+  if (!strcmp(name, "cuEventSynchronize")) return counts.eventWaits;
   return -1;
 }
 
@@ -159,8 +168,16 @@ static int event;
 API int cuEventCreate(void **e, unsigned flags) { (void)flags; *e = &event; return 0; }
 API int cuEventDestroy_v2(void *e) { (void)e; return 0; }
 API int cuEventRecord(void *e, void *s) { (void)e; (void)s; return 0; }
-API int cuEventQuery(void *e) { (void)e; return 0; }
-API int cuEventSynchronize(void *e) { (void)e; return 0; }
+API int cuEventQuery(void *e) {
+  (void)e;
+  ++counts.eventQueries;
+  return eventsPending ? 600 : 0;
+}
+API int cuEventSynchronize(void *e) {
+  (void)e;
+  ++counts.eventWaits;
+  return 0;
+}
 API int cuStreamIsCapturing(void *s, int *status) { (void)s; *status = 0; return 0; }
 API int cuCtxSynchronize(void) { return 0; }
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -26,6 +27,7 @@ struct Sim {
   void (*setArgCount)(int) = nullptr;
   uint64_t (*lastArg)(int) = nullptr;
   unsigned (*lastGrid)() = nullptr;
+  void (*setEventsPending)(int) = nullptr;
 };
 
 Sim &sim() {
@@ -62,6 +64,7 @@ protected:
     params = static_cast<char *>(p);
     grads = static_cast<char *>(g);
     sim().setArgCount(4); // descriptors, tile_map, num_tiles, uniforms
+    sim().setEventsPending(0);
     sim().reset();
   }
   void TearDown() override {
@@ -167,6 +170,37 @@ TEST_F(SimulatedDevice, MovedGradientsPatchTheDescriptorsNotTheTileMap) {
       ASSERT_EQ(tileMap[first + t], int32_t(k)) << k;
     first += (sizes[k] + kTile - 1) / kTile;
   }
+}
+
+TEST_F(SimulatedDevice, SteadyStepsQueryAtMostOneEvent) {
+  List l = makeList(mixedSizes(148));
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(step(l), QOPT_SUCCESS) << qopt_last_error();
+  sim().reset();
+  for (int i = 0; i < 20; ++i)
+    ASSERT_EQ(step(l), QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_LE(sim().count("cuEventQuery"), 20);
+  EXPECT_EQ(sim().count("cuEventSynchronize"), 0);
+  EXPECT_EQ(sim().count("cuMemAlloc"), 0); // no staging buffer added
+  EXPECT_EQ(sim().count("copied_bytes"), long(20 * (kStaging + 4)));
+}
+
+TEST_F(SimulatedDevice, HostFarAheadWaitsForTheOldestStep) {
+  // Every step stays in flight: the kernel adds staging buffers up to its
+  // limit (16), then each step waits for the oldest, and every step still
+  // launches with this step's uniform.
+  sim().setEventsPending(1);
+  List l = makeList(mixedSizes(20));
+  for (int i = 1; i <= 40; ++i) {
+    ASSERT_EQ(step(l, i), QOPT_SUCCESS) << i << ": " << qopt_last_error();
+    float u = 0;
+    std::memcpy(&u, reinterpret_cast<const void *>(sim().lastArg(3)), 4);
+    ASSERT_EQ(u, float(0.5 * (1 - std::pow(0.5, i)))) << i;
+  }
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 40);
+  EXPECT_LE(sim().count("cuMemAlloc"), 16);
+  EXPECT_GE(sim().count("cuEventSynchronize"), 40 - 16);
+  sim().setEventsPending(0);
 }
 
 TEST_F(SimulatedDevice, NewSizesUploadTheTileMap) {
@@ -342,6 +376,7 @@ int main(int argc, char **argv) {
   s.setArgCount = reinterpret_cast<void (*)(int)>(::dlsym(h, "sim_set_arg_count"));
   s.lastArg = reinterpret_cast<uint64_t (*)(int)>(::dlsym(h, "sim_last_arg"));
   s.lastGrid = reinterpret_cast<unsigned (*)()>(::dlsym(h, "sim_last_grid"));
+  s.setEventsPending = reinterpret_cast<void (*)(int)>(::dlsym(h, "sim_set_events_pending"));
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
