@@ -353,6 +353,10 @@ class QoptOptimizer(torch.optim.Optimizer):
                     raise TypeError(f"{type(self).__name__}.step: {name} must be a one-element "
                                     f"tensor (as torch.amp.GradScaler sets it), got {v!r}")
             scaling = (grad_scale, found_inf)
+        if found_inf is None and getattr(self, "skip_nonfinite", False):
+            found_inf = self._nonfinite_flag()
+            if found_inf is not None:
+                scaling = (grad_scale, found_inf)
         # The check phase: every group's hyperparameters, every parameter's state and size, every
         # gradient of every group, before anything is launched (a refused step steps no group).
         work = []
@@ -405,6 +409,33 @@ class QoptOptimizer(torch.optim.Optimizer):
                     launch._cur = None
                     launch._prep = None
         return loss
+
+    @torch.no_grad()
+    def _nonfinite_flag(self) -> Optional[torch.Tensor]:
+        """skip_nonfinite: a float32 one-element tensor on the first gradient's device, 1 when any
+        gradient element of the step is NaN or infinite, else 0 (the largest magnitude of each
+        gradient, one fused read per device and dtype: torch._foreach_norm with ord inf), and
+        ``nonfinite_steps`` advanced by it; None without gradients. No host sync: the flag goes to
+        the kernels' GradScaler variant as found_inf, which skips the step on the device."""
+        by_device: Dict[Any, List[torch.Tensor]] = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    g = _local(p.grad)
+                    by_device.setdefault(g.device, []).append(g)
+        if not by_device:
+            return None
+        first = next(iter(by_device))
+        flag = torch.zeros(1, dtype=torch.float32, device=first)
+        for dev, grads in by_device.items():
+            peaks = torch._foreach_norm(grads, float("inf"))
+            bad = torch.logical_not(torch.isfinite(torch.stack(peaks).float()).all())
+            flag = torch.maximum(flag, bad.reshape(1).to(device=first, dtype=torch.float32))
+        counter = getattr(self, "nonfinite_steps", None)
+        if counter is None or counter.device != flag.device:
+            self.nonfinite_steps = torch.zeros((), dtype=torch.float32, device=first)
+        self.nonfinite_steps.add_(flag.reshape(()))
+        return flag
 
     def _checked_hypers(self, gi: int, group: Dict[str, Any]) -> Dict[str, Any]:
         """The group's kernel hyperparameters, refused (before any launch of the step) where a

@@ -97,7 +97,8 @@ class FlashAdamW(QoptOptimizer):
                  eps: float = 1e-8, weight_decay: float = 1e-2, decouple_lr: bool = False,
                  quantize: bool = True, compress_state_dict: bool = True,
                  master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
-                 fused: bool = True, *, capturable: bool = False):
+                 fused: bool = True, *, capturable: bool = False,
+                 skip_nonfinite: bool = False):
         cls = type(self).__name__
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         capturable=capturable)
@@ -108,6 +109,7 @@ class FlashAdamW(QoptOptimizer):
                              f"this optimizer has kernels for {sorted(self._SPECS, key=str)}")
         self.master_weight_bits = master_weight_bits
         self._decouple_lr = decouple_lr
+        self.skip_nonfinite = skip_nonfinite
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 
     def _validate_group(self, group):
@@ -135,12 +137,13 @@ class FlashAdam(FlashAdamW):
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, quantize: bool = True,
                  compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
-                 check_numerics: bool = False, fused: bool = True, *, capturable: bool = False):
+                 check_numerics: bool = False, fused: bool = True, *, capturable: bool = False,
+                 skip_nonfinite: bool = False):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          decouple_lr=False, quantize=quantize,
                          compress_state_dict=compress_state_dict,
                          master_weight_bits=master_weight_bits, check_numerics=check_numerics,
-                         fused=fused, capturable=capturable)
+                         fused=fused, capturable=capturable, skip_nonfinite=skip_nonfinite)
 
 
 class FlashSGD(QoptOptimizer):
@@ -161,7 +164,8 @@ class FlashSGD(QoptOptimizer):
                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
                  quantize: bool = True, compress_state_dict: bool = True,
                  master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
-                 fused: bool = True, *, capturable: bool = False, decouple_lr: bool = False):
+                 fused: bool = True, *, capturable: bool = False, decouple_lr: bool = False,
+                 skip_nonfinite: bool = False):
         cls = type(self).__name__
         _check_lr(lr)
         if momentum < 0.0:
@@ -177,6 +181,7 @@ class FlashSGD(QoptOptimizer):
         self._decouple_lr = decouple_lr
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, capturable=capturable)
+        self.skip_nonfinite = skip_nonfinite
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 
     def _validate_group(self, group):
@@ -210,12 +215,14 @@ class FlashSGDW(FlashSGD):
                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
                  decouple_lr: bool = False, quantize: bool = True,
                  compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
-                 check_numerics: bool = False, fused: bool = True, *, capturable: bool = False):
+                 check_numerics: bool = False, fused: bool = True, *, capturable: bool = False,
+                 skip_nonfinite: bool = False):
         super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
                          weight_decay=weight_decay, nesterov=nesterov, quantize=quantize,
                          compress_state_dict=compress_state_dict,
                          master_weight_bits=master_weight_bits, check_numerics=check_numerics,
-                         fused=fused, capturable=capturable, decouple_lr=decouple_lr)
+                         fused=fused, capturable=capturable, decouple_lr=decouple_lr,
+                         skip_nonfinite=skip_nonfinite)
 
 
 class FlashLion(QoptOptimizer):
@@ -229,7 +236,8 @@ class FlashLion(QoptOptimizer):
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.99),
                  weight_decay: float = 0.0, decouple_lr: bool = False, quantize: bool = True,
                  compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
-                 check_numerics: bool = False, fused: bool = True, *, capturable: bool = False):
+                 check_numerics: bool = False, fused: bool = True, *, capturable: bool = False,
+                 skip_nonfinite: bool = False):
         cls = type(self).__name__
         _check_lr(lr)
         _check_betas(betas, upper_inclusive=True)
@@ -241,6 +249,7 @@ class FlashLion(QoptOptimizer):
         self.master_weight_bits = master_weight_bits
         self._decouple_lr = decouple_lr
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay, capturable=capturable)
+        self.skip_nonfinite = skip_nonfinite
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 
     def _validate_group(self, group):
@@ -296,7 +305,8 @@ class AdamW8bit(QoptOptimizer):
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False,
                  block_size: int = 256, percentile_clipping: int = 100, block_wise: bool = True,
-                 is_paged: bool = False, *, capturable: bool = False):
+                 is_paged: bool = False, *, capturable: bool = False,
+                 skip_nonfinite: bool = False):
         cls = type(self).__name__
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         capturable=capturable)
@@ -306,6 +316,7 @@ class AdamW8bit(QoptOptimizer):
             raise ValueError(f"{cls}: block_size={block_size!r} is not supported; kernels exist "
                              f"for block sizes {sorted(self._SPECS)}")
         self.block_size = block_size
+        self.skip_nonfinite = skip_nonfinite
         super().__init__(params, defaults, self._SPECS[block_size])
 
     def _validate_group(self, group):
