@@ -3,6 +3,7 @@
 
 #include "DType.h"
 #include "Error.h"
+#include "FileCheck.h"
 
 #include <nlohmann/json.hpp>
 
@@ -854,16 +855,7 @@ ManifestPtr parseManifest(std::string_view text, const std::string &source) {
   return m;
 }
 
-std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail(QOPT_ERROR_IO, "cannot open ", path);
-  std::ostringstream os;
-  os << in.rdbuf();
-  if (in.bad())
-    fail(QOPT_ERROR_IO, "cannot read ", path);
-  return os.str();
-}
+std::string readFile(const std::string &path) { return readRegularFile(path); }
 
 ManifestPtr loadManifest(const std::string &path) {
   return parseManifest(readFile(path), path);

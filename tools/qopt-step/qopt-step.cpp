@@ -245,13 +245,22 @@ Options parseArgs(int argc, char **argv) {
       o.makeExample = takeValue();
     } else if (name == "--tensor") {
       auto [tname, shapeText] = splitAssign(name, takeValue());
+      // Dimensions separated by 'x', each one written: `3x` and `x3` are
+      // mistakes, not [3].
       std::vector<int64_t> shape;
-      std::stringstream ss(shapeText);
-      std::string dim;
-      while (std::getline(ss, dim, 'x'))
-        shape.push_back(parseInt("--tensor " + tname, dim, 0));
-      if (shape.empty())
+      if (shapeText.empty())
         usage("--tensor ", tname, ": empty shape");
+      for (size_t begin = 0;;) {
+        size_t x = shapeText.find('x', begin);
+        std::string dim = shapeText.substr(begin, x == std::string::npos ? x : x - begin);
+        if (dim.empty())
+          usage("--tensor ", tname, "=", shapeText,
+                ": a dimension is missing (write the shape as 4x8)");
+        shape.push_back(parseInt("--tensor " + tname, dim, 0));
+        if (x == std::string::npos)
+          break;
+        begin = x + 1;
+      }
       for (const auto &[given, givenShape] : o.exampleTensors)
         if (given == tname)
           usage("--tensor ", tname, " given twice");
@@ -965,18 +974,18 @@ std::vector<qopt_hyper> resolveHypers(const Options &o, const KernelInfo &k,
   for (const auto &[name, text] : o.hypers) {
     auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end())
-      fail("--hyper ", name, "=", text, ": kernel ", k.info.kernel,
+      usage("--hyper ", name, "=", text, ": kernel ", k.info.kernel,
            " has no hyperparameter '", name, "'",
            names.empty() ? std::string(" (it has none)")
                          : " (it has " + join(names) + ")");
     if (!given.insert(name).second)
-      fail("--hyper ", name, " given twice");
+      usage("--hyper ", name, " given twice");
     const qopt_hyper_info &h = k.hypers[static_cast<size_t>(it - names.begin())];
     double v = 0;
     if (text == "true" || text == "false") {
       if (!h.is_bool)
-        fail("--hyper ", name, "=", text, ": '", name,
-             "' is a number, not a flag");
+        usage("--hyper ", name, "=", text, ": '", name,
+              "' is a number, not a flag");
       v = text == "true";
     } else {
       // Decimal numbers (and inf, nan): strtod alone would also take
@@ -984,31 +993,45 @@ std::vector<qopt_hyper> resolveHypers(const Options &o, const KernelInfo &k,
       char *end = nullptr;
       bool hex = text.find("0x") != std::string::npos ||
                  text.find("0X") != std::string::npos;
+      errno = 0;
       v = std::strtod(text.c_str(), &end);
       if (text.empty() || *end || hex)
-        fail("--hyper ", name, "=", text, ": '", text,
-             "' is not a decimal number");
+        usage("--hyper ", name, "=", text, ": '", text,
+              "' is not a decimal number");
+      // As the DSL refuses such literals: a number that overflows float64
+      // is not inf (write inf for that), one that underflows is not 0.
+      if (errno == ERANGE && std::isinf(v))
+        usage("--hyper ", name, "=", text, ": '", text,
+              "' is too large for float64");
+      if (errno == ERANGE && v == 0)
+        usage("--hyper ", name, "=", text, ": '", text,
+              "' is too small for float64: it rounds to 0");
     }
     if (h.is_bool && v != 0 && v != 1)
-      fail("--hyper ", name, "=", text, ": '", name,
-           "' is a flag: true, false, 1 or 0");
+      usage("--hyper ", name, "=", text, ": '", name,
+            "' is a flag: true, false, 1 or 0");
     storage.push_back(name);
     out.push_back({storage.back().c_str(), v});
   }
   for (const qopt_hyper_info &h : k.hypers)
     if (!h.has_default && !given.count(h.name))
-      fail("kernel ", k.info.kernel, " needs --hyper ", h.name,
-           "=VALUE (its manifest gives no default)");
-  // Every step's uniforms now, so that a NaN (e.g. lr=nan) stops the run
-  // before anything is stepped.
+      usage("kernel ", k.info.kernel, " needs --hyper ", h.name,
+            "=VALUE (its manifest gives no default)");
+  return out;
+}
+
+/// Every step's uniforms, so that a NaN (e.g. lr=nan) stops the run before
+/// anything is stepped. After the inputs are read and checked: with many
+/// steps this takes a while, and a bad file is reported first.
+void checkUniforms(const Options &o, const KernelInfo &k,
+                   const std::vector<qopt_hyper> &hypers) {
   for (int64_t step = o.stepStart; step < o.stepStart + o.steps; ++step) {
     try {
-      (void)k.manifest.evaluateUniforms(out, step);
+      (void)k.manifest.evaluateUniforms(hypers, step);
     } catch (const qopt::Error &e) {
       fail("the hyperparameters at step ", step, ": ", e.what());
     }
   }
-  return out;
 }
 
 //===--- Output -----------------------------------------------------------===//
@@ -1096,6 +1119,7 @@ int runSteps(const Options &o) {
   Inputs in = readInputs(o, k);
   std::vector<Table> tables = resolveTables(o, k, in);
   std::vector<Tensor> tensors = buildTensors(o, k, in, tables);
+  checkUniforms(o, k, hypers);
 
   // The device side: a context, the kernel, a buffer per stream and gradient.
   std::optional<qopt::Context> ctx;

@@ -28,6 +28,13 @@ public:
 /// safetensors dtype names accepted: F64 F32 F16 BF16 I64 I32 I16 I8 U8 U16 U32 U64 BOOL.
 size_t elementSize(const std::string &dtype);
 
+/// The largest header the format allows (safetensors' own limit, 100 MB).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+/// `name` with each control character written as \xNN, for messages (a NUL
+/// would end a C string there).
+std::string printableName(const std::string &name);
+
 struct Tensor {
   std::string dtype;          ///< "F32", "BF16", ...
   std::vector<int64_t> shape; ///< empty for a 0-dim tensor
@@ -53,9 +60,12 @@ struct Tensor {
 
 class File {
 public:
-  /// Reads and validates a whole file. Throws Error for a missing/unreadable file, a short
-  /// file, a header length past the end, bad JSON, unknown dtypes, negative or overflowing
-  /// shapes, offsets outside the data or not matching dtype x shape, overlapping tensors.
+  /// Reads and validates a whole file. Throws Error for a missing/unreadable file, one that
+  /// is not a regular file (a FIFO, a device, a directory), a short file, a header length
+  /// past the end, bad JSON, unknown dtypes, negative or overflowing shapes, a tensor name
+  /// with a control character, offsets outside the data or not matching dtype x shape,
+  /// overlapping tensors, and a file that shrinks or grows while it is read. The header is
+  /// checked against the file's size before any tensor's bytes are allocated.
   static File load(const std::string &path);
   /// Writes the file (header padded with spaces to a multiple of 8 bytes, tensors by name).
   void save(const std::string &path) const;
