@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "qopt/reference/Codebook.h"
-#include "qopt/reference/SafeTensors.h"
+#include "qopt/safetensors/SafeTensors.h"
 #include "qopt/reference/Step.h"
 #include "ShippedSpecCases.h"
 #include "qopt/runtime.h"

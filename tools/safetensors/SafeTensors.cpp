@@ -1,5 +1,5 @@
 //===- SafeTensors.cpp - Small safetensors reader / writer ----------------===//
-#include "qopt/reference/SafeTensors.h"
+#include "qopt/safetensors/SafeTensors.h"
 
 #include <nlohmann/json.hpp>
 

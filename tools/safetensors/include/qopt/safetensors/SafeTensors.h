@@ -3,13 +3,13 @@
 // The format: 8-byte little-endian header length N, N bytes of JSON
 // {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
 //  "__metadata__": {"key": "string", ...}}, then the raw tensor bytes (offsets
-// relative to the end of the header). Used by the reference tests and meant to
-// be reused by the runtime's step command. Depends only on nlohmann-json.
+// relative to the end of the header). Used by qopt-step and by the reference
+// tests. Depends only on nlohmann-json.
 // Every failure throws qopt::st::Error with the file name and the reason.
 //
 //===----------------------------------------------------------------------===//
-#ifndef QOPT_REFERENCE_SAFETENSORS_H
-#define QOPT_REFERENCE_SAFETENSORS_H
+#ifndef QOPT_SAFETENSORS_SAFETENSORS_H
+#define QOPT_SAFETENSORS_SAFETENSORS_H
 
 #include <cstdint>
 #include <cstring>
@@ -107,4 +107,4 @@ private:
 
 } // namespace qopt::st
 
-#endif // QOPT_REFERENCE_SAFETENSORS_H
+#endif // QOPT_SAFETENSORS_SAFETENSORS_H
