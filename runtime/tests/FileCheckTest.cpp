@@ -11,12 +11,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include <chrono>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <tuple>
 
 using json = nlohmann::json;
 using namespace qopt::test;
@@ -151,6 +153,67 @@ TEST(FileCheck, AHostLibraryWithoutItsLastByteIsRefused) {
   EXPECT_EQ(msg, "cannot load " + cut + ": the file is truncated or corrupt: its ELF "
                  "section headers end at byte " + std::to_string(whole.size()) +
                  " but the file has " + std::to_string(whole.size() - 1) + " bytes");
+}
+
+/// The test library with `patch` applied to its bytes, written as `name`.
+std::string patchedLibrary(const std::string &name,
+                           const std::function<void(std::string &)> &patch) {
+  std::string bytes = readAll(testLibrary());
+  patch(bytes);
+  std::string path = makeTempDir() + "/" + name;
+  writeFile(path, bytes);
+  return path;
+}
+
+Elf64_Ehdr &header(std::string &bytes) {
+  return *reinterpret_cast<Elf64_Ehdr *>(bytes.data());
+}
+
+// A corrupt header, headers or section past the end: each named, none
+// reaches dlopen.
+TEST(FileCheck, CorruptElfHeadersAreRefused) {
+  std::string lib = readAll(testLibrary());
+  ASSERT_EQ(header(lib).e_ident[EI_CLASS], ELFCLASS64);
+  const std::string size = std::to_string(lib.size());
+
+  std::string p = patchedLibrary("short.so", [](std::string &b) { b.resize(20); });
+  auto [s, msg] = createHostKernel(p);
+  EXPECT_EQ(s, QOPT_ERROR_IO);
+  EXPECT_EQ(msg, "cannot load " + p + ": the file is truncated or corrupt: its ELF header "
+                 "ends at byte 64 but the file has 20 bytes");
+
+  p = patchedLibrary("phentsize.so", [](std::string &b) { header(b).e_phentsize = 1; });
+  std::tie(s, msg) = createHostKernel(p);
+  EXPECT_EQ(s, QOPT_ERROR_IO);
+  EXPECT_EQ(msg, "cannot load " + p + ": corrupt ELF header (program header entries of 1 bytes)");
+
+  p = patchedLibrary("shentsize.so", [](std::string &b) { header(b).e_shentsize = 3; });
+  std::tie(s, msg) = createHostKernel(p);
+  EXPECT_EQ(s, QOPT_ERROR_IO);
+  EXPECT_EQ(msg, "cannot load " + p + ": corrupt ELF header (section header entries of 3 bytes)");
+
+  p = patchedLibrary("phoff.so", [&](std::string &b) { header(b).e_phoff = lib.size(); });
+  std::tie(s, msg) = createHostKernel(p);
+  EXPECT_EQ(s, QOPT_ERROR_IO);
+  EXPECT_EQ(msg.rfind("cannot load " + p + ": the file is truncated or corrupt: its ELF program "
+                      "headers end at byte ", 0), 0u)
+      << msg;
+
+  // The last section's data moved past the end of the file.
+  p = patchedLibrary("section.so", [&](std::string &b) {
+    Elf64_Ehdr &h = header(b);
+    auto *sh = reinterpret_cast<Elf64_Shdr *>(b.data() + h.e_shoff);
+    for (int i = h.e_shnum - 1; i > 0; --i)
+      if (sh[i].sh_type != SHT_NOBITS && sh[i].sh_size > 0) {
+        sh[i].sh_offset = b.size();
+        break;
+      }
+  });
+  std::tie(s, msg) = createHostKernel(p);
+  EXPECT_EQ(s, QOPT_ERROR_IO);
+  EXPECT_EQ(msg.rfind("cannot load " + p + ": the file is truncated or corrupt: its ELF section ", 0), 0u)
+      << msg;
+  EXPECT_NE(msg.find(" but the file has " + size + " bytes"), std::string::npos) << msg;
 }
 
 TEST(FileCheck, AHostLibraryThatIsAFifoIsRefused) {

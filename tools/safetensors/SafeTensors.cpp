@@ -136,9 +136,7 @@ const char *describeFileType(mode_t mode) {
 } // namespace
 
 File File::load(const std::string &path) {
-  File f;
-  f.path_ = path;
-  const std::string where = f.where();
+  const std::string where = "safetensors '" + path + "': ";
   // Without blocking: a FIFO with no writer would block open itself.
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0)
@@ -150,12 +148,18 @@ File File::load(const std::string &path) {
   // could be read without bound.
   if (!S_ISREG(st.st_mode))
     throw Error(where + "it is " + describeFileType(st.st_mode) + ", not a regular file");
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  return loadOpenFile(fd.get(), static_cast<uint64_t>(st.st_size), path);
+}
+
+File File::loadOpenFile(int fd, uint64_t size, const std::string &path) {
+  File f;
+  f.path_ = path;
+  const std::string where = f.where();
   if (size < 8)
     throw Error(where + "file is " + std::to_string(size) +
                 " bytes, shorter than the 8-byte header length");
   uint8_t lenBytes[8];
-  readAt(fd.get(), lenBytes, 8, 0, size, where);
+  readAt(fd, lenBytes, 8, 0, size, where);
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; --i)
     hlen = (hlen << 8) | lenBytes[i];
@@ -166,7 +170,7 @@ File File::load(const std::string &path) {
     throw Error(where + "header length " + std::to_string(hlen) + " is more than the format's " +
                 std::to_string(kMaxHeaderBytes) + " bytes");
   std::string headerText(static_cast<size_t>(hlen), '\0');
-  readAt(fd.get(), headerText.data(), headerText.size(), 8, size, where);
+  readAt(fd, headerText.data(), headerText.size(), 8, size, where);
   json header;
   // A key given twice in one object (the parser would keep the last one):
   // the keys seen in each open object, innermost last.
@@ -280,11 +284,11 @@ File File::load(const std::string &path) {
   // Now the bytes: the tensors cover exactly the file's size.
   for (Entry &e : entries) {
     e.tensor.data.resize(static_cast<size_t>(e.end - e.begin));
-    readAt(fd.get(), e.tensor.data.data(), e.tensor.data.size(), dataBegin + e.begin, size, where);
+    readAt(fd, e.tensor.data.data(), e.tensor.data.size(), dataBegin + e.begin, size, where);
     f.tensors_.emplace(std::move(e.name), std::move(e.tensor));
   }
   uint8_t extra;
-  if (::pread(fd.get(), &extra, 1, static_cast<off_t>(size)) > 0)
+  if (::pread(fd, &extra, 1, static_cast<off_t>(size)) > 0)
     throw Error(where + "the file grew while it was read (it had " + std::to_string(size) +
                 " bytes when opened)");
   return f;

@@ -67,6 +67,9 @@ public:
   /// overlapping tensors, and a file that shrinks or grows while it is read. The header is
   /// checked against the file's size before any tensor's bytes are allocated.
   static File load(const std::string &path);
+  /// What load() does once it has opened `path` as `fd` and found it a regular file of
+  /// `size` bytes: reads it through pread. (Tests change the file between the two.)
+  static File loadOpenFile(int fd, uint64_t size, const std::string &path);
   /// Writes the file (header padded with spaces to a multiple of 8 bytes, tensors by name).
   void save(const std::string &path) const;
 
