@@ -6,6 +6,7 @@ packages=(
   cmake ninja-build g++ make python3
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libgtest-dev nlohmann-json3-dev
+  clang-22 libfuzzer-22-dev libclang-rt-22-dev
   python3-torch python3-pytest python3-numpy
 )
 missing=()

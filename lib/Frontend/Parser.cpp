@@ -706,6 +706,14 @@ ExprPtr Parser::parsePower() {
     return base;
   Loc opLoc = tok.loc;
   consume();
+  // The exponent recurses (`a ** b ** c` is `a ** (b ** c)`), so a chain of
+  // `**` nests as deeply as parentheses do and counts toward the same limit.
+  NestingGuard guard(nesting);
+  if (nesting > kMaxNesting) {
+    errorHere("expression is nested too deeply (more than " +
+              llvm::Twine(kMaxNesting) + " levels)");
+    return nullptr;
+  }
   ExprPtr exponent = parseUnary();
   if (!exponent)
     return nullptr;

@@ -8,10 +8,15 @@
 
 #include "qopt/Frontend/Sema.h"
 
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
 
 using namespace mlir::qopt::frontend;
 
@@ -73,6 +78,21 @@ private:
   void checkBinary(BinaryExpr &e);
   void checkCall(CallExpr &e);
 
+  /// Folds `e`, whose operands are checked and folded, when all of them are
+  /// constants: as the host computes a uniform, in float64 (a bool is 0 or
+  /// 1). A constant that is NaN or infinite is reported at its operator, once
+  /// (its users are not constants), as a NaN hyperparameter is refused.
+  void foldConstant(const Expr &e);
+  /// Reports a finite constant `operand` that rounds to infinity as float32,
+  /// which it does where it meets per-element values (`perElement`).
+  void checkRoundsToF32(const Expr &operand, bool perElement);
+  std::optional<double> getConstant(const Expr &e) const {
+    auto it = constants.find(&e);
+    if (it == constants.end())
+      return std::nullopt;
+    return it->second;
+  }
+
   /// Reports `e` if it is a bool; false when `e` is not a number (an
   /// expression of Unknown type was reported already and is not again).
   bool requireNumber(const Expr &e);
@@ -95,7 +115,24 @@ private:
   /// Where each state, and the parameter, was assigned (invalid if not yet).
   std::vector<Loc> stateAssignedAt;
   Loc paramAssignedAt;
+  /// The value of every expression that is a finite constant.
+  llvm::DenseMap<const Expr *, double> constants;
 };
+
+/// `value` as a diagnostic writes it: the shortest form that reads back.
+std::string formatNumber(double value) {
+  if (std::isnan(value))
+    return "NaN";
+  if (std::isinf(value))
+    return value > 0 ? "+inf" : "-inf";
+  char buffer[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value)
+      break;
+  }
+  return buffer;
+}
 
 } // namespace
 
@@ -308,7 +345,8 @@ void SemaChecker::checkAssignment(Stmt &stmt) {
   }
   stmt.targetKind = symbol.kind;
   stmt.targetIndex = symbol.index;
-  requireNumber(*stmt.value);
+  if (requireNumber(*stmt.value))
+    checkRoundsToF32(*stmt.value, /*perElement=*/true);
 }
 
 //===----------------------------------------------------------------------===//
@@ -333,20 +371,167 @@ void SemaChecker::checkExpr(Expr &e) {
   case Expr::Kind::Step:
     e.setType(ValueType::Number);
     e.setVariability(Variability::Uniform);
-    return;
+    break;
   case Expr::Kind::Bool:
     e.setType(ValueType::Bool);
     e.setVariability(Variability::Uniform);
-    return;
+    break;
   case Expr::Kind::Name:
-    return checkName(llvm::cast<NameExpr>(e));
+    checkName(llvm::cast<NameExpr>(e));
+    break;
   case Expr::Kind::Unary:
-    return checkUnary(llvm::cast<UnaryExpr>(e));
+    checkUnary(llvm::cast<UnaryExpr>(e));
+    break;
   case Expr::Kind::Binary:
-    return checkBinary(llvm::cast<BinaryExpr>(e));
+    checkBinary(llvm::cast<BinaryExpr>(e));
+    break;
   case Expr::Kind::Call:
-    return checkCall(llvm::cast<CallExpr>(e));
+    checkCall(llvm::cast<CallExpr>(e));
+    break;
   }
+  if (e.getType() != ValueType::Unknown)
+    foldConstant(e);
+}
+
+void SemaChecker::foldConstant(const Expr &e) {
+  std::optional<double> value;
+  Loc at = e.getLoc();
+  switch (e.getKind()) {
+  case Expr::Kind::Number:
+    value = llvm::cast<NumberExpr>(e).getValue();
+    break;
+  case Expr::Kind::Bool:
+    value = llvm::cast<BoolExpr>(e).getValue() ? 1.0 : 0.0;
+    break;
+  case Expr::Kind::Step:
+    return;
+  case Expr::Kind::Name: {
+    const auto &name = llvm::cast<NameExpr>(e);
+    if (name.getRefKind() != RefKind::Let)
+      return;
+    value = getConstant(*spec.statements[name.getRefIndex()].value);
+    break;
+  }
+  case Expr::Kind::Unary: {
+    const auto &unary = llvm::cast<UnaryExpr>(e);
+    std::optional<double> x = getConstant(unary.getOperand());
+    if (!x)
+      return;
+    value = unary.getOp() == UnaryOp::Neg ? -*x : (*x != 0 ? 0.0 : 1.0);
+    break;
+  }
+  case Expr::Kind::Binary: {
+    const auto &binary = llvm::cast<BinaryExpr>(e);
+    std::optional<double> a = getConstant(binary.getLHS());
+    std::optional<double> b = getConstant(binary.getRHS());
+    if (!a || !b)
+      return;
+    at = binary.getOpLoc();
+    switch (binary.getOp()) {
+    case BinaryOp::Add:
+      value = *a + *b;
+      break;
+    case BinaryOp::Sub:
+      value = *a - *b;
+      break;
+    case BinaryOp::Mul:
+      value = *a * *b;
+      break;
+    case BinaryOp::Div:
+      value = *a / *b;
+      break;
+    case BinaryOp::Pow:
+      value = std::pow(*a, *b);
+      break;
+    case BinaryOp::Lt:
+      value = *a < *b;
+      break;
+    case BinaryOp::Le:
+      value = *a <= *b;
+      break;
+    case BinaryOp::Gt:
+      value = *a > *b;
+      break;
+    case BinaryOp::Ge:
+      value = *a >= *b;
+      break;
+    case BinaryOp::Eq:
+      value = *a == *b;
+      break;
+    case BinaryOp::Ne:
+      value = *a != *b;
+      break;
+    case BinaryOp::And:
+      value = *a != 0 && *b != 0;
+      break;
+    case BinaryOp::Or:
+      value = *a != 0 || *b != 0;
+      break;
+    }
+    break;
+  }
+  case Expr::Kind::Call: {
+    const auto &call = llvm::cast<CallExpr>(e);
+    llvm::SmallVector<double, 3> args;
+    for (unsigned i = 0, n = call.getNumArgs(); i != n; ++i) {
+      std::optional<double> arg = getConstant(call.getArg(i));
+      if (!arg)
+        return;
+      args.push_back(*arg);
+    }
+    at = call.isTernary() ? call.getOpLoc() : call.getLoc();
+    switch (call.getBuiltin()) {
+    case Builtin::Sqrt:
+      value = std::sqrt(args[0]);
+      break;
+    case Builtin::Abs:
+      value = std::fabs(args[0]);
+      break;
+    case Builtin::Sign:
+      value = args[0] > 0 ? 1.0 : args[0] < 0 ? -1.0 : 0.0;
+      break;
+    case Builtin::Min:
+      value = std::min(args[0], args[1]);
+      break;
+    case Builtin::Max:
+      value = std::max(args[0], args[1]);
+      break;
+    case Builtin::Select:
+      value = args[0] != 0 ? args[1] : args[2];
+      break;
+    case Builtin::Unknown:
+      return;
+    }
+    break;
+  }
+  }
+  if (!value)
+    return;
+  if (!std::isfinite(*value)) {
+    error(at, "this constant expression is " + formatNumber(*value) +
+                  "; a constant must be finite");
+    return;
+  }
+  constants[&e] = *value;
+}
+
+void SemaChecker::checkRoundsToF32(const Expr &operand, bool perElement) {
+  if (!perElement || operand.getType() != ValueType::Number ||
+      operand.isPerElement())
+    return;
+  std::optional<double> value = getConstant(operand);
+  if (!value)
+    return;
+  llvm::APFloat f(*value);
+  bool losesInfo;
+  f.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven,
+            &losesInfo);
+  if (f.isInfinity())
+    error(operand.getLoc(),
+          "the constant " + formatNumber(*value) +
+              " is too large for float32, in which it meets per-element "
+              "values: it rounds to " +
+              (f.isNegative() ? "-inf" : "+inf"));
 }
 
 void SemaChecker::checkName(NameExpr &e) {
@@ -416,6 +601,9 @@ void SemaChecker::checkBinary(BinaryExpr &e) {
   checkExpr(lhs);
   checkExpr(rhs);
   e.setVariability(join(lhs.getVariability(), rhs.getVariability()));
+  // MLIRGen rounds a uniform operand of a per-element operation to float32.
+  checkRoundsToF32(lhs, e.isPerElement());
+  checkRoundsToF32(rhs, e.isPerElement());
 
   switch (e.getOp()) {
   case BinaryOp::And:
@@ -491,6 +679,13 @@ void SemaChecker::checkCall(CallExpr &e) {
                           ", found " + llvm::Twine(e.getNumArgs()));
     return;
   }
+
+  // MLIRGen rounds the uniform number operands of a per-element min, max
+  // or select to float32.
+  if (builtin == Builtin::Min || builtin == Builtin::Max ||
+      builtin == Builtin::Select)
+    for (unsigned i = builtin == Builtin::Select ? 1 : 0; i != arity; ++i)
+      checkRoundsToF32(e.getArg(i), e.isPerElement());
 
   if (builtin != Builtin::Select) {
     bool ok = true;

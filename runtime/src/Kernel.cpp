@@ -3,6 +3,7 @@
 
 #include "DType.h"
 #include "Error.h"
+#include "FileCheck.h"
 #include "StateLayout.h"
 #include "TileMap.h"
 
@@ -198,6 +199,7 @@ std::shared_ptr<Kernel> Kernel::create(ContextPtr ctx, const RegistryEntry &e) {
            " has no 'host' field): the host backend runs kernels from "
            "qopt-opt's host lowering, or functions given to "
            "qopt_kernel_create_host");
+    checkLoadableFile(m.host->library); // a truncated .so is SIGBUS in dlopen
     void *h = ::dlopen(m.host->library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       const char *why = ::dlerror();

@@ -3,6 +3,7 @@
 
 #include "DType.h"
 #include "Error.h"
+#include "FileCheck.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,52 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char *kAllDtypes = "f32, bf16, f16, int8, uint8, int16";
+
+/// How far a uniform expression may nest: twice the frontend's limit on an
+/// expression tree (1024 levels), far below what exhausts a thread's stack.
+constexpr unsigned kMaxExprDepth = 2048;
+
+/// Byte offset `byte` of `text` as 1-based line and column.
+std::pair<size_t, size_t> lineColumn(std::string_view text, size_t byte) {
+  byte = std::min(byte, text.size());
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < byte; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+
+/// A SAX handler that builds nothing and keeps where parsing failed: the
+/// position of errors that nlohmann reports without one (a number that
+/// overflows float64 is an out_of_range exception with no byte offset).
+struct ErrorPositionSax : json::json_sax_t {
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t &) override { return true; }
+  bool string(string_t &) override { return true; }
+  bool binary(binary_t &) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t &) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string &lastToken,
+                   const nlohmann::detail::exception &) override {
+    // `position` is just past the offending token.
+    start = position >= lastToken.size() ? position - lastToken.size() : 0;
+    failed = true;
+    return false;
+  }
+  size_t start = 0;
+  bool failed = false;
+};
 
 /// Reads typed fields out of JSON objects; every error names the source and
 /// the dotted path of the field.
@@ -116,7 +163,9 @@ public:
     if (!j)
       return def;
     if (!j->is_boolean())
-      error(join(path, key), cat("expected true or false, got ", j->dump()));
+      error(join(path, key),
+            cat("expected true or false, got ",
+                j->is_primitive() ? j->dump() : j->type_name()));
     return j->get<bool>();
   }
 
@@ -178,7 +227,11 @@ const OpInfo &opInfo(Expr::Op op) {
 }
 
 Expr parseExpr(const Reader &r, const json &j, const std::string &field,
-               const Manifest &m) {
+               const Manifest &m, unsigned depth = 1) {
+  // parseExpr, evaluate and toString recurse once per level.
+  if (depth > kMaxExprDepth)
+    r.error(field, cat("the expression nests deeper than ", kMaxExprDepth,
+                       " levels"));
   Expr e;
   if (j.is_number() || j.is_boolean()) {
     e.kind = Expr::Kind::Literal;
@@ -235,7 +288,8 @@ Expr parseExpr(const Reader &r, const json &j, const std::string &field,
   e.kind = Expr::Kind::Op;
   e.op = info->op;
   for (size_t i = 1; i < j.size(); ++i)
-    e.operands.push_back(parseExpr(r, j[i], Reader::index(field, i), m));
+    e.operands.push_back(
+        parseExpr(r, j[i], Reader::index(field, i), m, depth + 1));
   return e;
 }
 
@@ -688,22 +742,29 @@ ManifestPtr parseManifest(std::string_view text, const std::string &source) {
   json root;
   try {
     root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error &e) {
-    // Turn the byte offset into line:column.
-    size_t byte = std::min<size_t>(e.byte, text.size());
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i + 1 < byte; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
+  } catch (const json::exception &e) {
+    // A parse error carries its byte (1-based: the character that failed);
+    // other errors (a number that overflows float64) are found again by a
+    // parse that keeps the position.
+    size_t byte;
+    if (const auto *parseError = dynamic_cast<const json::parse_error *>(&e)) {
+      byte = parseError->byte > 0 ? parseError->byte - 1 : 0;
+    } else {
+      ErrorPositionSax sax;
+      json::sax_parse(text.begin(), text.end(), &sax);
+      byte = sax.start;
     }
+    auto [line, col] = lineColumn(text, byte);
+    // Drop nlohmann's "[json.exception.…] " and "parse error at line …: ".
     std::string what = e.what();
-    size_t colon = what.find(": ");
-    if (colon != std::string::npos)
-      what = what.substr(colon + 2);
+    size_t bracket = what.find("] ");
+    if (what.rfind("[json.exception", 0) == 0 && bracket != std::string::npos)
+      what = what.substr(bracket + 2);
+    if (what.rfind("parse error", 0) == 0) {
+      size_t colon = what.find(": ");
+      if (colon != std::string::npos)
+        what = what.substr(colon + 2);
+    }
     fail(QOPT_ERROR_MANIFEST, source, ":", line, ":", col,
          ": invalid JSON: ", what);
   }
@@ -794,16 +855,7 @@ ManifestPtr parseManifest(std::string_view text, const std::string &source) {
   return m;
 }
 
-std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail(QOPT_ERROR_IO, "cannot open ", path);
-  std::ostringstream os;
-  os << in.rdbuf();
-  if (in.bad())
-    fail(QOPT_ERROR_IO, "cannot read ", path);
-  return os.str();
-}
+std::string readFile(const std::string &path) { return readRegularFile(path); }
 
 ManifestPtr loadManifest(const std::string &path) {
   return parseManifest(readFile(path), path);

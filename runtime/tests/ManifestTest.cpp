@@ -305,6 +305,9 @@ const Malformed kMalformed[] = {
     {"binary format",
      [](json &j) { j["binaries"] = {{{"format", "elf"}, {"path", "x.o"}}}; },
      "binaries[0].format", "unknown format \"elf\""},
+    {"bool flag as an array",
+     [](json &j) { j["hypers"][2]["bool"] = json::array({json::array({true})}); },
+     "hypers[2].bool", "expected true or false, got array"},
     {"host library missing",
      [](json &j) { j["host"] = {{"symbol", "f"}}; }, "host.library",
      "missing"},
@@ -328,6 +331,64 @@ TEST(Manifest, InvalidJsonGivesLineAndColumn) {
   std::string msg = qopt_last_error();
   EXPECT_EQ(msg.rfind("broken.json:3:", 0), 0u) << msg;
   EXPECT_NE(msg.find("invalid JSON"), std::string::npos) << msg;
+}
+
+/// The full manifest with its uniform replaced by `levels` nested "neg"
+/// around 1.0, built as text (the test must not recurse either).
+std::string manifestWithNegChain(size_t levels) {
+  std::string expr;
+  for (size_t i = 0; i < levels; ++i)
+    expr += "[\"neg\", ";
+  expr += "1.0";
+  expr.append(levels, ']');
+  std::string text = flashManifestJson();
+  std::string old = R"(["sub", 1.0, ["pow", "beta1", "step"]])";
+  size_t at = text.find(old);
+  EXPECT_NE(at, std::string::npos);
+  return text.replace(at, old.size(), expr);
+}
+
+// 13,000 levels crashed parseExpr with SIGSEGV (issue #26); 20,000 are
+// refused, naming the file and the field at the 2049th level.
+TEST(Manifest, DeepUniformExpressionIsRefused) {
+  std::string text = manifestWithNegChain(20000);
+  qopt_manifest *m = nullptr;
+  EXPECT_EQ(qopt_manifest_parse(text.data(), text.size(), "deep.manifest.json",
+                                &m),
+            QOPT_ERROR_MANIFEST);
+  EXPECT_EQ(m, nullptr);
+  std::string field = "uniforms[0].expr";
+  for (int i = 0; i < 2048; ++i)
+    field += "[1]";
+  EXPECT_EQ(std::string(qopt_last_error()),
+            "deep.manifest.json: field '" + field +
+                "': the expression nests deeper than 2048 levels");
+}
+
+TEST(Manifest, UniformExpressionOf2048LevelsIsAccepted) {
+  // 2047 negations of 1.0: 2048 levels, an odd count of signs.
+  qopt_manifest *m = parseOrDie(manifestWithNegChain(2047));
+  ASSERT_NE(m, nullptr);
+  float out[1] = {0};
+  ASSERT_EQ(qopt_manifest_evaluate_uniforms(m, nullptr, 0, 1, out, 1),
+            QOPT_SUCCESS)
+      << qopt_last_error();
+  EXPECT_EQ(out[0], -1.0f);
+  qopt_manifest_destroy(m);
+}
+
+// A number beyond float64 was "internal error: [json.exception.out_of_range.406]"
+// with no position (issue #26).
+TEST(Manifest, NumberOverflowGivesLineAndColumn) {
+  std::string text = "{\n  \"format\": \"qopt-manifest\",\n"
+                     "  \"hypers\": [{\"name\": \"lr\", \"default\": 1e400}]\n}";
+  qopt_manifest *m = nullptr;
+  EXPECT_EQ(qopt_manifest_parse(text.data(), text.size(), "big.json", &m),
+            QOPT_ERROR_MANIFEST);
+  EXPECT_EQ(m, nullptr);
+  // Line 3: `  "hypers": [{"name": "lr", "default": 1e400}]`, 1e400 at column 40.
+  EXPECT_EQ(std::string(qopt_last_error()),
+            "big.json:3:40: invalid JSON: number overflow parsing '1e400'");
 }
 
 TEST(Manifest, NotAnObject) {

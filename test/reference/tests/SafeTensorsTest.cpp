@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using qopt::st::Error;
@@ -129,6 +131,85 @@ TEST(SafeTensorsTest, ClearErrors) {
   EXPECT_THROW(f.vec<double>("x", "F32"), Error);
   EXPECT_THROW(f.meta("nope"), Error);
   EXPECT_THROW(Tensor::make<float>("F32", {3}, {1.0f}), Error);
+  std::remove(p.c_str());
+}
+
+// Issue #26: the reader took any file (a FIFO blocked, /dev/zero read without
+// bound), believed a header's sizes, and kept reading a file that changed.
+TEST(SafeTensorsTest, OnlyRegularFiles) {
+  EXPECT_EQ(loadError("/dev/zero"),
+            "safetensors '/dev/zero': it is a character device, not a regular file");
+  const std::string dir = tempPath("dir");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  EXPECT_EQ(loadError(dir), "safetensors '" + dir + "': it is a directory, not a regular file");
+  ::rmdir(dir.c_str());
+  const std::string fifo = tempPath("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(loadError(fifo), "safetensors '" + fifo + "': it is a FIFO, not a regular file");
+  std::remove(fifo.c_str());
+}
+
+TEST(SafeTensorsTest, HeaderLongerThanTheFormatAllows) {
+  // A sparse file of 100,000,100 bytes: the length fits in the file, but the
+  // format's limit is 100,000,000.
+  const std::string p = tempPath("long-header.safetensors");
+  writeRaw(p, "", "", 100000001);
+  ASSERT_EQ(::truncate(p.c_str(), 100000100), 0);
+  EXPECT_EQ(loadError(p), "safetensors '" + p +
+                              "': header length 100000001 is more than the format's 100000000 bytes");
+  std::remove(p.c_str());
+}
+
+TEST(SafeTensorsTest, NamesAndDimensionsTheReaderRefuses) {
+  const std::string p = tempPath("names.safetensors");
+  writeRaw(p, R"({"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0'));
+  EXPECT_EQ(loadError(p), "safetensors '" + p + "': tensor '': empty tensor name");
+  writeRaw(p, R"({"a\u0007b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+           std::string(4, '\0'));
+  EXPECT_EQ(loadError(p), "safetensors '" + p +
+                              "': tensor 'a\\x07b': a tensor name must not contain control characters");
+  writeRaw(p, R"({"x":{"dtype":"F32","shape":[9223372036854775808],"data_offsets":[0,4]}})",
+           std::string(4, '\0'));
+  EXPECT_EQ(loadError(p), "safetensors '" + p +
+                              "': tensor 'x': dimension 9223372036854775808 is too large (the "
+                              "largest is 2^63 - 1)");
+  File f;
+  EXPECT_THROW(f.put(std::string("a\0b", 3), Tensor::make<float>("F32", {1}, {1.0f})), Error);
+  std::remove(p.c_str());
+}
+
+TEST(SafeTensorsTest, AFileThatChangesWhileReadIsAnError) {
+  const std::string p = tempPath("changes.safetensors");
+  File f;
+  f.put("x", Tensor::make<float>("F32", {4}, {1, 2, 3, 4}));
+  f.save(p);
+  struct stat st;
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  int fd = ::open(p.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(File::loadOpenFile(fd, size, p).vec<float>("x", "F32"),
+            (std::vector<float>{1, 2, 3, 4}));
+  // Cut to its last 8 bytes short after fstat: the tensor's bytes are gone.
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size - 8)), 0);
+  try {
+    File::loadOpenFile(fd, size, p);
+    ADD_FAILURE() << "a file that shrank was read";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()), "safetensors '" + p + "': the file shrank while it was read (it had " +
+                                         std::to_string(size) + " bytes when opened, and ends at byte " +
+                                         std::to_string(size - 8) + ")");
+  }
+  // Longer than when it was opened.
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size + 5)), 0);
+  try {
+    File::loadOpenFile(fd, size, p);
+    ADD_FAILURE() << "a file that grew was read";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()), "safetensors '" + p + "': the file grew while it was read (it had " +
+                                         std::to_string(size) + " bytes when opened)");
+  }
+  ::close(fd);
   std::remove(p.c_str());
 }
 

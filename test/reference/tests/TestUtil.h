@@ -3,7 +3,7 @@
 #define QOPT_REFERENCE_TESTS_TESTUTIL_H
 
 #include "qopt/reference/Reference.h"
-#include "qopt/reference/SafeTensors.h"
+#include "qopt/safetensors/SafeTensors.h"
 
 #include <cstdint>
 #include <cstring>

@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "qopt/reference/Codebook.h"
-#include "qopt/reference/SafeTensors.h"
+#include "qopt/safetensors/SafeTensors.h"
 #include "qopt/reference/Step.h"
 #include "ShippedSpecCases.h"
 #include "qopt/runtime.h"
@@ -24,10 +24,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <cstring>
@@ -597,17 +599,107 @@ TEST_F(QoptStepErrors, UnknownStreamOrDuplicate) {
                 "is in two inputs");
 }
 
+// A --hyper that cannot be taken is a command-line mistake: exit status 2, as
+// docs/qopt-step.md says (lr=abc exited 1, issue #26). A NaN uniform is not.
 TEST_F(QoptStepErrors, UnknownOrBadHyperparameter) {
   std::string in = dir + "/state.safetensors";
   expectFailure({in}, {"--hyper", "lrr=1e-3"},
                 "--hyper lrr=1e-3: kernel FlashAdamW has no hyperparameter 'lrr' (it has lr, "
-                "beta1, beta2, eps, weight_decay)");
-  expectFailure({in}, {"--hyper", "lr=fast"}, "'fast' is not a decimal number");
-  expectFailure({in}, {"--hyper", "lr=0x10"}, "'0x10' is not a decimal number");
-  expectFailure({in}, {"--hyper", "lr=true"}, "'lr' is a number, not a flag");
-  expectFailure({in}, {"--hyper", "lr=nan"}, "is NaN");
-  expectFailure({in}, {"--hyper=nesterov=2"}, "--hyper nesterov=2: 'nesterov' is a flag", 1,
+                "beta1, beta2, eps, weight_decay)",
+                2);
+  expectFailure({in}, {"--hyper", "lr=fast"}, "'fast' is not a decimal number", 2);
+  expectFailure({in}, {"--hyper", "lr=abc"}, "--hyper lr=abc: 'abc' is not a decimal number", 2);
+  expectFailure({in}, {"--hyper", "lr=0x10"}, "'0x10' is not a decimal number", 2);
+  expectFailure({in}, {"--hyper", "lr=true"}, "'lr' is a number, not a flag", 2);
+  expectFailure({in}, {"--hyper", "lr=1", "--hyper", "lr=2"}, "--hyper lr given twice", 2);
+  expectFailure({in}, {"--hyper", "lr=nan"}, "is NaN", 1);
+  expectFailure({in}, {"--hyper=nesterov=2"}, "--hyper nesterov=2: 'nesterov' is a flag", 2,
                 "flash_sgd");
+}
+
+// 1e400 became inf and 1e-400 zero, silently; the DSL refuses both literals.
+TEST_F(QoptStepErrors, HyperparameterOutOfFloat64Range) {
+  std::string in = dir + "/state.safetensors";
+  expectFailure({in}, {"--hyper", "lr=1e400"},
+                "qopt-step: error: --hyper lr=1e400: '1e400' is too large for float64\n", 2);
+  expectFailure({in}, {"--hyper", "lr=-1e400"}, "'-1e400' is too large for float64", 2);
+  expectFailure({in}, {"--hyper", "lr=1e-400"},
+                "qopt-step: error: --hyper lr=1e-400: '1e-400' is too small for float64: it "
+                "rounds to 0\n",
+                2);
+}
+
+TEST_F(QoptStepErrors, InputThatIsNotARegularFile) {
+  expectFailure({"/dev/zero"}, {},
+                "qopt-step: error: safetensors '/dev/zero': it is a character device, not a "
+                "regular file\n");
+  std::string fifo = dir + "/fifo.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expectFailure({fifo}, {}, "safetensors '" + fifo + "': it is a FIFO, not a regular file\n");
+  std::string sub = dir + "/sub.safetensors";
+  ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
+  expectFailure({sub}, {}, "safetensors '" + sub + "': it is a directory, not a regular file\n");
+}
+
+/// A safetensors file of `header` (padded to 8 bytes) and `data`.
+std::string rawSafetensors(std::string header, const std::string &data) {
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    bytes[size_t(i)] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  return bytes + header + data;
+}
+
+// 2^64 - 1 was read as int64 -1: "negative dimension in shape [-1]".
+TEST_F(QoptStepErrors, DimensionBeyondInt64) {
+  std::string in = dir + "/huge.safetensors";
+  writeBytes(in, rawSafetensors(R"({"w/p":{"dtype":"F32","shape":[18446744073709551615],)"
+                                R"("data_offsets":[0,4]}})",
+                                std::string(4, '\0')));
+  expectFailure({in}, {},
+                "safetensors '" + in + "': tensor 'w/p': dimension 18446744073709551615 is too "
+                "large (the largest is 2^63 - 1)\n");
+}
+
+// A NUL in a tensor name ended the message there.
+TEST_F(QoptStepErrors, ControlCharacterInATensorName) {
+  std::string in = dir + "/nul.safetensors";
+  writeBytes(in, rawSafetensors(R"({"w\u0000x/p":{"dtype":"F32","shape":[1],)"
+                                R"("data_offsets":[0,4]}})",
+                                std::string(4, '\0')));
+  expectFailure({in}, {},
+                "safetensors '" + in + "': tensor 'w\\x00x/p': a tensor name must not contain "
+                "control characters\n");
+}
+
+// A shape whose bytes the file does not have is refused from the header
+// alone, before anything is allocated: 2^40 floats in a file of 64 bytes.
+TEST_F(QoptStepErrors, HeaderSizesBeyondTheFile) {
+  std::string in = dir + "/big.safetensors";
+  writeBytes(in, rawSafetensors(R"({"w/p":{"dtype":"F32","shape":[1099511627776],)"
+                                R"("data_offsets":[0,4398046511104]}})",
+                                std::string(4, '\0')));
+  expectFailure({in}, {},
+                "safetensors '" + in + "': tensor 'w/p': data_offsets [0, 4398046511104] lie "
+                "outside the 4 data bytes\n");
+  writeBytes(in, rawSafetensors(R"({"w/p":{"dtype":"F32","shape":[1099511627776],)"
+                                R"("data_offsets":[0,4]}})",
+                                std::string(4, '\0')));
+  expectFailure({in}, {},
+                "safetensors '" + in + "': tensor 'w/p': 4 bytes do not match dtype F32 and "
+                "shape [1099511627776] (4398046511104 bytes)\n");
+}
+
+// Every step's uniforms were evaluated before the inputs were read:
+// 10^8 steps ran for more than 10 s before a garbage header's error.
+TEST_F(QoptStepErrors, InputsAreCheckedBeforeEveryStepsUniforms) {
+  writeBytes(dir + "/bad.safetensors", "this is not a safetensors file at all");
+  auto start = std::chrono::steady_clock::now();
+  expectFailure({dir + "/bad.safetensors"}, {"--steps", "100000000"},
+                "safetensors '" + dir + "/bad.safetensors'");
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0);
 }
 
 TEST_F(QoptStepErrors, UnknownKernel) {

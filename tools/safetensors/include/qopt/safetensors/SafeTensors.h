@@ -3,13 +3,13 @@
 // The format: 8-byte little-endian header length N, N bytes of JSON
 // {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
 //  "__metadata__": {"key": "string", ...}}, then the raw tensor bytes (offsets
-// relative to the end of the header). Used by the reference tests and meant to
-// be reused by the runtime's step command. Depends only on nlohmann-json.
+// relative to the end of the header). Used by qopt-step and by the reference
+// tests. Depends only on nlohmann-json.
 // Every failure throws qopt::st::Error with the file name and the reason.
 //
 //===----------------------------------------------------------------------===//
-#ifndef QOPT_REFERENCE_SAFETENSORS_H
-#define QOPT_REFERENCE_SAFETENSORS_H
+#ifndef QOPT_SAFETENSORS_SAFETENSORS_H
+#define QOPT_SAFETENSORS_SAFETENSORS_H
 
 #include <cstdint>
 #include <cstring>
@@ -27,6 +27,13 @@ public:
 
 /// safetensors dtype names accepted: F64 F32 F16 BF16 I64 I32 I16 I8 U8 U16 U32 U64 BOOL.
 size_t elementSize(const std::string &dtype);
+
+/// The largest header the format allows (safetensors' own limit, 100 MB).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+/// `name` with each control character written as \xNN, for messages (a NUL
+/// would end a C string there).
+std::string printableName(const std::string &name);
 
 struct Tensor {
   std::string dtype;          ///< "F32", "BF16", ...
@@ -53,10 +60,16 @@ struct Tensor {
 
 class File {
 public:
-  /// Reads and validates a whole file. Throws Error for a missing/unreadable file, a short
-  /// file, a header length past the end, bad JSON, unknown dtypes, negative or overflowing
-  /// shapes, offsets outside the data or not matching dtype x shape, overlapping tensors.
+  /// Reads and validates a whole file. Throws Error for a missing/unreadable file, one that
+  /// is not a regular file (a FIFO, a device, a directory), a short file, a header length
+  /// past the end, bad JSON, unknown dtypes, negative or overflowing shapes, a tensor name
+  /// with a control character, offsets outside the data or not matching dtype x shape,
+  /// overlapping tensors, and a file that shrinks or grows while it is read. The header is
+  /// checked against the file's size before any tensor's bytes are allocated.
   static File load(const std::string &path);
+  /// What load() does once it has opened `path` as `fd` and found it a regular file of
+  /// `size` bytes: reads it through pread. (Tests change the file between the two.)
+  static File loadOpenFile(int fd, uint64_t size, const std::string &path);
   /// Writes the file (header padded with spaces to a multiple of 8 bytes, tensors by name).
   void save(const std::string &path) const;
 
@@ -97,4 +110,4 @@ private:
 
 } // namespace qopt::st
 
-#endif // QOPT_REFERENCE_SAFETENSORS_H
+#endif // QOPT_SAFETENSORS_SAFETENSORS_H

@@ -1,12 +1,18 @@
 //===- SafeTensors.cpp - Small safetensors reader / writer ----------------===//
-#include "qopt/reference/SafeTensors.h"
+#include "qopt/safetensors/SafeTensors.h"
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <set>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 namespace qopt::st {
@@ -37,7 +43,10 @@ int64_t Tensor::numel() const {
   return n;
 }
 
-void Tensor::check(const std::string &what) const {
+/// The bytes of a tensor of `dtype` and `shape`; throws Error for a negative
+/// dimension or a size beyond int64.
+static uint64_t byteSize(const std::string &dtype, const std::vector<int64_t> &shape,
+                         const std::string &what) {
   const size_t es = elementSize(dtype);
   int64_t n = 1;
   for (int64_t d : shape) {
@@ -47,29 +56,121 @@ void Tensor::check(const std::string &what) const {
       throw Error(what + ": shape " + shapeStr(shape) + " is too large");
     n *= d;
   }
-  if (data.size() != static_cast<size_t>(n) * es)
-    throw Error(what + ": " + std::to_string(data.size()) + " bytes do not match dtype " + dtype +
-                " and shape " + shapeStr(shape) + " (" + std::to_string(static_cast<size_t>(n) * es) +
-                " bytes)");
+  return static_cast<uint64_t>(n) * es;
 }
 
+void Tensor::check(const std::string &what) const {
+  const uint64_t bytes = byteSize(dtype, shape, what);
+  if (data.size() != bytes)
+    throw Error(what + ": " + std::to_string(data.size()) + " bytes do not match dtype " + dtype +
+                " and shape " + shapeStr(shape) + " (" + std::to_string(bytes) + " bytes)");
+}
+
+std::string printableName(const std::string &name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char *hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+/// An open file descriptor, closed at the end of its scope.
+class Fd {
+public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  Fd(const Fd &) = delete;
+  Fd &operator=(const Fd &) = delete;
+  int get() const { return fd_; }
+
+private:
+  int fd_;
+};
+
+/// Reads exactly `n` bytes at `offset`; throws Error (after `where`) when
+/// the file ends first, which it does only if it shrank after fstat.
+void readAt(int fd, void *out, size_t n, uint64_t offset, uint64_t size,
+            const std::string &where) {
+  auto *p = static_cast<char *>(out);
+  while (n > 0) {
+    ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      throw Error(where + "cannot read the file: " + std::strerror(errno));
+    if (got == 0)
+      throw Error(where + "the file shrank while it was read (it had " + std::to_string(size) +
+                  " bytes when opened, and ends at byte " + std::to_string(offset) + ")");
+    p += got;
+    n -= static_cast<size_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+}
+
+const char *describeFileType(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+} // namespace
+
 File File::load(const std::string &path) {
+  const std::string where = "safetensors '" + path + "': ";
+  // Without blocking: a FIFO with no writer would block open itself.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0)
+    throw Error(where + "cannot open the file (missing or unreadable)");
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0)
+    throw Error(where + "cannot read the file: " + std::strerror(errno));
+  // Anything else (a FIFO, /dev/zero, a directory) has no size to trust and
+  // could be read without bound.
+  if (!S_ISREG(st.st_mode))
+    throw Error(where + "it is " + describeFileType(st.st_mode) + ", not a regular file");
+  return loadOpenFile(fd.get(), static_cast<uint64_t>(st.st_size), path);
+}
+
+File File::loadOpenFile(int fd, uint64_t size, const std::string &path) {
   File f;
   f.path_ = path;
   const std::string where = f.where();
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(where + "cannot open the file (missing or unreadable)");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 8)
-    throw Error(where + "file is " + std::to_string(bytes.size()) +
+  if (size < 8)
+    throw Error(where + "file is " + std::to_string(size) +
                 " bytes, shorter than the 8-byte header length");
+  uint8_t lenBytes[8];
+  readAt(fd, lenBytes, 8, 0, size, where);
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; --i)
-    hlen = (hlen << 8) | bytes[static_cast<size_t>(i)];
-  if (hlen > bytes.size() - 8)
+    hlen = (hlen << 8) | lenBytes[i];
+  if (hlen > size - 8)
     throw Error(where + "header length " + std::to_string(hlen) + " runs past the end of the file (" +
-                std::to_string(bytes.size()) + " bytes)");
+                std::to_string(size) + " bytes)");
+  if (hlen > kMaxHeaderBytes)
+    throw Error(where + "header length " + std::to_string(hlen) + " is more than the format's " +
+                std::to_string(kMaxHeaderBytes) + " bytes");
+  std::string headerText(static_cast<size_t>(hlen), '\0');
+  readAt(fd, headerText.data(), headerText.size(), 8, size, where);
   json header;
   // A key given twice in one object (the parser would keep the last one):
   // the keys seen in each open object, innermost last.
@@ -86,17 +187,26 @@ File File::load(const std::string &path) {
     return true;
   };
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(hlen),
-                         noRepeatedKeys);
+    header = json::parse(headerText.begin(), headerText.end(), noRepeatedKeys);
   } catch (const json::exception &e) {
     throw Error(where + "header is not valid JSON: " + e.what());
   }
+  headerText = std::string();
   if (!repeated.empty())
-    throw Error(where + "header gives the key '" + repeated + "' twice in one object");
+    throw Error(where + "header gives the key '" + printableName(repeated) +
+                "' twice in one object");
   if (!header.is_object())
     throw Error(where + "header is not a JSON object");
-  const size_t dataBegin = 8 + static_cast<size_t>(hlen);
-  const size_t dataSize = bytes.size() - dataBegin;
+  const uint64_t dataBegin = 8 + hlen;
+  const uint64_t dataSize = size - dataBegin;
+  // Every entry is checked against the file's size before any tensor's
+  // bytes are allocated or read.
+  struct Entry {
+    std::string name;
+    Tensor tensor;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
@@ -104,12 +214,18 @@ File File::load(const std::string &path) {
         throw Error(where + "__metadata__ is not an object");
       for (auto m = it.value().begin(); m != it.value().end(); ++m) {
         if (!m.value().is_string())
-          throw Error(where + "__metadata__ value '" + m.key() + "' is not a string");
+          throw Error(where + "__metadata__ value '" + printableName(m.key()) +
+                      "' is not a string");
         f.metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    const std::string what = where + "tensor '" + it.key() + "'";
+    const std::string what = where + "tensor '" + printableName(it.key()) + "'";
+    // A control character (a NUL cut every message after it) names no tensor.
+    if (printableName(it.key()) != it.key())
+      throw Error(what + ": a tensor name must not contain control characters");
+    if (it.key().empty())
+      throw Error(what + ": empty tensor name");
     const json &e = it.value();
     if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
       throw Error(what + ": entry needs dtype, shape and data_offsets");
@@ -126,6 +242,10 @@ File File::load(const std::string &path) {
     for (const json &d : e["shape"]) {
       if (!d.is_number_integer())
         throw Error(what + ": shape entries must be integers");
+      if (d.is_number_unsigned() &&
+          d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        throw Error(what + ": dimension " + std::to_string(d.get<uint64_t>()) +
+                    " is too large (the largest is 2^63 - 1)");
       t.shape.push_back(d.get<int64_t>());
     }
     const json &off = e["data_offsets"];
@@ -135,12 +255,13 @@ File File::load(const std::string &path) {
     if (b > en || en > dataSize)
       throw Error(what + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(en) +
                   "] lie outside the " + std::to_string(dataSize) + " data bytes");
-    t.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(dataBegin + b),
-                  bytes.begin() + static_cast<std::ptrdiff_t>(dataBegin + en));
-    t.check(what);
+    const uint64_t bytes = byteSize(t.dtype, t.shape, what);
+    if (en - b != bytes)
+      throw Error(what + ": " + std::to_string(en - b) + " bytes do not match dtype " + t.dtype +
+                  " and shape " + shapeStr(t.shape) + " (" + std::to_string(bytes) + " bytes)");
     if (en > b)
       ranges.emplace_back(b, en);
-    f.tensors_.emplace(it.key(), std::move(t));
+    entries.push_back({it.key(), std::move(t), b, en});
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
@@ -160,6 +281,16 @@ File File::load(const std::string &path) {
                 " bytes after the last tensor's data (the data section is " +
                 std::to_string(dataSize) + " bytes, its tensors end at " + std::to_string(covered) +
                 ")");
+  // Now the bytes: the tensors cover exactly the file's size.
+  for (Entry &e : entries) {
+    e.tensor.data.resize(static_cast<size_t>(e.end - e.begin));
+    readAt(fd, e.tensor.data.data(), e.tensor.data.size(), dataBegin + e.begin, size, where);
+    f.tensors_.emplace(std::move(e.name), std::move(e.tensor));
+  }
+  uint8_t extra;
+  if (::pread(fd, &extra, 1, static_cast<off_t>(size)) > 0)
+    throw Error(where + "the file grew while it was read (it had " + std::to_string(size) +
+                " bytes when opened)");
   return f;
 }
 
@@ -220,8 +351,8 @@ const Tensor &File::get(const std::string &name, const std::string &dtype,
 }
 
 void File::put(const std::string &name, Tensor t) {
-  if (name == "__metadata__" || name.empty())
-    throw Error(where() + "invalid tensor name '" + name + "'");
+  if (name == "__metadata__" || name.empty() || printableName(name) != name)
+    throw Error(where() + "invalid tensor name '" + printableName(name) + "'");
   t.check(where() + "tensor '" + name + "'");
   tensors_[name] = std::move(t);
 }
