@@ -11,6 +11,7 @@
 #include "qopt/Target/Target.h"
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Target/Host.h"
+#include "qopt/Schedule/Passes.h"
 #include "qopt/Transforms/Passes.h"
 
 #include "qopt/Dialect/Qopt/QoptOps.h"
@@ -173,12 +174,12 @@ struct CompileOptions {
       "tile-claims",
       cl::desc("Tiles past each block's static range claimed this many at a "
                "time from the launch's work counters (-1: the measured choice, "
-               "getTileClaims; 0: none; never for staged kernels)"),
+               "chooseTileClaims; 0: none; never for staged kernels)"),
       cl::init(-1), cl::cat(compileCategory)};
   cl::opt<int64_t> tileClaimsStaticEighths{
       "tile-claims-static-eighths",
       cl::desc("The eighths of the tiles each block steps in its static range "
-               "before it claims (1 to 8; 0: getTileClaims' choice, 5 with "
+               "before it claims (1 to 8; 0: chooseTileClaims' choice, 5 with "
                "--tile-claims=n); no claims where --tile-claims or the choice "
                "makes none"),
       cl::init(0), cl::cat(compileCategory)};
@@ -276,6 +277,14 @@ static OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
 #endif
   }
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
+}
+
+/// Attaches each optimizer's launch plan for `options` and `target`.
+static LogicalResult planKernels(ModuleOp module, const KernelOptions &options,
+                                 PlanTarget target) {
+  PassManager pm(module.getContext());
+  pm.addPass(createPlanKernel(getPlanKernelOptions(options, target)));
+  return pm.run(module);
 }
 
 static std::string manifestPath() {
@@ -442,6 +451,12 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
     return failed(writeOutput(opts->outputFilename, text)) ? 1 : 0;
   }
 
+  // The launch plan, chosen once per target: the manifest and the lowering
+  // read it.
+  if (failed(planKernels(*module, options,
+                         host ? PlanTarget::Host : PlanTarget::GPU)))
+    return 1;
+
   // The manifest describes the kernel's ABI, so it is taken from the qopt IR.
   std::optional<llvm::json::Value> manifest;
   if (opts->emitKind == Emit::PTX || opts->emitKind == Emit::Cubin ||
@@ -464,8 +479,6 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   }
   HostOptions hostOptions;
   hostOptions.mode = options.mode;
-  hostOptions.threadsPerBlock = options.threadsPerBlock;
-  hostOptions.elementsPerThread = options.elementsPerThread;
   hostOptions.optLevel = opts->hostOptLevel;
   hostOptions.cpu = opts->hostCpu;
 
@@ -516,6 +529,9 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
       OwningOpRef<ModuleOp> clone = module->clone();
       KernelOptions chipOptions = options;
       chipOptions.chip = chip;
+      // The chip's own plan (its L2 prefetch and bulk copies).
+      if (failed(planKernels(*clone, chipOptions, PlanTarget::GPU)))
+        return 1;
       FailureOr<std::string> ptx = translateToPTX(*clone, chipOptions);
       if (failed(ptx))
         return 1;

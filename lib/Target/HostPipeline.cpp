@@ -41,8 +41,6 @@ void mlir::qopt::buildQoptToHostPipeline(OpPassManager &pm,
                                          const HostOptions &options) {
   ConvertQoptToHostOptions toHost;
   toHost.mode = options.mode;
-  toHost.threadsPerBlock = options.threadsPerBlock;
-  toHost.elementsPerThread = options.elementsPerThread;
   pm.addPass(createConvertQoptToHost(toHost));
   // Folds the bitcasts around 16-bit floats, so none reaches LLVM.
   pm.addPass(createCanonicalizerPass());

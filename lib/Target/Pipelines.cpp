@@ -9,6 +9,7 @@
 #include "qopt/Target/Target.h"
 
 #include "qopt/Conversion/Passes.h"
+#include "qopt/Schedule/Passes.h"
 #include "qopt/Transforms/Passes.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
@@ -57,22 +58,31 @@ void mlir::qopt::buildQoptOptimizationPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
+PlanKernelOptions mlir::qopt::getPlanKernelOptions(const KernelOptions &options,
+                                                  PlanTarget target) {
+  PlanKernelOptions plan;
+  plan.target = target;
+  plan.threadsPerBlock = options.threadsPerBlock;
+  plan.elementsPerThread = options.elementsPerThread;
+  if (target == PlanTarget::Host)
+    return plan;
+  plan.codebookBuckets = options.codebookBuckets;
+  plan.asyncCopy = options.asyncCopy;
+  // cp.async.bulk.prefetch.L2 is sm_90's.
+  plan.l2Prefetch = getChipNumber(options.chip) >= 90;
+  // So is cp.async.bulk.
+  plan.bulkCopy = options.bulkCopy && getChipNumber(options.chip) >= 90;
+  plan.tileClaims = options.tileClaims;
+  plan.tileClaimsStaticEighths = options.tileClaimsStaticEighths;
+  return plan;
+}
+
 ConvertQoptToGPUOptions
 mlir::qopt::getConvertQoptToGPUOptions(const KernelOptions &options) {
   ConvertQoptToGPUOptions toGPU;
   toGPU.mode = options.mode;
-  toGPU.threadsPerBlock = options.threadsPerBlock;
-  toGPU.elementsPerThread = options.elementsPerThread;
   toGPU.checkedRounding = options.checkedRounding;
   toGPU.guardedIeee = options.guardedIeee;
-  toGPU.codebookBuckets = options.codebookBuckets;
-  toGPU.asyncCopy = options.asyncCopy;
-  // cp.async.bulk.prefetch.L2 is sm_90's.
-  toGPU.l2Prefetch = getChipNumber(options.chip) >= 90;
-  // So is cp.async.bulk.
-  toGPU.bulkCopy = options.bulkCopy && getChipNumber(options.chip) >= 90;
-  toGPU.tileClaims = options.tileClaims;
-  toGPU.tileClaimsStaticEighths = options.tileClaimsStaticEighths;
   return toGPU;
 }
 

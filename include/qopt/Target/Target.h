@@ -14,6 +14,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
+#include "qopt/Schedule/Passes.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/JSON.h"
 #include <string>
@@ -24,15 +25,14 @@ namespace mlir::qopt {
 struct KernelOptions {
   std::string chip = "sm_90";  ///< nvvm-attach-target chip (sm_80, sm_90, ...).
   std::string mode = "strict"; ///< strict (bit-exact) or fast.
-  int64_t threadsPerBlock = 0; ///< <= 0: getThreadsPerBlock's choice
-  int64_t elementsPerThread = 0; ///< <= 0: getElementsPerThread's choice
+  int64_t threadsPerBlock = 0; ///< <= 0: chooseThreadsPerBlock's choice
+  int64_t elementsPerThread = 0; ///< <= 0: chooseElementsPerThread's choice
   /// Dequantize 8-bit codes through compile-time tables (qopt-tabulate-codes,
   /// exact).
   bool tabulateCodes = true;
   /// Divide by lane-uniform values through a reciprocal with a proof of
-  /// correct rounding (qopt-exact-uniform-division, exact). Off: measured
-  /// slower on the H200 (bench/NOTES.md: more registers, a divergent
-  /// fallback).
+  /// correct rounding (qopt-exact-uniform-division, exact).
+  /// docs/tuning.md#exact-uniform-division
   bool exactUniformDivision = false;
   /// Strict mode: quantization codes through approximate arithmetic with a
   /// rounding-margin check and the IEEE chain as fallback (exact).
@@ -43,19 +43,19 @@ struct KernelOptions {
   /// Codebook codes through a bucket table of float bit patterns (exact).
   bool codebookBuckets = true;
   /// Staged kernels fill their stages with bulk copies (cp.async.bulk) on
-  /// sm_90 and newer (convert-qopt-to-gpu bulk-copy; same results). Off:
-  /// 13 to 18% slower on the H200 (docs/dsl.md).
+  /// sm_90 and newer (qopt-plan-kernel bulk-copy; same results).
+  /// docs/tuning.md#bulk-copy
   bool bulkCopy = false;
   /// Tiles past each block's static range claimed this many at a time from
-  /// the launch's work counters (getTileClaims): -1 for the measured choice,
+  /// the launch's work counters (chooseTileClaims): -1 for the measured choice,
   /// 0 for none. Where a kernel claims, its static ranges hold
   /// tileClaimsStaticEighths / 8 of the tiles (1 to 8; 0 for the choice's
   /// share, 5 with n > 0).
   int64_t tileClaims = -1;
   int64_t tileClaimsStaticEighths = 0;
   /// Full tiles' read streams copied into shared memory up to three tiles
-  /// ahead with cp.async (getTileStaging; Auto: useAsyncCopy's choice); the manifest
-  /// asks for the shared memory.
+  /// ahead with cp.async (chooseTileStaging; Auto: chooseAsyncCopy's choice);
+  /// the manifest asks for the shared memory.
   AsyncCopy asyncCopy = AsyncCopy::Auto;
 };
 
@@ -68,16 +68,21 @@ std::string getPTXFeatures(llvm::StringRef chip);
 void buildQoptOptimizationPipeline(OpPassManager &pm);
 
 /// Adds convert-qopt-to-gpu and the upstream passes down to gpu.module with
-/// NVVM/LLVM dialect ops (no binary yet).
+/// NVVM/LLVM dialect ops (no binary yet). The module's optimizers carry their
+/// plans (qopt-plan-kernel with getPlanKernelOptions).
 void buildQoptToNVVMPipeline(OpPassManager &pm, const KernelOptions &options);
 
-/// convert-qopt-to-gpu's options for `options` (l2-prefetch where the chip
-/// has cp.async.bulk.prefetch: sm_90 and newer); the pipeline above and
+/// qopt-plan-kernel's options for `options` and `target` (l2-prefetch and
+/// bulk-copy where the chip has cp.async.bulk: sm_90 and newer).
+PlanKernelOptions getPlanKernelOptions(const KernelOptions &options,
+                                       PlanTarget target);
+
+/// convert-qopt-to-gpu's options for `options`; the pipeline above and
 /// `qopt-opt --emit=gpu` both take them from here.
 ConvertQoptToGPUOptions getConvertQoptToGPUOptions(const KernelOptions &options);
 
-/// Lowers `module` (qopt dialect, uniforms outlined) to PTX text. The module
-/// is consumed. Emits diagnostics and fails on error.
+/// Lowers `module` (qopt dialect, uniforms outlined, plans attached) to PTX
+/// text. The module is consumed. Emits diagnostics and fails on error.
 FailureOr<std::string> translateToPTX(ModuleOp module,
                                       const KernelOptions &options);
 
@@ -101,8 +106,9 @@ createFatbin(llvm::StringRef ptx, llvm::StringRef ptxChip,
              llvm::ArrayRef<std::pair<std::string, std::string>> cubins,
              std::string &error);
 
-/// The manifest of the kernels in `module` (qopt dialect, uniforms outlined),
-/// one object per optimizer; `format` is ptx, cubin or fatbin.
+/// The manifest of the kernels in `module` (qopt dialect, uniforms outlined,
+/// plans attached), one object per optimizer; `format` is ptx, cubin, fatbin
+/// or host. The launch fields are the plan's.
 FailureOr<llvm::json::Value> buildManifest(ModuleOp module,
                                            const KernelOptions &options,
                                            llvm::StringRef format);

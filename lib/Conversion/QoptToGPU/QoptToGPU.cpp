@@ -21,6 +21,7 @@
 
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
+#include "qopt/Schedule/KernelLayout.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -50,26 +51,19 @@ static Type memoryType(Type storage) {
 /// Builds the body of one kernel.
 class KernelEmitter {
 public:
-  KernelEmitter(OptimizerOp optimizer, OpBuilder &b, bool fast,
-                bool checkedRounding, bool codebookBuckets, bool guardedIEEE,
-                bool asyncCopy, bool l2Prefetch, bool bulkCopy,
-                int64_t threads, int64_t lanes)
-      : optimizer(optimizer), b(b), loc(optimizer.getLoc()),
+  /// Builds the kernel of `optimizer` as its launch plan `plan` says.
+  KernelEmitter(OptimizerOp optimizer, KernelPlanAttr plan, OpBuilder &b,
+                bool fast, bool checkedRounding, bool guardedIEEE)
+      : optimizer(optimizer), plan(plan), b(b), loc(optimizer.getLoc()),
         math(b, loc, fast), guardedMath(math.guarded(guardedIEEE)),
-        checkedRounding(checkedRounding), codebookBuckets(codebookBuckets),
-        asyncCopy(asyncCopy), l2Prefetch(l2Prefetch), bulkCopy(bulkCopy),
-        threads(threads), lanes(lanes), tile(threads * lanes) {}
+        checkedRounding(checkedRounding),
+        codebookBuckets(plan.getCodebookBuckets()),
+        bulkCopy(plan.getBulkCopy()),
+        claims{plan.getClaimTiles(), plan.getClaimStaticEighths()},
+        threads(plan.getThreads()), lanes(plan.getLanes()),
+        tile(plan.getTile()), staging(getTileStaging(optimizer, plan)) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
-  /// The requested tile claims (getTileClaims' `requested`, -1 for its
-  /// choice) and static eighths.
-  void setTileClaims(int64_t requested, int64_t eighths) {
-    requestedClaims = requested;
-    requestedStaticEighths = eighths;
-  }
-  /// Whether async copies were asked for (`--async-copy=on`): a shape that
-  /// cannot be staged is then warned of.
-  void setAsyncCopyRequested(bool requested) { asyncCopyRequested = requested; }
 
 private:
   // Types.
@@ -143,7 +137,7 @@ private:
   /// first, `runFirstInTensor` in its tensor) into stage `stageIndex` and
   /// has them complete the stage's barrier. The sources come from the run's
   /// descriptor where they are issued: no pointer of them lives across the
-  /// tile loop (FlashAdamW_ecc16 spilled with them).
+  /// tile loop (docs/tuning.md#bulk-copy).
   void bulkCopyTile(Value k, Value stageIndex);
   /// Waits until stage `stageIndex`'s barrier completes its phase of parity
   /// `parity` (i32): the tile's copies have landed.
@@ -153,10 +147,6 @@ private:
   /// stage with the run's tile k + stages (when it is a full one, before
   /// `fullLimit`).
   void releaseStage(Value k, Value fullLimit);
-  /// Whether every stream of `staging` can be a bulk copy into its region:
-  /// 16-byte multiples per tile at 16-byte aligned offsets, and each
-  /// thread's elements one shared load of its region as the copy leaves it.
-  bool isBulkStageable(const TileStaging &staging) const;
   void storePerGroup(unsigned stream, int64_t groupSize, Value value);
   unsigned streamIndex(StreamRole role, int state = -1);
 
@@ -199,6 +189,7 @@ private:
   FailureOr<Value> emitArith(Operation *op, IRMapping &mapping);
 
   OptimizerOp optimizer;
+  KernelPlanAttr plan;
   OpBuilder &b;
   Location loc;
   LaneMath math;
@@ -211,17 +202,11 @@ private:
   LaneFacts facts;
   bool checkedRounding;
   bool codebookBuckets;
-  bool asyncCopy;
-  bool asyncCopyRequested = false;
-  bool l2Prefetch; ///< cp.async.bulk.prefetch available (sm_90+)
-  /// Stages filled by bulk copies (cp.async.bulk, sm_90+) where the option
-  /// asks for them and the staging allows (isBulkStageable); set in emit().
-  /// The option assumes an sm_90 or newer target: the pipeline passes it on
-  /// only for one (getConvertQoptToGPUOptions).
+  /// Stages filled by bulk copies (cp.async.bulk, sm_90+): the plan says so
+  /// only for an sm_90 or newer target and a staging that allows them.
   bool bulkCopy;
-  int64_t requestedClaims = -1, requestedStaticEighths = 0;
-  /// Set in emit(): getTileClaims' choice; where enabled the kernel takes
-  /// the work counters as its last argument.
+  /// The plan's tile claims; where enabled the kernel takes the work
+  /// counters as its last argument.
   TileClaims claims;
   int64_t threads, lanes, tile;
   /// The streams copied ahead into dynamic shared memory (empty: none), the
@@ -333,17 +318,11 @@ unsigned KernelEmitter::streamIndex(StreamRole role, int state) {
 }
 
 Value KernelEmitter::streamPtr(unsigned index) {
-  // Loaded where used, from the run's descriptor (L1-resident): holding every
-  // pointer across the run's tiles measured slower (80 registers, not 64).
-  // Unstaged kernels of two or more states mark the load invariant (the
-  // descriptors are written before the launch), so that LLVM reuses a
-  // pointer across the tile's stores instead of loading it again: the
-  // codebook kernels of a 16-bit parameter +2 to +4%, FlashAdamW.f32 +3.4%
-  // (H200, 64 Mi). Not for the staged ones, which hold their thread
-  // pointers (FlashAdamW 124 -> 128 registers, 1% slower), the one-state
-  // kernels (FlashLion.f32 1.5% slower), nor the codebook kernels of an f32
-  // parameter: at their 64-register bound ptxas then spills (block256.f32
-  // 16 -> 52 bytes, 8% slower; block2048.f32 unchanged).
+  // Loaded where used, from the run's descriptor (L1-resident). Unstaged
+  // kernels of two or more states, except the codebook kernels of an f32
+  // parameter, mark the load invariant (the descriptors are written before
+  // the launch), so that LLVM reuses a pointer across the tile's stores.
+  // docs/tuning.md#descriptor-loads
   bool codebookF32 =
       optimizer.getParamType().isF32() && llvm::any_of(states, [](StateOp state) {
         return isa<CodebookSchemeAttr>(state.getScheme());
@@ -651,20 +630,6 @@ void KernelEmitter::releaseStage(Value k, Value fullLimit) {
   bulkCopyTile(next, stage);
 }
 
-bool KernelEmitter::isBulkStageable(const TileStaging &staging) const {
-  for (const StagedStream &staged : staging.streams) {
-    if (tileBytes(staged.stream) % 16 != 0 || staged.offset % 16 != 0)
-      return false;
-    // A group stream's scalars are read where the copy leaves them
-    // (loadStaged); an element stream's thread reads one chunk, which
-    // lies where the tile's bytes do.
-    if (streams[staged.stream].perElements == 1 &&
-        staged.bytesPerThread != staged.chunkBytes)
-      return false;
-  }
-  return true;
-}
-
 Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
   // One shared load per chunk (a 16-byte chunk is one ld.shared.v4), then the
   // chunks joined into the thread's vector.
@@ -691,7 +656,7 @@ Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
     if (staged.elementsPerCopy == 1)
       return load(type, addr, staged.chunkBytes);
     // The thread's scalar within the copied word: a tile holds whole words
-    // of groups (getTileStaging), so its place in the tile says which.
+    // of groups (getStageLayout), so its place in the tile says which.
     Value within = arith::AndIOp::create(b, loc, groupInTile(),
                                          constI64(staged.elementsPerCopy - 1));
     return load(type, gep(addr, type, within), bytes);
@@ -1430,10 +1395,6 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   if (uniforms)
     numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
 
-  if (asyncCopy)
-    staging = getTileStaging(optimizer, TileShape{threads, lanes});
-  claims = getTileClaims(optimizer, !staging.streams.empty(), requestedClaims,
-                         requestedStaticEighths);
   // Signature: descriptors, tile map, tile count, uniforms, one qmap per
   // codebook state, and with tile claims the work counters (docs/abi.md).
   SmallVector<Type> args = {globalPtr(), globalPtr(), i64(), globalPtr()};
@@ -1451,38 +1412,9 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func.setKnownBlockSizeAttr(
       b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
-  // Blocks of 256 threads or fewer of updates with at most one state and no
-  // codebook (SGD, Lion: 16 lanes) are built for two resident blocks per
-  // multiprocessor (.minnctapersm 2: at most 128 registers). FlashLion's f16 and GradScaler
-  // variants took 134 and 141 registers without it, one block per SM, 13 to
-  // 16% slower (H200); with it ptxas fits them in 128 with no spills. The
-  // Adam family at 256 threads x 16 lanes would spill under it (175
-  // registers without). The codebook kernels are built for as many blocks
-  // as fit an H100/H200 multiprocessor's shared memory (228 KiB, 1 KiB of
-  // it reserved per block, beside the static tables of
-  // getCodebookStaticSharedBytes: about 2.1 KiB per state and 1 KiB) and, at
-  // most, its 64 Ki registers at 64 a thread: four blocks of 256 threads
-  // unstaged, two of 512 (an f32 parameter's small blocks), two of 256
-  // staged (up to 128 registers). With an f32 parameter and blocks of more
-  // than 256 elements (block2048.f32) at 80 a thread, three blocks: 76
-  // registers and no spills, H200 64 Mi +3.4% on the bench's gradients and
-  // 5% faster on realistic ones (the sixteen-bit ones at three blocks: 2%
-  // slower at 64 and 256 Mi; bench/NOTES.md, fourteenth session).
-  // Without the bound ptxas takes 90 registers for 256 threads (the bucket
-  // lookups' loads in flight), two blocks per SM.
-  bulkCopy = bulkCopy && !staging.streams.empty() && isBulkStageable(staging);
-  int64_t codebookRegisters = 64;
-  if (optimizer.getParamType().isF32() && states.size() >= 2 &&
-      !hasSmallCodebookBlocks(optimizer))
-    codebookRegisters = 80;
-  int64_t codebookBlocks = std::min<int64_t>(
-      65536 / (threads * codebookRegisters),
-      228 * 1024 / (getDynamicSharedBytes(optimizer, staging, codebookBuckets) +
-                    getCodebookStaticSharedBytes(optimizer, threads) + 1024));
-  if (!codebookStates.empty() && codebookBlocks >= 2)
-    func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(codebookBlocks));
-  else if (threads <= 256 && codebookStates.empty() && states.size() <= 1)
-    func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
+  // The register bound of the plan (docs/tuning.md#registers).
+  if (int64_t blocks = plan.getMinBlocksPerSm())
+    func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(blocks));
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   Value descs = entry.getArgument(0), tileMap = entry.getArgument(1);
@@ -1500,20 +1432,11 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     numTiles = arith::SelectOp::create(b, loc, *skip, constI64(0), numTiles);
 
   std::string prefix = ("__qopt_" + optimizer.getSymName()).str();
-  // Where async copies were asked for (not auto's choice, which falls back
-  // quietly for a shape it was not measured at).
-  if (asyncCopyRequested && staging.streams.empty())
-    optimizer.emitWarning("async copies: no stream of a ")
-        << threads << " x " << lanes
-        << " tile can be staged (4 or 8 bytes, or a power of two of "
-           "16-byte chunks per thread, two stages in at most "
-        << getStagingSharedLimit(optimizer, threads)
-        << " bytes of shared memory): its loads go to registers";
-  // Dynamic shared memory (launch.shared_bytes of the manifest,
-  // getDynamicSharedBytes): the tile stages, then the codebook buckets. Its
+  // Dynamic shared memory (the plan's shared_bytes, the manifest's
+  // launch.shared_bytes): the tile stages, then the codebook buckets. Its
   // symbol is named after the first of them the kernel has.
   Value dynamicBase;
-  if (getDynamicSharedBytes(optimizer, staging, codebookBuckets) > 0)
+  if (plan.getSharedBytes() > 0)
     dynamicBase = sharedArray(
         module, prefix + (staging.streams.empty() ? "_buckets" : "_staging"),
         0, b.getI8Type(), LLVM::Linkage::External);
@@ -1677,7 +1600,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
                             constI64(1)),
       grid);
   Value start, stop;
-  // With tile claims (getTileClaims) the runs below sit in a loop over the
+  // With tile claims (the plan's claim_tiles) the runs below sit in a loop over the
   // block's claims: first its static range [b * first, (b + 1) * first),
   // first = numTiles * eighths / 8 / grid, then the tiles from grid * first
   // on, `claims.tiles` at a time from the work counters' first (docs/abi.md).
@@ -1920,10 +1843,10 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
     copyAheadIf(nextFull, nextPtrs, stageOf(next));
   }
   // Thread 0 has L2 fetch the read streams of the run's full tile
-  // `prefetchAhead` tiles on (getL2PrefetchTiles): a tile's loads then wait on L2, not DRAM,
-  // with no register or shared memory held for them.
-  int64_t prefetchAhead =
-      l2Prefetch ? getL2PrefetchTiles(optimizer, stagingBase != nullptr) : 0;
+  // `prefetchAhead` tiles on (the plan's l2_prefetch_tiles): a tile's loads
+  // then wait on L2, not DRAM, with no register or shared memory held for
+  // them.
+  int64_t prefetchAhead = plan.getL2PrefetchTiles();
   if (prefetchAhead) {
     // Only the block's own tiles (the run's: the next run's first tiles are
     // another tensor's) that lie wholly inside the tensor.
@@ -2102,23 +2025,18 @@ struct ConvertQoptToGPUPass
     }
     SmallVector<OptimizerOp> optimizers(module.getOps<OptimizerOp>());
     for (OptimizerOp optimizer : optimizers) {
-      // Each thread's lanes must lie in one group; the tile must hold whole
-      // groups and blocks.
-      FailureOr<TileShape> shape =
-          resolveTileShape(optimizer, threadsPerBlock, elementsPerThread);
-      if (failed(shape))
+      KernelPlanAttr plan = getKernelPlan(optimizer);
+      if (!plan) {
+        optimizer.emitOpError("needs a launch plan (qopt-plan-kernel) before "
+                              "convert-qopt-to-gpu");
         return signalPassFailure();
-      int64_t threads = shape->threads, lanes = shape->lanes;
+      }
       OpBuilder b(module.getContext());
       b.setInsertionPointToEnd(module.getBody());
       auto gpuModule = gpu::GPUModuleOp::create(
           b, optimizer.getLoc(), (optimizer.getSymName() + "_kernels").str());
-      KernelEmitter emitter(optimizer, b, mode == "fast", checkedRounding,
-                            codebookBuckets, guardedIeee,
-                            useAsyncCopy(optimizer, asyncCopy), l2Prefetch,
-                            bulkCopy, threads, lanes);
-      emitter.setTileClaims(tileClaims, tileClaimsStaticEighths);
-      emitter.setAsyncCopyRequested(asyncCopy == AsyncCopy::On);
+      KernelEmitter emitter(optimizer, plan, b, mode == "fast", checkedRounding,
+                            guardedIeee);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();
       optimizer.erase();

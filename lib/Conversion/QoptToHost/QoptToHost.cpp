@@ -556,11 +556,13 @@ struct ConvertQoptToHostPass
     for (OptimizerOp optimizer : optimizers) {
       // The GPU kernel's tile (the manifest's launch), and chunks that lie
       // in one group.
-      FailureOr<TileShape> shape =
-          resolveTileShape(optimizer, threadsPerBlock, elementsPerThread);
-      if (failed(shape))
+      KernelPlanAttr plan = getKernelPlan(optimizer);
+      if (!plan) {
+        optimizer.emitOpError("needs a launch plan (qopt-plan-kernel "
+                              "target=host) before convert-qopt-to-host");
         return signalPassFailure();
-      int64_t lanes = shape->lanes, tile = shape->tile();
+      }
+      int64_t lanes = plan.getLanes(), tile = plan.getTile();
       OpBuilder b(module.getContext());
       HostKernelEmitter emitter(optimizer, b, mode == "fast", lanes, tile);
       if (failed(emitter.emit(module)))
