@@ -60,35 +60,18 @@ void mlir::qopt::buildQoptOptimizationPipeline(OpPassManager &pm) {
 
 PlanKernelOptions mlir::qopt::getPlanKernelOptions(const KernelOptions &options,
                                                   PlanTarget target) {
-  PlanKernelOptions plan;
+  PlanKernelOptions plan = options.plan;
   plan.target = target;
-  plan.threadsPerBlock = options.threadsPerBlock;
-  plan.elementsPerThread = options.elementsPerThread;
-  if (target == PlanTarget::Host)
-    return plan;
-  plan.codebookBuckets = options.codebookBuckets;
-  plan.asyncCopy = options.asyncCopy;
-  // cp.async.bulk.prefetch.L2 is sm_90's.
-  plan.l2Prefetch = getChipNumber(options.chip) >= 90;
-  // So is cp.async.bulk.
-  plan.bulkCopy = options.bulkCopy && getChipNumber(options.chip) >= 90;
-  plan.tileClaims = options.tileClaims;
-  plan.tileClaimsStaticEighths = options.tileClaimsStaticEighths;
+  // cp.async.bulk.prefetch.L2 and cp.async.bulk are sm_90's.
+  bool bulk = getChipNumber(options.chip) >= 90;
+  plan.l2Prefetch = plan.l2Prefetch && bulk;
+  plan.bulkCopy = plan.bulkCopy && bulk;
   return plan;
-}
-
-ConvertQoptToGPUOptions
-mlir::qopt::getConvertQoptToGPUOptions(const KernelOptions &options) {
-  ConvertQoptToGPUOptions toGPU;
-  toGPU.mode = options.mode;
-  toGPU.checkedRounding = options.checkedRounding;
-  toGPU.guardedIeee = options.guardedIeee;
-  return toGPU;
 }
 
 void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
                                          const KernelOptions &options) {
-  pm.addPass(createConvertQoptToGPU(getConvertQoptToGPUOptions(options)));
+  pm.addPass(createConvertQoptToGPU(options.lowering));
 
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;

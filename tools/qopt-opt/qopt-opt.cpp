@@ -6,10 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileOptions.h"
+
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptDialect.h"
 #include "qopt/Schedule/Passes.h"
-#include "qopt/Target/Compile.h"
 #include "qopt/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"

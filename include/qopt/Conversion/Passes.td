@@ -21,8 +21,13 @@ def ConvertQoptToGPU : Pass<"convert-qopt-to-gpu", "::mlir::ModuleOp"> {
     and approximate division and square root.
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"strict\"",
-           "Arithmetic mode: strict (bit-exact with the reference) or fast">,
+    Option<"mode", "mode", "::mlir::qopt::ArithMode",
+           /*default=*/"::mlir::qopt::ArithMode::Strict", "Arithmetic mode",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::qopt::ArithMode::Strict, "strict",
+                        "bit-exact with the reference"),
+             clEnumValN(::mlir::qopt::ArithMode::Fast, "fast",
+                        "contraction, approximate division and square root"))}]>,
     Option<"checkedRounding", "checked-rounding", "bool", /*default=*/"true",
            "Strict mode: round quantization codes through approximate "
            "division and square root where a margin proves them equal to "
@@ -72,8 +77,13 @@ def ConvertQoptToHost : Pass<"convert-qopt-to-host", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"strict\"",
-           "Arithmetic mode: strict (bit-exact with the reference) or fast">,
+    Option<"mode", "mode", "::mlir::qopt::ArithMode",
+           /*default=*/"::mlir::qopt::ArithMode::Strict", "Arithmetic mode",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::qopt::ArithMode::Strict, "strict",
+                        "bit-exact with the reference"),
+             clEnumValN(::mlir::qopt::ArithMode::Fast, "fast",
+                        "contraction, approximate division and square root"))}]>,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::LLVM::LLVMDialect",

@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "qopt/Conversion/Passes.h"
 #include "llvm/Support/JSON.h"
 #include <string>
 
@@ -19,7 +20,8 @@ namespace mlir::qopt {
 
 /// How host code is generated.
 struct HostOptions {
-  std::string mode = "strict"; ///< strict (bit-exact) or fast.
+  /// convert-qopt-to-host's options (the arithmetic mode).
+  ConvertQoptToHostOptions lowering;
   unsigned optLevel = 2; ///< LLVM optimization level, 0 to 3.
   /// The CPU to generate code for: empty for the triple's baseline (portable
   /// objects; x86-64 is SSE2), "native" for this machine, or an LLVM CPU name.

@@ -2019,10 +2019,6 @@ struct ConvertQoptToGPUPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode != "strict" && mode != "fast") {
-      module.emitError("mode must be 'strict' or 'fast', got '") << mode << "'";
-      return signalPassFailure();
-    }
     SmallVector<OptimizerOp> optimizers(module.getOps<OptimizerOp>());
     for (OptimizerOp optimizer : optimizers) {
       KernelPlanAttr plan = getKernelPlan(optimizer);
@@ -2035,7 +2031,7 @@ struct ConvertQoptToGPUPass
       b.setInsertionPointToEnd(module.getBody());
       auto gpuModule = gpu::GPUModuleOp::create(
           b, optimizer.getLoc(), (optimizer.getSymName() + "_kernels").str());
-      KernelEmitter emitter(optimizer, plan, b, mode == "fast", checkedRounding,
+      KernelEmitter emitter(optimizer, plan, b, mode == ArithMode::Fast, checkedRounding,
                             guardedIeee);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();

@@ -548,10 +548,6 @@ struct ConvertQoptToHostPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode != "strict" && mode != "fast") {
-      module.emitError("mode must be 'strict' or 'fast', got '") << mode << "'";
-      return signalPassFailure();
-    }
     SmallVector<OptimizerOp> optimizers(module.getOps<OptimizerOp>());
     for (OptimizerOp optimizer : optimizers) {
       // The GPU kernel's tile (the manifest's launch), and chunks that lie
@@ -564,7 +560,7 @@ struct ConvertQoptToHostPass
       }
       int64_t lanes = plan.getLanes(), tile = plan.getTile();
       OpBuilder b(module.getContext());
-      HostKernelEmitter emitter(optimizer, b, mode == "fast", lanes, tile);
+      HostKernelEmitter emitter(optimizer, b, mode == ArithMode::Fast, lanes, tile);
       if (failed(emitter.emit(module)))
         return signalPassFailure();
       optimizer.erase();
