@@ -50,7 +50,12 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits,
   // c) clear `fits` (every such thread stores the same 0; the barrier after
   // the fill publishes it), and the codes take the full search: the table
   // is then not read, and some of it not written.
-  int64_t perThread = (kBuckets + threads - 1) / threads;
+  fillMidpointBuckets(mids, buckets, fits, bucketOf);
+  fillBucketRuns(mids, buckets, fits, bucketOf);
+}
+
+void KernelEmitter::fillMidpointBuckets(Value mids, Value buckets,
+                                        Value fits, Value bucketOf) {
   auto bits = [&](Value f) { return arith::BitcastOp::create(b, loc, i32(), f); };
   auto clearFits = [&](Value when) {
     auto clear = scf::IfOp::create(b, loc, TypeRange{}, when, false);
@@ -140,6 +145,11 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits,
     LLVM::StoreOp::create(b, loc, ifMid.getResult(0), gep(bucketOf, i32(), j), 4);
   }
   gpu::BarrierOp::create(b, loc);
+}
+
+void KernelEmitter::fillBucketRuns(Value mids, Value buckets, Value fits,
+                                   Value bucketOf) {
+  int64_t perThread = (kBuckets + threads - 1) / threads;
   // Pass 2. The run's first bucket (clamped to the last for the search of
   // a run past the end) and its lowest c (bounds as the lookup's: k = 0
   // holds every magnitude up to kMagLo + 0xFFFF, the last only 1.0).

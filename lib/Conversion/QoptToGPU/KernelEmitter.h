@@ -170,6 +170,77 @@ private:
     return arith::BitcastOp::create(b, loc, f32(), max);
   }
 
+  // The kernel's skeleton (KernelSkeleton.cpp), in the order it is built.
+  /// The kernel's function and what every later step reads of it.
+  struct KernelContext {
+    gpu::GPUModuleOp module;
+    gpu::GPUFuncOp func;
+    Block *entry = nullptr;
+    Value descs, tileMap, numTiles; ///< numTiles: 0 for a skipped step
+    std::string prefix;             ///< of the kernel's shared symbols
+    SmallVector<int> codebookStates;
+    Value block, grid, chunk;       ///< i64; chunk = ceil(numTiles / grid)
+  };
+  /// The block's range of tiles: with tile claims the claim loop, whose
+  /// body steps [start, stop), else the block's one static range.
+  struct ClaimContext {
+    scf::WhileOp loop; ///< null without tile claims
+    Value slots, old, parity, base, workCounters, claiming;
+    Value start, stop;
+  };
+  /// One run of a tensor's tiles within the block's range.
+  struct RunContext {
+    Value start, end;   ///< i64 tile indices; the run's tiles [start, end)
+    Value stagedBefore; ///< bulk copies: staged tiles of the block before it
+    Value firstTile;    ///< the tensor's first tile
+    Value firstInTensor;
+    /// The tile loop's bounds and the end of its full tiles, counted from 0
+    /// in i32 where `relative`, else as i64 tile indices.
+    Value lower, upper, fullLimit;
+    bool relative = false;
+    int64_t ahead = 0;  ///< tiles copied ahead of the one computed
+    SmallVector<Value> ptrs; ///< run thread pointers at the run's first tile
+  };
+  KernelContext createKernelFunction(gpu::GPUModuleOp module);
+  /// The thread index, uniforms and skip flag at the kernel's entry.
+  LogicalResult emitKernelEntry(KernelContext &kernel);
+  /// Dynamic and static shared memory and their fills, behind one barrier.
+  void emitSharedMemory(const KernelContext &kernel);
+  /// The `k`-th codebook state's qmap, midpoints and bucket table.
+  void emitCodebookTable(const KernelContext &kernel, int64_t k,
+                         int stateIndex, Value dynamicBase,
+                         int64_t bucketsOffset);
+  ClaimContext emitTileRanges(KernelContext &kernel);
+  FailureOr<scf::WhileOp> emitRuns(const KernelContext &kernel,
+                                   const ClaimContext &claim);
+  /// The run's descriptor, bounds and thread pointers (`stop`: the range's).
+  void beginRun(const KernelContext &kernel, RunContext &run, Value stop);
+  /// The copies of the run's first tiles, before its tile loop.
+  void emitCopyPrologue(const RunContext &run);
+  LogicalResult emitTileLoopBody(const RunContext &run, scf::ForOp loop);
+  void emitL2Prefetch(const RunContext &run, Value k, Value t);
+  LogicalResult emitFullTile(const RunContext &run, scf::IfOp split, Value k);
+  LogicalResult emitPartialTile(const RunContext &run, scf::IfOp split,
+                                ArrayRef<Value> nextPtrs, Value t);
+  /// The next claim handed to the block, and the counters' reset.
+  void emitClaimHandOver(const KernelContext &kernel,
+                         const ClaimContext &claim, scf::WhileOp runs);
+  /// Copies the tile whose thread pointers are `threadPtrs` into stage
+  /// `stageIndex` where `when` holds, then commits a cp.async group (an empty
+  /// one otherwise, so that "all groups but the latest" is always the current
+  /// tile's).
+  void copyAheadIf(Value when, ArrayRef<Value> threadPtrs, Value stageIndex);
+  /// `ptrs` (one per stream) moved on by `tiles` tiles.
+  SmallVector<Value> advance(ArrayRef<Value> ptrs, int64_t tiles);
+  /// k + j in the run's loop's terms.
+  Value plus(const RunContext &run, Value k, int64_t j);
+  /// The stage of the run's tile k (i64).
+  Value stageOf(const RunContext &run, Value k);
+  /// Bulk copies: the stage of the block's g-th staged tile (i64).
+  Value bulkStageOf(Value g);
+  /// The thread's first element in its tensor of tile `t` (i64).
+  Value tileThreadBase(const RunContext &run, Value t);
+
   // The update.
   LogicalResult emitTile();
   FailureOr<Value> emitLoadState(StateOp state);
@@ -236,6 +307,13 @@ private:
   /// +inf padding after the 255 midpoints (mids[255] is read for start 255).
   static constexpr int64_t kMidPadding = 8;
   void fillBuckets(Value mids, Value buckets, Value fits, Value bucketOf);
+  /// fillBuckets' pass 1: each midpoint's bucket into `bucketOf`, and the
+  /// entry of a bucket a midpoint lies in.
+  void fillMidpointBuckets(Value mids, Value buckets, Value fits,
+                           Value bucketOf);
+  /// fillBuckets' pass 2: each thread's run of buckets by one cursor over
+  /// `bucketOf`.
+  void fillBucketRuns(Value mids, Value buckets, Value fits, Value bucketOf);
   /// A branchless binary search of the sorted midpoints from `pos` (i32):
   /// steps of firstStep, firstStep / 2, ..., 1, each moving to the candidate
   /// when `pred(mids[candidate - 1], x)`. From 0 with 128 first it counts the
