@@ -14,7 +14,7 @@
 #ifndef QOPT_LIB_CONVERSION_QOPTTOGPU_KERNELEMITTER_H
 #define QOPT_LIB_CONVERSION_QOPTTOGPU_KERNELEMITTER_H
 
-#include "StreamCodecs.h"
+#include "qopt/Codegen/StreamCodecs.h"
 
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"

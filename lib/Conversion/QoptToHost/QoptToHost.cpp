@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../QoptToGPU/StreamCodecs.h"
+#include "qopt/Codegen/StreamCodecs.h"
 
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
