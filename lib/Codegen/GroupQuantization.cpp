@@ -281,15 +281,13 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   // Some lane failed: each lane keeps its checked code or takes the IEEE
   // chain alone, so that a warp pays for the lanes that fail and not for
-  // all of them (ncu on the H200: the sqrt codes of repeated bf16 gradients
-  // fall on exact half integers, ties, and some lane of 256 does in most
-  // warps). Scalar div.rn / sqrt.rn as inline PTX: LLVM would hoist the
-  // short chain above the branch.
+  // all of them (ties are common: docs/tuning.md#checked-rounding). Scalar
+  // div.rn / sqrt.rn as inline PTX: LLVM would hoist the short chain above
+  // the branch.
   LaneMath ieee = m.guarded(false).opaque();
   if (lanes > 8) {
-    // 16 lanes: all of them take the IEEE chain. (A per-lane fallback, in
-    // chunks of a quarter of the lanes, took FlashLion from 106 to 126
-    // registers; the loop below is not measured at 16 lanes.)
+    // 16 lanes: all of them take the IEEE chain; a per-lane fallback costs
+    // registers there. docs/tuning.md#checked-rounding
     LaneMath plain = m.guarded(false);
     scf::YieldOp::create(
         b, loc,
@@ -301,9 +299,8 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   }
   // One lane at a time: a mask of the failing lanes, and a loop that gives
   // the lowest one the IEEE chain. A warp runs it as often as its thread
-  // with the most failing lanes (usually once), whatever lanes they are:
-  // the main job's FlashAdamW 0.816 -> 0.773 ms against a fallback per
-  // quarter of the lanes (bench/NOTES.md).
+  // with the most failing lanes (usually once), whatever lanes they are.
+  // docs/tuning.md#checked-rounding
   Type i32 = b.getI32Type();
   auto ci = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
@@ -388,8 +385,8 @@ Value mlir::qopt::quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
   Value divisor = quantizationDivisor(m, scheme, absmax, storedScale);
   Type i32 = withElement(x.getType(), b.getI32Type());
   Type i8 = withElement(x.getType(), b.getI8Type());
-  // Linear codes have one IEEE division: the check costs more than it saves
-  // (measured on the H200, bench/NOTES.md).
+  // Linear codes have one IEEE division: the check costs more than it
+  // saves. docs/tuning.md#checked-rounding
   if (checkedRounding && !m.isFast() &&
       m.getTarget() == LaneMath::Target::NVVM &&
       isa<VectorType>(x.getType()) &&

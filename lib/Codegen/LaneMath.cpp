@@ -335,8 +335,8 @@ Value LaneMath::reciprocal(Value c) {
 Value LaneMath::reciprocalOfUniform(Value u) {
   // Where u is defined (a launch uniform: before the tile loop), not in the
   // tile body: LLVM does not hoist the rcp.approx intrinsic out of the loop's
-  // conditional tile bodies (H200: codebook kernels +0.5 to 1%). Once per u:
-  // both tile bodies divide by it.
+  // conditional tile bodies. Once per u: both tile bodies divide by it.
+  // docs/tuning.md#uniform-reciprocals
   if (facts)
     if (Value known = facts->reciprocals.lookup(u))
       return known;

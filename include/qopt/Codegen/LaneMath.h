@@ -39,9 +39,7 @@ struct LaneFacts {
   /// Whether the kernel has registers to spare (staged tiles: one or two
   /// blocks per multiprocessor, up to 128 registers a thread), for what
   /// costs registers: a guarded division checks a scaled numerator's range
-  /// through its base (guardedDiv). The unstaged codebook kernels took 78
-  /// and 80 registers instead of their 64 with it (bench/NOTES.md, seventh
-  /// session).
+  /// through its base (guardedDiv). docs/tuning.md#registers
   bool registersToSpare = false;
   /// Whether a division by lane divisors tries the all-zero shortcut in its
   /// fallback (zeroOrIEEE) too, as square roots and divisions by a uniform or

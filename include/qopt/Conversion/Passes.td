@@ -64,7 +64,7 @@ def ConvertQoptToHost : Pass<"convert-qopt-to-host", "::mlir::ModuleOp"> {
     the buffered values (a NaN absmax is stored as the quiet NaN 0x7fc00000,
     as the reference's), then quantizes and stores codes and scale. Every
     per-element operation, its order and its NaN rule are the GPU kernel's
-    (StreamCodecs.h), with bf16/f16 conversions done on the bits.
+    (lib/Codegen), with bf16/f16 conversions done on the bits.
 
     `mode=strict` adds no fast-math flags: one IEEE rounding per operation,
     `llvm.sqrt` (correctly rounded); `mode=fast` marks the update's arithmetic

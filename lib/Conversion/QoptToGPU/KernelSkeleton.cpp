@@ -381,13 +381,9 @@ FailureOr<scf::WhileOp> KernelEmitter::emitRuns(const KernelContext &kernel,
   run.stagedBefore = bulkCopy ? after->getArgument(1) : Value();
   beginRun(kernel, run, claim.stop);
   emitCopyPrologue(run);
-  // Every kernel's loop carries them, the two-state ones too: their copy
-  // pointers as the run's plus k tiles by mad.wide.u32 took ptxas 66
-  // instructions per warp and tile from the loop's top to the stage (the
-  // product in uniform registers, then a 64-bit add pair per stream for
-  // both the current and the copies' pointers), and measured on the H200
-  // the same for FlashAdamW and ecc16, 1.1 to 1.8% slower for FlashAdam,
-  // FlashAdamW_bf16 and _linear (bench/NOTES.md, tenth session).
+  // Every kernel's loop carries them, the two-state ones too: computing the
+  // copy pointers from the run's per tile costs a 64-bit add pair per stream
+  // for both the current and the copies' pointers. docs/tuning.md#run-pointers
   SmallVector<Value> aheadPtrs = advance(run.ptrs, run.ahead);
   auto loop = scf::ForOp::create(
       b, loc, run.lower, run.upper,
@@ -461,8 +457,8 @@ void KernelEmitter::beginRun(const KernelContext &kernel, RunContext &run,
   // bits (the tile map's indices are 64-bit): one uniform add and compare
   // per tile where 64-bit ones took two each. A run holds at most
   // ceil(numTiles / gridDim.x) tiles, 2^31 of which would be 2^43 elements.
-  // (The unstaged codebook kernels, at their 64 registers, keep the tile
-  // index: with the 32-bit count they were 2.3% slower, H200.) Tiles before `copyEnd`
+  // The unstaged codebook kernels, at their 64 registers, keep the tile
+  // index (docs/tuning.md#run-pointers). Tiles before `copyEnd`
   // (min(runEnd, fullEnd)) lie wholly inside the tensor; only they are
   // copied ahead.
   run.relative = runThreadPointers();

@@ -143,11 +143,8 @@ LogicalResult KernelEmitter::emitTile() {
   // The fallbacks' all-zero shortcut (a thread whose gradient and states
   // stay zero: rows that never had a gradient) in every kernel; in the
   // divisions by lane divisors too but in the unstaged codebook kernels of
-  // a 16-bit parameter (block2048, its f16 and scaled forms), where that
-  // part cost 2% on the bench's gradients at their 64-register bound. H200,
-  // 64 Mi (bench/NOTES.md, fourteenth session): block2048 on the realistic
-  // pool 0.271 -> 0.244 ms, within 0.2% on the bench's gradients; the f32
-  // variants 1 to 5% faster on the pool, the same on the bench's.
+  // a 16-bit parameter, which have no registers to spare for it.
+  // docs/tuning.md#zero-shortcut
   facts.zeroShortcutLaneDivisors = runThreadPointers() ||
                                    qmapShared.empty() ||
                                    optimizer.getParamType().isF32();
