@@ -165,6 +165,68 @@ static Value biasCode(LaneMath &m, Value q) {
   return m.add(q, m.constF(q, kCodeBias));
 }
 
+/// checkedRoundCode's per-lane fallback: the lanes whose check fails
+/// (`laneOk` false, or `divisorOk` false for all), lowest first, take the
+/// IEEE chain (`ieee`) one at a time; the others keep their code in `biased`.
+static Value fixFailingLanes(LaneMath &m, LaneMath &ieee,
+                             GroupSchemeAttr scheme, Value x, Value divisor,
+                             Value laneOk, Value divisorOk, Value biased) {
+  OpBuilder &b = m.builder();
+  Location loc = m.location();
+  Value p = biased;
+  auto lanes = cast<VectorType>(p.getType()).getNumElements();
+  Type i32 = b.getI32Type();
+  auto ci = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  };
+  Value mask = ci(0);
+  for (int64_t i = 0; i < lanes; ++i) {
+    Value ok = arith::AndIOp::create(
+        b, loc, divisorOk, vector::ExtractOp::create(b, loc, laneOk, i));
+    mask = arith::OrIOp::create(
+        b, loc, mask,
+        arith::SelectOp::create(b, loc, ok, ci(0), ci(int64_t(1) << i)));
+  }
+  auto loopOp = scf::WhileOp::create(b, loc, TypeRange{i32, p.getType()},
+                                     ValueRange{mask, biased});
+  {
+    OpBuilder::InsertionGuard loopGuard(b);
+    Block *before = b.createBlock(&loopOp.getBefore(), {}, {i32, p.getType()},
+                                  {loc, loc});
+    Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                       before->getArgument(0), ci(0));
+    scf::ConditionOp::create(b, loc, more, before->getArguments());
+    Block *after = b.createBlock(&loopOp.getAfter(), {}, {i32, p.getType()},
+                                 {loc, loc});
+    Value bits = after->getArgument(0), cur = after->getArgument(1);
+    Value lane = LLVM::CountTrailingZerosOp::create(b, loc, i32, bits, false);
+    Value xi = vector::ExtractOp::create(b, loc, x, 0);
+    for (int64_t k = 1; k < lanes; ++k)
+      xi = arith::SelectOp::create(
+          b, loc,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, ci(k)),
+          vector::ExtractOp::create(b, loc, x, k), xi);
+    Value di = vector::ExtractOp::create(b, loc, divisor, 0);
+    Value code = biasCode(
+        ieee, clampCode(ieee, scheme,
+                        roundCode(ieee, scheme, codeArgument(ieee, scheme, xi, di))));
+    SmallVector<int32_t> iota;
+    for (int64_t k = 0; k < lanes; ++k)
+      iota.push_back(static_cast<int32_t>(k));
+    auto vecI32 = VectorType::get({lanes}, i32);
+    Value hit = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vecI32, ArrayRef<int32_t>(iota))),
+        vector::BroadcastOp::create(b, loc, vecI32, lane));
+    Value next = arith::SelectOp::create(
+        b, loc, hit, vector::BroadcastOp::create(b, loc, p.getType(), code), cur);
+    Value rest = arith::AndIOp::create(
+        b, loc, bits, arith::SubIOp::create(b, loc, bits, ci(1)));
+    scf::YieldOp::create(b, loc, ValueRange{rest, next});
+  }
+  return loopOp.getResult(1);
+}
+
 /// clampCode(roundCode(codeArgument(...))) in IEEE arithmetic, plus
 /// kCodeBias (the code is the low byte of the sum's pattern), computed
 /// through the approximate chain where that is provably the same integer.
@@ -301,10 +363,6 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
   // the lowest one the IEEE chain. A warp runs it as often as its thread
   // with the most failing lanes (usually once), whatever lanes they are.
   // docs/tuning.md#checked-rounding
-  Type i32 = b.getI32Type();
-  auto ci = [&](int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
-  };
   if (root && root->cond) {
     // Where the known root's uniform lies outside [2^-40, 1], the lanes are
     // checked on the sqrt.approx chain (the codes' own, without the root):
@@ -327,52 +385,9 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
             m.constF(distance, 0.5 - 0x1p-12)),
       m.cmp(arith::CmpFPredicate::OLT, m.abs(offCentre),
             m.constF(offCentre, halfWidth)));
-  Value mask = ci(0);
-  for (int64_t i = 0; i < lanes; ++i) {
-    Value ok = arith::AndIOp::create(
-        b, loc, divisorOk, vector::ExtractOp::create(b, loc, laneOk, i));
-    mask = arith::OrIOp::create(
-        b, loc, mask,
-        arith::SelectOp::create(b, loc, ok, ci(0), ci(int64_t(1) << i)));
-  }
-  auto loopOp = scf::WhileOp::create(b, loc, TypeRange{i32, p.getType()},
-                                     ValueRange{mask, biased});
-  {
-    OpBuilder::InsertionGuard loopGuard(b);
-    Block *before = b.createBlock(&loopOp.getBefore(), {}, {i32, p.getType()},
-                                  {loc, loc});
-    Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                       before->getArgument(0), ci(0));
-    scf::ConditionOp::create(b, loc, more, before->getArguments());
-    Block *after = b.createBlock(&loopOp.getAfter(), {}, {i32, p.getType()},
-                                 {loc, loc});
-    Value bits = after->getArgument(0), cur = after->getArgument(1);
-    Value lane = LLVM::CountTrailingZerosOp::create(b, loc, i32, bits, false);
-    Value xi = vector::ExtractOp::create(b, loc, x, 0);
-    for (int64_t k = 1; k < lanes; ++k)
-      xi = arith::SelectOp::create(
-          b, loc,
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, ci(k)),
-          vector::ExtractOp::create(b, loc, x, k), xi);
-    Value di = vector::ExtractOp::create(b, loc, divisor, 0);
-    Value code = biasCode(
-        ieee, clampCode(ieee, scheme,
-                        roundCode(ieee, scheme, codeArgument(ieee, scheme, xi, di))));
-    SmallVector<int32_t> iota;
-    for (int64_t k = 0; k < lanes; ++k)
-      iota.push_back(static_cast<int32_t>(k));
-    auto vecI32 = VectorType::get({lanes}, i32);
-    Value hit = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::eq,
-        arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vecI32, ArrayRef<int32_t>(iota))),
-        vector::BroadcastOp::create(b, loc, vecI32, lane));
-    Value next = arith::SelectOp::create(
-        b, loc, hit, vector::BroadcastOp::create(b, loc, p.getType(), code), cur);
-    Value rest = arith::AndIOp::create(
-        b, loc, bits, arith::SubIOp::create(b, loc, bits, ci(1)));
-    scf::YieldOp::create(b, loc, ValueRange{rest, next});
-  }
-  scf::YieldOp::create(b, loc, loopOp.getResult(1));
+  scf::YieldOp::create(b, loc,
+                       fixFailingLanes(m, ieee, scheme, x, divisor, laneOk,
+                                       divisorOk, biased));
   b.setInsertionPointAfter(ifOp);
   return ifOp.getResult(0);
 }
