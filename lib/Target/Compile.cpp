@@ -1,9 +1,11 @@
-//===- Compile.cpp - qopt-opt's compile mode ------------------------------===//
+//===- Compile.cpp - From a spec to a binary and its manifest -------------===//
 //
-// spec.qopt -> (frontend) -> qopt IR -> outline uniforms -> gpu -> NVVM ->
-// PTX -> ptxas -> cubin -> fatbinary -> fatbin, or -> host object -> c++
-// -shared -> host library, with the manifest beside the binary. Every failure
-// is reported with its location and a non-zero exit.
+// spec.qopt -> (frontend) -> qopt IR -> outline uniforms -> launch plan ->
+// gpu -> NVVM -> PTX -> ptxas -> cubin -> fatbinary -> fatbin, or -> host
+// object -> c++ -shared -> host library, with the manifest beside the
+// binary. Every failure is reported with its location and a non-zero exit.
+// The command line that fills a CompileRequest is qopt-opt's
+// (tools/qopt-opt/CompileOptions.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +13,7 @@
 #include "qopt/Target/Target.h"
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Target/Host.h"
+#include "qopt/Schedule/Passes.h"
 #include "qopt/Transforms/Passes.h"
 
 #include "qopt/Dialect/Qopt/QoptOps.h"
@@ -27,9 +30,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -40,161 +41,6 @@
 
 using namespace mlir;
 using namespace mlir::qopt;
-namespace cl = llvm::cl;
-
-namespace {
-enum class Emit { Qopt, GPU, LLVM, PTX, Cubin, Fatbin, HostLLVM, HostObject,
-                   HostLibrary };
-} // namespace
-
-namespace {
-/// Command-line options of the compile mode. Constructed only in compile mode,
-/// so that they never meet MlirOptMain's options of the same names.
-struct CompileOptions {
-  cl::OptionCategory compileCategory{"qopt-opt compile options"};
-  cl::opt<std::string> inputFilename{cl::Positional,
-                                            cl::desc("<spec.qopt | input.mlir>"),
-                                            cl::init("-"),
-                                            cl::cat(compileCategory)};
-  cl::opt<std::string> outputFilename{"o", cl::desc("Output file"),
-                                             cl::value_desc("path"),
-                                             cl::init("-"),
-                                             cl::cat(compileCategory)};
-  cl::opt<Emit> emitKind{
-    "emit", cl::desc("What to emit"), cl::init(Emit::Qopt),
-    cl::values(clEnumValN(Emit::Qopt, "qopt", "qopt IR, uniforms outlined"),
-               clEnumValN(Emit::GPU, "gpu", "gpu dialect kernels"),
-               clEnumValN(Emit::LLVM, "llvm", "LLVM IR for NVPTX"),
-               clEnumValN(Emit::PTX, "ptx", "PTX assembly"),
-               clEnumValN(Emit::Cubin, "cubin", "cubin (needs ptxas)"),
-               clEnumValN(Emit::Fatbin, "fatbin",
-                            "fatbin with sm_80 and sm_90 cubins and PTX "
-                            "(needs ptxas and fatbinary)"),
-               clEnumValN(Emit::HostLLVM, "host-llvm",
-                          "optimized LLVM IR of the host function"),
-               clEnumValN(Emit::HostObject, "host-object",
-                          "host object file (ELF, PIC)"),
-               clEnumValN(Emit::HostLibrary, "host-library",
-                          "host shared library and its manifest (needs "
-                          "c++)")),
-    cl::cat(compileCategory)};
-  cl::opt<std::string> arch{"arch",
-                                   cl::desc("GPU architecture (sm_80, sm_90)"),
-                                   cl::init("sm_90"), cl::cat(compileCategory)};
-  cl::opt<std::string> mode{"mode",
-                                   cl::desc("strict (bit-exact) or fast"),
-                                   cl::init("strict"), cl::cat(compileCategory)};
-  cl::opt<std::string> manifestFilename{
-    "manifest",
-    cl::desc("Where to write the kernel manifest (default: next to -o, "
-             "<stem>.manifest.json, for ptx/cubin/fatbin)"),
-    cl::value_desc("path"), cl::init(""), cl::cat(compileCategory)};
-  cl::opt<int64_t> threadsPerBlock{
-      "threads-per-block",
-      cl::desc("Threads per block (0: 512 with async copies (group states, "
-               "no codebook, a 16-bit parameter), for two or more states "
-               "without a codebook, or for two or more states with codebook "
-               "blocks of at most 256 and an f32 parameter; else 256)"),
-      cl::init(0), cl::cat(compileCategory)};
-  cl::opt<bool> tabulateCodes{
-      "tabulate-codes",
-      cl::desc("Dequantize 8-bit codes through compile-time tables (exact)"),
-      cl::init(true), cl::cat(compileCategory)};
-  cl::opt<int64_t> elementsPerThread{
-      "elements-per-thread",
-      cl::desc("Consecutive elements each GPU thread owns per tile (0: "
-               "8 with async copies, else 16 for one state and 8 for more, "
-               "more where a block needs a larger tile; at most the smallest "
-               "group or block: a larger number is lowered to it, as the "
-               "manifest's elements_per_thread shows)"),
-      cl::init(0), cl::cat(compileCategory)};
-  cl::opt<bool> exactUniformDivision{
-      "exact-uniform-division",
-      cl::desc("Divide by lane-uniform values through a proven reciprocal "
-               "(exact; off by default: measured slower on the H200; "
-               "implies --guarded-ieee=false)"),
-      cl::init(false), cl::cat(compileCategory)};
-  cl::opt<bool> checkedRounding{
-      "checked-rounding",
-      cl::desc("Strict mode: round quantization codes through approximate "
-               "arithmetic where a margin proves the IEEE code (exact)"),
-      cl::init(true), cl::cat(compileCategory)};
-  cl::opt<bool> guardedIeee{
-      "guarded-ieee",
-      cl::desc("Strict mode: the update's IEEE division and square root as "
-               "ptxas's fast-path sequence with one range check per thread "
-               "(exact)"),
-      cl::init(true), cl::cat(compileCategory)};
-  cl::opt<AsyncCopy> asyncCopy{
-      "async-copy",
-      cl::desc("Copy each full tile's read streams into shared memory up to "
-               "three tiles ahead with cp.async, so its loads are in flight "
-               "while the tiles before it compute (exact; the manifest asks "
-               "for the dynamic shared memory: 2 to 4 stages within 160 KiB, "
-               "with codebook states within 99 KiB with their tables; "
-               "streams of 4, 8 or a power of two times 16 bytes per "
-               "thread)"),
-      cl::values(clEnumValN(AsyncCopy::Auto, "auto",
-                            "on for group states without a codebook and "
-                            "a 16-bit parameter, and for two or more "
-                            "states with codebook blocks of at most 256 "
-                            "and a 16-bit parameter (measured on the H200), "
-                            "else off"),
-                 clEnumValN(AsyncCopy::On, "on", "always"),
-                 clEnumValN(AsyncCopy::Off, "off", "never")),
-      cl::init(AsyncCopy::Auto), cl::cat(compileCategory)};
-  cl::opt<std::string> paramType{
-    "param-type",
-    cl::desc("Parameter and gradient type of the kernel: bf16, f16 or f32 "
-             "(default: the spec's). An f32 parameter drops the spec's "
-             "error bits; a changed type renames the kernel <name>_<type> "
-             "(qopt-retype-param)"),
-    cl::value_desc("type"), cl::init(""), cl::cat(compileCategory)};
-  cl::opt<bool> gradScaling{
-      "grad-scaling",
-      cl::desc("Fuse GradScaler's unscale and inf/NaN skip into the step: "
-               "hyperparameters grad_scale and found_inf, a kernel renamed "
-               "<name>_scaled (qopt-fuse-grad-scaling)"),
-      cl::init(false), cl::cat(compileCategory)};
-  cl::opt<bool> codebookBuckets{
-      "codebook-buckets",
-      cl::desc("Codebook codes from one entry of a table of buckets of "
-               "normalized values in dynamic shared memory (exact; the full "
-               "search where a bucket holds more than one midpoint)"),
-      cl::init(true), cl::cat(compileCategory)};
-  cl::opt<bool> bulkCopy{
-      "bulk-copy",
-      cl::desc("Staged kernels on sm_90 and newer: fill the stages with bulk "
-               "copies of whole tiles (cp.async.bulk) and a barrier per stage "
-               "instead of each thread's cp.async (same results, the same "
-               "shared memory; measured slower on the H200)"),
-      cl::init(false), cl::cat(compileCategory)};
-  cl::opt<int64_t> tileClaims{
-      "tile-claims",
-      cl::desc("Tiles past each block's static range claimed this many at a "
-               "time from the launch's work counters (-1: the measured choice, "
-               "getTileClaims; 0: none; never for staged kernels)"),
-      cl::init(-1), cl::cat(compileCategory)};
-  cl::opt<int64_t> tileClaimsStaticEighths{
-      "tile-claims-static-eighths",
-      cl::desc("The eighths of the tiles each block steps in its static range "
-               "before it claims (1 to 8; 0: getTileClaims' choice, 5 with "
-               "--tile-claims=n); no claims where --tile-claims or the choice "
-               "makes none"),
-      cl::init(0), cl::cat(compileCategory)};
-  cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
-                                 cl::desc("LLVM optimization level of host "
-                                          "code (-O0 to -O3)"),
-                                 cl::init(2), cl::cat(compileCategory)};
-  cl::opt<std::string> hostCpu{
-    "host-cpu",
-    cl::desc("CPU of host code: empty for the triple's baseline, 'native', "
-             "or an LLVM CPU name"),
-    cl::init(""), cl::cat(compileCategory)};
-};
-} // namespace
-
-static CompileOptions *opts = nullptr;
 
 /// Chips that a fatbin carries cubins for.
 static const char *const kFatbinChips[] = {"sm_80", "sm_90"};
@@ -202,7 +48,7 @@ static const char *const kFatbinChips[] = {"sm_80", "sm_90"};
 /// sm_80 and newer, with an optional architecture-specific suffix (sm_90a),
 /// that LLVM's NVPTX backend knows (an unknown one makes it warn and then
 /// abort in instruction selection).
-static bool isSupportedChip(llvm::StringRef chip) {
+bool mlir::qopt::isSupportedChip(llvm::StringRef chip) {
   unsigned sm = 0;
   llvm::StringRef number = chip;
   if (!number.consume_front("sm_"))
@@ -252,9 +98,9 @@ static bool looksLikeSpec(llvm::StringRef text) {
 /// Loads the input as a spec (through the frontend) or as MLIR: a `.qopt`
 /// file is a spec, a `.mlir` file MLIR, anything else (stdin included) what
 /// its first word says.
-static OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
+static OwningOpRef<ModuleOp> loadInput(llvm::StringRef name,
+                                       MLIRContext &context,
                                        llvm::SourceMgr &sourceMgr) {
-  llvm::StringRef name = opts->inputFilename;
   std::string error;
   auto file = openInputFile(name, &error);
   if (!file) {
@@ -278,109 +124,208 @@ static OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
 }
 
-static std::string manifestPath() {
-  if (!opts->manifestFilename.empty())
-    return opts->manifestFilename;
-  if (opts->outputFilename == "-")
+/// Attaches each optimizer's launch plan for `options` and `target`.
+static LogicalResult planKernels(ModuleOp module, const KernelOptions &options,
+                                 PlanTarget target) {
+  PassManager pm(module.getContext());
+  pm.addPass(createPlanKernel(getPlanKernelOptions(options, target)));
+  return pm.run(module);
+}
+
+std::string mlir::qopt::getManifestPath(const CompileRequest &request) {
+  if (!request.manifestFilename.empty())
+    return request.manifestFilename;
+  if (request.outputFilename == "-")
     return "";
-  llvm::SmallString<256> path(opts->outputFilename);
+  llvm::SmallString<256> path(request.outputFilename);
   llvm::sys::path::replace_extension(path, "manifest.json");
   return std::string(path);
 }
 
-int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
-  llvm::InitLLVM init(argc, argv);
-  CompileOptions compileOptions;
-  opts = &compileOptions;
-  cl::HideUnrelatedOptions(opts->compileCategory);
-  cl::ParseCommandLineOptions(argc, argv, "qopt-opt: compile a .qopt spec\n");
+static bool isHostEmit(EmitKind emit) {
+  return emit == EmitKind::HostLLVM || emit == EmitKind::HostObject ||
+         emit == EmitKind::HostLibrary;
+}
 
-  if (opts->mode != "strict" && opts->mode != "fast") {
-    llvm::errs() << "qopt-opt: error: --mode must be 'strict' or 'fast', got '"
-                 << opts->mode << "'\n";
-    return 1;
-  }
-  if (!opts->paramType.empty() && opts->paramType != "bf16" &&
-      opts->paramType != "f16" && opts->paramType != "f32") {
-    llvm::errs() << "qopt-opt: error: --param-type must be bf16, f16 or f32, "
-                    "got '"
-                 << opts->paramType << "'\n";
-    return 1;
-  }
-  if (opts->tileClaims < -1 || opts->tileClaimsStaticEighths < 0 ||
-      opts->tileClaimsStaticEighths > 8) {
-    llvm::errs() << "qopt-opt: error: --tile-claims takes -1 (chosen), 0 "
-                    "(none) or a positive number, and "
-                    "--tile-claims-static-eighths 0 (chosen) or 1 to 8; got "
-                 << opts->tileClaims << " and "
-                 << opts->tileClaimsStaticEighths << "\n";
-    return 1;
-  }
-  if (opts->threadsPerBlock < 0 || opts->elementsPerThread < 0) {
-    llvm::errs() << "qopt-opt: error: --threads-per-block and "
-                    "--elements-per-thread take 0 (chosen) or a positive "
-                    "number, got "
-                 << opts->threadsPerBlock << " and " << opts->elementsPerThread
-                 << "\n";
-    return 1;
-  }
-  // Never write over the input, nor the manifest over the binary.
-  {
-    auto same = [](llvm::StringRef a, llvm::StringRef b) {
-      if (a == "-" || b == "-" || a.empty() || b.empty())
-        return false;
-      if (a == b)
-        return true;
-      bool equal = false;
-      return !llvm::sys::fs::equivalent(a, b, equal) && equal;
-    };
-    bool writesManifest = opts->emitKind == Emit::PTX ||
-                          opts->emitKind == Emit::Cubin ||
-                          opts->emitKind == Emit::Fatbin ||
-                          opts->emitKind == Emit::HostLibrary;
-    std::string manifest = writesManifest ? manifestPath() : "";
-    for (const std::string &out : {std::string(opts->outputFilename), manifest})
-      if (same(out, opts->inputFilename)) {
-        llvm::errs() << "qopt-opt: error: '" << out
-                     << "' is the input; refusing to write over it\n";
-        return 1;
-      }
-    if (same(manifest, opts->outputFilename)) {
-      llvm::errs() << "qopt-opt: error: the manifest and the output are both '"
-                   << manifest << "'; give -o or --manifest another path\n";
-      return 1;
+/// The spec's variant (another parameter type, fused grad scaling) with its
+/// uniforms outlined, unless the input already has them.
+static LogicalResult prepareModule(ModuleOp module,
+                                   const CompileRequest &request) {
+  MLIRContext *context = module.getContext();
+  if (!request.paramType.empty() || request.gradScaling) {
+    PassManager pm(context);
+    if (!request.paramType.empty()) {
+      RetypeParamOptions retype;
+      retype.type = request.paramType;
+      pm.addPass(createRetypeParam(retype));
     }
+    if (request.gradScaling)
+      pm.addPass(createFuseGradScaling());
+    if (failed(pm.run(module)))
+      return failure();
+    if (request.gradScaling)
+      for (OptimizerOp op : module.getOps<OptimizerOp>())
+        op.setSymName((op.getSymName() + "_scaled").str());
   }
-  if (!isSupportedChip(opts->arch)) {
-    llvm::errs() << "qopt-opt: error: --arch must be a chip LLVM's NVPTX "
-                    "backend knows, sm_80 or newer (sm_80, sm_86, sm_89, "
-                    "sm_90, sm_90a, sm_100, ...), got '"
-                 << opts->arch << "'\n";
-    return 1;
-  }
-  bool host = opts->emitKind == Emit::HostLLVM ||
-              opts->emitKind == Emit::HostObject ||
-              opts->emitKind == Emit::HostLibrary;
-  if ((opts->emitKind == Emit::Cubin || opts->emitKind == Emit::Fatbin) &&
-      opts->outputFilename == "-") {
-    llvm::errs() << "qopt-opt: error: --emit=cubin and --emit=fatbin write "
-                    "binary data; give an output file with -o\n";
-    return 1;
-  }
-  if ((opts->emitKind == Emit::HostObject ||
-       opts->emitKind == Emit::HostLibrary) &&
-      opts->outputFilename == "-") {
-    llvm::errs() << "qopt-opt: error: --emit=host-object and "
-                    "--emit=host-library write binary data; give an output "
-                    "file with -o\n";
-    return 1;
-  }
-  if (host && opts->hostOptLevel > 3) {
-    llvm::errs() << "qopt-opt: error: -O must be 0 to 3, got "
-                 << opts->hostOptLevel << "\n";
-    return 1;
-  }
+  bool outlined = false;
+  module->walk([&](OptimizerOp op) { outlined |= bool(op.getUniforms()); });
+  if (outlined)
+    return success();
+  PassManager pm(context);
+  buildQoptOptimizationPipeline(pm);
+  return pm.run(module);
+}
 
+/// The manifest of a planned module for the emitted binary, if it has one.
+/// The manifest describes the kernel's ABI, so it is taken from the qopt IR.
+static FailureOr<std::optional<llvm::json::Value>>
+buildRequestedManifest(ModuleOp module, const CompileRequest &request) {
+  const KernelOptions &options = request.kernel;
+  if (request.emit == EmitKind::PTX || request.emit == EmitKind::Cubin ||
+      request.emit == EmitKind::Fatbin) {
+    llvm::StringRef format = request.emit == EmitKind::PTX     ? "ptx"
+                             : request.emit == EmitKind::Cubin ? "cubin"
+                                                               : "fatbin";
+    FailureOr<llvm::json::Value> built = buildManifest(module, options, format);
+    if (failed(built))
+      return failure();
+    return std::optional<llvm::json::Value>(std::move(*built));
+  }
+  if (request.emit == EmitKind::HostLibrary) {
+    FailureOr<llvm::json::Value> built = buildManifest(module, options, "host");
+    if (failed(built))
+      return failure();
+    makeHostManifest(*built, llvm::sys::path::filename(request.outputFilename));
+    return std::optional<llvm::json::Value>(std::move(*built));
+  }
+  return std::optional<llvm::json::Value>();
+}
+
+/// A fatbin: PTX for the oldest chip (the driver JIT-compiles it for newer
+/// ones) and a cubin per chip, each from PTX generated and planned for that
+/// chip (its L2 prefetch and bulk copies).
+static FailureOr<std::string> compileFatbin(ModuleOp module,
+                                            const KernelOptions &options) {
+  std::vector<std::pair<std::string, std::string>> cubins;
+  std::string ptxForJit;
+  for (const char *chip : kFatbinChips) {
+    OwningOpRef<ModuleOp> clone = module.clone();
+    KernelOptions chipOptions = options;
+    chipOptions.chip = chip;
+    if (failed(planKernels(*clone, chipOptions, PlanTarget::GPU)))
+      return failure();
+    FailureOr<std::string> ptx = translateToPTX(*clone, chipOptions);
+    if (failed(ptx))
+      return failure();
+    std::string error;
+    FailureOr<std::string> cubin = assemblePTX(*ptx, chip, error);
+    if (failed(cubin)) {
+      llvm::errs() << "qopt-opt: error: cannot make a cubin for " << chip
+                   << ": " << error << "\n";
+      return failure();
+    }
+    cubins.push_back({chip, *cubin});
+    if (ptxForJit.empty())
+      ptxForJit = *ptx;
+  }
+  std::string error;
+  FailureOr<std::string> fatbin =
+      createFatbin(ptxForJit, kFatbinChips[0], cubins, error);
+  if (failed(fatbin)) {
+    llvm::errs() << "qopt-opt: error: cannot make a fatbin: " << error << "\n";
+    return failure();
+  }
+  return *fatbin;
+}
+
+/// The host code of a planned module: LLVM IR, an object or a library.
+static FailureOr<std::string> compileHost(ModuleOp module,
+                                          const CompileRequest &request) {
+  FailureOr<std::string> code =
+      request.emit == EmitKind::HostLLVM
+          ? translateToHostLLVMIR(module, request.host)
+          : translateToHostObject(module, request.host);
+  if (failed(code) || request.emit != EmitKind::HostLibrary)
+    return code;
+  std::string error;
+  FailureOr<std::string> library = linkHostLibrary(*code, error);
+  if (failed(library)) {
+    llvm::errs() << "qopt-opt: error: cannot make the host library: " << error
+                 << "\n";
+    return failure();
+  }
+  return library;
+}
+
+/// The requested output of a planned module (not --emit=qopt).
+static FailureOr<std::string> compileModule(ModuleOp module,
+                                            const CompileRequest &request) {
+  const KernelOptions &options = request.kernel;
+  switch (request.emit) {
+  case EmitKind::Qopt:
+    break;
+  case EmitKind::GPU: {
+    PassManager pm(module.getContext());
+    pm.addPass(createConvertQoptToGPU(options.lowering));
+    if (failed(pm.run(module)))
+      return failure();
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    return text;
+  }
+  case EmitKind::LLVM:
+    return translateToLLVMIR(module, options);
+  case EmitKind::PTX:
+    return translateToPTX(module, options);
+  case EmitKind::Cubin: {
+    FailureOr<std::string> ptx = translateToPTX(module, options);
+    if (failed(ptx))
+      return failure();
+    std::string error;
+    FailureOr<std::string> cubin = assemblePTX(*ptx, options.chip, error);
+    if (failed(cubin))
+      llvm::errs() << "qopt-opt: error: cannot make a cubin: " << error
+                   << "\n";
+    return cubin;
+  }
+  case EmitKind::Fatbin:
+    return compileFatbin(module, options);
+  case EmitKind::HostLLVM:
+  case EmitKind::HostObject:
+  case EmitKind::HostLibrary:
+    return compileHost(module, request);
+  }
+  llvm_unreachable("unknown emit kind");
+}
+
+/// Writes `manifest` where the request says, naming the binary written with
+/// -o relative to it.
+static LogicalResult writeManifest(llvm::json::Value manifest,
+                                   const CompileRequest &request) {
+  std::string path = getManifestPath(request);
+  if (path.empty())
+    return success();
+  if (request.outputFilename != "-" && !isHostEmit(request.emit)) {
+    llvm::json::Object binary{
+        {"format", request.emit == EmitKind::PTX     ? "ptx"
+                   : request.emit == EmitKind::Cubin ? "cubin"
+                                                     : "fatbin"},
+        {"arch", request.emit == EmitKind::Fatbin
+                     ? std::string(kFatbinChips[0])
+                     : request.kernel.chip},
+        {"path", llvm::sys::path::filename(request.outputFilename).str()}};
+    manifest.getAsObject()->insert(
+        {"binaries", llvm::json::Array{std::move(binary)}});
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", manifest) << "\n";
+  return writeOutput(path, text);
+}
+
+int mlir::qopt::compileSpec(const CompileRequest &request,
+                            DialectRegistry &registry) {
   MLIRContext context(registry);
   // A diagnostic names the spec's source location; a dump of the whole op
   // would bury it.
@@ -388,206 +333,32 @@ int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
   context.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = loadInput(context, sourceMgr);
-  if (!module || failed(verify(*module)))
+  OwningOpRef<ModuleOp> module =
+      loadInput(request.inputFilename, context, sourceMgr);
+  if (!module || failed(verify(*module)) ||
+      failed(prepareModule(*module, request)))
     return 1;
-
-  KernelOptions options;
-  options.chip = opts->arch;
-  options.mode = opts->mode;
-  options.threadsPerBlock = opts->threadsPerBlock;
-  options.tabulateCodes = opts->tabulateCodes;
-  options.exactUniformDivision = opts->exactUniformDivision;
-  options.elementsPerThread = opts->elementsPerThread;
-  options.checkedRounding = opts->checkedRounding;
-  // The proven uniform division rewrites the arith.divf the lowering leaves;
-  // the guarded sequence would leave none for it.
-  options.guardedIeee = opts->guardedIeee && !opts->exactUniformDivision;
-  options.codebookBuckets = opts->codebookBuckets;
-  options.bulkCopy = opts->bulkCopy;
-  options.tileClaims = opts->tileClaims;
-  options.tileClaimsStaticEighths = opts->tileClaimsStaticEighths;
-  options.asyncCopy = opts->asyncCopy;
-
-  // Variants of the spec: another parameter type, fused grad scaling.
-  if (!opts->paramType.empty() || opts->gradScaling) {
-    PassManager pm(&context);
-    if (!opts->paramType.empty()) {
-      RetypeParamOptions retype;
-      retype.type = opts->paramType;
-      pm.addPass(createRetypeParam(retype));
-    }
-    if (opts->gradScaling)
-      pm.addPass(createFuseGradScaling());
-    if (failed(pm.run(*module)))
-      return 1;
-    if (opts->gradScaling)
-      for (OptimizerOp op : module->getOps<OptimizerOp>())
-        op.setSymName((op.getSymName() + "_scaled").str());
-  }
-
-  // Outline the uniforms unless the input already has them.
-  bool outlined = false;
-  module->walk([&](OptimizerOp op) { outlined |= bool(op.getUniforms()); });
-  if (!outlined) {
-    PassManager pm(&context);
-    buildQoptOptimizationPipeline(pm);
-    if (failed(pm.run(*module)))
-      return 1;
-  }
-  if (opts->emitKind == Emit::Qopt) {
+  if (request.emit == EmitKind::Qopt) {
     std::string text;
     llvm::raw_string_ostream os(text);
     module->print(os);
-    return failed(writeOutput(opts->outputFilename, text)) ? 1 : 0;
+    return failed(writeOutput(request.outputFilename, text)) ? 1 : 0;
   }
 
-  // The manifest describes the kernel's ABI, so it is taken from the qopt IR.
-  std::optional<llvm::json::Value> manifest;
-  if (opts->emitKind == Emit::PTX || opts->emitKind == Emit::Cubin ||
-      opts->emitKind == Emit::Fatbin) {
-    llvm::StringRef format = opts->emitKind == Emit::PTX     ? "ptx"
-                             : opts->emitKind == Emit::Cubin ? "cubin"
-                                                       : "fatbin";
-    FailureOr<llvm::json::Value> built = buildManifest(*module, options, format);
-    if (failed(built))
-      return 1;
-    manifest = std::move(*built);
-  }
-  if (opts->emitKind == Emit::HostLibrary) {
-    FailureOr<llvm::json::Value> built = buildManifest(*module, options, "host");
-    if (failed(built))
-      return 1;
-    manifest = std::move(*built);
-    makeHostManifest(*manifest,
-                     llvm::sys::path::filename(opts->outputFilename));
-  }
-  HostOptions hostOptions;
-  hostOptions.mode = options.mode;
-  hostOptions.threadsPerBlock = options.threadsPerBlock;
-  hostOptions.elementsPerThread = options.elementsPerThread;
-  hostOptions.optLevel = opts->hostOptLevel;
-  hostOptions.cpu = opts->hostCpu;
-
-  std::string result;
-  switch (opts->emitKind) {
-  case Emit::Qopt:
-    break;
-  case Emit::GPU: {
-    PassManager pm(&context);
-    pm.addPass(createConvertQoptToGPU(getConvertQoptToGPUOptions(options)));
-    if (failed(pm.run(*module)))
-      return 1;
-    llvm::raw_string_ostream os(result);
-    module->print(os);
-    break;
-  }
-  case Emit::LLVM: {
-    FailureOr<std::string> ir = translateToLLVMIR(*module, options);
-    if (failed(ir))
-      return 1;
-    result = *ir;
-    break;
-  }
-  case Emit::PTX:
-  case Emit::Cubin: {
-    FailureOr<std::string> ptx = translateToPTX(*module, options);
-    if (failed(ptx))
-      return 1;
-    result = *ptx;
-    if (opts->emitKind == Emit::Cubin) {
-      std::string error;
-      FailureOr<std::string> cubin = assemblePTX(result, opts->arch, error);
-      if (failed(cubin)) {
-        llvm::errs() << "qopt-opt: error: cannot make a cubin: " << error
-                     << "\n";
-        return 1;
-      }
-      result = *cubin;
-    }
-    break;
-  }
-  case Emit::Fatbin: {
-    // PTX for the oldest chip (the driver JIT-compiles it for newer ones) and
-    // a cubin per chip, each from PTX generated for that chip.
-    std::vector<std::pair<std::string, std::string>> cubins;
-    std::string ptxForJit;
-    for (const char *chip : kFatbinChips) {
-      OwningOpRef<ModuleOp> clone = module->clone();
-      KernelOptions chipOptions = options;
-      chipOptions.chip = chip;
-      FailureOr<std::string> ptx = translateToPTX(*clone, chipOptions);
-      if (failed(ptx))
-        return 1;
-      std::string error;
-      FailureOr<std::string> cubin = assemblePTX(*ptx, chip, error);
-      if (failed(cubin)) {
-        llvm::errs() << "qopt-opt: error: cannot make a cubin for " << chip
-                     << ": " << error << "\n";
-        return 1;
-      }
-      cubins.push_back({chip, *cubin});
-      if (ptxForJit.empty())
-        ptxForJit = *ptx;
-    }
-    std::string error;
-    FailureOr<std::string> fatbin =
-        createFatbin(ptxForJit, kFatbinChips[0], cubins, error);
-    if (failed(fatbin)) {
-      llvm::errs() << "qopt-opt: error: cannot make a fatbin: " << error
-                   << "\n";
-      return 1;
-    }
-    result = *fatbin;
-    break;
-  }
-  case Emit::HostLLVM:
-  case Emit::HostObject:
-  case Emit::HostLibrary: {
-    FailureOr<std::string> code =
-        opts->emitKind == Emit::HostLLVM
-            ? translateToHostLLVMIR(*module, hostOptions)
-            : translateToHostObject(*module, hostOptions);
-    if (failed(code))
-      return 1;
-    result = *code;
-    if (opts->emitKind == Emit::HostLibrary) {
-      std::string error;
-      FailureOr<std::string> library = linkHostLibrary(result, error);
-      if (failed(library)) {
-        llvm::errs() << "qopt-opt: error: cannot make the host library: "
-                     << error << "\n";
-        return 1;
-      }
-      result = *library;
-    }
-    break;
-  }
-  }
-
-  if (failed(writeOutput(opts->outputFilename, result)))
+  // The launch plan, chosen once per target: the manifest and the lowering
+  // read it.
+  PlanTarget target =
+      isHostEmit(request.emit) ? PlanTarget::Host : PlanTarget::GPU;
+  if (failed(planKernels(*module, request.kernel, target)))
     return 1;
-  if (manifest) {
-    std::string path = manifestPath();
-    if (!path.empty()) {
-      // The binary written with -o, named relative to the manifest.
-      if (opts->outputFilename != "-" && !host) {
-        llvm::json::Object binary{
-            {"format", opts->emitKind == Emit::PTX     ? "ptx"
-                       : opts->emitKind == Emit::Cubin ? "cubin"
-                                                   : "fatbin"},
-            {"arch", opts->emitKind == Emit::Fatbin ? std::string(kFatbinChips[0])
-                                                : std::string(opts->arch)},
-            {"path", llvm::sys::path::filename(opts->outputFilename).str()}};
-        manifest->getAsObject()->insert(
-            {"binaries", llvm::json::Array{std::move(binary)}});
-      }
-      std::string text;
-      llvm::raw_string_ostream os(text);
-      os << llvm::formatv("{0:2}", *manifest) << "\n";
-      if (failed(writeOutput(path, text)))
-        return 1;
-    }
-  }
+  FailureOr<std::optional<llvm::json::Value>> manifest =
+      buildRequestedManifest(*module, request);
+  if (failed(manifest))
+    return 1;
+  FailureOr<std::string> result = compileModule(*module, request);
+  if (failed(result) || failed(writeOutput(request.outputFilename, *result)))
+    return 1;
+  if (*manifest && failed(writeManifest(std::move(**manifest), request)))
+    return 1;
   return 0;
 }

@@ -39,11 +39,7 @@ using namespace mlir::qopt;
 
 void mlir::qopt::buildQoptToHostPipeline(OpPassManager &pm,
                                          const HostOptions &options) {
-  ConvertQoptToHostOptions toHost;
-  toHost.mode = options.mode;
-  toHost.threadsPerBlock = options.threadsPerBlock;
-  toHost.elementsPerThread = options.elementsPerThread;
-  pm.addPass(createConvertQoptToHost(toHost));
+  pm.addPass(createConvertQoptToHost(options.lowering));
   // Folds the bitcasts around 16-bit floats, so none reaches LLVM.
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createSCFToControlFlowPass());
@@ -84,7 +80,7 @@ createHostTargetMachine(const HostOptions &options, std::string &error) {
                   feature.first().str();
   }
   llvm::TargetOptions targetOptions;
-  targetOptions.AllowFPOpFusion = options.mode == "fast"
+  targetOptions.AllowFPOpFusion = options.lowering.mode == ArithMode::Fast
                                       ? llvm::FPOpFusion::Fast
                                       : llvm::FPOpFusion::Strict;
   static const llvm::CodeGenOptLevel levels[] = {
@@ -103,11 +99,6 @@ createHostTargetMachine(const HostOptions &options, std::string &error) {
 static std::unique_ptr<llvm::Module>
 lowerToLLVM(ModuleOp module, const HostOptions &options,
             llvm::TargetMachine &machine, llvm::LLVMContext &llvmContext) {
-  if (options.mode != "strict" && options.mode != "fast") {
-    module.emitError("mode must be 'strict' or 'fast', got '")
-        << options.mode << "'";
-    return nullptr;
-  }
   if (options.optLevel > 3) {
     module.emitError("the host optimization level must be 0 to 3, got ")
         << options.optLevel;

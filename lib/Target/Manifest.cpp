@@ -13,7 +13,6 @@
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "llvm/ADT/TypeSwitch.h"
-#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::qopt;
@@ -121,35 +120,11 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     if (!uniforms)
       return optimizer.emitOpError("needs qopt-outline-uniforms before a "
                                    "manifest can be written");
-    FailureOr<TileShape> shape = resolveTileShape(
-        optimizer, options.threadsPerBlock, options.elementsPerThread);
-    if (failed(shape))
-      return failure();
-    int64_t threads = shape->threads, lanes = shape->lanes;
+    KernelPlanAttr plan = getKernelPlan(optimizer);
+    if (!plan)
+      return optimizer.emitOpError("needs a launch plan (qopt-plan-kernel) "
+                                   "before a manifest can be written");
     SmallVector<StreamInfo> streams = getStreams(optimizer);
-
-    // Dynamic shared memory: the async copies' stages and the codebook
-    // buckets. The runtime sizes the grid by the driver's occupancy; the
-    // suggestion, for where it cannot, is 4 blocks per SM or as many as the
-    // dynamic shared memory lets fit in the 228 KiB of an H100/H200 SM (1 KiB
-    // of it reserved per block).
-    TileStaging staging = useAsyncCopy(optimizer, options.asyncCopy)
-                              ? getTileStaging(optimizer, *shape)
-                              : TileStaging();
-    int64_t sharedBytes =
-        format == "host"
-            ? 0
-            : getDynamicSharedBytes(optimizer, staging, options.codebookBuckets);
-    // The host functions step their tiles statically.
-    TileClaims claims =
-        format == "host"
-            ? TileClaims()
-            : getTileClaims(optimizer, !staging.streams.empty(),
-                            options.tileClaims, options.tileClaimsStaticEighths);
-    int64_t suggestedBlocks =
-        sharedBytes ? std::clamp<int64_t>(228 * 1024 / (sharedBytes + 1024),
-                                          1, 4)
-                    : 4;
 
     json::Array hypers;
     for (HyperOp hyper : getHypers(optimizer)) {
@@ -205,7 +180,7 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
       gradScaling |= isa<SkipIfOp>(op) ||
                      (isa<LoadGradOp>(op) && cast<LoadGradOp>(op).getInvScale());
 
-    if (claims.enabled())
+    if (plan.getClaimTiles() > 0)
       args.push_back("work_counters");
     json::Array argArray;
     for (const std::string &a : args)
@@ -220,7 +195,7 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
         {"version", 1},
         {"optimizer", optimizer.getSymName().str()},
         {"kernel", optimizer.getSymName().str()},
-        {"mode", options.mode},
+        {"mode", stringifyArithMode(options.lowering.mode).str()},
         {"arch", options.chip},
         {"binary_format", format.str()},
         {"param", json::Object{{"name", optimizer.getParamName().str()},
@@ -235,19 +210,19 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
         {"tables", std::move(tables)},
         {"args", std::move(argArray)},
         {"launch",
-         json::Object{{"threads_per_block", threads},
-                      {"elements_per_thread", lanes},
-                      {"tile_elements", threads * lanes},
+         json::Object{{"threads_per_block", plan.getThreads()},
+                      {"elements_per_thread", plan.getLanes()},
+                      {"tile_elements", plan.getTile()},
                       {"descriptor_bytes", int64_t(16 + 8 * streams.size())},
-                      {"shared_bytes", sharedBytes},
-                      {"suggested_blocks_per_sm", suggestedBlocks},
-                      {"waves", getGridWaves(optimizer)},
-                      {"min_tiles_per_block",
-                       getGridMinTilesPerBlock(optimizer)}}}};
-    if (claims.enabled())
+                      {"shared_bytes", plan.getSharedBytes()},
+                      {"suggested_blocks_per_sm",
+                       plan.getSuggestedBlocksPerSm()},
+                      {"waves", plan.getWaves()},
+                      {"min_tiles_per_block", plan.getMinTilesPerBlock()}}}};
+    if (plan.getClaimTiles() > 0)
       (*kernel["launch"].getAsObject())["tile_claims"] =
-          json::Object{{"tiles", claims.tiles},
-                       {"static_eighths", claims.staticEighths}};
+          json::Object{{"tiles", plan.getClaimTiles()},
+                       {"static_eighths", plan.getClaimStaticEighths()}};
     if (gradScaling)
       kernel["grad_scaling"] = json::Object{{"scale", "grad_scale"},
                                             {"found_inf", "found_inf"}};

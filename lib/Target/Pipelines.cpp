@@ -9,6 +9,7 @@
 #include "qopt/Target/Target.h"
 
 #include "qopt/Conversion/Passes.h"
+#include "qopt/Schedule/Passes.h"
 #include "qopt/Transforms/Passes.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
@@ -57,28 +58,20 @@ void mlir::qopt::buildQoptOptimizationPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-ConvertQoptToGPUOptions
-mlir::qopt::getConvertQoptToGPUOptions(const KernelOptions &options) {
-  ConvertQoptToGPUOptions toGPU;
-  toGPU.mode = options.mode;
-  toGPU.threadsPerBlock = options.threadsPerBlock;
-  toGPU.elementsPerThread = options.elementsPerThread;
-  toGPU.checkedRounding = options.checkedRounding;
-  toGPU.guardedIeee = options.guardedIeee;
-  toGPU.codebookBuckets = options.codebookBuckets;
-  toGPU.asyncCopy = options.asyncCopy;
-  // cp.async.bulk.prefetch.L2 is sm_90's.
-  toGPU.l2Prefetch = getChipNumber(options.chip) >= 90;
-  // So is cp.async.bulk.
-  toGPU.bulkCopy = options.bulkCopy && getChipNumber(options.chip) >= 90;
-  toGPU.tileClaims = options.tileClaims;
-  toGPU.tileClaimsStaticEighths = options.tileClaimsStaticEighths;
-  return toGPU;
+PlanKernelOptions mlir::qopt::getPlanKernelOptions(const KernelOptions &options,
+                                                  PlanTarget target) {
+  PlanKernelOptions plan = options.plan;
+  plan.target = target;
+  // cp.async.bulk.prefetch.L2 and cp.async.bulk are sm_90's.
+  bool bulk = getChipNumber(options.chip) >= 90;
+  plan.l2Prefetch = plan.l2Prefetch && bulk;
+  plan.bulkCopy = plan.bulkCopy && bulk;
+  return plan;
 }
 
 void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
                                          const KernelOptions &options) {
-  pm.addPass(createConvertQoptToGPU(getConvertQoptToGPUOptions(options)));
+  pm.addPass(createConvertQoptToGPU(options.lowering));
 
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;

@@ -15,7 +15,7 @@
 // CHECK: "kernel": "FlashAdamW"
 // CHECK: "launch": {
 // CHECK: "elements_per_thread": 16,
-// Two group states: 512 threads per block (getThreadsPerBlock).
+// Two group states: 512 threads per block (chooseThreadsPerBlock).
 // CHECK: "threads_per_block": 512,
 // CHECK-NEXT: "tile_elements": 8192
 // CHECK: "mode": "strict"

@@ -22,7 +22,7 @@
 
 // CHECK: .target sm_90
 // CHECK: .visible .entry FlashAdamW(
-// Two group states: 512 threads per block by default (getThreadsPerBlock).
+// Two group states: 512 threads per block by default (chooseThreadsPerBlock).
 // CHECK: .maxntid 512, 1, 1
 // CHECK-DAG: ld.global.v4.b32
 // CHECK-DAG: st.global.v4.b32
@@ -60,7 +60,7 @@
 // IEEE-NOT: fma.rn.f32
 
 // Two states, a bf16 parameter: up to four waves of the resident blocks
-// while each block keeps 128 tiles (getGridWaves, getGridMinTilesPerBlock).
+// while each block keeps 128 tiles (chooseGridWaves, getGridMinTilesPerBlock).
 // MANIFEST: "min_tiles_per_block": 128,
 // MANIFEST: "waves": 4{{$}}
 

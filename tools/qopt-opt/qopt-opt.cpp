@@ -6,9 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileOptions.h"
+
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptDialect.h"
-#include "qopt/Target/Compile.h"
+#include "qopt/Schedule/Passes.h"
 #include "qopt/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -23,6 +25,7 @@ int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::qopt::registerQoptTransformsPasses();
   mlir::qopt::registerQoptConversionPasses();
+  mlir::qopt::registerQoptSchedulePasses();
   mlir::DialectRegistry registry;
   registry.insert<mlir::qopt::QoptDialect>();
   mlir::registerAllDialects(registry);

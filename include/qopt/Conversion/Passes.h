@@ -22,6 +22,16 @@ namespace mlir::qopt {
 /// equal it, and every group and block size divides it (docs/abi.md).
 constexpr int64_t kTileElements = 4096;
 
+/// How the lowerings round (docs/numerics-notes.md): strict keeps one IEEE
+/// rounding per operation in source order; fast allows contraction and
+/// approximate division and square root.
+enum class ArithMode { Strict, Fast };
+
+/// The name of `mode` in flags and manifests (`strict`, `fast`).
+inline llvm::StringRef stringifyArithMode(ArithMode mode) {
+  return mode == ArithMode::Fast ? "fast" : "strict";
+}
+
 #define GEN_PASS_DECL
 #include "qopt/Conversion/Passes.h.inc"
 

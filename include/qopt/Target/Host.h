@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "qopt/Conversion/Passes.h"
 #include "llvm/Support/JSON.h"
 #include <string>
 
@@ -19,11 +20,8 @@ namespace mlir::qopt {
 
 /// How host code is generated.
 struct HostOptions {
-  std::string mode = "strict"; ///< strict (bit-exact) or fast.
-  /// The GPU kernel's launch shape: the host function walks the same tiles
-  /// (threads * min(elements, smallest group) elements), as the manifest says.
-  int64_t threadsPerBlock = 0; ///< <= 0: getThreadsPerBlock's choice
-  int64_t elementsPerThread = 0; ///< <= 0: getElementsPerThread's choice
+  /// convert-qopt-to-host's options (the arithmetic mode).
+  ConvertQoptToHostOptions lowering;
   unsigned optLevel = 2; ///< LLVM optimization level, 0 to 3.
   /// The CPU to generate code for: empty for the triple's baseline (portable
   /// objects; x86-64 is SSE2), "native" for this machine, or an LLVM CPU name.
@@ -34,8 +32,9 @@ struct HostOptions {
 /// (scf to cf, vector, arith and cf to LLVM, cast reconciliation).
 void buildQoptToHostPipeline(OpPassManager &pm, const HostOptions &options);
 
-/// Lowers `module` (qopt dialect, uniforms outlined) to optimized LLVM IR for
-/// the host triple, as text. The module is consumed.
+/// Lowers `module` (qopt dialect, uniforms outlined, host plans attached:
+/// the GPU kernel's tiles) to optimized LLVM IR for the host triple, as text.
+/// The module is consumed.
 FailureOr<std::string> translateToHostLLVMIR(ModuleOp module,
                                              const HostOptions &options);
 

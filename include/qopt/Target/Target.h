@@ -14,49 +14,32 @@
 #include "mlir/Pass/PassManager.h"
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
+#include "qopt/Schedule/Passes.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/JSON.h"
 #include <string>
 
 namespace mlir::qopt {
 
-/// How kernels are generated.
+/// How kernels are generated: the chip, the pipeline's optional passes and
+/// the options of the passes that take them, forwarded as their generated
+/// option structs (each knob is declared once, in its pass's Passes.td).
 struct KernelOptions {
-  std::string chip = "sm_90";  ///< nvvm-attach-target chip (sm_80, sm_90, ...).
-  std::string mode = "strict"; ///< strict (bit-exact) or fast.
-  int64_t threadsPerBlock = 0; ///< <= 0: getThreadsPerBlock's choice
-  int64_t elementsPerThread = 0; ///< <= 0: getElementsPerThread's choice
+  std::string chip = "sm_90"; ///< nvvm-attach-target chip (sm_80, sm_90, ...).
+  /// qopt-plan-kernel's options: threads, lanes, async and bulk copies,
+  /// tile claims, codebook buckets (getPlanKernelOptions adds the target and
+  /// what the chip has).
+  PlanKernelOptions plan;
+  /// convert-qopt-to-gpu's options: the arithmetic mode, checked rounding,
+  /// guarded IEEE division and square root.
+  ConvertQoptToGPUOptions lowering;
   /// Dequantize 8-bit codes through compile-time tables (qopt-tabulate-codes,
   /// exact).
   bool tabulateCodes = true;
   /// Divide by lane-uniform values through a reciprocal with a proof of
-  /// correct rounding (qopt-exact-uniform-division, exact). Off: measured
-  /// slower on the H200 (bench/NOTES.md: more registers, a divergent
-  /// fallback).
+  /// correct rounding (qopt-exact-uniform-division, exact).
+  /// docs/tuning.md#exact-uniform-division
   bool exactUniformDivision = false;
-  /// Strict mode: quantization codes through approximate arithmetic with a
-  /// rounding-margin check and the IEEE chain as fallback (exact).
-  bool checkedRounding = true;
-  /// Strict mode: the update's div.rn / sqrt.rn as ptxas's fast-path
-  /// sequence with its range check once per thread (exact).
-  bool guardedIeee = true;
-  /// Codebook codes through a bucket table of float bit patterns (exact).
-  bool codebookBuckets = true;
-  /// Staged kernels fill their stages with bulk copies (cp.async.bulk) on
-  /// sm_90 and newer (convert-qopt-to-gpu bulk-copy; same results). Off:
-  /// 13 to 18% slower on the H200 (docs/dsl.md).
-  bool bulkCopy = false;
-  /// Tiles past each block's static range claimed this many at a time from
-  /// the launch's work counters (getTileClaims): -1 for the measured choice,
-  /// 0 for none. Where a kernel claims, its static ranges hold
-  /// tileClaimsStaticEighths / 8 of the tiles (1 to 8; 0 for the choice's
-  /// share, 5 with n > 0).
-  int64_t tileClaims = -1;
-  int64_t tileClaimsStaticEighths = 0;
-  /// Full tiles' read streams copied into shared memory up to three tiles
-  /// ahead with cp.async (getTileStaging; Auto: useAsyncCopy's choice); the manifest
-  /// asks for the shared memory.
-  AsyncCopy asyncCopy = AsyncCopy::Auto;
 };
 
 /// The PTX ISA feature of nvvm-attach-target for `chip` (e.g. "+ptx80" for
@@ -68,16 +51,18 @@ std::string getPTXFeatures(llvm::StringRef chip);
 void buildQoptOptimizationPipeline(OpPassManager &pm);
 
 /// Adds convert-qopt-to-gpu and the upstream passes down to gpu.module with
-/// NVVM/LLVM dialect ops (no binary yet).
+/// NVVM/LLVM dialect ops (no binary yet). The module's optimizers carry their
+/// plans (qopt-plan-kernel with getPlanKernelOptions).
 void buildQoptToNVVMPipeline(OpPassManager &pm, const KernelOptions &options);
 
-/// convert-qopt-to-gpu's options for `options` (l2-prefetch where the chip
-/// has cp.async.bulk.prefetch: sm_90 and newer); the pipeline above and
-/// `qopt-opt --emit=gpu` both take them from here.
-ConvertQoptToGPUOptions getConvertQoptToGPUOptions(const KernelOptions &options);
+/// qopt-plan-kernel's options for `options` and `target`: `options.plan`,
+/// with l2-prefetch and bulk-copy only where the chip has cp.async.bulk
+/// (sm_90 and newer).
+PlanKernelOptions getPlanKernelOptions(const KernelOptions &options,
+                                       PlanTarget target);
 
-/// Lowers `module` (qopt dialect, uniforms outlined) to PTX text. The module
-/// is consumed. Emits diagnostics and fails on error.
+/// Lowers `module` (qopt dialect, uniforms outlined, plans attached) to PTX
+/// text. The module is consumed. Emits diagnostics and fails on error.
 FailureOr<std::string> translateToPTX(ModuleOp module,
                                       const KernelOptions &options);
 
@@ -101,8 +86,9 @@ createFatbin(llvm::StringRef ptx, llvm::StringRef ptxChip,
              llvm::ArrayRef<std::pair<std::string, std::string>> cubins,
              std::string &error);
 
-/// The manifest of the kernels in `module` (qopt dialect, uniforms outlined),
-/// one object per optimizer; `format` is ptx, cubin or fatbin.
+/// The manifest of the kernels in `module` (qopt dialect, uniforms outlined,
+/// plans attached), one object per optimizer; `format` is ptx, cubin, fatbin
+/// or host. The launch fields are the plan's.
 FailureOr<llvm::json::Value> buildManifest(ModuleOp module,
                                            const KernelOptions &options,
                                            llvm::StringRef format);

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../QoptToGPU/StreamCodecs.h"
+#include "qopt/Codegen/StreamCodecs.h"
 
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
@@ -548,21 +548,19 @@ struct ConvertQoptToHostPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode != "strict" && mode != "fast") {
-      module.emitError("mode must be 'strict' or 'fast', got '") << mode << "'";
-      return signalPassFailure();
-    }
     SmallVector<OptimizerOp> optimizers(module.getOps<OptimizerOp>());
     for (OptimizerOp optimizer : optimizers) {
       // The GPU kernel's tile (the manifest's launch), and chunks that lie
       // in one group.
-      FailureOr<TileShape> shape =
-          resolveTileShape(optimizer, threadsPerBlock, elementsPerThread);
-      if (failed(shape))
+      KernelPlanAttr plan = getKernelPlan(optimizer);
+      if (!plan) {
+        optimizer.emitOpError("needs a launch plan (qopt-plan-kernel "
+                              "target=host) before convert-qopt-to-host");
         return signalPassFailure();
-      int64_t lanes = shape->lanes, tile = shape->tile();
+      }
+      int64_t lanes = plan.getLanes(), tile = plan.getTile();
       OpBuilder b(module.getContext());
-      HostKernelEmitter emitter(optimizer, b, mode == "fast", lanes, tile);
+      HostKernelEmitter emitter(optimizer, b, mode == ArithMode::Fast, lanes, tile);
       if (failed(emitter.emit(module)))
         return signalPassFailure();
       optimizer.erase();

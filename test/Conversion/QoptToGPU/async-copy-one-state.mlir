@@ -1,13 +1,13 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s --check-prefix=AUTO
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=off | FileCheck %s --check-prefix=OFF
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s --check-prefix=AUTO
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=async-copy=off --convert-qopt-to-gpu | FileCheck %s --check-prefix=OFF
 // RUN: qopt-opt %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 // RUN: qopt-opt %s --emit=ptx --async-copy=off -o %t.off.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST-OFF --input-file=%t.off.manifest.json
 
 // One group state (SGD's momentum, Lion): async copies by default too
-// (useAsyncCopy), with 512 threads of 8 lanes (getThreadsPerBlock,
-// getElementsPerThread). A stage holds the bf16 parameter and gradient (16
+// (chooseAsyncCopy), with 512 threads of 8 lanes (chooseThreadsPerBlock,
+// chooseElementsPerThread). A stage holds the bf16 parameter and gradient (16
 // bytes each), the codes (8) and the f32 scale (4) of 512 threads:
 // (16 + 16 + 8 + 4) * 512 = 22528 bytes, 90112 for four stages (3 tiles in
 // flight while one computes). The scale is one 4-byte copy per thread.
@@ -41,7 +41,7 @@
 // MANIFEST: "min_tiles_per_block": 24,
 // MANIFEST: "shared_bytes": 90112
 // MANIFEST: "threads_per_block": 512
-// One state: four waves of the resident blocks (getGridWaves).
+// One state: four waves of the resident blocks (chooseGridWaves).
 // MANIFEST: "waves": 4{{$}}
 // MANIFEST-OFF: "shared_bytes": 0
 

@@ -1,5 +1,5 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="async-copy=on elements-per-thread=12" 2>&1 | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="async-copy=on elements-per-thread=8" 2>&1 | FileCheck %s --check-prefix=EIGHT
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="async-copy=on elements-per-thread=12" --convert-qopt-to-gpu 2>&1 | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="async-copy=on elements-per-thread=8" --convert-qopt-to-gpu 2>&1 | FileCheck %s --check-prefix=EIGHT
 
 // Streams a thread's copy could not cover are not staged: 12 f32 lanes are 48
 // bytes, three 16-byte chunks (the shared loads are joined pairwise, so only a

@@ -1,20 +1,20 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=on | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s --check-prefix=OFF
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=off | FileCheck %s --check-prefix=OFF
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=async-copy=on --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s --check-prefix=OFF
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=async-copy=off --convert-qopt-to-gpu | FileCheck %s --check-prefix=OFF
 // RUN: qopt-opt %s --emit=ptx --async-copy=on -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: FileCheck %s --check-prefix=PTXSTORE --input-file=%t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 
 // Async copies (async-copy=on; by default an f32 parameter takes none:
-// useAsyncCopy, measured slower for these mostly-memory steps). Each thread
+// chooseAsyncCopy, measured slower for these mostly-memory steps). Each thread
 // copies its part of a full tile into dynamic shared memory with cp.async
 // stages - 1 tiles ahead: the run's first stages - 1 tiles before the run's
 // loop, tile t + stages - 1 at the top of tile t's iteration; a cp.async
 // group is committed either way, so that waiting for all but the latest
 // stages - 1 groups waits for this tile.
 // The full tile reads back only what the thread copied (no barrier). Layout
-// per stage (512 threads x 8 lanes), by getTileStaging:
+// per stage (512 threads x 8 lanes), by chooseTileStaging:
 //   p f32 32 B (two 16-byte chunks)  0      g f32 32 B           16384
 //   m.codes 8 B                      32768  m.scales f16 word 4 B 36864
 //   v.codes 8 B                      38912  v.scales f16 word 4 B 43008

@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=tile-claims=0 | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=tile-claims=0 --convert-qopt-to-gpu | FileCheck %s
 
 // Two block-wide absmax reductions per tile (two codebook states of 2048
 // elements: 256 threads of 8 lanes, across 8 warps), behind one barrier.

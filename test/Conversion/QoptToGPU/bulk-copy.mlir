@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=bulk-copy=true | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=bulk-copy=true --convert-qopt-to-gpu | FileCheck %s
 // RUN: qopt-opt %s --emit=ptx --bulk-copy -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
@@ -101,7 +101,7 @@
 // SM80-NOT: cp.async.bulk
 
 // An f32 parameter's thread reads two 16-byte chunks, interleaved by chunk
-// in the stage (getTileStaging), not where a bulk copy leaves them: async
+// in the stage (chooseTileStaging), not where a bulk copy leaves them: async
 // copies.
 // F32-NOT: cp.async.bulk
 // F32: cp.async.cg.shared.global

@@ -1,5 +1,5 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu='guarded-ieee=false' | FileCheck %s --check-prefix=UNGUARDED
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu=guarded-ieee=false | FileCheck %s --check-prefix=UNGUARDED
 
 // Checked rounding of a sqrt code whose square root the update computed
 // (LaneMath::knownRoot): Adam's sqrt(v / bc2), with bc2 a launch uniform,

@@ -1,5 +1,5 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=elements-per-thread=8 | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="elements-per-thread=8 checked-rounding=false guarded-ieee=false" | FileCheck %s --check-prefix=IEEE
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=elements-per-thread=8 --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=elements-per-thread=8 --convert-qopt-to-gpu="checked-rounding=false guarded-ieee=false" | FileCheck %s --check-prefix=IEEE
 
 // Checked rounding for seed 003's scheme: the divisor is the stored (float16)
 // scale, a zero scale taken as 1, and codes round half to even. The fast code

@@ -1,6 +1,6 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu='checked-rounding=false guarded-ieee=false' | FileCheck %s --check-prefix=IEEE
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=mode=fast | FileCheck %s --check-prefix=FAST
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu='checked-rounding=false guarded-ieee=false' | FileCheck %s --check-prefix=IEEE
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu=mode=fast | FileCheck %s --check-prefix=FAST
 
 // Checked rounding (strict mode, the default): a softsign and a sqrt code are
 // computed through div.approx.ftz / sqrt.approx.ftz (softsign's two

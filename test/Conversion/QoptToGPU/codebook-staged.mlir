@@ -1,16 +1,16 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s
 // RUN: qopt-opt %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 // RUN: qopt-opt %s --param-type=f32 --emit=ptx -o %t.f32.ptx
 // RUN: FileCheck %s --check-prefix=F32 --input-file=%t.f32.manifest.json
 
 // Two codebook states of blocks of 256 (each within a warp's lanes) and a
-// 16-bit parameter: staged by default (useAsyncCopy's auto) at 256 threads
+// 16-bit parameter: staged by default (chooseAsyncCopy's auto) at 256 threads
 // of 8 lanes, two blocks per SM; a staged kernel claims no tiles. The
 // dynamic shared memory holds the stages (14 KiB each: p, g, the codes and
 // the absmax words) and then the two bucket tables (2 x 24 KiB): three
 // stages, the most that keep it and the static tables within 99 KiB
-// (getStagingSharedLimit), where four would fit the 160 KiB of group-state
+// (chooseStagingSharedLimit), where four would fit the 160 KiB of group-state
 // kernels.
 // CHECK-LABEL: gpu.func @TwoStates
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32
@@ -25,7 +25,7 @@
 // MANIFEST-NEXT: "threads_per_block": 256,
 // MANIFEST-NOT: "tile_claims"
 
-// An f32 parameter: unstaged at 512 threads, claims as getTileClaims
+// An f32 parameter: unstaged at 512 threads, claims as chooseTileClaims
 // chooses for blocks within a warp. (The suggested blocks per SM count
 // shared memory only; the runtime sizes the grid by the driver's
 // occupancy: two such blocks at 64 registers.)

@@ -1,7 +1,7 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu='codebook-buckets=false guarded-ieee=false' | FileCheck %s --check-prefix=FULL
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOASYNC
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=l2-prefetch=false | FileCheck %s --check-prefix=NOPF
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=codebook-buckets=false --convert-qopt-to-gpu=guarded-ieee=false | FileCheck %s --check-prefix=FULL
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOASYNC
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=l2-prefetch=false --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOPF
 // RUN: qopt-opt %s --emit=gpu --arch=sm_80 | FileCheck %s --check-prefix=NOPF
 // RUN: qopt-opt %s --emit=gpu --arch=sm_90 | FileCheck %s --check-prefix=PF
 // RUN: qopt-opt %s --emit=ptx -o %t.ptx
@@ -9,7 +9,7 @@
 // RUN: qopt-opt %s --emit=ptx --codebook-buckets=false -o %t.off.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST-OFF --input-file=%t.off.manifest.json
 
-// Codebook states take no async copies by default (useAsyncCopy: measured
+// Codebook states take no async copies by default (chooseAsyncCopy: measured
 // slower, the codebook search already loads the shared-memory pipe).
 // NOASYNC-NOT: nvvm.cp.async.shared.global
 // NOASYNC: gpu.return
@@ -134,7 +134,7 @@
 // through shared memory (16 slots: two tiles' parities of 8 warps) and one
 // more redux.sync; one barrier per tile (block-reductions.mlir). Before
 // them, thread 0 has L2 fetch the read streams (g, p, m's codes) of the
-// run's full tile two on (getL2PrefetchTiles: codebook, 16-bit parameter).
+// run's full tile two on (chooseL2PrefetchTiles: codebook, 16-bit parameter).
 // CHECK: scf.for
 // CHECK: %[[LATER:.+]] = arith.addi %{{.+}}, %c2_i64{{.*}} : i64
 // CHECK: arith.cmpi slt, %[[LATER]]
@@ -207,7 +207,7 @@
 
 // The manifest asks for the bucket table: 6146 x 4 bytes.
 // MANIFEST: "shared_bytes": 24584
-// A codebook state: one wave (getGridWaves).
+// A codebook state: one wave (chooseGridWaves).
 // MANIFEST: "waves": 1{{$}}
 // MANIFEST-OFF: "shared_bytes": 0
 

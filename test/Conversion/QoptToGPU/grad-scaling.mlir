@@ -1,5 +1,5 @@
-// RUN: qopt-opt %s --qopt-fuse-grad-scaling --qopt-outline-uniforms --convert-qopt-to-gpu="elements-per-thread=4 tile-claims=0" | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="elements-per-thread=4 tile-claims=0" | FileCheck %s --check-prefix=PLAIN
+// RUN: qopt-opt %s --qopt-fuse-grad-scaling --qopt-outline-uniforms --qopt-plan-kernel="elements-per-thread=4 tile-claims=0" --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="elements-per-thread=4 tile-claims=0" --convert-qopt-to-gpu | FileCheck %s --check-prefix=PLAIN
 
 // The skip flag is tested once per launch: a set flag makes the tile count 0,
 // so every block's tile range is empty. The gradient is multiplied by the inverse scale and rounded

@@ -1,5 +1,5 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="elements-per-thread=16 threads-per-block=256 async-copy=off tile-claims=0" | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="mode=fast elements-per-thread=16 threads-per-block=256 async-copy=off tile-claims=0" | FileCheck %s --check-prefix=FAST
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="elements-per-thread=16 threads-per-block=256 async-copy=off tile-claims=0" --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="elements-per-thread=16 threads-per-block=256 async-copy=off tile-claims=0" --convert-qopt-to-gpu=mode=fast | FileCheck %s --check-prefix=FAST
 
 // A companded group-32 momentum and a bf16 parameter with int8 error bits: the
 // kernel signature of docs/abi.md, 16 lanes per thread and loads straight to

@@ -1,5 +1,5 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=on | FileCheck %s --check-prefix=STAGED
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=async-copy=on --convert-qopt-to-gpu | FileCheck %s --check-prefix=STAGED
 
 // Range facts (guarded IEEE, strict mode): Adam's denominator
 // sqrt(v / bc2) + eps. The new v = b2 * w + (1 - b2) * g * g with w = x * x

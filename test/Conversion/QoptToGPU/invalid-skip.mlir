@@ -1,5 +1,5 @@
-// RUN: qopt-opt %s --convert-qopt-to-gpu -verify-diagnostics
-// RUN: qopt-opt %s --convert-qopt-to-host -verify-diagnostics
+// RUN: qopt-opt %s --qopt-plan-kernel --convert-qopt-to-gpu -verify-diagnostics
+// RUN: qopt-opt %s --qopt-plan-kernel=target=host --convert-qopt-to-host -verify-diagnostics
 
 // A qopt.skip_if whose flag varies per element cannot skip a launch.
 qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {

@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="threads-per-block=96 elements-per-thread=4" -verify-diagnostics
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="threads-per-block=96 elements-per-thread=4" --convert-qopt-to-gpu -verify-diagnostics
 
 // A tile of 96 threads x 4 elements cannot hold whole blocks of 256.
 qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {

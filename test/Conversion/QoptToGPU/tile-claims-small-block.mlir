@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=async-copy=off | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=async-copy=off --convert-qopt-to-gpu | FileCheck %s
 // RUN: qopt-opt %s --emit=ptx --async-copy=off -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 // RUN: qopt-opt %s --emit=ptx --async-copy=off --tile-claims-static-eighths=7 -o %t.seven.ptx
@@ -7,7 +7,7 @@
 // RUN: FileCheck %s --check-prefix=NONE --input-file=%t.none.manifest.json
 
 // Codebook blocks of 256 elements (a warp's absmax, no block-wide barrier
-// per tile): getTileClaims' default is 6/8 of the tiles static, then one
+// per tile): chooseTileClaims' default is 6/8 of the tiles static, then one
 // tile a claim (tile-claims.mlir: blocks of 2048, two tiles a claim).
 // With a 16-bit parameter such blocks are staged by default, and a staged
 // kernel never claims (tile-claims-staged.mlir): the kernels here are

@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=tile-claims=2 | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=tile-claims=2 --convert-qopt-to-gpu | FileCheck %s
 // RUN: qopt-opt %s --emit=ptx --tile-claims=2 -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 

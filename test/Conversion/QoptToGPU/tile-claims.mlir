@@ -1,11 +1,11 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu="tile-claims=3 tile-claims-static-eighths=7" | FileCheck %s --check-prefix=THREE
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-gpu=tile-claims=0 | FileCheck %s --check-prefix=STATIC
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="tile-claims=3 tile-claims-static-eighths=7" --convert-qopt-to-gpu | FileCheck %s --check-prefix=THREE
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=tile-claims=0 --convert-qopt-to-gpu | FileCheck %s --check-prefix=STATIC
 // RUN: qopt-opt %s --emit=ptx | FileCheck %s --check-prefix=PTX
 // RUN: qopt-opt %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 
-// Tile claims (getTileClaims: an unstaged kernel with a codebook state whose
+// Tile claims (chooseTileClaims: an unstaged kernel with a codebook state whose
 // block of 2048 elements crosses warps): each block first steps its static
 // range of 5/8 of the tiles over the grid, then claims two tiles at a time
 // from the work counters, its last argument. (Smaller codebook blocks:

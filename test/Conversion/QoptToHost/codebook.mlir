@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-host=elements-per-thread=16 | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="target=host elements-per-thread=16" --convert-qopt-to-host | FileCheck %s
 
 // Seed 000's blockwise codebook: the qmap read from the tables array, its 255
 // midpoints computed once per call into a stack buffer; codes dequantized by

@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-fuse-grad-scaling --qopt-outline-uniforms --convert-qopt-to-host=elements-per-thread=4 | FileCheck %s
+// RUN: qopt-opt %s --qopt-fuse-grad-scaling --qopt-outline-uniforms --qopt-plan-kernel="target=host elements-per-thread=4" --convert-qopt-to-host | FileCheck %s
 
 // On the host a set skip flag empties the tile range [tile_begin, tile_end);
 // the gradient is unscaled and rounded to bf16 with integer operations (no

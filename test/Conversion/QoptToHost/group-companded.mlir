@@ -1,5 +1,5 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-host=elements-per-thread=16 | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-host="mode=fast elements-per-thread=16" | FileCheck %s --check-prefix=FAST
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="target=host elements-per-thread=16" --convert-qopt-to-host | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="target=host elements-per-thread=16" --convert-qopt-to-host=mode=fast | FileCheck %s --check-prefix=FAST
 
 // A companded group-32 momentum and a bf16 parameter with int8 error bits:
 // qopt_host_kernel_fn's signature, a loop over [tile_begin, tile_end), the

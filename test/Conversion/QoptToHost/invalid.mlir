@@ -1,7 +1,7 @@
-// RUN: qopt-opt %s --convert-qopt-to-host=elements-per-thread=12 -split-input-file -verify-diagnostics
-// RUN: not qopt-opt %s --qopt-outline-uniforms --convert-qopt-to-host=mode=loose -split-input-file 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: qopt-opt %s --qopt-plan-kernel="target=host elements-per-thread=12" --convert-qopt-to-host -split-input-file -verify-diagnostics
+// RUN: not qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=target=host --convert-qopt-to-host=mode=loose -split-input-file 2>&1 | FileCheck %s --check-prefix=MODE
 
-// MODE: mode must be 'strict' or 'fast', got 'loose'
+// MODE: for the --mode option: Cannot find option named 'loose'!
 
 // Chunks of 12 lanes would straddle two groups of 32.
 qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {

@@ -99,4 +99,51 @@ def Qopt_StateSchemeAttr : AnyAttrOf<[Qopt_PlainSchemeAttr,
                                       Qopt_CodebookSchemeAttr,
                                       Qopt_GroupSchemeAttr]>;
 
+def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
+  let summary = "the launch plan of an optimizer's kernel (qopt-plan-kernel)";
+  let description = [{
+    Attached to a `qopt.optimizer` as `qopt.kernel_plan` by
+    `qopt-plan-kernel`, the one place that chooses it (lib/Schedule). The GPU
+    and host lowerings and the manifest writer read it and derive nothing:
+
+    ```mlir
+    qopt.optimizer @FlashAdamW ... attributes {qopt.kernel_plan =
+        #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4,
+        shared_bytes = 131072, codebook_buckets = 1, bulk_copy = 0,
+        l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0,
+        min_blocks_per_sm = 0, waves = 4, min_tiles_per_block = 128,
+        suggested_blocks_per_sm = 1>} { ... }
+    ```
+
+    `threads` x `lanes` elements make a tile. `stages` tiles are copied ahead
+    into dynamic shared memory (0: none; the layout is getTileStaging's),
+    `shared_bytes` is the dynamic shared memory of a block (the stages, then
+    with `codebook_buckets` one bucket table per codebook state). Past each
+    block's static range of `claim_static_eighths` / 8 of the tiles, tiles
+    are claimed `claim_tiles` at a time (0: none, no work counters).
+    `min_blocks_per_sm` bounds the registers (`nvvm.minctasm`, 0: none);
+    `waves`, `min_tiles_per_block` and `suggested_blocks_per_sm` are the
+    manifest's launch fields.
+  }];
+  let parameters = (ins
+    "int64_t":$threads,
+    "int64_t":$lanes,
+    "int64_t":$stages,
+    "int64_t":$shared_bytes,
+    "bool":$codebook_buckets,
+    "bool":$bulk_copy,
+    "int64_t":$l2_prefetch_tiles,
+    "int64_t":$claim_tiles,
+    "int64_t":$claim_static_eighths,
+    "int64_t":$min_blocks_per_sm,
+    "int64_t":$waves,
+    "int64_t":$min_tiles_per_block,
+    "int64_t":$suggested_blocks_per_sm);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let extraClassDeclaration = [{
+    /// Elements per tile.
+    int64_t getTile() const { return getThreads() * getLanes(); }
+  }];
+}
+
 #endif // QOPT_DIALECT_QOPT_QOPTATTRS_TD

@@ -1,20 +1,22 @@
 //===- TileStagingTest.cpp - The async copies' layout and defaults --------===//
 //
-// getTileStaging lays out the streams a GPU kernel copies into shared memory
-// one or more tiles ahead (convert-qopt-to-gpu async-copy); the kernel's addresses and
-// the manifest's launch.shared_bytes both come from it. The layout of
+// chooseTileStaging lays out the streams a GPU kernel copies into shared
+// memory one or more tiles ahead (qopt-plan-kernel async-copy); the plan's
+// stages and shared_bytes, which the kernel and the manifest read, come from
+// it. The layout of
 // FlashAdamW is checked against offsets worked out by hand; for every shipped
 // spec, its f16 and f32 retypes, and every tile shape the options allow, the
 // layout's invariants are checked: cp.async sizes, 16-byte aligned regions
 // that tile the stage, the shared-memory limit, the 2-byte scale words, and
-// no readable stream left out. The measured defaults (useAsyncCopy,
-// getThreadsPerBlock, getElementsPerThread) are checked per spec.
+// no readable stream left out. The measured defaults (chooseAsyncCopy,
+// chooseThreadsPerBlock, chooseElementsPerThread) are checked per spec.
 //
 //===----------------------------------------------------------------------===//
 
 #include "qopt/Dialect/Qopt/QoptOps.h"
 #include "qopt/Frontend/Frontend.h"
 #include "qopt/Frontend/MLIRGen.h"
+#include "qopt/Schedule/TuningPolicy.h"
 #include "qopt/Transforms/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -87,7 +89,7 @@ TEST(TileStagingTest, FlashAdamWLayoutMatchesTheHandComputedOffsets) {
   SpecModule spec("flash_adamw");
   OptimizerOp optimizer = spec.optimizer();
   ASSERT_TRUE(optimizer);
-  TileStaging staging = getTileStaging(optimizer, TileShape{512, 8});
+  TileStaging staging = chooseTileStaging(optimizer, TileShape{512, 8});
   // 512 threads x 8 lanes: p bf16 16 B, p.ecc int8 8 B, g bf16 16 B, each
   // state's codes 8 B and its f16 scale as a 4-byte word; each region is
   // 512 x its bytes per thread, in ABI order.
@@ -126,13 +128,13 @@ TEST(TileStagingTest, DynamicSharedMemoryHoldsStagesThenBucketTables) {
   EXPECT_EQ(getDynamicSharedBytes(seed.optimizer(), TileStaging(), true),
             2 * 2 * 3073 * 4);
   EXPECT_EQ(getDynamicSharedBytes(seed.optimizer(), TileStaging(), false), 0);
-  TileStaging staged = getTileStaging(seed.optimizer(), TileShape{256, 8});
+  TileStaging staged = chooseTileStaging(seed.optimizer(), TileShape{256, 8});
   ASSERT_FALSE(staged.streams.empty());
   EXPECT_EQ(getDynamicSharedBytes(seed.optimizer(), staged, true),
             staged.sharedBytes() + 2 * 2 * 3073 * 4);
   SpecModule flash("flash_adamw");
   ASSERT_TRUE(flash.optimizer());
-  TileStaging flashStaging = getTileStaging(flash.optimizer(), TileShape{512, 8});
+  TileStaging flashStaging = chooseTileStaging(flash.optimizer(), TileShape{512, 8});
   EXPECT_EQ(getDynamicSharedBytes(flash.optimizer(), flashStaging, true), 131072);
 }
 
@@ -156,7 +158,7 @@ TEST(TileStagingTest, InvariantsHoldForEveryShippedSpecAndShape) {
           std::string where = std::string(stem) + " " + paramType + " " +
                               std::to_string(threads) + "x" +
                               std::to_string(lanes);
-          TileStaging staging = getTileStaging(optimizer, {threads, lanes});
+          TileStaging staging = chooseTileStaging(optimizer, {threads, lanes});
           int64_t tile = threads * lanes;
           // What one stage of an unbounded staging would take: every stream
           // a copy can cover. Empty exactly where two such stages pass the
@@ -164,7 +166,7 @@ TEST(TileStagingTest, InvariantsHoldForEveryShippedSpecAndShape) {
           // limit: 160 KiB, or with codebook states what their bucket
           // tables (24 KiB each) and static tables (about 2.1 KiB each,
           // 1 KiB more) leave of 99 KiB.
-          int64_t limit = TileStaging::kMaxSharedBytes;
+          int64_t limit = StagingLimits::kMaxSharedBytes;
           int64_t buckets = 0, tables = 0;
           for (StateOp state : getStates(optimizer))
             if (isa<CodebookSchemeAttr>(state.getScheme())) {
@@ -173,7 +175,7 @@ TEST(TileStagingTest, InvariantsHoldForEveryShippedSpecAndShape) {
             }
           if (buckets)
             limit = std::min<int64_t>(limit, 99 * 1024 - buckets - tables - 1068);
-          EXPECT_EQ(getStagingSharedLimit(optimizer, threads), limit) << stem;
+          EXPECT_EQ(chooseStagingSharedLimit(optimizer, threads), limit) << stem;
           int64_t wanted = 0;
           for (const StreamInfo &s : streams) {
             int64_t bytes = s.perElements == 1 ? lanes * bytesOf(s.storage)
@@ -196,7 +198,7 @@ TEST(TileStagingTest, InvariantsHoldForEveryShippedSpecAndShape) {
           }
           ++staged;
           int64_t stages = 2;
-          while (stages < TileStaging::kMaxStages &&
+          while (stages < StagingLimits::kMaxStages &&
                  (stages + 1) * wanted <= limit)
             ++stages;
           EXPECT_EQ(staging.stageBytes, wanted) << where;
@@ -277,10 +279,10 @@ TEST(TileStagingTest, MeasuredDefaultsPerSpec) {
     OptimizerOp optimizer = spec.optimizer();
     ASSERT_TRUE(optimizer) << e.stem;
     std::string where = std::string(e.stem) + " " + e.paramType;
-    EXPECT_EQ(useAsyncCopy(optimizer, AsyncCopy::Auto), e.async) << where;
-    EXPECT_TRUE(useAsyncCopy(optimizer, AsyncCopy::On)) << where;
-    EXPECT_FALSE(useAsyncCopy(optimizer, AsyncCopy::Off)) << where;
-    FailureOr<TileShape> shape = resolveTileShape(optimizer, 0, 0);
+    EXPECT_EQ(chooseAsyncCopy(optimizer, AsyncCopy::Auto), e.async) << where;
+    EXPECT_TRUE(chooseAsyncCopy(optimizer, AsyncCopy::On)) << where;
+    EXPECT_FALSE(chooseAsyncCopy(optimizer, AsyncCopy::Off)) << where;
+    FailureOr<TileShape> shape = chooseTileShape(optimizer, 0, 0);
     ASSERT_TRUE(succeeded(shape)) << where;
     EXPECT_EQ(shape->threads, e.threads) << where;
     EXPECT_EQ(shape->lanes, e.lanes) << where;
@@ -289,7 +291,7 @@ TEST(TileStagingTest, MeasuredDefaultsPerSpec) {
     // bucket tables and 5.4 KiB of static tables beside 14 KiB stages in
     // 99 KiB).
     if (e.async) {
-      TileStaging staging = getTileStaging(optimizer, *shape);
+      TileStaging staging = chooseTileStaging(optimizer, *shape);
       EXPECT_EQ(staging.streams.size(), getReadStreams(optimizer).size()) << where;
       EXPECT_EQ(staging.stages, std::string(e.stem) == "adamw8bit_block256" ? 3 : 4)
           << where;

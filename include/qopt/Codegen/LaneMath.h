@@ -1,15 +1,15 @@
-//===- StreamCodecs.h - Per-element codecs of qopt streams ------*- C++ -*-===//
+//===- LaneMath.h - Arithmetic on f32 lanes ---------------------*- C++ -*-===//
 //
-// Emits, on vectors of float32 lanes, the arithmetic that turns stored values
-// into float32 and back: bf16/fp16 widening and rounding, the error-correction
-// split of the master weight, group (companded) and codebook (de)quantization.
-// Each function follows the formulas of numerics.md in their order of
-// operations; strict mode adds no fast-math flags.
+// The builder every lowering emits per-element arithmetic with: scalar or
+// vector f32 lanes, the mode's fast-math flags, correctly rounded division
+// and square root, and the guarded IEEE sequences (ptxas's fast path under
+// one range check per thread) as a layer over the plain operations, with the
+// range facts (LaneFacts) that make a guard's check redundant.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef QOPT_LIB_CONVERSION_QOPTTOGPU_STREAMCODECS_H
-#define QOPT_LIB_CONVERSION_QOPTTOGPU_STREAMCODECS_H
+#ifndef QOPT_CODEGEN_LANEMATH_H
+#define QOPT_CODEGEN_LANEMATH_H
 
 #include "qopt/Dialect/Qopt/QoptOps.h"
 
@@ -39,9 +39,7 @@ struct LaneFacts {
   /// Whether the kernel has registers to spare (staged tiles: one or two
   /// blocks per multiprocessor, up to 128 registers a thread), for what
   /// costs registers: a guarded division checks a scaled numerator's range
-  /// through its base (guardedDiv). The unstaged codebook kernels took 78
-  /// and 80 registers instead of their 64 with it (bench/NOTES.md, seventh
-  /// session).
+  /// through its base (guardedDiv). docs/tuning.md#registers
   bool registersToSpare = false;
   /// Whether a division by lane divisors tries the all-zero shortcut in its
   /// fallback (zeroOrIEEE) too, as square roots and divisions by a uniform or
@@ -247,13 +245,6 @@ private:
                    llvm::function_ref<Value()> ieee);
 };
 
-/// Rebuilds one arith/math operation of a qopt.update on vectors of `lanes`
-/// lanes (f32, or i1 for comparisons), its operands taken from `mapping`, with
-/// the mode's fast-math flags. Fails, with a located error, on an operation
-/// the lanes cannot run.
-FailureOr<Value> vectorizeUpdateOp(LaneMath &m, Operation *op,
-                                   IRMapping &mapping, int64_t lanes);
-
 /// One PTX instruction as inline assembly, opaque to LLVM (which neither
 /// folds nor moves it across a branch): `result` from `operands` under the
 /// constraint string `constraints` ("=f,f,f", "=l,l").
@@ -266,50 +257,6 @@ Value inlinePtx(OpBuilder &b, Location loc, Type result, ValueRange operands,
 Value syncPtx(OpBuilder &b, Location loc, Type result, ValueRange operands,
               StringRef ptx, StringRef constraints);
 
-/// Widens a stored parameter, gradient or plain state (bf16, f16, f32) to f32.
-Value widenToF32(LaneMath &m, Value stored);
-/// Rounds f32 lanes to `storage` (bf16/f16: nearest even; f32: as is). On
-/// the host a NaN becomes 0x7fc0 in bf16 and keeps only its sign in f16
-/// (0x7e00 | sign), as the reference and PyTorch store it.
-Value narrowFromF32(LaneMath &m, Value x, Type storage);
-
-/// The gradient `g` (f32 lanes, widened from `gradType`) times the inverse
-/// loss scale `inv`, rounded back to `gradType` and widened again: what
-/// GradScaler.unscale_ stores in the gradient (qopt.load_grad unscale).
-Value unscaleGrad(LaneMath &m, Value g, Value inv, Type gradType);
-
-/// The launch-uniform condition of the update's qopt.skip_if ops (their
-/// flags are qopt.uniform reads, or constants): an i1 scalar that is true
-/// when any flag is nonzero, or null when the update has none. `uniforms`
-/// holds the f32 values of the uniforms table, read at the function's entry.
-/// Fails, with a located error, on a flag that is not launch-uniform.
-FailureOr<Value> getSkipFlag(OptimizerOp optimizer, ArrayRef<Value> uniforms,
-                             LaneMath &m);
-
-/// numerics.md §3: the float32 master weight from the 16-bit value `x16` and
-/// its error bits `rho` (si8/si16 lanes).
-Value reconstructMaster(LaneMath &m, Value x16, Value rho, MasterFormat master);
-/// numerics.md §3: the error bits of `x32` beside `x16 = round(x32)`, as
-/// si8/si16 lanes. A non-finite error (x16 infinite or NaN) gives rho = 0.
-Value splitMaster(LaneMath &m, Value x32, Value x16, MasterFormat master);
-
-/// numerics.md §2: dequantize group codes (si8/ui8 lanes) with the group's
-/// stored scale (f32 lanes, already widened).
-Value dequantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value codes,
-                      Value scale);
-/// The value a group scheme takes its absmax over (sqrt(v) for sqrt companding).
-Value groupMagnitude(LaneMath &m, GroupSchemeAttr scheme, Value x);
-/// The scale stored for a group whose absmax is `absmax` (f32, scalar).
-Value groupStoredScale(LaneMath &m, GroupSchemeAttr scheme, Value absmax);
-/// numerics.md §2: quantize `x` given the group's absmax (broadcast f32 lanes)
-/// and the stored scale widened back to f32; returns i8 lanes.
-/// `checkedRounding` (strict NVVM vectors only): round through approximate
-/// division and square root where a margin proves the code equal to the IEEE
-/// chain's, the IEEE chain elsewhere (same codes, bit for bit).
-Value quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
-                    Value absmax, Value storedScale,
-                    bool checkedRounding = false);
-
 } // namespace mlir::qopt
 
-#endif // QOPT_LIB_CONVERSION_QOPTTOGPU_STREAMCODECS_H
+#endif // QOPT_CODEGEN_LANEMATH_H

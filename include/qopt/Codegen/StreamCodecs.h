@@ -1,0 +1,74 @@
+//===- StreamCodecs.h - Per-element codecs of qopt streams ------*- C++ -*-===//
+//
+// Emits, on vectors of float32 lanes, the arithmetic that turns stored values
+// into float32 and back, shared by the GPU and host lowerings:
+// FloatCodecs.cpp (bf16/fp16 widening and rounding), MasterWeights.cpp (the
+// error-correction split of the master weight), GroupQuantization.cpp (group
+// (companded) quantization and checked rounding) and UpdateVectorizer.cpp
+// (the update's arith/math ops on lanes, the skip flag). Each function
+// follows the formulas of numerics.md in their order of operations; strict
+// mode adds no fast-math flags.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef QOPT_CODEGEN_STREAMCODECS_H
+#define QOPT_CODEGEN_STREAMCODECS_H
+
+#include "qopt/Codegen/LaneMath.h"
+
+namespace mlir::qopt {
+
+/// Rebuilds one arith/math operation of a qopt.update on vectors of `lanes`
+/// lanes (f32, or i1 for comparisons), its operands taken from `mapping`, with
+/// the mode's fast-math flags. Fails, with a located error, on an operation
+/// the lanes cannot run.
+FailureOr<Value> vectorizeUpdateOp(LaneMath &m, Operation *op,
+                                   IRMapping &mapping, int64_t lanes);
+
+/// Widens a stored parameter, gradient or plain state (bf16, f16, f32) to f32.
+Value widenToF32(LaneMath &m, Value stored);
+/// Rounds f32 lanes to `storage` (bf16/f16: nearest even; f32: as is). On
+/// the host a NaN becomes 0x7fc0 in bf16 and keeps only its sign in f16
+/// (0x7e00 | sign), as the reference and PyTorch store it.
+Value narrowFromF32(LaneMath &m, Value x, Type storage);
+
+/// The gradient `g` (f32 lanes, widened from `gradType`) times the inverse
+/// loss scale `inv`, rounded back to `gradType` and widened again: what
+/// GradScaler.unscale_ stores in the gradient (qopt.load_grad unscale).
+Value unscaleGrad(LaneMath &m, Value g, Value inv, Type gradType);
+
+/// The launch-uniform condition of the update's qopt.skip_if ops (their
+/// flags are qopt.uniform reads, or constants): an i1 scalar that is true
+/// when any flag is nonzero, or null when the update has none. `uniforms`
+/// holds the f32 values of the uniforms table, read at the function's entry.
+/// Fails, with a located error, on a flag that is not launch-uniform.
+FailureOr<Value> getSkipFlag(OptimizerOp optimizer, ArrayRef<Value> uniforms,
+                             LaneMath &m);
+
+/// numerics.md §3: the float32 master weight from the 16-bit value `x16` and
+/// its error bits `rho` (si8/si16 lanes).
+Value reconstructMaster(LaneMath &m, Value x16, Value rho, MasterFormat master);
+/// numerics.md §3: the error bits of `x32` beside `x16 = round(x32)`, as
+/// si8/si16 lanes. A non-finite error (x16 infinite or NaN) gives rho = 0.
+Value splitMaster(LaneMath &m, Value x32, Value x16, MasterFormat master);
+
+/// numerics.md §2: dequantize group codes (si8/ui8 lanes) with the group's
+/// stored scale (f32 lanes, already widened).
+Value dequantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value codes,
+                      Value scale);
+/// The value a group scheme takes its absmax over (sqrt(v) for sqrt companding).
+Value groupMagnitude(LaneMath &m, GroupSchemeAttr scheme, Value x);
+/// The scale stored for a group whose absmax is `absmax` (f32, scalar).
+Value groupStoredScale(LaneMath &m, GroupSchemeAttr scheme, Value absmax);
+/// numerics.md §2: quantize `x` given the group's absmax (broadcast f32 lanes)
+/// and the stored scale widened back to f32; returns i8 lanes.
+/// `checkedRounding` (strict NVVM vectors only): round through approximate
+/// division and square root where a margin proves the code equal to the IEEE
+/// chain's, the IEEE chain elsewhere (same codes, bit for bit).
+Value quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
+                    Value absmax, Value storedScale,
+                    bool checkedRounding = false);
+
+} // namespace mlir::qopt
+
+#endif // QOPT_CODEGEN_STREAMCODECS_H

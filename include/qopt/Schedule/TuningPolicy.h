@@ -1,0 +1,144 @@
+//===- TuningPolicy.h - The measured launch choices -------------*- C++ -*-===//
+//
+// The one place that holds measured policy: threads, lanes, stages, tile
+// claims, waves, L2 prefetch and register bounds of a GPU kernel. Each
+// `choose…` function states its rule; the measurements behind it are in
+// docs/tuning.md under the anchor it cites. qopt-plan-kernel writes the
+// result into the IR as #qopt.kernel_plan (chooseKernelPlan); nothing after
+// it chooses again.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef QOPT_SCHEDULE_TUNINGPOLICY_H
+#define QOPT_SCHEDULE_TUNINGPOLICY_H
+
+#include "qopt/Schedule/KernelLayout.h"
+
+namespace mlir::qopt {
+
+/// Whether a GPU kernel copies its tiles ahead with cp.async.
+enum class AsyncCopy { Auto, On, Off };
+
+/// Which lowering a plan is for.
+enum class PlanTarget { GPU, Host };
+
+/// What the driver asks of a plan: each field <= 0 (or Auto) for the
+/// policy's choice. Mirrors qopt-plan-kernel's options.
+struct PlanRequest {
+  PlanTarget target = PlanTarget::GPU;
+  int64_t threadsPerBlock = 0;
+  int64_t elementsPerThread = 0;
+  AsyncCopy asyncCopy = AsyncCopy::Auto;
+  int64_t tileClaims = -1;
+  int64_t tileClaimsStaticEighths = 0;
+  bool codebookBuckets = true;
+  bool bulkCopy = false;   ///< asked for, and the chip has cp.async.bulk
+  bool l2Prefetch = true;  ///< the chip has cp.async.bulk.prefetch.L2
+};
+
+/// Limits on the tile stages.
+struct StagingLimits {
+  /// At most this many stages, fewer (at least 2) where they would exceed
+  /// the shared-memory limit. docs/tuning.md#stages
+  static constexpr int64_t kMaxStages = 4;
+  /// No staging beyond this: past 227 KiB a block does not fit an H200
+  /// multiprocessor, and the staged kernels run one block of 512 threads per
+  /// multiprocessor, so the stages cost no block up to it.
+  static constexpr int64_t kMaxSharedBytes = 160 * 1024;
+  /// The dynamic shared memory every GPU since sm_80 grants a block (99 KiB
+  /// on sm_86 and sm_89). A codebook kernel keeps its stages, bucket tables
+  /// and static tables within it, so that it loads wherever an unstaged one
+  /// does.
+  static constexpr int64_t kPortableSharedBytes = 99 * 1024;
+};
+
+/// Threads per GPU block: `requested`, or with `requested <= 0` 512 for
+/// staged group steps, for two or more states without a codebook and for
+/// two or more states with small codebook blocks and an f32 parameter; else
+/// 256. docs/tuning.md#threads
+int64_t chooseThreadsPerBlock(OptimizerOp optimizer, int64_t requested);
+
+/// Consecutive elements per GPU thread (the lanes of a host chunk):
+/// `requested`, or with `requested <= 0` 8 where the tiles are staged, else
+/// 16 for one state and 8 for more, raised until `threads` such threads
+/// cover the largest block; never more than the smallest group, so that a
+/// thread's lanes lie in one group. docs/tuning.md#lanes
+int64_t chooseElementsPerThread(OptimizerOp optimizer, int64_t threads,
+                                int64_t requested);
+
+/// The launch shape for the requested threads and lanes (chosen where
+/// <= 0), checked: threads a multiple of 32 in [32, 1024], and
+/// verifyTileShape. Emits an error on failure.
+FailureOr<TileShape> chooseTileShape(OptimizerOp optimizer,
+                                     int64_t requestedThreads,
+                                     int64_t requestedLanes);
+
+/// Whether the optimizer has two or more states, one or more of them codebook
+/// states and every codebook block of at most 256 elements (within one
+/// warp's lanes at 8 a thread, so that no block-wide barrier joins a tile's
+/// warps for its absmax).
+bool hasSmallCodebookBlocks(OptimizerOp optimizer);
+
+/// `requested`, or for Auto: on for updates with group states, no codebook
+/// state and a 16-bit parameter, and for codebook updates with small blocks
+/// (hasSmallCodebookBlocks) and a 16-bit parameter; off for the rest.
+/// docs/tuning.md#async-copy
+bool chooseAsyncCopy(OptimizerOp optimizer, AsyncCopy requested);
+
+/// The most bytes of stages a kernel of `threads` threads takes:
+/// kMaxSharedBytes, and for an optimizer with codebook states no more than
+/// kPortableSharedBytes less its bucket tables and static tables.
+int64_t chooseStagingSharedLimit(OptimizerOp optimizer, int64_t threads);
+
+/// The staging of `optimizer`'s tiles of `shape`: getStageLayout with the
+/// most stages (kMaxStages down to 2) within chooseStagingSharedLimit; empty
+/// where two stages exceed it or no stream can be staged.
+TileStaging chooseTileStaging(OptimizerOp optimizer, TileShape shape);
+
+/// How many tiles ahead an unstaged GPU kernel's thread 0 prefetches the
+/// next full tile's read streams into L2: 2 for codebook updates with a
+/// 16-bit parameter, 0 elsewhere and for staged kernels.
+/// docs/tuning.md#l2-prefetch
+int64_t chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged);
+
+/// How many waves of resident blocks a launch asks for at most: 4 for
+/// updates of a 16-bit parameter without a codebook state, 1 elsewhere.
+/// docs/tuning.md#waves
+int64_t chooseGridWaves(OptimizerOp optimizer);
+
+/// The fewest tiles per block that a launch of more than one wave keeps: 24
+/// for updates of at most one state, 128 for more. docs/tuning.md#waves
+int64_t chooseGridMinTilesPerBlock(OptimizerOp optimizer);
+
+/// Never for a staged kernel (a claim restarts its copy pipeline). With
+/// `requested` < 0: for kernels with a codebook state, claims of two tiles
+/// past 5/8 static where a codebook block holds 1024 elements or more, else
+/// of one tile past 6/8; none without. `requested` 0: none; n > 0: claims of
+/// n tiles past 5/8. `staticEighths` > 0 replaces the static share (clamped
+/// to 1..8). docs/tuning.md#tile-claims
+TileClaims chooseTileClaims(OptimizerOp optimizer, bool staged,
+                            int64_t requested, int64_t staticEighths);
+
+/// The blocks per multiprocessor a kernel's registers are bounded for
+/// (nvvm.minctasm), 0 for no bound: codebook kernels as many as fit the
+/// shared memory and 64 (80 for an f32 parameter with large codebook blocks
+/// and two or more states) registers a thread; unstaged updates of at most
+/// one state and no codebook at 256 threads or fewer, 2.
+/// docs/tuning.md#registers
+int64_t chooseMinBlocksPerSM(OptimizerOp optimizer, int64_t threads,
+                             int64_t dynamicSharedBytes);
+
+/// The blocks per multiprocessor a launch suggests where the runtime cannot
+/// ask the driver: 4, or as many as `sharedBytes` lets fit in the 228 KiB of
+/// an H100/H200 multiprocessor (1 KiB of it reserved per block).
+int64_t chooseSuggestedBlocksPerSM(int64_t sharedBytes);
+
+/// The whole plan for `request`: the one call qopt-plan-kernel makes.
+/// Emits an error (or, for async copies asked for that cannot be, a
+/// warning) on `optimizer`.
+FailureOr<KernelPlanAttr> chooseKernelPlan(OptimizerOp optimizer,
+                                           const PlanRequest &request);
+
+} // namespace mlir::qopt
+
+#endif // QOPT_SCHEDULE_TUNINGPOLICY_H

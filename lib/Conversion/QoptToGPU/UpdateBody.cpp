@@ -1,0 +1,254 @@
+//===- UpdateBody.cpp - One tile's update ---------------------------------===//
+//
+// The update of one tile: its loads, the update's arithmetic as vector ops
+// of the lanes, the quantization and stores of states and the parameter.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelEmitter.h"
+
+using namespace mlir;
+using namespace mlir::qopt;
+
+FailureOr<Value> KernelEmitter::emitLoadState(StateOp state) {
+  int index = llvm::find(states, state) - states.begin();
+  Attribute scheme = state.getScheme();
+  if (isa<PlainSchemeAttr>(scheme))
+    return widenToF32(math, loadElements(streamIndex(StreamRole::State, index)));
+  if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
+    Value codes = loadElements(streamIndex(StreamRole::StateCodes, index));
+    Value scale = loadPerGroup(streamIndex(StreamRole::StateScales, index),
+                               group.getGroupSize());
+    Value scaleLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), scale);
+    return dequantizeGroup(math, group, codes, scaleLanes);
+  }
+  auto codebook = cast<CodebookSchemeAttr>(scheme);
+  Value codes = loadElements(streamIndex(StreamRole::StateCodes, index));
+  Value absmax = loadPerGroup(streamIndex(StreamRole::StateAbsmax, index),
+                              codebook.getBlock());
+  // x = qmap[code] * absmax (seed 000), the table read from shared memory.
+  Value table = qmapShared.lookup(index);
+  Value entries = arith::ConstantOp::create(b, loc, b.getZeroAttr(lanesOf(f32())));
+  for (int64_t i = 0; i < lanes; ++i) {
+    Value code = vector::ExtractOp::create(b, loc, codes, i);
+    Value idx = arith::ExtUIOp::create(b, loc, i32(), code);
+    Value entry = load(f32(), gep(table, f32(), idx), 4);
+    entries = vector::InsertOp::create(b, loc, entry, entries, i);
+  }
+  // Entries none of which is below zero: the state is nonnegative where the
+  // block's absmax is (recordMul's fact), as Adam's v with bitsandbytes'
+  // unsigned map, which spares the guards of sqrt(v / bc2) and of the
+  // division by it their looks at the lanes.
+  if (Value nonneg = qmapNonnegative.lookup(index); nonneg && guardedMath.isGuarded())
+    facts.nonnegative[entries] = nonneg;
+  Value absmaxLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax);
+  return math.mul(entries, absmaxLanes);
+}
+
+LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
+  int index = llvm::find(states, state) - states.begin();
+  Attribute scheme = state.getScheme();
+  Value zeros = math.constF(value, 0.0);
+  if (auto plain = dyn_cast<PlainSchemeAttr>(scheme)) {
+    storeElements(streamIndex(StreamRole::State, index),
+                  narrowFromF32(math, value, plain.getStorage()));
+    return success();
+  }
+  if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
+    // Lanes past the end of the tensor take no part in the absmax.
+    Value absmax;
+    if (group.getCompanding() == Companding::sqrt) {
+      // max_i sqrt(v_i) = sqrt(max_i v_i): sqrt.rn is monotone on [-0, inf]
+      // and NaN below -0, so a negative v becomes NaN before the maximum.
+      // One square root per thread instead of one per lane.
+      auto lanesMax = [&](bool known) {
+        Value domain = value;
+        if (!known)
+          domain = math.select(
+              math.cmp(arith::CmpFPredicate::OLT, value, zeros),
+              math.constF(value, std::numeric_limits<double>::quiet_NaN()),
+              value);
+        return math.laneMaximum(math.select(laneMask, domain, zeros));
+      };
+      // Where the range facts know v is nonnegative (Adam's v with beta2 and
+      // 1 - beta2 >= 0: a uniform condition), no lane needs the select.
+      Value lanesMaxValue;
+      auto nonneg = facts.nonnegative.find(value);
+      if (nonneg != facts.nonnegative.end() && nonneg->second) {
+        auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32()}, nonneg->second,
+                                      /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+        scf::YieldOp::create(b, loc, lanesMax(true));
+        b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+        scf::YieldOp::create(b, loc, lanesMax(false));
+        lanesMaxValue = ifOp.getResult(0);
+      } else {
+        lanesMaxValue = lanesMax(nonneg != facts.nonnegative.end());
+      }
+      Value maxValue = reduceGroupMax(lanesMaxValue, group.getGroupSize());
+      absmax = math.sqrt(maxValue);
+    } else {
+      Value magnitude =
+          math.select(laneMask, groupMagnitude(math, group, value), zeros);
+      absmax = reduceGroupMax(math.laneMaximum(magnitude), group.getGroupSize());
+    }
+    Value stored = groupStoredScale(math, group, absmax);
+    Value storedF32 = widenToF32(math, stored);
+    Value codes = quantizeGroup(
+        guardedMath, group, value,
+        vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax),
+        vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32),
+        checkedRounding);
+    storeElements(streamIndex(StreamRole::StateCodes, index), codes);
+    storePerGroup(streamIndex(StreamRole::StateScales, index),
+                  group.getGroupSize(), stored);
+    return success();
+  }
+  auto codebook = cast<CodebookSchemeAttr>(scheme);
+  // Seed 000: absmax over the block; c = x / max(absmax, 1e-30); the code is
+  // the number of midpoints strictly below c (torch.bucketize, right=False).
+  Value absmax = codebookAbsmax.lookup(index);
+  if (!absmax)
+    absmax = reduceGroupMax(lanesAbsMax(value), codebook.getBlock(),
+                            /*magnitudes=*/true);
+  Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
+  Value codes = codebookCodes(index, value, divisor, absmax);
+  storeElements(streamIndex(StreamRole::StateCodes, index), codes);
+  storePerGroup(streamIndex(StreamRole::StateAbsmax, index),
+                codebook.getBlock(), absmax);
+  return success();
+}
+
+void KernelEmitter::emitStoreParam(Value value) {
+  Type paramType = optimizer.getParamType();
+  Value x16 = narrowFromF32(math, value, paramType);
+  storeElements(streamIndex(StreamRole::Param), x16);
+  if (optimizer.getMaster() != MasterFormat::none)
+    storeElements(streamIndex(StreamRole::ErrorBits),
+                  splitMaster(math, value, x16, optimizer.getMaster()));
+}
+
+/// Vectorizes one arith/math operation of the update.
+FailureOr<Value> KernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
+  return vectorizeUpdateOp(guardedMath, op, mapping, lanes);
+}
+
+LogicalResult KernelEmitter::emitTile() {
+  // Each tile body (full, partial) starts afresh; the two share the block
+  // reduction slots, as only one of them runs per tile.
+  preloaded.clear();
+  facts.clear();
+  facts.registersToSpare = runThreadPointers();
+  // The fallbacks' all-zero shortcut (a thread whose gradient and states
+  // stay zero: rows that never had a gradient) in every kernel; in the
+  // divisions by lane divisors too but in the unstaged codebook kernels of
+  // a 16-bit parameter, which have no registers to spare for it.
+  // docs/tuning.md#zero-shortcut
+  facts.zeroShortcutLaneDivisors = runThreadPointers() ||
+                                   qmapShared.empty() ||
+                                   optimizer.getParamType().isF32();
+  if (guardedMath.isGuarded()) {
+    math.setFacts(&facts);
+    guardedMath.setFacts(&facts);
+  }
+  pendingStores.clear();
+  nextReductionSlot = 0;
+  IRMapping mapping;
+  SmallVector<std::pair<Operation *, Value>> stores;
+
+  // Every element stream the update reads, loaded up front (the scales and
+  // absmax are loaded where used).
+  SmallVector<unsigned> reads;
+  for (unsigned stream : getReadStreams(optimizer))
+    if (streams[stream].perElements == 1)
+      reads.push_back(stream);
+  preloadElements(reads);
+  // The update's values stored into codebook states, whose absmax (the
+  // maximum of magnitudes) the tile computes.
+  llvm::DenseSet<Value> codebookStored;
+  for (Operation &op : optimizer.getUpdate().getBody().front())
+    if (auto store = dyn_cast<StoreStateOp>(op))
+      if (isa<CodebookSchemeAttr>(
+              SymbolTable::lookupNearestSymbolFrom<StateOp>(
+                  optimizer, store.getStateAttr())
+                  .getScheme()))
+        codebookStored.insert(store.getValue());
+  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+    loc = op.getLoc();
+    if (auto loadGrad = dyn_cast<LoadGradOp>(op)) {
+      Value g = widenToF32(math, loadElements(streamIndex(StreamRole::Grad)));
+      if (Value inv = loadGrad.getInvScale())
+        g = unscaleGrad(math, g, mapping.lookup(inv), optimizer.getGradType());
+      mapping.map(op.getResult(0), g);
+    } else if (isa<SkipIfOp>(op)) {
+      // Tested once per launch (emit).
+    } else if (isa<LoadParamOp>(op)) {
+      Value x16 = loadElements(streamIndex(StreamRole::Param));
+      Value x = optimizer.getMaster() == MasterFormat::none
+                    ? widenToF32(math, x16)
+                    : reconstructMaster(
+                          math, x16,
+                          loadElements(streamIndex(StreamRole::ErrorBits)),
+                          optimizer.getMaster());
+      mapping.map(op.getResult(0), x);
+    } else if (auto loadState = dyn_cast<LoadStateOp>(op)) {
+      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+          optimizer, loadState.getStateAttr());
+      FailureOr<Value> value = emitLoadState(state);
+      if (failed(value))
+        return failure();
+      mapping.map(op.getResult(0), *value);
+    } else if (auto uniform = dyn_cast<UniformOp>(op)) {
+      uint64_t index = uniform.getIndex();
+      if (index >= uniformValues.size())
+        return uniform.emitOpError("reads uniform ")
+               << index << " but the optimizer yields only "
+               << uniformValues.size();
+      mapping.map(op.getResult(0),
+                  vector::BroadcastOp::create(b, loc, lanesOf(f32()),
+                                              uniformValues[index]));
+    } else if (isa<StoreStateOp, StoreParamOp>(op)) {
+      stores.push_back({&op, mapping.lookup(op.getOperand(op.getNumOperands() - 1))});
+    } else if (isa<HyperValueOp, StepCountOp>(op)) {
+      return op.emitOpError("must be outlined first: run qopt-outline-uniforms");
+    } else {
+      FailureOr<Value> value = emitArith(&op, mapping);
+      if (failed(value))
+        return failure();
+      mapping.map(op.getResult(0), *value);
+    }
+    for (Value result : op.getResults())
+      if (codebookStored.count(result))
+        facts.magnitudeMaxima.insert(mapping.lookup(result));
+  }
+  // The codebook states' block absmax first, behind one barrier.
+  codebookAbsmax.clear();
+  SmallVector<std::pair<int, Value>> lanesMax;
+  for (auto [op, value] : stores)
+    if (auto store = dyn_cast<StoreStateOp>(op)) {
+      int index = llvm::find(states,
+                             SymbolTable::lookupNearestSymbolFrom<StateOp>(
+                                 optimizer, store.getStateAttr())) -
+                  states.begin();
+      if (codebookSlots.count(index)) {
+        loc = op->getLoc();
+        lanesMax.push_back({index, lanesAbsMax(value)});
+      }
+    }
+  if (!lanesMax.empty())
+    reduceCodebookAbsmaxes(lanesMax);
+  for (auto [op, value] : stores) {
+    loc = op->getLoc();
+    if (auto store = dyn_cast<StoreStateOp>(op)) {
+      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+          optimizer, store.getStateAttr());
+      if (failed(emitStoreState(state, value)))
+        return failure();
+    } else {
+      emitStoreParam(value);
+    }
+  }
+  flushStores();
+  return success();
+}

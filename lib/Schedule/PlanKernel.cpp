@@ -1,0 +1,41 @@
+//===- PlanKernel.cpp - Attach each optimizer's launch plan ---------------===//
+//
+// qopt-plan-kernel: the tuning policy's plan for each optimizer, written into
+// the IR as #qopt.kernel_plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/Schedule/Passes.h"
+
+namespace mlir::qopt {
+#define GEN_PASS_DEF_PLANKERNEL
+#include "qopt/Schedule/Passes.h.inc"
+} // namespace mlir::qopt
+
+using namespace mlir;
+using namespace mlir::qopt;
+
+namespace {
+struct PlanKernelPass : public qopt::impl::PlanKernelBase<PlanKernelPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    PlanRequest request;
+    request.target = target;
+    request.threadsPerBlock = threadsPerBlock;
+    request.elementsPerThread = elementsPerThread;
+    request.asyncCopy = asyncCopy;
+    request.tileClaims = tileClaims;
+    request.tileClaimsStaticEighths = tileClaimsStaticEighths;
+    request.codebookBuckets = codebookBuckets;
+    request.bulkCopy = bulkCopy;
+    request.l2Prefetch = l2Prefetch;
+    for (OptimizerOp optimizer : getOperation().getOps<OptimizerOp>()) {
+      FailureOr<KernelPlanAttr> plan = chooseKernelPlan(optimizer, request);
+      if (failed(plan))
+        return signalPassFailure();
+      optimizer->setAttr(kKernelPlanAttrName, *plan);
+    }
+  }
+};
+} // namespace

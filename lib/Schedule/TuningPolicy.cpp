@@ -1,0 +1,250 @@
+//===- TuningPolicy.cpp - The measured launch choices ---------------------===//
+//
+// Each choice states its rule and cites the docs/tuning.md section that
+// holds the measurements behind it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/Schedule/TuningPolicy.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::qopt;
+
+template <typename Scheme> static bool hasStateOf(OptimizerOp optimizer) {
+  return llvm::any_of(getStates(optimizer), [](StateOp state) {
+    return isa<Scheme>(state.getScheme());
+  });
+}
+
+static bool hasParamBits(OptimizerOp optimizer, unsigned bits) {
+  return optimizer.getParamType().getIntOrFloatBitWidth() == bits;
+}
+
+/// Group states, no codebook state and a 16-bit parameter: steps bound by
+/// their instruction issue, where the staging frees the registers that loads
+/// in flight would hold. docs/tuning.md#async-copy
+static bool prefersStagedTiles(OptimizerOp optimizer) {
+  return hasStateOf<GroupSchemeAttr>(optimizer) &&
+         !hasStateOf<CodebookSchemeAttr>(optimizer) &&
+         hasParamBits(optimizer, 16);
+}
+
+bool mlir::qopt::hasSmallCodebookBlocks(OptimizerOp optimizer) {
+  SmallVector<StateOp> states = getStates(optimizer);
+  return states.size() >= 2 && hasStateOf<CodebookSchemeAttr>(optimizer) &&
+         llvm::all_of(states, [](StateOp state) {
+           return !isa<CodebookSchemeAttr>(state.getScheme()) ||
+                  getReductionSize(state) <= 256;
+         });
+}
+
+/// Codebook steps of small blocks and a 16-bit parameter, staged at 256
+/// threads: two blocks of up to 128 registers per SM.
+/// docs/tuning.md#async-copy
+static bool prefersStagedCodebookTiles(OptimizerOp optimizer) {
+  return hasSmallCodebookBlocks(optimizer) && hasParamBits(optimizer, 16);
+}
+
+int64_t mlir::qopt::chooseThreadsPerBlock(OptimizerOp optimizer,
+                                          int64_t requested) {
+  if (requested > 0)
+    return requested;
+  // docs/tuning.md#threads
+  if (prefersStagedTiles(optimizer))
+    return 512;
+  if (hasStateOf<CodebookSchemeAttr>(optimizer))
+    return hasSmallCodebookBlocks(optimizer) && optimizer.getParamType().isF32()
+               ? 512
+               : 256;
+  return getStates(optimizer).size() >= 2 ? 512 : 256;
+}
+
+int64_t mlir::qopt::chooseElementsPerThread(OptimizerOp optimizer,
+                                            int64_t threads,
+                                            int64_t requested) {
+  int64_t minGroup = getMinGroupSize(optimizer);
+  if (requested > 0)
+    return std::min(requested, minGroup);
+  int64_t maxGroup = 1;
+  SmallVector<StateOp> states = getStates(optimizer);
+  for (StateOp state : states)
+    maxGroup = std::max(maxGroup, getReductionSize(state));
+  // docs/tuning.md#lanes
+  int64_t preferred =
+      !prefersStagedTiles(optimizer) && states.size() <= 1 ? 16 : 8;
+  int64_t lanes = std::min<int64_t>(preferred, minGroup);
+  while (threads > 0 && (threads * lanes) % maxGroup != 0 && lanes < 16 &&
+         lanes * 2 <= minGroup)
+    lanes *= 2;
+  return lanes;
+}
+
+FailureOr<TileShape> mlir::qopt::chooseTileShape(OptimizerOp optimizer,
+                                                 int64_t requestedThreads,
+                                                 int64_t requestedLanes) {
+  int64_t threads = chooseThreadsPerBlock(optimizer, requestedThreads);
+  int64_t lanes = chooseElementsPerThread(optimizer, threads, requestedLanes);
+  if (threads % 32 != 0 || threads < 32 || threads > 1024)
+    return optimizer.emitError("threads-per-block must be a multiple of 32 in "
+                               "[32, 1024], got ")
+           << threads;
+  if (failed(verifyTileShape(optimizer, threads, lanes)))
+    return failure();
+  return TileShape{threads, lanes};
+}
+
+bool mlir::qopt::chooseAsyncCopy(OptimizerOp optimizer, AsyncCopy requested) {
+  if (requested != AsyncCopy::Auto)
+    return requested == AsyncCopy::On;
+  return prefersStagedTiles(optimizer) || prefersStagedCodebookTiles(optimizer);
+}
+
+int64_t mlir::qopt::chooseStagingSharedLimit(OptimizerOp optimizer,
+                                             int64_t threads) {
+  // A codebook kernel's bucket tables lie beside the stages, and its static
+  // tables beside both: the stages keep the whole within what every GPU
+  // since sm_80 grants a block.
+  int64_t tables = getCodebookStaticSharedBytes(optimizer, threads);
+  if (tables == 0)
+    return StagingLimits::kMaxSharedBytes;
+  tables += getNumCodebookStates(optimizer) * CodebookBuckets::kBytesPerState;
+  return std::min<int64_t>(StagingLimits::kMaxSharedBytes,
+                           StagingLimits::kPortableSharedBytes - tables);
+}
+
+TileStaging mlir::qopt::chooseTileStaging(OptimizerOp optimizer,
+                                          TileShape shape) {
+  TileStaging staging = getStageLayout(optimizer, shape);
+  if (staging.streams.empty())
+    return TileStaging();
+  // The most stages that fit: more tiles in flight per block.
+  // docs/tuning.md#stages
+  int64_t limit = chooseStagingSharedLimit(optimizer, shape.threads);
+  for (staging.stages = StagingLimits::kMaxStages;
+       staging.stages > 2 && staging.sharedBytes() > limit; --staging.stages) {
+  }
+  if (staging.sharedBytes() > limit)
+    return TileStaging();
+  return staging;
+}
+
+int64_t mlir::qopt::chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged) {
+  if (staged || !hasStateOf<CodebookSchemeAttr>(optimizer) ||
+      !hasParamBits(optimizer, 16))
+    return 0;
+  return 2;
+}
+
+int64_t mlir::qopt::chooseGridWaves(OptimizerOp optimizer) {
+  return !hasStateOf<CodebookSchemeAttr>(optimizer) &&
+                 hasParamBits(optimizer, 16)
+             ? 4
+             : 1;
+}
+
+int64_t mlir::qopt::chooseGridMinTilesPerBlock(OptimizerOp optimizer) {
+  return getStates(optimizer).size() <= 1 ? 24 : 128;
+}
+
+TileClaims mlir::qopt::chooseTileClaims(OptimizerOp optimizer, bool staged,
+                                        int64_t requested,
+                                        int64_t staticEighths) {
+  // A staged kernel's copy pipeline (and a bulk-copy kernel's stage phases)
+  // runs within one claim: never claims, even when asked.
+  if (requested == 0 || staged)
+    return {};
+  auto share = [&](int64_t chosen) {
+    return staticEighths > 0 ? std::clamp<int64_t>(staticEighths, 1, 8)
+                             : chosen;
+  };
+  if (requested > 0)
+    return {requested, share(5)};
+  if (!hasStateOf<CodebookSchemeAttr>(optimizer))
+    return {};
+  // The block size stands for "its absmax crosses warps" (block / lanes >
+  // 32) at the codebook kernels' default 8 lanes, which this choice precedes.
+  int64_t largestBlock = 0;
+  for (StateOp state : getStates(optimizer))
+    if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
+      largestBlock = std::max(largestBlock, codebook.getBlock());
+  return largestBlock >= 1024 ? TileClaims{2, share(5)}
+                              : TileClaims{1, share(6)};
+}
+
+int64_t mlir::qopt::chooseMinBlocksPerSM(OptimizerOp optimizer,
+                                         int64_t threads,
+                                         int64_t dynamicSharedBytes) {
+  // docs/tuning.md#registers
+  SmallVector<StateOp> states = getStates(optimizer);
+  bool codebook = hasStateOf<CodebookSchemeAttr>(optimizer);
+  int64_t codebookRegisters = 64;
+  if (optimizer.getParamType().isF32() && states.size() >= 2 &&
+      !hasSmallCodebookBlocks(optimizer))
+    codebookRegisters = 80;
+  int64_t codebookBlocks = std::min<int64_t>(
+      65536 / (threads * codebookRegisters),
+      228 * 1024 / (dynamicSharedBytes +
+                    getCodebookStaticSharedBytes(optimizer, threads) + 1024));
+  if (codebook && codebookBlocks >= 2)
+    return codebookBlocks;
+  if (threads <= 256 && !codebook && states.size() <= 1)
+    return 2;
+  return 0;
+}
+
+int64_t mlir::qopt::chooseSuggestedBlocksPerSM(int64_t sharedBytes) {
+  return sharedBytes
+             ? std::clamp<int64_t>(228 * 1024 / (sharedBytes + 1024), 1, 4)
+             : 4;
+}
+
+FailureOr<KernelPlanAttr>
+mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
+                             const PlanRequest &request) {
+  FailureOr<TileShape> shape = chooseTileShape(
+      optimizer, request.threadsPerBlock, request.elementsPerThread);
+  if (failed(shape))
+    return failure();
+  MLIRContext *ctx = optimizer.getContext();
+  int64_t waves = chooseGridWaves(optimizer);
+  int64_t minTiles = chooseGridMinTilesPerBlock(optimizer);
+  // The host functions step their tiles statically, from registers.
+  if (request.target == PlanTarget::Host)
+    return KernelPlanAttr::get(ctx, shape->threads, shape->lanes,
+                               /*stages=*/0, /*shared_bytes=*/0,
+                               /*codebook_buckets=*/false, /*bulk_copy=*/false,
+                               /*l2_prefetch_tiles=*/0, /*claim_tiles=*/0,
+                               /*claim_static_eighths=*/0,
+                               /*min_blocks_per_sm=*/0, waves, minTiles,
+                               chooseSuggestedBlocksPerSM(0));
+
+  TileStaging staging = chooseAsyncCopy(optimizer, request.asyncCopy)
+                            ? chooseTileStaging(optimizer, *shape)
+                            : TileStaging();
+  bool staged = !staging.streams.empty();
+  // Where async copies were asked for (not Auto's choice, which falls back
+  // quietly for a shape it was not measured at).
+  if (request.asyncCopy == AsyncCopy::On && !staged)
+    optimizer.emitWarning("async copies: no stream of a ")
+        << shape->threads << " x " << shape->lanes
+        << " tile can be staged (4 or 8 bytes, or a power of two of "
+           "16-byte chunks per thread, two stages in at most "
+        << chooseStagingSharedLimit(optimizer, shape->threads)
+        << " bytes of shared memory): its loads go to registers";
+  TileClaims claims = chooseTileClaims(optimizer, staged, request.tileClaims,
+                                       request.tileClaimsStaticEighths);
+  int64_t sharedBytes =
+      getDynamicSharedBytes(optimizer, staging, request.codebookBuckets);
+  bool bulkCopy =
+      request.bulkCopy && staged && isBulkStageable(optimizer, staging, *shape);
+  int64_t l2Prefetch =
+      request.l2Prefetch ? chooseL2PrefetchTiles(optimizer, staged) : 0;
+  return KernelPlanAttr::get(
+      ctx, shape->threads, shape->lanes, staged ? staging.stages : 0,
+      sharedBytes, request.codebookBuckets, bulkCopy, l2Prefetch, claims.tiles,
+      claims.staticEighths,
+      chooseMinBlocksPerSM(optimizer, shape->threads, sharedBytes), waves,
+      minTiles, chooseSuggestedBlocksPerSM(sharedBytes));
+}

@@ -1,0 +1,77 @@
+// RUN: qopt-opt %s --qopt-plan-kernel -split-input-file | FileCheck %s
+// RUN: qopt-opt %s --qopt-plan-kernel=target=host -split-input-file | FileCheck %s --check-prefix=HOST
+// RUN: qopt-opt %s --qopt-plan-kernel="async-copy=off tile-claims=3 l2-prefetch=false" -split-input-file | FileCheck %s --check-prefix=ASKED
+
+// qopt-plan-kernel writes the tuning policy's launch plan (lib/Schedule) into
+// the IR; convert-qopt-to-gpu, convert-qopt-to-host and the manifest read it.
+
+// Two group states and a bf16 parameter: staged at 512 x 8, four stages of
+// 28 KiB (per thread p 16 B, g 16 B, each state's codes 8 B and its f16
+// scale's 4-byte word), no claims, 4 waves. The host plan keeps the tile and
+// steps it statically.
+// CHECK-LABEL: qopt.optimizer @Group
+// CHECK-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4, shared_bytes = 114688, codebook_buckets = true, bulk_copy = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2>
+// HOST-LABEL: qopt.optimizer @Group
+// HOST-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
+// Unstaged when asked: 512 x 8 still (two states), claims of 3 tiles past
+// 5/8 as asked, no dynamic shared memory.
+// ASKED-LABEL: qopt.optimizer @Group
+// ASKED-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = true, bulk_copy = false, l2_prefetch_tiles = 0, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 0, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
+qopt.optimizer @Group param "p" : bf16 master none grad "g" : bf16 {
+  qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = linear, scale = f16, rounding = half_even, divisor = absmax>
+  qopt.state @v : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_even, divisor = absmax>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %v = qopt.load_state @v : f32
+    %mn = arith.addf %m, %g : f32
+    %vn = arith.mulf %g, %g : f32
+    %vs = arith.addf %v, %vn : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_state @v, %vs : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// One codebook state of blocks of 2048 and a bf16 parameter: unstaged at
+// 256 x 16, the
+// bucket tables alone in dynamic shared memory, L2 prefetch two tiles ahead,
+// claims of two tiles past 5/8, registers bounded for four blocks a
+// multiprocessor, one wave.
+// CHECK-LABEL: qopt.optimizer @Codebook
+// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 16, stages = 0, shared_bytes = 24584, codebook_buckets = true, bulk_copy = false, l2_prefetch_tiles = 2, claim_tiles = 2, claim_static_eighths = 5, min_blocks_per_sm = 4, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
+// HOST-LABEL: qopt.optimizer @Codebook
+// HOST-SAME: #qopt.kernel_plan<threads = 256, lanes = 16, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
+// ASKED-LABEL: qopt.optimizer @Codebook
+// ASKED-SAME: l2_prefetch_tiles = 0, claim_tiles = 3, claim_static_eighths = 5,
+qopt.optimizer @Codebook param "p" : bf16 master none grad "g" : bf16 {
+  qopt.state @m : #qopt.codebook<block = 2048>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %mn = arith.addf %m, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// A plan already attached is replaced, not kept.
+// CHECK-LABEL: qopt.optimizer @Replanned
+// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 16,
+// CHECK-SAME: min_blocks_per_sm = 2,
+qopt.optimizer @Replanned param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 32, lanes = 1, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, waves = 1, min_tiles_per_block = 1, suggested_blocks_per_sm = 4>} {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %pn = arith.subf %p, %g : f32
+    qopt.store_param %pn : f32
+  }
+}

@@ -1,0 +1,308 @@
+//===- CompileOptions.cpp - qopt-opt's compile-mode command line ----------===//
+//
+// The flags of `qopt-opt spec.qopt --emit=...`: parsed and checked here, then
+// handed to the compile library (qopt/Target/Compile.h) as one request. The
+// pass options behind them are forwarded as the passes' generated option
+// structs (KernelOptions).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CompileOptions.h"
+
+#include "qopt/Target/Compile.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::qopt;
+namespace cl = llvm::cl;
+
+namespace {
+/// Command-line options of the compile mode. Constructed only in compile mode,
+/// so that they never meet MlirOptMain's options of the same names.
+struct CompileOptions {
+  cl::OptionCategory compileCategory{"qopt-opt compile options"};
+  cl::opt<std::string> inputFilename{cl::Positional,
+                                            cl::desc("<spec.qopt | input.mlir>"),
+                                            cl::init("-"),
+                                            cl::cat(compileCategory)};
+  cl::opt<std::string> outputFilename{"o", cl::desc("Output file"),
+                                             cl::value_desc("path"),
+                                             cl::init("-"),
+                                             cl::cat(compileCategory)};
+  cl::opt<EmitKind> emitKind{
+    "emit", cl::desc("What to emit"), cl::init(EmitKind::Qopt),
+    cl::values(clEnumValN(EmitKind::Qopt, "qopt", "qopt IR, uniforms outlined"),
+               clEnumValN(EmitKind::GPU, "gpu", "gpu dialect kernels"),
+               clEnumValN(EmitKind::LLVM, "llvm", "LLVM IR for NVPTX"),
+               clEnumValN(EmitKind::PTX, "ptx", "PTX assembly"),
+               clEnumValN(EmitKind::Cubin, "cubin", "cubin (needs ptxas)"),
+               clEnumValN(EmitKind::Fatbin, "fatbin",
+                            "fatbin with sm_80 and sm_90 cubins and PTX "
+                            "(needs ptxas and fatbinary)"),
+               clEnumValN(EmitKind::HostLLVM, "host-llvm",
+                          "optimized LLVM IR of the host function"),
+               clEnumValN(EmitKind::HostObject, "host-object",
+                          "host object file (ELF, PIC)"),
+               clEnumValN(EmitKind::HostLibrary, "host-library",
+                          "host shared library and its manifest (needs "
+                          "c++)")),
+    cl::cat(compileCategory)};
+  cl::opt<std::string> arch{"arch",
+                                   cl::desc("GPU architecture (sm_80, sm_90)"),
+                                   cl::init("sm_90"), cl::cat(compileCategory)};
+  /// A string, so that a wrong one gets this tool's message; checkFlags
+  /// turns it into the passes' ArithMode.
+  cl::opt<std::string> mode{"mode",
+                                   cl::desc("strict (bit-exact) or fast"),
+                                   cl::init("strict"), cl::cat(compileCategory)};
+  cl::opt<std::string> manifestFilename{
+    "manifest",
+    cl::desc("Where to write the kernel manifest (default: next to -o, "
+             "<stem>.manifest.json, for ptx/cubin/fatbin)"),
+    cl::value_desc("path"), cl::init(""), cl::cat(compileCategory)};
+  cl::opt<int64_t> threadsPerBlock{
+      "threads-per-block",
+      cl::desc("Threads per block (0: 512 with async copies (group states, "
+               "no codebook, a 16-bit parameter), for two or more states "
+               "without a codebook, or for two or more states with codebook "
+               "blocks of at most 256 and an f32 parameter; else 256)"),
+      cl::init(0), cl::cat(compileCategory)};
+  cl::opt<bool> tabulateCodes{
+      "tabulate-codes",
+      cl::desc("Dequantize 8-bit codes through compile-time tables (exact)"),
+      cl::init(true), cl::cat(compileCategory)};
+  cl::opt<int64_t> elementsPerThread{
+      "elements-per-thread",
+      cl::desc("Consecutive elements each GPU thread owns per tile (0: "
+               "8 with async copies, else 16 for one state and 8 for more, "
+               "more where a block needs a larger tile; at most the smallest "
+               "group or block: a larger number is lowered to it, as the "
+               "manifest's elements_per_thread shows)"),
+      cl::init(0), cl::cat(compileCategory)};
+  cl::opt<bool> exactUniformDivision{
+      "exact-uniform-division",
+      cl::desc("Divide by lane-uniform values through a proven reciprocal "
+               "(exact; off by default: measured slower on the H200; "
+               "implies --guarded-ieee=false)"),
+      cl::init(false), cl::cat(compileCategory)};
+  cl::opt<bool> checkedRounding{
+      "checked-rounding",
+      cl::desc("Strict mode: round quantization codes through approximate "
+               "arithmetic where a margin proves the IEEE code (exact)"),
+      cl::init(true), cl::cat(compileCategory)};
+  cl::opt<bool> guardedIeee{
+      "guarded-ieee",
+      cl::desc("Strict mode: the update's IEEE division and square root as "
+               "ptxas's fast-path sequence with one range check per thread "
+               "(exact)"),
+      cl::init(true), cl::cat(compileCategory)};
+  cl::opt<AsyncCopy> asyncCopy{
+      "async-copy",
+      cl::desc("Copy each full tile's read streams into shared memory up to "
+               "three tiles ahead with cp.async, so its loads are in flight "
+               "while the tiles before it compute (exact; the manifest asks "
+               "for the dynamic shared memory: 2 to 4 stages within 160 KiB, "
+               "with codebook states within 99 KiB with their tables; "
+               "streams of 4, 8 or a power of two times 16 bytes per "
+               "thread)"),
+      cl::values(clEnumValN(AsyncCopy::Auto, "auto",
+                            "on for group states without a codebook and "
+                            "a 16-bit parameter, and for two or more "
+                            "states with codebook blocks of at most 256 "
+                            "and a 16-bit parameter (measured on the H200), "
+                            "else off"),
+                 clEnumValN(AsyncCopy::On, "on", "always"),
+                 clEnumValN(AsyncCopy::Off, "off", "never")),
+      cl::init(AsyncCopy::Auto), cl::cat(compileCategory)};
+  cl::opt<std::string> paramType{
+    "param-type",
+    cl::desc("Parameter and gradient type of the kernel: bf16, f16 or f32 "
+             "(default: the spec's). An f32 parameter drops the spec's "
+             "error bits; a changed type renames the kernel <name>_<type> "
+             "(qopt-retype-param)"),
+    cl::value_desc("type"), cl::init(""), cl::cat(compileCategory)};
+  cl::opt<bool> gradScaling{
+      "grad-scaling",
+      cl::desc("Fuse GradScaler's unscale and inf/NaN skip into the step: "
+               "hyperparameters grad_scale and found_inf, a kernel renamed "
+               "<name>_scaled (qopt-fuse-grad-scaling)"),
+      cl::init(false), cl::cat(compileCategory)};
+  cl::opt<bool> codebookBuckets{
+      "codebook-buckets",
+      cl::desc("Codebook codes from one entry of a table of buckets of "
+               "normalized values in dynamic shared memory (exact; the full "
+               "search where a bucket holds more than one midpoint)"),
+      cl::init(true), cl::cat(compileCategory)};
+  cl::opt<bool> bulkCopy{
+      "bulk-copy",
+      cl::desc("Staged kernels on sm_90 and newer: fill the stages with bulk "
+               "copies of whole tiles (cp.async.bulk) and a barrier per stage "
+               "instead of each thread's cp.async (same results, the same "
+               "shared memory; measured slower on the H200)"),
+      cl::init(false), cl::cat(compileCategory)};
+  cl::opt<int64_t> tileClaims{
+      "tile-claims",
+      cl::desc("Tiles past each block's static range claimed this many at a "
+               "time from the launch's work counters (-1: the measured choice, "
+               "chooseTileClaims; 0: none; never for staged kernels)"),
+      cl::init(-1), cl::cat(compileCategory)};
+  cl::opt<int64_t> tileClaimsStaticEighths{
+      "tile-claims-static-eighths",
+      cl::desc("The eighths of the tiles each block steps in its static range "
+               "before it claims (1 to 8; 0: chooseTileClaims' choice, 5 with "
+               "--tile-claims=n); no claims where --tile-claims or the choice "
+               "makes none"),
+      cl::init(0), cl::cat(compileCategory)};
+  cl::opt<unsigned> hostOptLevel{"O", cl::Prefix,
+                                 cl::desc("LLVM optimization level of host "
+                                          "code (-O0 to -O3)"),
+                                 cl::init(2), cl::cat(compileCategory)};
+  cl::opt<std::string> hostCpu{
+    "host-cpu",
+    cl::desc("CPU of host code: empty for the triple's baseline, 'native', "
+             "or an LLVM CPU name"),
+    cl::init(""), cl::cat(compileCategory)};
+};
+} // namespace
+
+/// The request the flags describe.
+static CompileRequest makeRequest(const CompileOptions &opts) {
+  CompileRequest request;
+  request.inputFilename = opts.inputFilename;
+  request.outputFilename = opts.outputFilename;
+  request.manifestFilename = opts.manifestFilename;
+  request.emit = opts.emitKind;
+  request.paramType = opts.paramType;
+  request.gradScaling = opts.gradScaling;
+
+  KernelOptions &kernel = request.kernel;
+  kernel.chip = opts.arch;
+  kernel.tabulateCodes = opts.tabulateCodes;
+  kernel.exactUniformDivision = opts.exactUniformDivision;
+  kernel.plan.threadsPerBlock = opts.threadsPerBlock;
+  kernel.plan.elementsPerThread = opts.elementsPerThread;
+  kernel.plan.asyncCopy = opts.asyncCopy;
+  kernel.plan.tileClaims = opts.tileClaims;
+  kernel.plan.tileClaimsStaticEighths = opts.tileClaimsStaticEighths;
+  kernel.plan.codebookBuckets = opts.codebookBuckets;
+  kernel.plan.bulkCopy = opts.bulkCopy;
+  ArithMode mode = opts.mode == "fast" ? ArithMode::Fast : ArithMode::Strict;
+  kernel.lowering.mode = mode;
+  kernel.lowering.checkedRounding = opts.checkedRounding;
+  // The proven uniform division rewrites the arith.divf the lowering leaves;
+  // the guarded sequence would leave none for it.
+  kernel.lowering.guardedIeee = opts.guardedIeee && !opts.exactUniformDivision;
+
+  request.host.lowering.mode = mode;
+  request.host.optLevel = opts.hostOptLevel;
+  request.host.cpu = opts.hostCpu;
+  return request;
+}
+
+/// Checks the flags' values and their combination; reports the first that
+/// does not hold.
+static LogicalResult checkFlags(const CompileOptions &opts,
+                                const CompileRequest &request) {
+  if (opts.mode != "strict" && opts.mode != "fast") {
+    llvm::errs() << "qopt-opt: error: --mode must be 'strict' or 'fast', got '"
+                 << opts.mode << "'\n";
+    return failure();
+  }
+  if (!opts.paramType.empty() && opts.paramType != "bf16" &&
+      opts.paramType != "f16" && opts.paramType != "f32") {
+    llvm::errs() << "qopt-opt: error: --param-type must be bf16, f16 or f32, "
+                    "got '"
+                 << opts.paramType << "'\n";
+    return failure();
+  }
+  if (opts.tileClaims < -1 || opts.tileClaimsStaticEighths < 0 ||
+      opts.tileClaimsStaticEighths > 8) {
+    llvm::errs() << "qopt-opt: error: --tile-claims takes -1 (chosen), 0 "
+                    "(none) or a positive number, and "
+                    "--tile-claims-static-eighths 0 (chosen) or 1 to 8; got "
+                 << opts.tileClaims << " and "
+                 << opts.tileClaimsStaticEighths << "\n";
+    return failure();
+  }
+  if (opts.threadsPerBlock < 0 || opts.elementsPerThread < 0) {
+    llvm::errs() << "qopt-opt: error: --threads-per-block and "
+                    "--elements-per-thread take 0 (chosen) or a positive "
+                    "number, got "
+                 << opts.threadsPerBlock << " and " << opts.elementsPerThread
+                 << "\n";
+    return failure();
+  }
+  // Never write over the input, nor the manifest over the binary.
+  {
+    auto same = [](llvm::StringRef a, llvm::StringRef b) {
+      if (a == "-" || b == "-" || a.empty() || b.empty())
+        return false;
+      if (a == b)
+        return true;
+      bool equal = false;
+      return !llvm::sys::fs::equivalent(a, b, equal) && equal;
+    };
+    bool writesManifest = opts.emitKind == EmitKind::PTX ||
+                          opts.emitKind == EmitKind::Cubin ||
+                          opts.emitKind == EmitKind::Fatbin ||
+                          opts.emitKind == EmitKind::HostLibrary;
+    std::string manifest = writesManifest ? getManifestPath(request) : "";
+    for (const std::string &out : {std::string(opts.outputFilename), manifest})
+      if (same(out, opts.inputFilename)) {
+        llvm::errs() << "qopt-opt: error: '" << out
+                     << "' is the input; refusing to write over it\n";
+        return failure();
+      }
+    if (same(manifest, opts.outputFilename)) {
+      llvm::errs() << "qopt-opt: error: the manifest and the output are both '"
+                   << manifest << "'; give -o or --manifest another path\n";
+      return failure();
+    }
+  }
+  if (!isSupportedChip(opts.arch)) {
+    llvm::errs() << "qopt-opt: error: --arch must be a chip LLVM's NVPTX "
+                    "backend knows, sm_80 or newer (sm_80, sm_86, sm_89, "
+                    "sm_90, sm_90a, sm_100, ...), got '"
+                 << opts.arch << "'\n";
+    return failure();
+  }
+  bool host = opts.emitKind == EmitKind::HostLLVM ||
+              opts.emitKind == EmitKind::HostObject ||
+              opts.emitKind == EmitKind::HostLibrary;
+  if ((opts.emitKind == EmitKind::Cubin || opts.emitKind == EmitKind::Fatbin) &&
+      opts.outputFilename == "-") {
+    llvm::errs() << "qopt-opt: error: --emit=cubin and --emit=fatbin write "
+                    "binary data; give an output file with -o\n";
+    return failure();
+  }
+  if ((opts.emitKind == EmitKind::HostObject ||
+       opts.emitKind == EmitKind::HostLibrary) &&
+      opts.outputFilename == "-") {
+    llvm::errs() << "qopt-opt: error: --emit=host-object and "
+                    "--emit=host-library write binary data; give an output "
+                    "file with -o\n";
+    return failure();
+  }
+  if (host && opts.hostOptLevel > 3) {
+    llvm::errs() << "qopt-opt: error: -O must be 0 to 3, got "
+                 << opts.hostOptLevel << "\n";
+    return failure();
+  }
+
+  return success();
+}
+
+int mlir::qopt::compileMain(int argc, char **argv, DialectRegistry &registry) {
+  llvm::InitLLVM init(argc, argv);
+  CompileOptions opts;
+  cl::HideUnrelatedOptions(opts.compileCategory);
+  cl::ParseCommandLineOptions(argc, argv, "qopt-opt: compile a .qopt spec\n");
+  CompileRequest request = makeRequest(opts);
+  if (failed(checkFlags(opts, request)))
+    return 1;
+  return compileSpec(request, registry);
+}
