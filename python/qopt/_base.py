@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from . import _capi as C
+from . import _reshard
 from . import _runtime as R
 from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _Launch,
                       _backend_of, _destroy_deferred, _destroy_handle_dict, _grad_of, _is_none,
@@ -25,6 +26,10 @@ from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _L
 #: param group key of the lr a group had when it was added (decouple_lr's reference); torch's
 #: "initial_lr" is left to its schedulers
 _INITIAL_LR = "_qopt_initial_lr"
+
+#: param group key of the kernel's name (checked by load_state_dict, also where DCP dropped the
+#: state_dict's "qopt" record)
+_KERNEL_KEY = "_qopt_kernel"
 
 STATE_FORMAT = "qopt-optimizer-state"
 STATE_FORMAT_VERSION = 1
@@ -148,6 +153,9 @@ class QoptOptimizer(torch.optim.Optimizer):
         # decouple_lr's reference lr, under a key of qopt's own: torch's schedulers set
         # "initial_lr" themselves, from the lr the group has when the scheduler is made (as with
         # torch.optim.AdamW, an lr set after the optimizer and before the scheduler is kept)
+        # the kernel's name, a marker that travels with the group through DCP (which keeps only
+        # "state" and "param_groups" of a state_dict): load_state_dict checks it
+        group[_KERNEL_KEY] = self._kernel_spec(C.BACKEND_HOST).kernel
         if _INITIAL_LR not in group:
             lr = group.get("initial_lr", group["lr"])
             group[_INITIAL_LR] = lr.clone() if isinstance(lr, torch.Tensor) else lr
@@ -473,7 +481,13 @@ class QoptOptimizer(torch.optim.Optimizer):
             packed["params"] = [mapping[id(p)] for p in g["params"]]
             start += len(packed["params"])
             groups.append(packed)
-        state = {mapping[id(p)]: dict(s) for p, s in self.state.items() if id(p) in mapping and s}
+        state = {}
+        for p, s in self.state.items():
+            if id(p) in mapping and s:
+                # a DTensor (FSDP2) parameter's state in the mesh-independent form, as DTensors
+                # like the parameter (DCP; _reshard.py)
+                state[mapping[id(p)]] = (_reshard.logical_state(self, p, s)
+                                         if _reshard.is_dtensor(p) else dict(s))
         ks = self._kernel_spec(C.BACKEND_HOST)
         return {"state": state, "param_groups": groups,
                 "qopt": {"format": STATE_FORMAT, "version": STATE_FORMAT_VERSION,
@@ -485,19 +499,32 @@ class QoptOptimizer(torch.optim.Optimizer):
         loaded then). Tensors are copied to the parameter's device; the dict is not modified."""
         name = type(self).__name__
         meta = state_dict.get("qopt") if isinstance(state_dict, dict) else None
-        if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
-            raise ValueError(f"{name}.load_state_dict: not a qopt optimizer state (no 'qopt' record "
-                             f"with format '{STATE_FORMAT}'); qopt loads only its own checkpoints")
-        if meta.get("version") != STATE_FORMAT_VERSION:
-            raise ValueError(f"{name}.load_state_dict: state format version {meta.get('version')} "
-                             f"is not supported (this qopt reads version {STATE_FORMAT_VERSION})")
         ks_host = self._kernel_spec(C.BACKEND_HOST)
-        if meta.get("kernel") != ks_host.kernel:
-            raise ValueError(f"{name}.load_state_dict: the state was saved by {meta.get('optimizer')} "
-                             f"with kernel {meta.get('kernel')}, this optimizer uses kernel "
-                             f"{ks_host.kernel}; their states differ")
+        saved_groups = state_dict.get("param_groups") if isinstance(state_dict, dict) else None
+        marked = (isinstance(saved_groups, list) and saved_groups
+                  and all(isinstance(g, dict) and _KERNEL_KEY in g for g in saved_groups))
+        if meta is None and marked:
+            # through torch.distributed.checkpoint, which keeps "state" and "param_groups" only:
+            # the groups' kernel marker stands for the record
+            kernels = sorted({str(g[_KERNEL_KEY]) for g in saved_groups})
+            if kernels != [ks_host.kernel]:
+                raise ValueError(f"{name}.load_state_dict: the state was saved with kernel "
+                                 f"{', '.join(kernels)}, this optimizer uses kernel "
+                                 f"{ks_host.kernel}; their states differ")
+        else:
+            if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
+                raise ValueError(f"{name}.load_state_dict: not a qopt optimizer state (no 'qopt' "
+                                 f"record with format '{STATE_FORMAT}', nor param groups with "
+                                 f"'{_KERNEL_KEY}'); qopt loads only its own checkpoints")
+            if meta.get("version") != STATE_FORMAT_VERSION:
+                raise ValueError(f"{name}.load_state_dict: state format version "
+                                 f"{meta.get('version')} is not supported (this qopt reads version "
+                                 f"{STATE_FORMAT_VERSION})")
+            if meta.get("kernel") != ks_host.kernel:
+                raise ValueError(f"{name}.load_state_dict: the state was saved by "
+                                 f"{meta.get('optimizer')} with kernel {meta.get('kernel')}, this "
+                                 f"optimizer uses kernel {ks_host.kernel}; their states differ")
         groups = self.param_groups
-        saved_groups = state_dict["param_groups"]
         if len(groups) != len(saved_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
         for g, sg in zip(groups, saved_groups):
@@ -533,6 +560,10 @@ class QoptOptimizer(torch.optim.Optimizer):
     def _load_param_state(self, p, group, idx, saved: Dict[str, Any]) -> Dict[str, Any]:
         where = (f"{type(self).__name__}.load_state_dict: parameter {idx} "
                  f"(shape {list(_local(p).shape)})")
+        if _reshard.is_logical(self, p, saved):
+            # the mesh-independent form (state_dict of a DTensor parameter, DCP): this shard's
+            # elements, regrouped
+            saved = _reshard.local_state(self, p, saved, where)
         return self._validated_state(p, group, saved, where, live=False)
 
     def _validated_state(self, p, group, saved: Dict[str, Any], where: str,
