@@ -255,7 +255,7 @@ def _group_quantize(x: torch.Tensor, scheme: dict, scale_dtype: torch.dtype):
     am = a.amax(dim=1).clamp_min(0.0)
     am = torch.where(torch.isnan(a).any(dim=1), torch.full_like(am, float("nan")), am)
     if scheme.get("scale_divisor", "absmax") == "absmax":
-        floor = torch.tensor(1e-12, dtype=torch.float32)
+        floor = am.new_tensor(1e-12)   # float32, on the values' device
         sdiv = torch.where(torch.isnan(am) | (am >= floor), am, floor)
         stored = sdiv.to(scale_dtype)
     else:
@@ -288,7 +288,7 @@ def _codebook_quantize(x: torch.Tensor, qmap: torch.Tensor):
     mid = (qmap[:-1] + qmap[1:]) * 0.5
     am = x.abs().amax(dim=1)
     am = torch.where(torch.isnan(x).any(dim=1), torch.full_like(am, float("nan")), am)
-    floor = torch.tensor(1e-30, dtype=torch.float32)
+    floor = am.new_tensor(1e-30)
     d = torch.where(torch.isnan(am) | (am >= floor), am, floor)
     c = x / d[:, None]
     count = (mid[None, None, :] < c[:, :, None]).sum(dim=2)

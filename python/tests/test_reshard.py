@@ -291,3 +291,18 @@ def test_logical_state_of_another_shard_refused():
     with pytest.raises(ValueError, match=r"'error_bits' is torch.int8 of shape \[16, 24\], the "
                                          r"kernel FlashAdamW needs torch.int8 of shape \[17, 24\]"):
         o.load_state_dict(sd)
+
+
+def test_regroup_on_cuda_equals_cpu():
+    """The load's regrouping runs on the parameter's device: CUDA gives the CPU's bits."""
+    if not torch.cuda.is_available():
+        pytest.skip("torch.cuda.is_available() is False")
+    g = torch.Generator().manual_seed(5)
+    scheme = {"scheme": "group", "storage": "uint8", "companding": "sqrt",
+              "rounding": "half_up", "scale_divisor": "absmax"}
+    codes = torch.randint(0, 256, (200,), generator=g).to(torch.uint8)
+    s = (torch.rand(200, generator=g) + 0.5).to(torch.float16)
+    s[:64] = 1.0        # two uniform groups, the rest mixed
+    q1, s1 = _reshard.regroup(codes, s, 32, scheme)
+    q2, s2 = _reshard.regroup(codes.cuda(), s.cuda(), 32, scheme)
+    assert torch.equal(q1, q2.cpu()) and torch.equal(s1.view(torch.int16), s2.cpu().view(torch.int16))
