@@ -19,13 +19,14 @@ from .codebook import create_dynamic_map
 from .optim import (STATE_FORMAT, STATE_FORMAT_VERSION, AdamW8bit, FlashAdam, FlashAdamW, FlashLion,
                     FlashSGD, FlashSGDW, QoptOptimizer)
 from . import ecc
+from ._policy import GlobalOptimManager
 
 __version__ = "0.1.0"
 
 __all__ = ["FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion", "AdamW8bit",
            "QoptOptimizer", "QoptError", "master_weights", "fp32_state_dict", "create_dynamic_map",
            "runtime_version", "forget_allocations", "kernel_dirs", "default_kernel_dirs", "STATE_FORMAT",
-           "STATE_FORMAT_VERSION", "__version__"]
+           "STATE_FORMAT_VERSION", "GlobalOptimManager", "__version__"]
 
 
 def runtime_version() -> tuple:

@@ -102,17 +102,29 @@ class QoptOptimizer(torch.optim.Optimizer):
         return self._spec
 
     def _kernel_spec(self, backend: int, dtype: Optional[torch.dtype] = None,
-                     scaled: bool = False) -> R.KernelSpec:
+                     scaled: bool = False, spec: Optional[str] = None) -> R.KernelSpec:
         """The kernel for parameters of `dtype`: the spec's own (its parameter type; also for
         dtype None), or its variant <spec>.bf16 / .f16 / .f32; with `scaled`, the grad-scaling
-        variant (.scaled)."""
-        base = R.kernel_spec(self._spec, backend)
-        name = self._spec
+        variant (.scaled). `spec`: another spec stem than the optimizer's (a parameter's policy,
+        _spec_of)."""
+        stem = spec or self._spec
+        base = R.kernel_spec(stem, backend)
+        name = stem
         if dtype is not None and dtype is not TORCH_DTYPES[base.param_dtype]:
             name += "." + _DTYPE_SUFFIX[dtype]
         if scaled:
             name += ".scaled"
-        return base if name == self._spec else R.kernel_spec(name, backend)
+        return base if name == stem else R.kernel_spec(name, backend)
+
+    def _spec_of(self, p: torch.Tensor) -> str:
+        """The spec stem that steps p (the optimizer's; a per-parameter policy may choose its
+        float32-state spec, _policy.py)."""
+        return self._spec
+
+    def _param_kernel_spec(self, p: torch.Tensor) -> R.KernelSpec:
+        """The kernel that steps p (its backend, dtype and policy)."""
+        lp = _local(p)
+        return self._kernel_spec(_backend_of(lp)[0], lp.dtype, spec=self._spec_of(p))
 
     def _dtype_error(self, p, pdtype, gdtype, ks: Optional[R.KernelSpec]):
         shape = tuple(p.shape)
@@ -143,7 +155,7 @@ class QoptOptimizer(torch.optim.Optimizer):
                     self._dtype_error(p, lp.dtype, None, None)
                 # the kernel exists (FileNotFoundError if not); STREAM_KEYS and TABLE_KEYS name
                 # its streams and tables (ValueError if not)
-                ks = self._kernel_spec(backend, lp.dtype)
+                ks = self._kernel_spec(backend, lp.dtype, spec=self._spec_of(p))
                 self._stream_keys(ks)
                 self._table_keys(ks)
         except BaseException:
@@ -191,7 +203,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         parameter's error-bits stream ``<param>.ecc``, which a variant without a master weight (an
         fp32 parameter, ``master_weight_bits=None``) does not have."""
         names = [s.name for s in ks.streams if s.role not in (C.ROLE_PARAM, C.ROLE_GRAD)]
-        keys = self.STREAM_KEYS
+        keys = self._stream_key_table(ks)
         if any(k not in names for k in keys):
             ecc = ks.streams[ks.param_stream].name + ".ecc"
             unknown = [k for k in keys if k not in names and k != ecc]
@@ -204,17 +216,26 @@ class QoptOptimizer(torch.optim.Optimizer):
                     f"e.g. '<state>.codes', '<state>.scales', '<param>.ecc')")
         return {n: keys.get(n, n) for n in names}
 
+    def _stream_key_table(self, ks: R.KernelSpec) -> Dict[str, str]:
+        """STREAM_KEYS of kernel ks (a policy may name another kernel's streams)."""
+        return self.STREAM_KEYS
+
     def _table_keys(self, ks: R.KernelSpec) -> List[str]:
         """State keys of the kernel's codebook tables (TABLE_KEYS, else the table's name); a
         TABLE_KEYS key that names no table of the kernel is a ValueError."""
         names = [name for name, _ in ks.tables]
-        unknown = [k for k in self.TABLE_KEYS if k not in names]
+        table = self._table_key_table(ks)
+        unknown = [k for k in table if k not in names]
         if unknown:
             raise ValueError(
                 f"{type(self).__name__}.TABLE_KEYS: {', '.join(map(repr, unknown))} "
                 f"name{'s' if len(unknown) == 1 else ''} no table of kernel {ks.kernel} "
                 f"({ks.path.name}); its table names are {', '.join(map(repr, names)) or 'none'}")
-        return [self.TABLE_KEYS.get(name, name) for name in names]
+        return [table.get(name, name) for name in names]
+
+    def _table_key_table(self, ks: R.KernelSpec) -> Dict[str, str]:
+        """TABLE_KEYS of kernel ks (a policy's float32-state kernel has no tables)."""
+        return self.TABLE_KEYS
 
     def _device_tables(self, ks: R.KernelSpec, device) -> List[torch.Tensor]:
         if not ks.tables:
@@ -245,8 +266,7 @@ class QoptOptimizer(torch.optim.Optimizer):
 
     def _init_param_state(self, p: torch.Tensor, group: Dict[str, Any]) -> Dict[str, Any]:
         lp = _local(p)
-        backend, _ = _backend_of(lp)
-        ks = self._kernel_spec(backend, lp.dtype)
+        ks = self._param_kernel_spec(p)
         state = self.state.get(p)
         if not isinstance(state, dict):
             state = {}
@@ -309,7 +329,8 @@ class QoptOptimizer(torch.optim.Optimizer):
             else:
                 where = f"{cls}: param_groups[{gi}][{pi}] {list(p.shape)}"
                 k = known.get(id(p))
-                if k is not None and k[0].params[k[1]] is p and k[0].same_state(k[1], st):
+                if (k is not None and k[0].params[k[1]] is p and k[0].same_state(k[1], st)
+                        and getattr(k[0], "spec", None) == self._spec_of(p)):
                     launch, i = k
                     if lp.numel() != launch.numel_list[i]:
                         raise _size_error(where, lp.numel(), launch.numel_list[i])
@@ -323,17 +344,20 @@ class QoptOptimizer(torch.optim.Optimizer):
                         if st.get(key) is not v:
                             st[key] = v
             step = int(st["step"].item())
-            # counters on the host (int64) and on the device (float32) are not stepped together
-            part = (backend, dev, step, lp.dtype, st["step"].dtype)
+            # counters on the host (int64) and on the device (float32) are not stepped together;
+            # one launch per kernel (the parameter's policy: 8-bit or float32 state)
+            part = (backend, dev, step, lp.dtype, st["step"].dtype, self._spec_of(p))
             parts.setdefault(part, []).append(p)
             at.setdefault(part, []).append(pi)
         launches = []
         for j, (part, ps) in enumerate(parts.items()):
-            backend, dev, _, dtype, _ = part
-            ks = self._kernel_spec(backend, dtype)
+            backend, dev, _, dtype, _, spec = part
+            ks = self._kernel_spec(backend, dtype, spec=spec)
             labels = [f"param_groups[{gi}][{pi}]" for pi in at[part]]
             key = (gi, j, backend, dev, str(ks.path))
-            launches.append(_Launch(self, ks, backend, dev, ps, labels, key))
+            launch = _Launch(self, ks, backend, dev, ps, labels, key)
+            launch.spec = spec
+            launches.append(launch)
         return _GroupCache(self._generation, plist, launches)
 
     @torch.no_grad()
@@ -403,8 +427,8 @@ class QoptOptimizer(torch.optim.Optimizer):
                 if len(cache.launches) > 1:
                     # parameters whose step counts now agree go into one launch next time (the
                     # old cache still vouches for the states it took)
-                    keys = {(ln.backend, ln.device, ln.dtype, ln.step, ln.step_tensors[0].dtype)
-                            for ln in cache.launches}
+                    keys = {(ln.backend, ln.device, ln.dtype, ln.step, ln.step_tensors[0].dtype,
+                             ln.spec) for ln in cache.launches}
                     if len(keys) < len(cache.launches):
                         cache.generation = -1
         finally:
@@ -579,8 +603,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         elements, and one of another number of elements is the parameter's size change
         (RuntimeError). Tables and step are returned as the step keeps them."""
         lp = _local(p)
-        backend, _ = _backend_of(lp)
-        ks = self._kernel_spec(backend, lp.dtype)
+        ks = self._param_kernel_spec(p)
         expected = self._expected_state(p, ks)
         if not isinstance(saved, dict):
             raise ValueError(f"{where}: the state is a {type(saved).__name__}, expected a dict")
@@ -649,10 +672,12 @@ class QoptOptimizer(torch.optim.Optimizer):
     def __getstate__(self):
         d = super().__getstate__()
         d = dict(self.__dict__) if d is None else dict(d)
-        for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size"):
+        for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size", "quantize",
+                  "min_8bit_size"):
             if k in self.__dict__:
                 d[k] = self.__dict__[k]
-        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer", "_table_arrays"):
+        # (per-parameter overrides are kept by parameter identity, which a copy does not keep)
+        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer", "_table_arrays", "_overrides"):
             d.pop(k, None)
         return d
 
@@ -662,6 +687,9 @@ class QoptOptimizer(torch.optim.Optimizer):
             self.state = _TrackedState(dict, self.state)
         self._cache = {}
         self._tables_dev = {}
+        if hasattr(self, "min_8bit_size"):
+            from ._policy import _Overrides
+            self._overrides = _Overrides()
         self._init_kernels()
         self._generation = getattr(self, "_generation", 0) + 1
         self._tables_host = None

@@ -28,7 +28,7 @@ import torch
 
 from . import _capi as C
 from . import _runtime as R
-from ._launch import TORCH_DTYPES, _backend_of, _local
+from ._launch import TORCH_DTYPES, _local
 
 
 _DTENSOR: list = []
@@ -99,8 +99,7 @@ def logical_state(opt, p: torch.Tensor, st: Dict[str, Any], wrap: bool = True) -
     expanded to one value per element, each of p's local shape; with `wrap`, DTensors with p's
     mesh and placements (global shape p.shape). Other entries (step, codebook tables) as they are."""
     lp = _local(p)
-    backend, _ = _backend_of(lp)
-    ks = opt._kernel_spec(backend, lp.dtype)
+    ks = opt._param_kernel_spec(p)
     grouped, element = _grouped_keys(opt, ks)
     out = dict(st)
     for key in element:
@@ -126,8 +125,7 @@ def is_logical(opt, p: torch.Tensor, saved: Any) -> bool:
     if any(is_dtensor(v) for v in saved.values()):
         return True
     lp = _local(p)
-    backend, _ = _backend_of(lp)
-    ks = opt._kernel_spec(backend, lp.dtype)
+    ks = opt._param_kernel_spec(p)
     grouped, _ = _grouped_keys(opt, ks)
     for _, skey, group, _ in grouped:
         t = saved.get(skey)
@@ -144,8 +142,7 @@ def local_state(opt, p: torch.Tensor, saved: Dict[str, Any], where: str) -> Dict
     are, per-group streams regrouped (``regroup``). Other entries as they are; the result is then
     checked as any loaded state."""
     lp = _local(p)
-    backend, _ = _backend_of(lp)
-    ks = opt._kernel_spec(backend, lp.dtype)
+    ks = opt._param_kernel_spec(p)
     grouped, element = _grouped_keys(opt, ks)
     out = {}
     for k, v in saved.items():

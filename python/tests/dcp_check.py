@@ -53,8 +53,15 @@ OPTIMIZERS = {
     "FlashSGD": lambda ps: qopt.FlashSGD(ps, lr=5e-2, momentum=0.9),
     "FlashSGDW": lambda ps: qopt.FlashSGDW(ps, lr=5e-2, momentum=0.9, weight_decay=1e-2),
     "FlashLion": lambda ps: qopt.FlashLion(ps, lr=1e-3),
-    "AdamW8bit": lambda ps: qopt.AdamW8bit(ps, lr=1e-2),
+    "AdamW8bit": lambda ps: qopt.AdamW8bit(ps, lr=1e-2, min_8bit_size=0),
+    # bitsandbytes' default min_8bit_size (4096): 1.weight (256 x 33 = 8448 elements) keeps 8-bit
+    # state on every rank although each rank's shard at world size 4 has fewer than 4096
+    "AdamW8bitDefault": lambda ps: qopt.AdamW8bit(ps, lr=1e-2),
+    "FlashAdamWf32state": lambda ps: qopt.FlashAdamW(ps, lr=1e-2, quantize=False),
 }
+#: (optimizer, parameter) -> whether its state is 8-bit, decided on the global shape
+POLICY = {("AdamW8bitDefault", "2.weight"): True, ("AdamW8bitDefault", "4.weight"): False,
+          ("AdamW8bitDefault", "0.weight"): False, ("FlashAdamWf32state", "2.weight"): False}
 #: the weight whose rows are whole quantization groups for every optimizer (256 = 8 x 32)
 ALIGNED = "4.weight"
 
@@ -150,9 +157,10 @@ def compare_state(saved: dict, loaded: dict, fails: list, tag: str):
             if not isinstance(v, torch.Tensor):
                 continue
             w = got[k]
+            quantized = k in PAIRS and PAIRS[k] in st
             if k in PAIRS.values():
                 continue
-            if k in PAIRS:
+            if quantized:
                 kept = _bits(st[PAIRS[k]]) == _bits(got[PAIRS[k]])
                 if not torch.equal(_bits(v)[kept], _bits(w)[kept]):
                     fails.append(f"{tag}: {fqn} {k}: a code changed where its scale did not")
@@ -182,6 +190,12 @@ def worker(rank: int, world: int, phase: str, root: str, flatten: bool, store: s
                 model = shard_model(make_model(0), world)
                 opt = make(model.parameters())
                 train(model, opt, 0, STEPS)
+                for pname, p in model.named_parameters():
+                    want = POLICY.get((name, pname))
+                    if want is not None and ("absmax1" in opt.state[p]
+                                             or "exp_avg::quantized" in opt.state[p]) != want:
+                        fails.append(f"{tag}: {pname} has {'float32' if want else '8-bit'} state "
+                                     f"(the policy must follow the global shape)")
                 sd = {"model": get_model_state_dict(model),
                       "optim": get_optimizer_state_dict(model, opt, options=_opts(flatten))}
                 dcp.save(sd, checkpoint_id=path)
