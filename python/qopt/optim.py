@@ -18,7 +18,8 @@ from ._base import (_INITIAL_LR, STATE_FORMAT, STATE_FORMAT_VERSION, QoptOptimiz
 # Re-exported: the names of the launch machinery tests and tools reach through qopt.optim.
 from ._launch import (PARAM_DTYPES, QOPT_DTYPES, TORCH_DTYPES, _backend_of,  # noqa: F401
                       _deferred_handles)
-from ._policy import PolicyMixin, STATE32_SPECS
+from ._policy import STATE32_SPECS, PolicyMixin
+from .flash import FlashOptimizer
 from .codebook import create_dynamic_map
 
 __all__ = ["QoptOptimizer", "FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion",
@@ -41,10 +42,9 @@ def _reject_flashoptim_flags(cls: str, quantize, compress_state_dict, check_nume
     if compress_state_dict is not True:
         raise ValueError(f"{cls}: compress_state_dict={compress_state_dict!r} is not supported; "
                          f"state_dict keeps the quantized state (compress_state_dict=True)")
-    if check_numerics:
-        raise ValueError(f"{cls}: check_numerics=True is not supported")
-    if fused is not True:
-        raise ValueError(f"{cls}: fused={fused!r} is not supported; every step is one fused launch")
+    for name, v in (("check_numerics", check_numerics), ("fused", fused)):
+        if not isinstance(v, bool):
+            raise ValueError(f"{cls}: {name}={v!r}; True or False")
 
 
 def _check_flash_group(opt: "QoptOptimizer", group) -> None:
@@ -53,6 +53,8 @@ def _check_flash_group(opt: "QoptOptimizer", group) -> None:
     _reject_flashoptim_flags(type(opt).__name__, group.get("quantize", True),
                              group.get("compress_state_dict", True),
                              group.get("check_numerics", False), group.get("fused", True))
+    opt._same_for_all(group, "check_numerics", opt.check_numerics)
+    opt._same_for_all(group, "fused", opt.fused)
     opt._same_for_all(group, "master_weight_bits", opt.master_weight_bits)
     opt._same_for_all(group, "quantize", opt.quantize)
     opt._same_for_all(group, "min_8bit_size", opt.min_8bit_size)
@@ -91,7 +93,7 @@ def _init_state_policy(opt, quantize: bool, min_8bit_size: int) -> None:
                              f"float32-state kernel, which spec '{opt._spec}' does not have")
 
 
-class FlashAdamW(PolicyMixin, QoptOptimizer):
+class FlashAdamW(FlashOptimizer):
     """AdamW with FlashOptim's compressed state: companded 8-bit moments in groups of 32 with
     float16 scales, and a bf16 (or fp16) parameter whose error bits keep a 24- or 32-bit master
     weight; an fp32 parameter is its own master (no error bits).
@@ -106,6 +108,7 @@ class FlashAdamW(PolicyMixin, QoptOptimizer):
     STREAM_KEYS = _FLASH_ADAM_KEYS
     STREAM_KEYS32 = _FLASH_ADAM_KEYS32
     _SPECS = {24: "flash_adamw", 32: "flash_adamw_ecc16", None: "flash_adamw_bf16"}
+    _MIN_STEP_RELATIVE_TO_LR = 0.1   # FlashOptim's Adam heuristic (check_numerics)
     _DECOUPLED = True
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
@@ -125,6 +128,7 @@ class FlashAdamW(PolicyMixin, QoptOptimizer):
         self._decouple_lr = decouple_lr
         self._spec = self._SPECS[master_weight_bits]
         _init_state_policy(self, quantize, min_8bit_size)
+        self._init_flash(check_numerics, fused, compress_state_dict)
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 
     def _validate_group(self, group):
@@ -161,7 +165,7 @@ class FlashAdam(FlashAdamW):
                          fused=fused, capturable=capturable, min_8bit_size=min_8bit_size)
 
 
-class FlashSGD(PolicyMixin, QoptOptimizer):
+class FlashSGD(FlashOptimizer):
     """SGD with momentum (dampening, Nesterov) and L2 weight decay, FlashOptim's compressed
     momentum (companded int8, groups of 32) and int8 error bits (kernel ``flash_sgd``).
 
@@ -197,6 +201,7 @@ class FlashSGD(PolicyMixin, QoptOptimizer):
         self._decouple_lr = decouple_lr
         self._spec = self._SPECS[master_weight_bits]
         _init_state_policy(self, quantize, min_8bit_size)
+        self._init_flash(check_numerics, fused, compress_state_dict)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, capturable=capturable)
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
@@ -242,7 +247,7 @@ class FlashSGDW(FlashSGD):
                          min_8bit_size=min_8bit_size)
 
 
-class FlashLion(PolicyMixin, QoptOptimizer):
+class FlashLion(FlashOptimizer):
     """Lion with decoupled weight decay, FlashOptim's compressed momentum and int8 error bits
     (kernel ``flash_lion``)."""
 
@@ -268,6 +273,7 @@ class FlashLion(PolicyMixin, QoptOptimizer):
         self._decouple_lr = decouple_lr
         self._spec = self._SPECS[master_weight_bits]
         _init_state_policy(self, quantize, min_8bit_size)
+        self._init_flash(check_numerics, fused, compress_state_dict)
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay, capturable=capturable)
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 

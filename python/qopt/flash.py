@@ -1,0 +1,262 @@
+"""FlashOptim's public API beside the optimizers (databricks/flashoptim 0.1.3 ``__all__``):
+``FlashOptimizer`` (the Flash optimizers' base class), ``NumericsError`` and ``check_numerics``,
+``compute_ecc_bits`` / ``reconstruct_fp32_param`` (numerics.md section 3, bit-identical to the
+runtime's qopt_error_bits_init / qopt_error_bits_decode), ``cast_model``, and the optimizers'
+``get_fp32_model_state_dict`` / ``set_fp32_model_state_dict`` / ``recompute_param_stats``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from typing import Any, Dict, List, Optional, Union
+
+import torch
+
+from . import ecc
+from ._base import QoptOptimizer
+from ._launch import _local
+from ._policy import PolicyMixin
+
+__all__ = ["FlashOptimizer", "NumericsError", "compute_ecc_bits", "reconstruct_fp32_param",
+           "cast_model"]
+
+
+class NumericsError(RuntimeError):
+    """``check_numerics=True``: the learning rate is too small to change the largest weight of a
+    parameter at its dtype and master-weight precision (FlashOptim's check)."""
+
+
+_EXP_BITS = {torch.bfloat16: 8, torch.float16: 5, torch.float32: 8}
+_MASTER_BYTES = {None: 0, 24: 3, 32: 4}
+
+
+class FlashOptimizer(PolicyMixin, QoptOptimizer):
+    """Base class of qopt's Flash optimizers (FlashAdamW, FlashAdam, FlashSGD, FlashSGDW, FlashLion),
+    as FlashOptim's ``FlashOptimizer``: the per-parameter state policy, ``check_numerics``, fp32
+    model state dicts."""
+
+    #: FlashOptim's heuristic lower bound of a step relative to lr (Adam: 0.1; sign/SGD steps: 1)
+    _MIN_STEP_RELATIVE_TO_LR = 1.0
+
+    def _init_flash(self, check_numerics: bool, fused: bool, compress_state_dict: bool) -> None:
+        self.check_numerics = bool(check_numerics)
+        self.fused = bool(fused)   # accepted either way: every qopt step is one fused launch
+        self.compress_state_dict = bool(compress_state_dict)
+        self._maxabs: Dict[int, float] = {}
+
+    # ---- check_numerics
+    def recompute_param_stats(self) -> None:
+        """Measures each parameter's largest absolute value (one host sync per parameter; a
+        collective for a DTensor) for ``check_numerics``; done at a parameter's first checked step
+        and after ``load_state_dict``, otherwise only when called."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                self._measure(p)
+
+    def _measure(self, p: torch.Tensor) -> float:
+        full = p.full_tensor() if hasattr(p, "full_tensor") else p
+        v = float(full.detach().abs().max().item()) if full.numel() else 0.0
+        self.__dict__.setdefault("_maxabs", {})[id(p)] = v
+        return v
+
+    def _check_param_numerics(self) -> None:
+        """FlashOptim's check: the step lr * (0.1 for Adam, 1 otherwise) must reach the resolution
+        of the largest weight, 2^(floor(log2 maxabs) - (master bits - 1 - exponent bits) -
+        log2(0.49)); a float lr only (a tensor lr is not read: that would be a host sync)."""
+        cache = self.__dict__.setdefault("_maxabs", {})
+        for gi, group in enumerate(self.param_groups):
+            lr = group["lr"]
+            if isinstance(lr, torch.Tensor) or lr == 0.0:
+                continue
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                maxabs = cache.get(id(p))
+                if maxabs is None:
+                    maxabs = self._measure(p)
+                if maxabs <= 0 or not math.isfinite(maxabs):
+                    continue
+                dtype = _local(p).dtype
+                width = max(torch.tensor([], dtype=dtype).element_size(),
+                            _MASTER_BYTES[self.master_weight_bits] if dtype != torch.float32
+                            else 4)
+                mant = width * 8 - 1 - _EXP_BITS[dtype] + math.log2(0.49)
+                needed = math.floor(math.log2(maxabs)) - mant
+                guaranteed = math.log2(lr * self._MIN_STEP_RELATIVE_TO_LR)
+                if needed > guaranteed:
+                    raise NumericsError(
+                        f"{type(self).__name__}: param_groups[{gi}]: learning rate {lr:.3g} "
+                        f"yields steps that may be too small to change a {dtype} parameter of "
+                        f"shape {list(p.shape)} with a {width * 8}-bit master weight and largest "
+                        f"magnitude {maxabs:.6g} (step {2 ** guaranteed:.5g} < resolution "
+                        f"{2 ** needed:.5g}); raise the learning rate or master_weight_bits, or "
+                        f"set check_numerics=False. Nothing was stepped.")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if getattr(self, "check_numerics", False):
+            self._check_param_numerics()
+        return super().step(closure)
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        if getattr(self, "check_numerics", False):
+            self.recompute_param_stats()
+
+    # ---- fp32 model state
+    def get_fp32_model_state_dict(self, model: torch.nn.Module) -> Dict[str, torch.Tensor]:
+        """The model's state_dict in float32, each stepped parameter replaced by its master weight
+        (bf16/fp16 + error bits; an fp32 parameter or one without error bits as it is). Under FSDP2
+        the local shard's (as FlashOptim)."""
+        module = model.module if hasattr(model, "module") else model
+        out = {k: _local(v).detach().float().clone() for k, v in module.state_dict().items()}
+        for name, p in module.named_parameters():
+            rho = self.state.get(p, {}).get("error_bits")
+            if rho is not None:
+                out[name] = reconstruct_fp32_param(_local(p).detach(), rho)
+        return out
+
+    @torch.no_grad()
+    def set_fp32_model_state_dict(self, model: torch.nn.Module,
+                                  fp32_state_dict: Dict[str, torch.Tensor]) -> None:
+        """The inverse: each parameter named in `fp32_state_dict` (float32) becomes its rounding to
+        the parameter's dtype, and its error bits (where it has them) the rest of the value."""
+        module = model.module if hasattr(model, "module") else model
+        for name, p in module.named_parameters():
+            if name not in fp32_state_dict:
+                continue
+            v = fp32_state_dict[name]
+            if v.dtype != torch.float32:
+                raise ValueError(f"{type(self).__name__}.set_fp32_model_state_dict: '{name}' is "
+                                 f"{v.dtype}, expected torch.float32")
+            lp = _local(p)
+            v = _local(v).to(lp.device)
+            lp.copy_(v.to(lp.dtype))
+            st = self.state.get(p, {})
+            if "error_bits" in st:
+                bytes_ = lp.element_size() + st["error_bits"].element_size()
+                st["error_bits"].copy_(compute_ecc_bits(v, lp, master_bytewidth=bytes_))
+
+
+# ------------------------------------------------------------------ error bits
+
+_NMAX = {1: 127, 2: 32767}
+_MBITS = {torch.bfloat16: (7, 127), torch.float16: (10, 15)}
+
+
+def reconstruct_fp32_param(param: torch.Tensor, error_bits: torch.Tensor) -> torch.Tensor:
+    """float32 master weight from a bf16/fp16 parameter and its int8/int16 error bits
+    (numerics.md section 3; bit-identical to qopt_error_bits_decode and to the kernels)."""
+    if param.dtype == torch.float32:
+        raise ValueError("reconstruct_fp32_param: the parameter is float32 already (error bits "
+                         "complete only bf16 or fp16 parameters)")
+    if param.dtype not in _MBITS:
+        raise ValueError(f"reconstruct_fp32_param: parameter dtype {param.dtype}; bf16 or fp16")
+    if error_bits.dtype not in (torch.int8, torch.int16):
+        raise ValueError(f"reconstruct_fp32_param: error_bits dtype {error_bits.dtype}; int8 or "
+                         f"int16")
+    return ecc.decode(param, error_bits)
+
+
+def _pow2(k: torch.Tensor) -> torch.Tensor:
+    return ((k + 127) << 23).view(torch.float32)
+
+
+def compute_ecc_bits(fp32_param: torch.Tensor, narrow_param: torch.Tensor,
+                     master_bytewidth: int = 4) -> torch.Tensor:
+    """Error bits that complete `narrow_param` (bf16/fp16, the rounding of `fp32_param`) to the
+    float32 value: int8 for a 3-byte (24-bit) master, int16 for a 4-byte one (numerics.md
+    section 3 encode; bit-identical to qopt_error_bits_init). Non-finite values get 0."""
+    if fp32_param.dtype != torch.float32:
+        raise ValueError(f"compute_ecc_bits: fp32_param is {fp32_param.dtype}, expected float32")
+    if narrow_param.dtype not in _MBITS:
+        raise ValueError(f"compute_ecc_bits: narrow_param is {narrow_param.dtype}; bf16 or fp16")
+    nbytes = master_bytewidth - narrow_param.element_size()
+    if nbytes not in _NMAX:
+        raise ValueError(f"compute_ecc_bits: master_bytewidth={master_bytewidth} with a "
+                         f"{narrow_param.element_size()}-byte parameter leaves {nbytes} bytes of "
+                         f"error bits; 1 or 2 (master_bytewidth 3 or 4)")
+    mbits, bias = _MBITS[narrow_param.dtype]
+    x16 = narrow_param.detach().contiguous().reshape(-1)
+    x32 = fp32_param.detach().contiguous().reshape(-1).to(x16.device)
+    p = x16.float()
+    e = x32 - p
+    bits = x16.view(torch.int16).to(torch.int32) & 0x7FFF
+    field = bits >> mbits
+    E = torch.where(field == 0, torch.full_like(field, 1 - bias), field - bias)
+    l = E - mbits - 1
+    h = torch.div(-l, 2, rounding_mode="floor")
+    ok = torch.isfinite(p) & torch.isfinite(x32)
+    h = torch.where(ok, h, torch.zeros_like(h))
+    rest = torch.where(ok, -l - h, torch.zeros_like(l))
+    en = (e * _pow2(h)) * _pow2(rest)
+    nmax = _NMAX[nbytes]
+    s = en.clamp(-1.0, 1.0) * float(nmax)
+    r = torch.floor(s.abs() + 0.5) * torch.sign(s)
+    r = torch.where(ok & ~torch.isnan(r), r, torch.zeros_like(r))
+    dtype = torch.int8 if nbytes == 1 else torch.int16
+    return r.to(dtype).reshape(narrow_param.shape)
+
+
+# ------------------------------------------------------------------ cast_model
+
+_RUNNING_STAT_NORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d,
+                       torch.nn.SyncBatchNorm, torch.nn.InstanceNorm1d, torch.nn.InstanceNorm2d,
+                       torch.nn.InstanceNorm3d)
+
+
+def _matches(name: str, module: torch.nn.Module, specs) -> bool:
+    return any(module is s if isinstance(s, torch.nn.Module) else fnmatch.fnmatch(name, s)
+               for s in specs)
+
+
+def cast_model(model: torch.nn.Module, dtype: torch.dtype = torch.bfloat16,
+               selective: bool = True,
+               full_precision_layers: Optional[List[Union[str, torch.nn.Module]]] = None,
+               full_precision_recast_layers: Optional[List[Union[str, torch.nn.Module]]] = None
+               ) -> None:
+    """Casts a model's floating parameters and buffers to `dtype` in place (FlashOptim's
+    ``cast_model``): with `selective`, norms with running statistics (BatchNorm, InstanceNorm) stay
+    float32; modules matched by `full_precision_layers` (fnmatch patterns on module names, or the
+    modules) stay float32 and get their inputs cast to float32, those of
+    `full_precision_recast_layers` also their outputs cast back to `dtype`. Tied parameters stay
+    tied."""
+    keep = list(full_precision_layers or [])
+    recast = list(full_precision_recast_layers or [])
+    kept_modules = {id(m) for n, m in model.named_modules() if _matches(n, m, keep + recast)}
+    kept_ids = set()
+    for n, m in model.named_modules():
+        if id(m) in kept_modules:
+            kept_ids.update(id(t) for t in m.parameters())
+            kept_ids.update(id(t) for t in m.buffers())
+    cast: Dict[int, torch.Tensor] = {}
+    for m in model.modules():
+        if selective and isinstance(m, _RUNNING_STAT_NORMS):
+            continue
+        for t in list(m.parameters(recurse=False)) + list(m.buffers(recurse=False)):
+            if id(t) in kept_ids or not t.is_floating_point():
+                continue
+            key = t.data.data_ptr()
+            if key not in cast:
+                cast[key] = t.data.to(dtype)
+            t.data = cast[key]
+
+    def to_fp32(module, args):
+        return tuple(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                     for a in args)
+
+    def back(module, args, out):
+        if isinstance(out, torch.Tensor) and out.is_floating_point():
+            return out.to(dtype)
+        if isinstance(out, tuple):
+            return tuple(o.to(dtype) if isinstance(o, torch.Tensor) and o.is_floating_point()
+                         else o for o in out)
+        return out
+
+    for n, m in model.named_modules():
+        if id(m) in kept_modules and not getattr(m, "_qopt_fp32_hooks", False):
+            m.register_forward_pre_hook(to_fp32)
+            if _matches(n, m, recast):
+                m.register_forward_hook(back)
+            m._qopt_fp32_hooks = True
