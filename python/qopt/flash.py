@@ -99,10 +99,42 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
             self._check_param_numerics()
         return super().step(closure)
 
+    # ---- checkpoints: compress_state_dict=False, torch.optim's format
+    def state_dict(self) -> Dict[str, Any]:
+        """With ``compress_state_dict=False`` (FlashOptim's option) every quantized state is given
+        dequantized, a float32 tensor of the parameter's shape under FlashOptim's (and torch's) key
+        (``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``), beside ``error_bits`` and ``step``: a
+        torch.optim optimizer of the same algorithm loads it. Quantized again on load (values
+        within half a code step)."""
+        sd = super().state_dict()
+        if getattr(self, "compress_state_dict", True):
+            return sd
+        index = {}
+        start = 0
+        for g in self.param_groups:
+            for i, p in enumerate(g["params"], start):
+                index.setdefault(i, p)
+            start += len(g["params"])
+        for i, st in sd["state"].items():
+            sd["state"][i] = _dequantized_state(self, index[i], st)
+        return sd
+
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Also loads a plain ``torch.optim`` checkpoint of the same algorithm (AdamW/Adam:
+        ``exp_avg``, ``exp_avg_sq``; SGD: ``momentum_buffer``; Lion: ``exp_avg``; float tensors):
+        the states are quantized into this optimizer's groups (or kept float32 where its policy
+        says so), error bits start at 0 (the master is the parameter), and only the group options
+        this optimizer has are taken (``amsgrad=True`` / ``maximize=True`` are refused)."""
+        if _is_torch_optim_state(self, state_dict):
+            state_dict = _from_torch_optim(self, state_dict)
         super().load_state_dict(state_dict)
         if getattr(self, "check_numerics", False):
             self.recompute_param_stats()
+
+    def _load_param_state(self, p, group, idx, saved):
+        if isinstance(saved, dict):
+            saved = _quantized_on_load(self, p, saved)
+        return super()._load_param_state(p, group, idx, saved)
 
     # ---- fp32 model state
     def get_fp32_model_state_dict(self, model: torch.nn.Module) -> Dict[str, torch.Tensor]:
@@ -137,6 +169,126 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
             if "error_bits" in st:
                 bytes_ = lp.element_size() + st["error_bits"].element_size()
                 st["error_bits"].copy_(compute_ecc_bits(v, lp, master_bytewidth=bytes_))
+
+
+# ------------------------------------------------------------------ float32 form of the state
+
+def _float_pairs(opt, p):
+    """[(codes key, scales key, group, scheme, float32 key)] of p's quantized states."""
+    from ._reshard import _grouped_keys
+    ks = opt._param_kernel_spec(p)
+    grouped, _ = _grouped_keys(opt, ks)
+    out = []
+    for ckey, skey, group, scheme in grouped:
+        fkey = opt.STREAM_KEYS32.get(scheme["name"])
+        if fkey is not None and scheme["scheme"] == "group":
+            out.append((ckey, skey, group, scheme, fkey))
+    return out
+
+
+def _dequantized_state(opt, p, st: Dict[str, Any]) -> Dict[str, Any]:
+    from ._reshard import _group_dequantize, expand, is_dtensor, dtensor_class
+    st = dict(st)
+    for ckey, skey, group, scheme, fkey in _float_pairs(opt, p):
+        if ckey not in st:
+            continue
+        c, s = st.pop(ckey), st.pop(skey)
+        wrap = is_dtensor(c)
+        lc = c.to_local() if wrap else c
+        ls = s.to_local() if is_dtensor(s) else s
+        n = lc.numel()
+        if ls.numel() != n:        # the kernel's own form: one scale per group
+            ls = expand(ls.reshape(-1), group, n)
+        x = _group_dequantize(lc.reshape(-1), ls.reshape(-1), scheme).reshape(lc.shape)
+        if wrap:
+            x = dtensor_class().from_local(x, c.device_mesh, c.placements, run_check=False,
+                                           shape=c.shape, stride=c.stride())
+        st[fkey] = x
+    return st
+
+
+def _quantized_on_load(opt, p, saved: Dict[str, Any]) -> Dict[str, Any]:
+    """A saved float32 state (compress_state_dict=False, torch.optim) quantized into p's groups
+    with the kernel's formulas; missing error bits start at 0 (the master is the parameter)."""
+    from ._reshard import _group_quantize, is_dtensor
+    # (a float state beside its quantized keys is left to the key check, which refuses it)
+    pairs = [e for e in _float_pairs(opt, p) if e[4] in saved and e[0] not in saved
+             and e[1] not in saved]
+    if not pairs:
+        return saved
+    out = dict(saved)
+    lp = _local(p)
+    n = lp.numel()
+    for ckey, skey, group, scheme, fkey in pairs:
+        x = out.pop(fkey, None)
+        if x is None:
+            continue
+        if is_dtensor(x):
+            x = x.to_local()
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() != n:
+            raise ValueError(f"{type(opt).__name__}.load_state_dict: '{fkey}' must be a float "
+                             f"tensor of the parameter's {n} elements, got "
+                             f"{getattr(x, 'dtype', type(x).__name__)} of shape "
+                             f"{list(getattr(x, 'shape', []))}")
+        ng = -(-n // group)
+        rows = torch.zeros(ng * group, dtype=torch.float32, device=lp.device)
+        rows[:n] = x.reshape(-1).to(device=lp.device, dtype=torch.float32)
+        sdt = torch.float16 if scheme.get("scale_dtype", "f16") == "f16" else torch.float32
+        q, sc = _group_quantize(rows.view(ng, group), scheme, sdt)
+        out[ckey] = q.reshape(-1)[:n].reshape(lp.shape).clone()
+        out[skey] = sc
+    expected = opt._expected_state(p, opt._param_kernel_spec(p))
+    if "error_bits" in expected and "error_bits" not in out:
+        shape, dtype, _ = expected["error_bits"]
+        out["error_bits"] = torch.zeros(shape, dtype=dtype, device=lp.device)
+    # the rest of a DTensor state as its local shard (the quantized states are this shard's now)
+    return {k: (v.to_local() if is_dtensor(v) else v) for k, v in out.items()}
+
+
+_TORCH_KEYS = {"exp_avg", "exp_avg_sq", "momentum_buffer", "step"}
+
+
+def _is_torch_optim_state(opt, sd: Any) -> bool:
+    """A state_dict without qopt's record or kernel markers whose states hold only torch.optim's
+    keys (and error_bits)."""
+    if not isinstance(sd, dict) or "qopt" in sd or not isinstance(sd.get("param_groups"), list):
+        return False
+    if any(isinstance(g, dict) and "_qopt_kernel" in g for g in sd["param_groups"]):
+        return False
+    states = sd.get("state", {})
+    keys = set().union(*[set(s) for s in states.values() if isinstance(s, dict)]) if states else set()
+    allowed = set(opt.STREAM_KEYS32.values()) | {"step", "max_exp_avg_sq"}   # (amsgrad: refused)
+    return keys <= allowed and bool(keys & (_TORCH_KEYS - {"step"}) or not states)
+
+
+def _from_torch_optim(opt, sd: Dict[str, Any]) -> Dict[str, Any]:
+    name = type(opt).__name__
+    groups = []
+    for gi, (g, sg) in enumerate(zip(opt.param_groups, sd["param_groups"])):
+        for flag in ("amsgrad", "maximize"):
+            if sg.get(flag):
+                raise ValueError(f"{name}.load_state_dict: param_groups[{gi}] of the torch.optim "
+                                 f"checkpoint has {flag}=True, which {name} does not do")
+        ng = {k: v for k, v in sg.items() if k in g and k != "params"}
+        ng["params"] = sg["params"]
+        ng["_qopt_kernel"] = g["_qopt_kernel"]
+        groups.append(ng)
+    if len(sd["param_groups"]) != len(opt.param_groups):
+        groups = sd["param_groups"]     # refused by load_state_dict's group count check
+    state = {}
+    for i, st in sd.get("state", {}).items():
+        st = dict(st)
+        step = st.get("step")
+        if step is None:
+            # torch.optim.SGD keeps no count: its state is at least one step old, and SGD's update
+            # reads the count only to start the buffer at the first step
+            st["step"] = torch.tensor(1, dtype=torch.int64)
+        elif isinstance(step, torch.Tensor):
+            st["step"] = torch.tensor(int(step.item()), dtype=torch.int64)
+        elif step is not None:
+            st["step"] = torch.tensor(int(step), dtype=torch.int64)
+        state[i] = st
+    return {"state": state, "param_groups": groups}
 
 
 # ------------------------------------------------------------------ error bits

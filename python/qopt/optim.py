@@ -39,10 +39,8 @@ def _check_adam_group(group):
 def _reject_flashoptim_flags(cls: str, quantize, compress_state_dict, check_numerics, fused) -> None:
     if not isinstance(quantize, bool):
         raise ValueError(f"{cls}: quantize={quantize!r}; True (8-bit states) or False (float32)")
-    if compress_state_dict is not True:
-        raise ValueError(f"{cls}: compress_state_dict={compress_state_dict!r} is not supported; "
-                         f"state_dict keeps the quantized state (compress_state_dict=True)")
-    for name, v in (("check_numerics", check_numerics), ("fused", fused)):
+    for name, v in (("compress_state_dict", compress_state_dict),
+                    ("check_numerics", check_numerics), ("fused", fused)):
         if not isinstance(v, bool):
             raise ValueError(f"{cls}: {name}={v!r}; True or False")
 
@@ -55,6 +53,7 @@ def _check_flash_group(opt: "QoptOptimizer", group) -> None:
                              group.get("check_numerics", False), group.get("fused", True))
     opt._same_for_all(group, "check_numerics", opt.check_numerics)
     opt._same_for_all(group, "fused", opt.fused)
+    opt._same_for_all(group, "compress_state_dict", opt.compress_state_dict)
     opt._same_for_all(group, "master_weight_bits", opt.master_weight_bits)
     opt._same_for_all(group, "quantize", opt.quantize)
     opt._same_for_all(group, "min_8bit_size", opt.min_8bit_size)

@@ -211,3 +211,97 @@ def test_fp32_model_state_dict_round_trip(host):
         assert torch.equal(opt.state[p]["error_bits"].reshape(-1), rho)
     with pytest.raises(ValueError, match="expected torch.float32"):
         opt.set_fp32_model_state_dict(model, {"0.weight": new["0.weight"].double()})
+
+
+# --------------------------------------------------------------- float32 checkpoints
+
+def _deq(codes, scales, signed):
+    """numerics.md section 2's inverse, written here: per element, scale of its group of 32."""
+    s = scales.float().repeat_interleave(32)[:codes.numel()].reshape(codes.shape)
+    if signed:
+        z = codes.float() / 127.0
+        return (z / (2.0 - z.abs())) * s
+    u = (codes.float() / 255.0) * s
+    return u * u
+
+
+def _fp32_model():
+    torch.manual_seed(1)
+    return torch.nn.Sequential(torch.nn.Linear(16, 40), torch.nn.Linear(40, 3))
+
+
+def test_compress_state_dict_false_gives_float32_states_that_requantize_exactly(host):
+    model = _model()
+    opt = qopt.FlashAdamW(model.parameters(), lr=1e-2, compress_state_dict=False)
+    _train(model, opt)
+    sd = opt.state_dict()
+    for i, p in enumerate(model.parameters()):
+        st, live = sd["state"][i], opt.state[p]
+        assert set(st) == {"error_bits", "exp_avg", "exp_avg_sq", "step"}
+        assert st["exp_avg"].dtype == torch.float32 and st["exp_avg"].shape == p.shape
+        assert torch.equal(st["exp_avg"], _deq(live["exp_avg::quantized"],
+                                               live["exp_avg::scales"], True))
+        assert torch.equal(st["exp_avg_sq"], _deq(live["exp_avg_sq::quantized"],
+                                                  live["exp_avg_sq::scales"], False))
+    # loaded (quantized again) into a fresh optimizer: the codes and scales come back bit for bit
+    clone = _model()
+    clone.load_state_dict(model.state_dict())
+    fresh = qopt.FlashAdamW(clone.parameters(), lr=1e-2)
+    fresh.load_state_dict(sd)
+    for p, q in zip(model.parameters(), clone.parameters()):
+        for k, v in opt.state[p].items():
+            assert torch.equal(v, fresh.state[q][k]), k
+
+
+@pytest.mark.parametrize("name", ["adamw", "sgd"])
+def test_torch_optim_checkpoint_loads_quantized_and_exports_back(host, name):
+    ref_model, model = _fp32_model(), _fp32_model()
+    if name == "adamw":
+        ref = torch.optim.AdamW(ref_model.parameters(), lr=1e-2, foreach=False)
+        opt = qopt.FlashAdamW(model.parameters(), lr=1e-2, compress_state_dict=False)
+        keys = [("exp_avg", True), ("exp_avg_sq", False)]
+    else:
+        ref = torch.optim.SGD(ref_model.parameters(), lr=1e-1, momentum=0.9, foreach=False)
+        opt = qopt.FlashSGD(model.parameters(), lr=1e-1, momentum=0.9,
+                            compress_state_dict=False)
+        keys = [("momentum_buffer", True)]
+    _train(ref_model, ref)
+    model.load_state_dict(ref_model.state_dict())
+    tsd = ref.state_dict()
+    opt.load_state_dict(tsd)
+    for i, p in enumerate(model.parameters()):
+        st = opt.state[p]
+        assert int(st["step"]) == (3 if name == "adamw" else 1)   # torch's SGD keeps no count
+        for k, signed in keys:
+            want = tsd["state"][i][k]
+            got = _deq(st[k + "::quantized"], st[k + "::scales"], signed)
+            s = st[k + "::scales"].float().repeat_interleave(32)[:p.numel()].reshape(p.shape)
+            tol = s * (1 / 127 + 2 ** -9) if signed else s * s * (2 / 255 + 2 ** -8)
+            assert bool(((got - want).abs() <= tol).all()), k
+    # the export loads into torch.optim again, which steps on from there
+    back = torch.optim.AdamW(ref_model.parameters(), lr=1e-2) if name == "adamw" else \
+        torch.optim.SGD(ref_model.parameters(), lr=1e-1, momentum=0.9)
+    export = opt.state_dict()
+    back.load_state_dict(export)
+    for i, p in enumerate(ref_model.parameters()):
+        for k, _ in keys:
+            assert torch.equal(back.state[p][k], export["state"][i][k])
+    _train(ref_model, back, steps=1)
+    _train(model, opt, steps=2)
+
+
+def test_torch_optim_checkpoint_refusals(host):
+    model = _fp32_model()
+    ref = torch.optim.AdamW(model.parameters(), lr=1e-2, amsgrad=True)
+    _train(model, ref, steps=1)
+    opt = qopt.FlashAdamW(_fp32_model().parameters())
+    with pytest.raises(ValueError, match="amsgrad=True, which FlashAdamW does not do"):
+        opt.load_state_dict(ref.state_dict())
+    ada = torch.optim.Adagrad(model.parameters())
+    _train(model, ada, steps=1)
+    with pytest.raises(ValueError, match="not a qopt optimizer state"):
+        opt.load_state_dict(ada.state_dict())
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    _train(model, sgd, steps=1)
+    with pytest.raises(ValueError, match="not a qopt optimizer state"):
+        opt.load_state_dict(sgd.state_dict())    # momentum_buffer is not an Adam state

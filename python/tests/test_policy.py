@@ -267,10 +267,15 @@ def test_mixed_policy_checkpoint_resumes_bitwise(device_cpu):
         assert torch.equal(p.detach().view(torch.int16), q.detach().view(torch.int16))
         for k, v in opt.state[p].items():
             assert torch.equal(v, other.state[q][k]), k
-    # a checkpoint of another policy is refused, naming the keys
+    # float32 states load into a quantizing policy (quantized on load); quantized ones into a
+    # float32 policy are refused, naming the keys
     third = qopt.FlashAdamW([torch.nn.Parameter(p.detach().clone()) for p in ps], lr=1e-2)
-    with pytest.raises(ValueError, match=r"unexpected state keys \['exp_avg', 'exp_avg_sq'\]"):
-        third.load_state_dict(opt.state_dict())
+    third.load_state_dict(opt.state_dict())
+    assert "exp_avg::quantized" in third.state[third.param_groups[0]["params"][1]]
+    fourth = qopt.FlashAdamW([torch.nn.Parameter(p.detach().clone()) for p in ps], lr=1e-2,
+                             quantize=False)
+    with pytest.raises(ValueError, match=r"unexpected state keys \['exp_avg::quantized'"):
+        fourth.load_state_dict(opt.state_dict())
 
 
 def test_override_after_the_state_exists_is_refused_at_the_step(device_cpu):
