@@ -371,6 +371,20 @@ class QoptOptimizer(torch.optim.Optimizer):
         its own dtype (exactly what ``GradScaler.unscale_`` stores), and a nonzero ``found_inf``
         skips the step on the device: parameters, state and step counts stay as they were. The
         gradients themselves are left scaled."""
+        from ._release import release_active
+        if release_active(self, "step"):
+            return None
+        return self._release_step(closure)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        from ._release import release_active
+        if release_active(self, "zero_grad"):
+            return
+        super().zero_grad(set_to_none=set_to_none)
+
+    @torch.no_grad()
+    def _release_step(self, closure: Optional[Callable[[], Any]] = None):
+        """The step itself (step() is this, except while gradient release is active)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -677,7 +691,8 @@ class QoptOptimizer(torch.optim.Optimizer):
             if k in self.__dict__:
                 d[k] = self.__dict__[k]
         # (per-parameter overrides are kept by parameter identity, which a copy does not keep)
-        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer", "_table_arrays", "_overrides"):
+        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer", "_table_arrays", "_overrides",
+                  "_release"):
             d.pop(k, None)
         return d
 

@@ -94,10 +94,10 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
                         f"set check_numerics=False. Nothing was stepped.")
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def _release_step(self, closure=None):
         if getattr(self, "check_numerics", False):
             self._check_param_numerics()
-        return super().step(closure)
+        return super()._release_step(closure)
 
     # ---- checkpoints: compress_state_dict=False, torch.optim's format
     def state_dict(self) -> Dict[str, Any]:

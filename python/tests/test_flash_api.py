@@ -16,7 +16,8 @@ from qopt import _capi as C
 from conftest import backend_available, skip_reason
 
 FLASHOPTIM_ALL = ["FlashAdam", "FlashAdamW", "FlashLion", "FlashOptimizer", "FlashSGD", "FlashSGDW",
-                  "NumericsError", "cast_model", "compute_ecc_bits", "reconstruct_fp32_param"]
+                  "NumericsError", "cast_model", "compute_ecc_bits", "reconstruct_fp32_param",
+                  "enable_gradient_release", "GradientReleaseHandle"]
 
 
 def test_flashoptim_names_are_importable_from_qopt():
