@@ -146,10 +146,10 @@ class FlashAdamW(FlashOptimizer):
 
 
 class FlashAdam(FlashAdamW):
-    """Adam with L2 weight decay (``grad += weight_decay * param``), FlashOptim's compressed state.
-    Only ``master_weight_bits=24`` has a kernel (``flash_adam``)."""
+    """Adam with L2 weight decay (``grad += weight_decay * param``), FlashOptim's compressed state
+    (kernels ``flash_adam``, ``flash_adam_ecc16``, ``flash_adam_bf16`` by ``master_weight_bits``)."""
 
-    _SPECS = {24: "flash_adam"}
+    _SPECS = {24: "flash_adam", 32: "flash_adam_ecc16", None: "flash_adam_bf16"}
     _DECOUPLED = False
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
@@ -176,7 +176,7 @@ class FlashSGD(FlashOptimizer):
     STREAM_KEYS = {"p.ecc": "error_bits", "buf.codes": "momentum_buffer::quantized",
                    "buf.scales": "momentum_buffer::scales"}
     STREAM_KEYS32 = {"p.ecc": "error_bits", "buf": "momentum_buffer"}
-    _SPECS = {24: "flash_sgd"}
+    _SPECS = {24: "flash_sgd", 32: "flash_sgd_ecc16", None: "flash_sgd_bf16"}
     _DECOUPLED = False
 
     def __init__(self, params: Iterable, lr: float = 0.001, momentum: float = 0.0,
@@ -229,7 +229,7 @@ class FlashSGDW(FlashSGD):
     """SGD with momentum and decoupled weight decay (``p *= 1 - lr * weight_decay``; with
     ``decouple_lr=True``, ``1 - weight_decay * lr / initial_lr``), kernel ``flash_sgdw``."""
 
-    _SPECS = {24: "flash_sgdw"}
+    _SPECS = {24: "flash_sgdw", 32: "flash_sgdw_ecc16", None: "flash_sgdw_bf16"}
     _DECOUPLED = True
 
     def __init__(self, params: Iterable, lr: float = 0.001, momentum: float = 0.0,
@@ -253,7 +253,7 @@ class FlashLion(FlashOptimizer):
     STREAM_KEYS = {"p.ecc": "error_bits", "m.codes": "exp_avg::quantized",
                    "m.scales": "exp_avg::scales"}
     STREAM_KEYS32 = {"p.ecc": "error_bits", "m": "exp_avg"}
-    _SPECS = {24: "flash_lion"}
+    _SPECS = {24: "flash_lion", 32: "flash_lion_ecc16", None: "flash_lion_bf16"}
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.99),
                  weight_decay: float = 0.0, decouple_lr: bool = False, quantize: bool = True,

@@ -224,8 +224,8 @@ def test_kernel_for_each_option(cls, kwargs, kernel):
     assert cls(bf16_params((2,)), **kwargs).kernel_name == kernel
 
 
-@pytest.mark.parametrize("cls,bits", [(qopt.FlashAdamW, 16), (qopt.FlashAdam, 32), (qopt.FlashAdam, None),
-                                      (qopt.FlashSGD, 32), (qopt.FlashLion, None)])
+@pytest.mark.parametrize("cls,bits", [(qopt.FlashAdamW, 16), (qopt.FlashAdam, 8), (qopt.FlashAdam, "24"),
+                                      (qopt.FlashSGD, 64), (qopt.FlashLion, 0)])
 def test_master_weight_bits_without_a_kernel(cls, bits):
     with pytest.raises(ValueError, match=f"master_weight_bits={bits!r} is not supported"):
         cls(bf16_params((2,)), master_weight_bits=bits)

@@ -291,3 +291,58 @@ def test_override_after_the_state_exists_is_refused_at_the_step(device_cpu):
     opt.state.pop(ps[0])                     # dropping the state starts it afresh, in 32 bits
     opt.step()
     assert opt.state[ps[0]]["state1"].dtype == torch.float32
+
+
+# ------------------------------------------------------------------ master widths
+
+FLASH = [(qopt.FlashAdamW, {}), (qopt.FlashAdam, {}), (qopt.FlashSGD, dict(momentum=0.9)),
+         (qopt.FlashSGDW, dict(momentum=0.9)), (qopt.FlashLion, {})]
+
+
+@pytest.mark.parametrize("cls,kw", FLASH, ids=[c.__name__ for c, _ in FLASH])
+@pytest.mark.parametrize("mwb", [24, 32, None])
+@pytest.mark.parametrize("quantize", [True, False])
+def test_every_flash_optimizer_has_every_master_width(cls, kw, mwb, quantize):
+    (p,) = _params("cpu", torch.bfloat16, (40,))
+    opt = cls([p], master_weight_bits=mwb, quantize=quantize, **kw)
+    opt.init_state()
+    eb = opt.state[p].get("error_bits")
+    assert (eb is None) == (mwb is None)
+    if eb is not None:
+        assert eb.dtype == (torch.int8 if mwb == 24 else torch.int16)
+    assert any(k.endswith("::quantized") for k in opt.state[p]) == quantize
+
+
+def _lion64(x, m, g, lr, b1, b2, wd):
+    u = torch.sign(b1 * m + (1 - b1) * g)
+    return x * (1 - lr * wd) - lr * u, b2 * m + (1 - b2) * g
+
+
+@pytest.mark.parametrize("cls", [qopt.FlashLion, qopt.FlashSGD])
+def test_32_bit_and_no_master_track_float64(device_cpu, cls):
+    """float32 states: with a 32-bit master (int16 error bits) the reconstructed master follows
+    the float64 update within float32 rounding; without a master the bf16 parameter within a few
+    bf16 roundings."""
+    g = torch.Generator().manual_seed(3)
+    x0 = torch.randn(256, generator=g) * 0.5
+    grads = [torch.randn(256, generator=g) * 0.1 for _ in range(5)]
+    for mwb, tol in ((32, 2e-6), (None, 5 * 2 ** -8)):   # None: up to 5 bf16 roundings
+        p = torch.nn.Parameter(x0.to(torch.bfloat16))
+        if cls is qopt.FlashLion:
+            opt = cls([p], lr=1e-2, weight_decay=0.1, master_weight_bits=mwb, quantize=False)
+        else:
+            opt = cls([p], lr=0.1, momentum=0.9, master_weight_bits=mwb, quantize=False)
+        x = p.detach().double().clone()
+        m = torch.zeros_like(x)
+        for i, gr in enumerate(grads):
+            gb = gr.to(torch.bfloat16)
+            p.grad = gb.clone()
+            opt.step()
+            gd = gb.double()
+            if cls is qopt.FlashLion:
+                x, m = _lion64(x, m, gd, 1e-2, 0.9, 0.99, 0.1)
+            else:
+                m = gd if i == 0 else 0.9 * m + gd
+                x = x - 0.1 * m
+        got = qopt.master_weights(opt)[p].double()
+        assert float(((got - x).abs() / x.abs().clamp_min(0.05)).max()) <= tol, mwb
