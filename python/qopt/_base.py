@@ -116,6 +116,11 @@ class QoptOptimizer(torch.optim.Optimizer):
             name += ".scaled"
         return base if name == stem else R.kernel_spec(name, backend)
 
+    def _new_param_state(self, st: Dict[str, Any]) -> Dict[str, Any]:
+        """The dict that holds one parameter's state (a subclass may give a dict type of its
+        own, e.g. one that also answers FlashOptim's keys)."""
+        return st
+
     def _spec_of(self, p: torch.Tensor) -> str:
         """The spec stem that steps p (the optimizer's; a per-parameter policy may choose its
         float32-state spec, _policy.py)."""
@@ -269,7 +274,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         ks = self._param_kernel_spec(p)
         state = self.state.get(p)
         if not isinstance(state, dict):
-            state = {}
+            state = self._new_param_state({})
             self.state[p] = state
         state.clear()
         for key, (shape, dtype, b) in self._expected_state(p, ks).items():
@@ -583,7 +588,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         # Everything checked: commit.
         self.state.clear()
         for p, st in new_state.items():
-            self.state[p] = st
+            self.state[p] = self._new_param_state(st)
         for g, sg in zip(groups, saved_groups):
             for k, v in sg.items():
                 if k != "params":

@@ -31,6 +31,41 @@ _EXP_BITS = {torch.bfloat16: 8, torch.float16: 5, torch.float32: 8}
 _MASTER_BYTES = {None: 0, 24: 3, 32: 4}
 
 
+class FlashState(dict):
+    """One parameter's state in a Flash optimizer: the kernel's keys, and, read-only, FlashOptim's
+    keys of a quantized state (``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``): ``state["exp_avg"]``
+    and ``state.get("exp_avg")`` give it dequantized, a new float32 tensor of the codes' shape
+    (numerics.md section 2's inverse; writing to it changes nothing). They are not among the keys
+    (``keys()``, ``in``, ``state_dict``), which stay the kernel's."""
+
+    _SCHEMES = {"exp_avg": True, "momentum_buffer": True, "exp_avg_sq": False}   # signed?
+
+    def _dequantized(self, key):
+        signed = self._SCHEMES.get(key)
+        c = dict.get(self, f"{key}::quantized")
+        sc = dict.get(self, f"{key}::scales")
+        if signed is None or c is None or sc is None:
+            return None
+        from ._reshard import _group_dequantize, expand
+        scheme = ({"storage": "int8", "companding": "softsign"} if signed
+                  else {"storage": "uint8", "companding": "sqrt"})
+        n = c.numel()
+        e = expand(sc.reshape(-1), 32, n) if sc.numel() != n else sc.reshape(-1)
+        return _group_dequantize(c.reshape(-1), e, scheme).reshape(c.shape)
+
+    def __missing__(self, key):
+        v = self._dequantized(key)
+        if v is None:
+            raise KeyError(key)
+        return v
+
+    def get(self, key, default=None):
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        v = self._dequantized(key)
+        return default if v is None else v
+
+
 class FlashOptimizer(PolicyMixin, QoptOptimizer):
     """Base class of qopt's Flash optimizers (FlashAdamW, FlashAdam, FlashSGD, FlashSGDW, FlashLion),
     as FlashOptim's ``FlashOptimizer``: the per-parameter state policy, ``check_numerics``, fp32
@@ -38,6 +73,9 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
 
     #: FlashOptim's heuristic lower bound of a step relative to lr (Adam: 0.1; sign/SGD steps: 1)
     _MIN_STEP_RELATIVE_TO_LR = 1.0
+
+    def _new_param_state(self, st: Dict[str, Any]) -> Dict[str, Any]:
+        return st if isinstance(st, FlashState) else FlashState(st)
 
     def _init_flash(self, check_numerics: bool, fused: bool, compress_state_dict: bool) -> None:
         self.check_numerics = bool(check_numerics)

@@ -306,3 +306,32 @@ def test_torch_optim_checkpoint_refusals(host):
     _train(model, sgd, steps=1)
     with pytest.raises(ValueError, match="not a qopt optimizer state"):
         opt.load_state_dict(sgd.state_dict())    # momentum_buffer is not an Adam state
+
+
+def test_flashoptim_state_keys_read_dequantized(host):
+    model = _model()
+    opt = qopt.FlashAdamW(model.parameters(), lr=1e-2)
+    _train(model, opt)
+    p = model[0].weight
+    st = opt.state[p]
+    want = _deq(st["exp_avg::quantized"], st["exp_avg::scales"], True)
+    assert torch.equal(st["exp_avg"], want) and torch.equal(st.get("exp_avg"), want)
+    assert torch.equal(st["exp_avg_sq"], _deq(st["exp_avg_sq::quantized"],
+                                              st["exp_avg_sq::scales"], False))
+    assert "exp_avg" not in st and "exp_avg" not in st.keys()
+    assert "exp_avg" not in opt.state_dict()["state"][0]
+    assert st.get("momentum_buffer") is None
+    with pytest.raises(KeyError):
+        st["momentum_buffer"]
+    # still after a checkpoint is loaded, and for SGD's buffer
+    clone = _model()
+    clone.load_state_dict(model.state_dict())
+    other = qopt.FlashAdamW(clone.parameters(), lr=1e-2)
+    other.load_state_dict(opt.state_dict())
+    assert torch.equal(other.state[clone[0].weight]["exp_avg"], want)
+    sgd_model = _model()
+    sgd = qopt.FlashSGD(sgd_model.parameters(), lr=1e-2, momentum=0.9)
+    _train(sgd_model, sgd)
+    s2 = sgd.state[sgd_model[0].weight]
+    assert torch.equal(s2["momentum_buffer"], _deq(s2["momentum_buffer::quantized"],
+                                                   s2["momentum_buffer::scales"], True))
