@@ -418,17 +418,20 @@ class QoptOptimizer(torch.optim.Optimizer):
                 if not plist:
                     continue
                 hv = self._checked_hypers(gi, group)
-                cache = self._cache.get(gi)
+                # under gradient release each bucket (a subset of the group, the same every
+                # iteration) keeps a cache of its own instead of rebuilding the group's
+                ck = gi if getattr(self, "_release", None) is None else (gi, tuple(map(id, plist)))
+                cache = self._cache.get(ck)
                 if (cache is None or cache.generation != self._generation
                         or not cache.holds(plist)):
                     cache = self._build(gi, group, plist, cache)
-                    self._cache[gi] = cache
+                    self._cache[ck] = cache
                 # one launch (the usual case) takes the gradients read here
                 one = grads if len(cache.launches) == 1 else None
                 if not all(launch.check(one) for launch in cache.launches):
                     # the state changed under the cache: rebuild from the current state
                     cache = self._build(gi, group, plist, cache)
-                    self._cache[gi] = cache
+                    self._cache[ck] = cache
                     if not all(launch.check() for launch in cache.launches):
                         raise RuntimeError("qopt: internal error: a launch rebuilt from the "
                                            "current state does not match it")

@@ -35,6 +35,8 @@ class GradientReleaseHandle:
         self._hooks.clear()
         self._keep.clear()
         self._optimizer._release = None
+        # the buckets' launch caches (keyed by bucket) go; the groups' are built at the next step
+        self._optimizer._cache.clear()
 
     @property
     def active(self) -> bool:

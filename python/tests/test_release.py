@@ -57,8 +57,13 @@ def test_release_is_bitwise_the_usual_step(make, bucket):
         assert rel_opt._release.launches == want
     else:
         assert 4 < rel_opt._release.launches < n * 4
+    # each bucket keeps its launch cache: the later iterations rebuilt none
+    assert all(isinstance(k, tuple) for k in rel_opt._cache)
+    builds = {k: id(c) for k, c in rel_opt._cache.items()}
+    _loss(rel, _batches(1)[0]).backward()
+    assert {k: id(c) for k, c in rel_opt._cache.items()} == builds
     handle.remove()
-    assert not handle.active
+    assert not handle.active and not rel_opt._cache
 
 
 def test_step_and_zero_grad_do_nothing_while_active_and_remove_restores():
