@@ -19,13 +19,19 @@ from .codebook import create_dynamic_map
 from .optim import (STATE_FORMAT, STATE_FORMAT_VERSION, AdamW8bit, FlashAdam, FlashAdamW, FlashLion,
                     FlashSGD, FlashSGDW, QoptOptimizer)
 from . import ecc
+from ._policy import GlobalOptimManager
+from ._release import GradientReleaseHandle, enable_gradient_release
+from .flash import (FlashOptimizer, NumericsError, cast_model, compute_ecc_bits,
+                    reconstruct_fp32_param)
 
 __version__ = "0.1.0"
 
 __all__ = ["FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion", "AdamW8bit",
            "QoptOptimizer", "QoptError", "master_weights", "fp32_state_dict", "create_dynamic_map",
            "runtime_version", "forget_allocations", "kernel_dirs", "default_kernel_dirs", "STATE_FORMAT",
-           "STATE_FORMAT_VERSION", "__version__"]
+           "STATE_FORMAT_VERSION", "GlobalOptimManager", "FlashOptimizer", "NumericsError", "cast_model",
+           "compute_ecc_bits", "reconstruct_fp32_param", "enable_gradient_release",
+           "GradientReleaseHandle", "__version__"]
 
 
 def runtime_version() -> tuple:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from . import _capi as C
+from . import _reshard
 from . import _runtime as R
 from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _Launch,
                       _backend_of, _destroy_deferred, _destroy_handle_dict, _grad_of, _is_none,
@@ -25,6 +26,10 @@ from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _L
 #: param group key of the lr a group had when it was added (decouple_lr's reference); torch's
 #: "initial_lr" is left to its schedulers
 _INITIAL_LR = "_qopt_initial_lr"
+
+#: param group key of the kernel's name (checked by load_state_dict, also where DCP dropped the
+#: state_dict's "qopt" record)
+_KERNEL_KEY = "_qopt_kernel"
 
 STATE_FORMAT = "qopt-optimizer-state"
 STATE_FORMAT_VERSION = 1
@@ -97,17 +102,34 @@ class QoptOptimizer(torch.optim.Optimizer):
         return self._spec
 
     def _kernel_spec(self, backend: int, dtype: Optional[torch.dtype] = None,
-                     scaled: bool = False) -> R.KernelSpec:
+                     scaled: bool = False, spec: Optional[str] = None) -> R.KernelSpec:
         """The kernel for parameters of `dtype`: the spec's own (its parameter type; also for
         dtype None), or its variant <spec>.bf16 / .f16 / .f32; with `scaled`, the grad-scaling
-        variant (.scaled)."""
-        base = R.kernel_spec(self._spec, backend)
-        name = self._spec
+        variant (.scaled). `spec`: another spec stem than the optimizer's (a parameter's policy,
+        _spec_of)."""
+        stem = spec or self._spec
+        base = R.kernel_spec(stem, backend)
+        name = stem
         if dtype is not None and dtype is not TORCH_DTYPES[base.param_dtype]:
             name += "." + _DTYPE_SUFFIX[dtype]
         if scaled:
             name += ".scaled"
-        return base if name == self._spec else R.kernel_spec(name, backend)
+        return base if name == stem else R.kernel_spec(name, backend)
+
+    def _new_param_state(self, st: Dict[str, Any]) -> Dict[str, Any]:
+        """The dict that holds one parameter's state (a subclass may give a dict type of its
+        own, e.g. one that also answers FlashOptim's keys)."""
+        return st
+
+    def _spec_of(self, p: torch.Tensor) -> str:
+        """The spec stem that steps p (the optimizer's; a per-parameter policy may choose its
+        float32-state spec, _policy.py)."""
+        return self._spec
+
+    def _param_kernel_spec(self, p: torch.Tensor) -> R.KernelSpec:
+        """The kernel that steps p (its backend, dtype and policy)."""
+        lp = _local(p)
+        return self._kernel_spec(_backend_of(lp)[0], lp.dtype, spec=self._spec_of(p))
 
     def _dtype_error(self, p, pdtype, gdtype, ks: Optional[R.KernelSpec]):
         shape = tuple(p.shape)
@@ -138,7 +160,7 @@ class QoptOptimizer(torch.optim.Optimizer):
                     self._dtype_error(p, lp.dtype, None, None)
                 # the kernel exists (FileNotFoundError if not); STREAM_KEYS and TABLE_KEYS name
                 # its streams and tables (ValueError if not)
-                ks = self._kernel_spec(backend, lp.dtype)
+                ks = self._kernel_spec(backend, lp.dtype, spec=self._spec_of(p))
                 self._stream_keys(ks)
                 self._table_keys(ks)
         except BaseException:
@@ -148,6 +170,9 @@ class QoptOptimizer(torch.optim.Optimizer):
         # decouple_lr's reference lr, under a key of qopt's own: torch's schedulers set
         # "initial_lr" themselves, from the lr the group has when the scheduler is made (as with
         # torch.optim.AdamW, an lr set after the optimizer and before the scheduler is kept)
+        # the kernel's name, a marker that travels with the group through DCP (which keeps only
+        # "state" and "param_groups" of a state_dict): load_state_dict checks it
+        group[_KERNEL_KEY] = self._kernel_spec(C.BACKEND_HOST).kernel
         if _INITIAL_LR not in group:
             lr = group.get("initial_lr", group["lr"])
             group[_INITIAL_LR] = lr.clone() if isinstance(lr, torch.Tensor) else lr
@@ -183,7 +208,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         parameter's error-bits stream ``<param>.ecc``, which a variant without a master weight (an
         fp32 parameter, ``master_weight_bits=None``) does not have."""
         names = [s.name for s in ks.streams if s.role not in (C.ROLE_PARAM, C.ROLE_GRAD)]
-        keys = self.STREAM_KEYS
+        keys = self._stream_key_table(ks)
         if any(k not in names for k in keys):
             ecc = ks.streams[ks.param_stream].name + ".ecc"
             unknown = [k for k in keys if k not in names and k != ecc]
@@ -196,17 +221,26 @@ class QoptOptimizer(torch.optim.Optimizer):
                     f"e.g. '<state>.codes', '<state>.scales', '<param>.ecc')")
         return {n: keys.get(n, n) for n in names}
 
+    def _stream_key_table(self, ks: R.KernelSpec) -> Dict[str, str]:
+        """STREAM_KEYS of kernel ks (a policy may name another kernel's streams)."""
+        return self.STREAM_KEYS
+
     def _table_keys(self, ks: R.KernelSpec) -> List[str]:
         """State keys of the kernel's codebook tables (TABLE_KEYS, else the table's name); a
         TABLE_KEYS key that names no table of the kernel is a ValueError."""
         names = [name for name, _ in ks.tables]
-        unknown = [k for k in self.TABLE_KEYS if k not in names]
+        table = self._table_key_table(ks)
+        unknown = [k for k in table if k not in names]
         if unknown:
             raise ValueError(
                 f"{type(self).__name__}.TABLE_KEYS: {', '.join(map(repr, unknown))} "
                 f"name{'s' if len(unknown) == 1 else ''} no table of kernel {ks.kernel} "
                 f"({ks.path.name}); its table names are {', '.join(map(repr, names)) or 'none'}")
-        return [self.TABLE_KEYS.get(name, name) for name in names]
+        return [table.get(name, name) for name in names]
+
+    def _table_key_table(self, ks: R.KernelSpec) -> Dict[str, str]:
+        """TABLE_KEYS of kernel ks (a policy's float32-state kernel has no tables)."""
+        return self.TABLE_KEYS
 
     def _device_tables(self, ks: R.KernelSpec, device) -> List[torch.Tensor]:
         if not ks.tables:
@@ -237,11 +271,10 @@ class QoptOptimizer(torch.optim.Optimizer):
 
     def _init_param_state(self, p: torch.Tensor, group: Dict[str, Any]) -> Dict[str, Any]:
         lp = _local(p)
-        backend, _ = _backend_of(lp)
-        ks = self._kernel_spec(backend, lp.dtype)
+        ks = self._param_kernel_spec(p)
         state = self.state.get(p)
         if not isinstance(state, dict):
-            state = {}
+            state = self._new_param_state({})
             self.state[p] = state
         state.clear()
         for key, (shape, dtype, b) in self._expected_state(p, ks).items():
@@ -301,7 +334,8 @@ class QoptOptimizer(torch.optim.Optimizer):
             else:
                 where = f"{cls}: param_groups[{gi}][{pi}] {list(p.shape)}"
                 k = known.get(id(p))
-                if k is not None and k[0].params[k[1]] is p and k[0].same_state(k[1], st):
+                if (k is not None and k[0].params[k[1]] is p and k[0].same_state(k[1], st)
+                        and getattr(k[0], "spec", None) == self._spec_of(p)):
                     launch, i = k
                     if lp.numel() != launch.numel_list[i]:
                         raise _size_error(where, lp.numel(), launch.numel_list[i])
@@ -315,17 +349,20 @@ class QoptOptimizer(torch.optim.Optimizer):
                         if st.get(key) is not v:
                             st[key] = v
             step = int(st["step"].item())
-            # counters on the host (int64) and on the device (float32) are not stepped together
-            part = (backend, dev, step, lp.dtype, st["step"].dtype)
+            # counters on the host (int64) and on the device (float32) are not stepped together;
+            # one launch per kernel (the parameter's policy: 8-bit or float32 state)
+            part = (backend, dev, step, lp.dtype, st["step"].dtype, self._spec_of(p))
             parts.setdefault(part, []).append(p)
             at.setdefault(part, []).append(pi)
         launches = []
         for j, (part, ps) in enumerate(parts.items()):
-            backend, dev, _, dtype, _ = part
-            ks = self._kernel_spec(backend, dtype)
+            backend, dev, _, dtype, _, spec = part
+            ks = self._kernel_spec(backend, dtype, spec=spec)
             labels = [f"param_groups[{gi}][{pi}]" for pi in at[part]]
             key = (gi, j, backend, dev, str(ks.path))
-            launches.append(_Launch(self, ks, backend, dev, ps, labels, key))
+            launch = _Launch(self, ks, backend, dev, ps, labels, key)
+            launch.spec = spec
+            launches.append(launch)
         return _GroupCache(self._generation, plist, launches)
 
     @torch.no_grad()
@@ -339,6 +376,20 @@ class QoptOptimizer(torch.optim.Optimizer):
         its own dtype (exactly what ``GradScaler.unscale_`` stores), and a nonzero ``found_inf``
         skips the step on the device: parameters, state and step counts stay as they were. The
         gradients themselves are left scaled."""
+        from ._release import release_active
+        if release_active(self, "step"):
+            return None
+        return self._release_step(closure)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        from ._release import release_active
+        if release_active(self, "zero_grad"):
+            return
+        super().zero_grad(set_to_none=set_to_none)
+
+    @torch.no_grad()
+    def _release_step(self, closure: Optional[Callable[[], Any]] = None):
+        """The step itself (step() is this, except while gradient release is active)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -371,17 +422,20 @@ class QoptOptimizer(torch.optim.Optimizer):
                 if not plist:
                     continue
                 hv = self._checked_hypers(gi, group)
-                cache = self._cache.get(gi)
+                # under gradient release each bucket (a subset of the group, the same every
+                # iteration) keeps a cache of its own instead of rebuilding the group's
+                ck = gi if getattr(self, "_release", None) is None else (gi, tuple(map(id, plist)))
+                cache = self._cache.get(ck)
                 if (cache is None or cache.generation != self._generation
                         or not cache.holds(plist)):
                     cache = self._build(gi, group, plist, cache)
-                    self._cache[gi] = cache
+                    self._cache[ck] = cache
                 # one launch (the usual case) takes the gradients read here
                 one = grads if len(cache.launches) == 1 else None
                 if not all(launch.check(one) for launch in cache.launches):
                     # the state changed under the cache: rebuild from the current state
                     cache = self._build(gi, group, plist, cache)
-                    self._cache[gi] = cache
+                    self._cache[ck] = cache
                     if not all(launch.check() for launch in cache.launches):
                         raise RuntimeError("qopt: internal error: a launch rebuilt from the "
                                            "current state does not match it")
@@ -399,8 +453,8 @@ class QoptOptimizer(torch.optim.Optimizer):
                 if len(cache.launches) > 1:
                     # parameters whose step counts now agree go into one launch next time (the
                     # old cache still vouches for the states it took)
-                    keys = {(ln.backend, ln.device, ln.dtype, ln.step, ln.step_tensors[0].dtype)
-                            for ln in cache.launches}
+                    keys = {(ln.backend, ln.device, ln.dtype, ln.step, ln.step_tensors[0].dtype,
+                             ln.spec) for ln in cache.launches}
                     if len(keys) < len(cache.launches):
                         cache.generation = -1
         finally:
@@ -504,7 +558,13 @@ class QoptOptimizer(torch.optim.Optimizer):
             packed["params"] = [mapping[id(p)] for p in g["params"]]
             start += len(packed["params"])
             groups.append(packed)
-        state = {mapping[id(p)]: dict(s) for p, s in self.state.items() if id(p) in mapping and s}
+        state = {}
+        for p, s in self.state.items():
+            if id(p) in mapping and s:
+                # a DTensor (FSDP2) parameter's state in the mesh-independent form, as DTensors
+                # like the parameter (DCP; _reshard.py)
+                state[mapping[id(p)]] = (_reshard.logical_state(self, p, s)
+                                         if _reshard.is_dtensor(p) else dict(s))
         ks = self._kernel_spec(C.BACKEND_HOST)
         return {"state": state, "param_groups": groups,
                 "qopt": {"format": STATE_FORMAT, "version": STATE_FORMAT_VERSION,
@@ -516,19 +576,32 @@ class QoptOptimizer(torch.optim.Optimizer):
         loaded then). Tensors are copied to the parameter's device; the dict is not modified."""
         name = type(self).__name__
         meta = state_dict.get("qopt") if isinstance(state_dict, dict) else None
-        if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
-            raise ValueError(f"{name}.load_state_dict: not a qopt optimizer state (no 'qopt' record "
-                             f"with format '{STATE_FORMAT}'); qopt loads only its own checkpoints")
-        if meta.get("version") != STATE_FORMAT_VERSION:
-            raise ValueError(f"{name}.load_state_dict: state format version {meta.get('version')} "
-                             f"is not supported (this qopt reads version {STATE_FORMAT_VERSION})")
         ks_host = self._kernel_spec(C.BACKEND_HOST)
-        if meta.get("kernel") != ks_host.kernel:
-            raise ValueError(f"{name}.load_state_dict: the state was saved by {meta.get('optimizer')} "
-                             f"with kernel {meta.get('kernel')}, this optimizer uses kernel "
-                             f"{ks_host.kernel}; their states differ")
+        saved_groups = state_dict.get("param_groups") if isinstance(state_dict, dict) else None
+        marked = (isinstance(saved_groups, list) and saved_groups
+                  and all(isinstance(g, dict) and _KERNEL_KEY in g for g in saved_groups))
+        if meta is None and marked:
+            # through torch.distributed.checkpoint, which keeps "state" and "param_groups" only:
+            # the groups' kernel marker stands for the record
+            kernels = sorted({str(g[_KERNEL_KEY]) for g in saved_groups})
+            if kernels != [ks_host.kernel]:
+                raise ValueError(f"{name}.load_state_dict: the state was saved with kernel "
+                                 f"{', '.join(kernels)}, this optimizer uses kernel "
+                                 f"{ks_host.kernel}; their states differ")
+        else:
+            if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
+                raise ValueError(f"{name}.load_state_dict: not a qopt optimizer state (no 'qopt' "
+                                 f"record with format '{STATE_FORMAT}', nor param groups with "
+                                 f"'{_KERNEL_KEY}'); qopt loads only its own checkpoints")
+            if meta.get("version") != STATE_FORMAT_VERSION:
+                raise ValueError(f"{name}.load_state_dict: state format version "
+                                 f"{meta.get('version')} is not supported (this qopt reads version "
+                                 f"{STATE_FORMAT_VERSION})")
+            if meta.get("kernel") != ks_host.kernel:
+                raise ValueError(f"{name}.load_state_dict: the state was saved by "
+                                 f"{meta.get('optimizer')} with kernel {meta.get('kernel')}, this "
+                                 f"optimizer uses kernel {ks_host.kernel}; their states differ")
         groups = self.param_groups
-        saved_groups = state_dict["param_groups"]
         if len(groups) != len(saved_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
         for g, sg in zip(groups, saved_groups):
@@ -549,7 +622,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         # Everything checked: commit.
         self.state.clear()
         for p, st in new_state.items():
-            self.state[p] = st
+            self.state[p] = self._new_param_state(st)
         for g, sg in zip(groups, saved_groups):
             for k, v in sg.items():
                 if k != "params":
@@ -564,6 +637,10 @@ class QoptOptimizer(torch.optim.Optimizer):
     def _load_param_state(self, p, group, idx, saved: Dict[str, Any]) -> Dict[str, Any]:
         where = (f"{type(self).__name__}.load_state_dict: parameter {idx} "
                  f"(shape {list(_local(p).shape)})")
+        if _reshard.is_logical(self, p, saved):
+            # the mesh-independent form (state_dict of a DTensor parameter, DCP): this shard's
+            # elements, regrouped
+            saved = _reshard.local_state(self, p, saved, where)
         return self._validated_state(p, group, saved, where, live=False)
 
     def _validated_state(self, p, group, saved: Dict[str, Any], where: str,
@@ -579,8 +656,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         elements, and one of another number of elements is the parameter's size change
         (RuntimeError). Tables and step are returned as the step keeps them."""
         lp = _local(p)
-        backend, _ = _backend_of(lp)
-        ks = self._kernel_spec(backend, lp.dtype)
+        ks = self._param_kernel_spec(p)
         expected = self._expected_state(p, ks)
         if not isinstance(saved, dict):
             raise ValueError(f"{where}: the state is a {type(saved).__name__}, expected a dict")
@@ -649,10 +725,13 @@ class QoptOptimizer(torch.optim.Optimizer):
     def __getstate__(self):
         d = super().__getstate__()
         d = dict(self.__dict__) if d is None else dict(d)
-        for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size"):
+        for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size", "quantize",
+                  "min_8bit_size", "check_numerics", "fused", "compress_state_dict"):
             if k in self.__dict__:
                 d[k] = self.__dict__[k]
-        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer", "_table_arrays"):
+        # (per-parameter overrides are kept by parameter identity, which a copy does not keep)
+        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer", "_table_arrays", "_overrides",
+                  "_release"):
             d.pop(k, None)
         return d
 
@@ -662,6 +741,9 @@ class QoptOptimizer(torch.optim.Optimizer):
             self.state = _TrackedState(dict, self.state)
         self._cache = {}
         self._tables_dev = {}
+        if hasattr(self, "min_8bit_size"):
+            from ._policy import _Overrides
+            self._overrides = _Overrides()
         self._init_kernels()
         self._generation = getattr(self, "_generation", 0) + 1
         self._tables_host = None

@@ -206,7 +206,8 @@ class _Launch:
     def _slot(self, scaled: bool) -> _Slot:
         slot = self.slots.get(scaled)
         if slot is None:
-            ks = self.opt._kernel_spec(self.backend, self.dtype, scaled=True)
+            ks = self.opt._kernel_spec(self.backend, self.dtype, scaled=True,
+                                       spec=getattr(self, "spec", None))
             base = self.slots[False]
             slot = _Slot(ks, base.kernel_key + ("scaled",))
             self.slots[scaled] = slot

@@ -18,6 +18,8 @@ from ._base import (_INITIAL_LR, STATE_FORMAT, STATE_FORMAT_VERSION, QoptOptimiz
 # Re-exported: the names of the launch machinery tests and tools reach through qopt.optim.
 from ._launch import (PARAM_DTYPES, QOPT_DTYPES, TORCH_DTYPES, _backend_of,  # noqa: F401
                       _deferred_handles)
+from ._policy import STATE32_SPECS, PolicyMixin
+from .flash import FlashOptimizer
 from .codebook import create_dynamic_map
 
 __all__ = ["QoptOptimizer", "FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion",
@@ -35,16 +37,12 @@ def _check_adam_group(group):
 
 
 def _reject_flashoptim_flags(cls: str, quantize, compress_state_dict, check_numerics, fused) -> None:
-    if quantize is not True:
-        raise ValueError(f"{cls}: quantize={quantize!r} is not supported; qopt's kernels keep "
-                         f"8-bit states (quantize=True)")
-    if compress_state_dict is not True:
-        raise ValueError(f"{cls}: compress_state_dict={compress_state_dict!r} is not supported; "
-                         f"state_dict keeps the quantized state (compress_state_dict=True)")
-    if check_numerics:
-        raise ValueError(f"{cls}: check_numerics=True is not supported")
-    if fused is not True:
-        raise ValueError(f"{cls}: fused={fused!r} is not supported; every step is one fused launch")
+    if not isinstance(quantize, bool):
+        raise ValueError(f"{cls}: quantize={quantize!r}; True (8-bit states) or False (float32)")
+    for name, v in (("compress_state_dict", compress_state_dict),
+                    ("check_numerics", check_numerics), ("fused", fused)):
+        if not isinstance(v, bool):
+            raise ValueError(f"{cls}: {name}={v!r}; True or False")
 
 
 def _check_flash_group(opt: "QoptOptimizer", group) -> None:
@@ -53,7 +51,12 @@ def _check_flash_group(opt: "QoptOptimizer", group) -> None:
     _reject_flashoptim_flags(type(opt).__name__, group.get("quantize", True),
                              group.get("compress_state_dict", True),
                              group.get("check_numerics", False), group.get("fused", True))
+    opt._same_for_all(group, "check_numerics", opt.check_numerics)
+    opt._same_for_all(group, "fused", opt.fused)
+    opt._same_for_all(group, "compress_state_dict", opt.compress_state_dict)
     opt._same_for_all(group, "master_weight_bits", opt.master_weight_bits)
+    opt._same_for_all(group, "quantize", opt.quantize)
+    opt._same_for_all(group, "min_8bit_size", opt.min_8bit_size)
     if "decouple_lr" in group and bool(group["decouple_lr"]) != bool(opt._decouple_lr):
         opt._same_for_all(group, "decouple_lr", opt._decouple_lr)
 
@@ -75,9 +78,21 @@ def _wd_for_kernel(group, decouple_lr: bool):
 _FLASH_ADAM_KEYS = {"p.ecc": "error_bits", "m.codes": "exp_avg::quantized",
                     "m.scales": "exp_avg::scales", "v.codes": "exp_avg_sq::quantized",
                     "v.scales": "exp_avg_sq::scales"}
+#: float32 states (quantize=False, the policy): FlashOptim's and torch's own keys
+_FLASH_ADAM_KEYS32 = {"p.ecc": "error_bits", "m": "exp_avg", "v": "exp_avg_sq"}
 
 
-class FlashAdamW(QoptOptimizer):
+def _init_state_policy(opt, quantize: bool, min_8bit_size: int) -> None:
+    """The policy's options (_policy.py), checked: the float32-state kernel must exist where it
+    may be asked for."""
+    opt._init_policy(quantize, min_8bit_size)
+    if not quantize or min_8bit_size > 0:
+        if opt._spec not in STATE32_SPECS:
+            raise ValueError(f"{type(opt).__name__}: quantize=False / min_8bit_size need a "
+                             f"float32-state kernel, which spec '{opt._spec}' does not have")
+
+
+class FlashAdamW(FlashOptimizer):
     """AdamW with FlashOptim's compressed state: companded 8-bit moments in groups of 32 with
     float16 scales, and a bf16 (or fp16) parameter whose error bits keep a 24- or 32-bit master
     weight; an fp32 parameter is its own master (no error bits).
@@ -90,14 +105,16 @@ class FlashAdamW(QoptOptimizer):
     """
 
     STREAM_KEYS = _FLASH_ADAM_KEYS
+    STREAM_KEYS32 = _FLASH_ADAM_KEYS32
     _SPECS = {24: "flash_adamw", 32: "flash_adamw_ecc16", None: "flash_adamw_bf16"}
+    _MIN_STEP_RELATIVE_TO_LR = 0.1   # FlashOptim's Adam heuristic (check_numerics)
     _DECOUPLED = True
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, decouple_lr: bool = False,
                  quantize: bool = True, compress_state_dict: bool = True,
                  master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
-                 fused: bool = True, *, capturable: bool = False,
+                 fused: bool = True, *, capturable: bool = False, min_8bit_size: int = 0,
                  skip_nonfinite: bool = False):
         cls = type(self).__name__
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
@@ -109,6 +126,9 @@ class FlashAdamW(QoptOptimizer):
                              f"this optimizer has kernels for {sorted(self._SPECS, key=str)}")
         self.master_weight_bits = master_weight_bits
         self._decouple_lr = decouple_lr
+        self._spec = self._SPECS[master_weight_bits]
+        _init_state_policy(self, quantize, min_8bit_size)
+        self._init_flash(check_numerics, fused, compress_state_dict)
         self.skip_nonfinite = skip_nonfinite
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 
@@ -128,25 +148,26 @@ class FlashAdamW(QoptOptimizer):
 
 
 class FlashAdam(FlashAdamW):
-    """Adam with L2 weight decay (``grad += weight_decay * param``), FlashOptim's compressed state.
-    Only ``master_weight_bits=24`` has a kernel (``flash_adam``)."""
+    """Adam with L2 weight decay (``grad += weight_decay * param``), FlashOptim's compressed state
+    (kernels ``flash_adam``, ``flash_adam_ecc16``, ``flash_adam_bf16`` by ``master_weight_bits``)."""
 
-    _SPECS = {24: "flash_adam"}
+    _SPECS = {24: "flash_adam", 32: "flash_adam_ecc16", None: "flash_adam_bf16"}
     _DECOUPLED = False
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, quantize: bool = True,
                  compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
                  check_numerics: bool = False, fused: bool = True, *, capturable: bool = False,
-                 skip_nonfinite: bool = False):
+                 min_8bit_size: int = 0, skip_nonfinite: bool = False):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          decouple_lr=False, quantize=quantize,
                          compress_state_dict=compress_state_dict,
                          master_weight_bits=master_weight_bits, check_numerics=check_numerics,
-                         fused=fused, capturable=capturable, skip_nonfinite=skip_nonfinite)
+                         fused=fused, capturable=capturable, min_8bit_size=min_8bit_size,
+                         skip_nonfinite=skip_nonfinite)
 
 
-class FlashSGD(QoptOptimizer):
+class FlashSGD(FlashOptimizer):
     """SGD with momentum (dampening, Nesterov) and L2 weight decay, FlashOptim's compressed
     momentum (companded int8, groups of 32) and int8 error bits (kernel ``flash_sgd``).
 
@@ -157,7 +178,8 @@ class FlashSGD(QoptOptimizer):
 
     STREAM_KEYS = {"p.ecc": "error_bits", "buf.codes": "momentum_buffer::quantized",
                    "buf.scales": "momentum_buffer::scales"}
-    _SPECS = {24: "flash_sgd"}
+    STREAM_KEYS32 = {"p.ecc": "error_bits", "buf": "momentum_buffer"}
+    _SPECS = {24: "flash_sgd", 32: "flash_sgd_ecc16", None: "flash_sgd_bf16"}
     _DECOUPLED = False
 
     def __init__(self, params: Iterable, lr: float = 0.001, momentum: float = 0.0,
@@ -165,7 +187,7 @@ class FlashSGD(QoptOptimizer):
                  quantize: bool = True, compress_state_dict: bool = True,
                  master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
                  fused: bool = True, *, capturable: bool = False, decouple_lr: bool = False,
-                 skip_nonfinite: bool = False):
+                 min_8bit_size: int = 0, skip_nonfinite: bool = False):
         cls = type(self).__name__
         _check_lr(lr)
         if momentum < 0.0:
@@ -179,6 +201,9 @@ class FlashSGD(QoptOptimizer):
                              f"this optimizer has kernels for {sorted(self._SPECS, key=str)}")
         self.master_weight_bits = master_weight_bits
         self._decouple_lr = decouple_lr
+        self._spec = self._SPECS[master_weight_bits]
+        _init_state_policy(self, quantize, min_8bit_size)
+        self._init_flash(check_numerics, fused, compress_state_dict)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, capturable=capturable)
         self.skip_nonfinite = skip_nonfinite
@@ -208,7 +233,7 @@ class FlashSGDW(FlashSGD):
     """SGD with momentum and decoupled weight decay (``p *= 1 - lr * weight_decay``; with
     ``decouple_lr=True``, ``1 - weight_decay * lr / initial_lr``), kernel ``flash_sgdw``."""
 
-    _SPECS = {24: "flash_sgdw"}
+    _SPECS = {24: "flash_sgdw", 32: "flash_sgdw_ecc16", None: "flash_sgdw_bf16"}
     _DECOUPLED = True
 
     def __init__(self, params: Iterable, lr: float = 0.001, momentum: float = 0.0,
@@ -216,28 +241,29 @@ class FlashSGDW(FlashSGD):
                  decouple_lr: bool = False, quantize: bool = True,
                  compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
                  check_numerics: bool = False, fused: bool = True, *, capturable: bool = False,
-                 skip_nonfinite: bool = False):
+                 min_8bit_size: int = 0, skip_nonfinite: bool = False):
         super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
                          weight_decay=weight_decay, nesterov=nesterov, quantize=quantize,
                          compress_state_dict=compress_state_dict,
                          master_weight_bits=master_weight_bits, check_numerics=check_numerics,
                          fused=fused, capturable=capturable, decouple_lr=decouple_lr,
-                         skip_nonfinite=skip_nonfinite)
+                         min_8bit_size=min_8bit_size, skip_nonfinite=skip_nonfinite)
 
 
-class FlashLion(QoptOptimizer):
+class FlashLion(FlashOptimizer):
     """Lion with decoupled weight decay, FlashOptim's compressed momentum and int8 error bits
     (kernel ``flash_lion``)."""
 
     STREAM_KEYS = {"p.ecc": "error_bits", "m.codes": "exp_avg::quantized",
                    "m.scales": "exp_avg::scales"}
-    _SPECS = {24: "flash_lion"}
+    STREAM_KEYS32 = {"p.ecc": "error_bits", "m": "exp_avg"}
+    _SPECS = {24: "flash_lion", 32: "flash_lion_ecc16", None: "flash_lion_bf16"}
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.99),
                  weight_decay: float = 0.0, decouple_lr: bool = False, quantize: bool = True,
                  compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
                  check_numerics: bool = False, fused: bool = True, *, capturable: bool = False,
-                 skip_nonfinite: bool = False):
+                 min_8bit_size: int = 0, skip_nonfinite: bool = False):
         cls = type(self).__name__
         _check_lr(lr)
         _check_betas(betas, upper_inclusive=True)
@@ -248,6 +274,9 @@ class FlashLion(QoptOptimizer):
                              f"this optimizer has kernels for {sorted(self._SPECS, key=str)}")
         self.master_weight_bits = master_weight_bits
         self._decouple_lr = decouple_lr
+        self._spec = self._SPECS[master_weight_bits]
+        _init_state_policy(self, quantize, min_8bit_size)
+        self._init_flash(check_numerics, fused, compress_state_dict)
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay, capturable=capturable)
         self.skip_nonfinite = skip_nonfinite
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
@@ -287,26 +316,30 @@ def dynamic_map(signed: bool) -> List[float]:
     return _DYNAMIC_MAPS[signed]
 
 
-class AdamW8bit(QoptOptimizer):
+class AdamW8bit(PolicyMixin, QoptOptimizer):
     """bitsandbytes-style blockwise 8-bit AdamW (seed 000's step): uint8 codes into the dynamic
     maps (signed for the first moment, unsigned for the second), one float32 absmax per block of
     ``block_size`` (256, bitsandbytes since 0.44, or 2048, the seed) elements; a plain bf16, fp16
     or fp32 parameter (no master weight). State keys as bitsandbytes: ``state1``, ``absmax1``, ``qmap1``, ``state2``, ...
 
-    Every tensor is quantized (bitsandbytes keeps tensors under ``min_8bit_size`` in 32 bits;
-    that option is not offered).
+    As bitsandbytes, a parameter with fewer than ``min_8bit_size`` elements (default 4096; the
+    whole parameter's count, also under FSDP2) keeps 32-bit state (``state1``/``state2`` float32,
+    kernel ``adamw_state32``), as does every parameter with ``optim_bits=32`` or an override
+    (``override_config``, ``GlobalOptimManager``; _policy.py).
     """
 
     STREAM_KEYS = {"m.codes": "state1", "m.absmax": "absmax1", "v.codes": "state2",
                    "v.absmax": "absmax2"}
     TABLE_KEYS = {"m.qmap": "qmap1", "v.qmap": "qmap2"}
+    #: 32-bit state (min_8bit_size, optim_bits=32): bitsandbytes' keys, float32 tensors
+    STREAM_KEYS32 = {"m": "state1", "v": "state2"}
     _SPECS = {256: "adamw8bit_block256", 2048: "adamw8bit_block2048"}
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False,
                  block_size: int = 256, percentile_clipping: int = 100, block_wise: bool = True,
-                 is_paged: bool = False, *, capturable: bool = False,
-                 skip_nonfinite: bool = False):
+                 is_paged: bool = False, *, capturable: bool = False, min_8bit_size: int = 4096,
+                 optim_bits: int = 8, skip_nonfinite: bool = False):
         cls = type(self).__name__
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         capturable=capturable)
@@ -315,7 +348,11 @@ class AdamW8bit(QoptOptimizer):
         if block_size not in self._SPECS:
             raise ValueError(f"{cls}: block_size={block_size!r} is not supported; kernels exist "
                              f"for block sizes {sorted(self._SPECS)}")
+        if optim_bits not in (8, 32):
+            raise ValueError(f"{cls}: optim_bits={optim_bits!r}; 8 or 32")
         self.block_size = block_size
+        self._spec = self._SPECS[block_size]
+        _init_state_policy(self, optim_bits == 8, min_8bit_size)
         self.skip_nonfinite = skip_nonfinite
         super().__init__(params, defaults, self._SPECS[block_size])
 
@@ -328,6 +365,7 @@ class AdamW8bit(QoptOptimizer):
                           group.get("percentile_clipping", 100), group.get("block_wise", True),
                           group.get("is_paged", False))
         self._same_for_all(group, "block_size", self.block_size)
+        self._same_for_all(group, "min_8bit_size", self.min_8bit_size)
 
     def _host_tables(self, ks):
         return [dynamic_map(state == "m") for _, state in ks.tables]

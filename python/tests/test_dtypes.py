@@ -100,7 +100,7 @@ def test_kernel_and_state_layout_per_dtype(device, dtype):
 
 # ------------------------------------------------------------------ mixed dtypes in a group
 
-@pytest.mark.parametrize("cls,kw", [(qopt.FlashAdamW, {}), (qopt.AdamW8bit, {}),
+@pytest.mark.parametrize("cls,kw", [(qopt.FlashAdamW, {}), (qopt.AdamW8bit, dict(min_8bit_size=0)),
                                     (qopt.FlashSGD, dict(momentum=0.9)), (qopt.FlashLion, {})],
                          ids=["adamw", "adamw8bit", "sgd", "lion"])
 def test_group_mixing_dtypes_is_one_launch_per_dtype_each_as_alone(device, cls, kw):

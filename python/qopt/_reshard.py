@@ -1,0 +1,297 @@
+"""The mesh-independent ("logical") form of a parameter's optimizer state, for
+``torch.distributed.checkpoint`` (DCP) and resharding between meshes (FSDP2, DTensor parameters).
+
+The kernel keeps each rank's state for its local shard: per-element streams (error bits, 8-bit
+codes, plain states) laid out like the shard, and per-group streams (a float16 scale per group of
+32 elements, a float32 absmax per block of 256/2048) whose groups are those of the local flat
+index, so they depend on where the mesh cut the parameter. The logical form drops that
+dependence: every per-element stream as it is, and every per-group stream expanded to one value
+per element (the scale or absmax of the group the element was in), each a tensor of the
+parameter's local shape, which ``state_dict`` wraps as a DTensor with the parameter's mesh and
+placements (so DCP saves each element once and hands any other mesh its own elements).
+
+Loading a logical state into a local shard (``local_state``) keeps every per-element stream
+bit for bit, and regroups the per-group ones: a group of the new shard whose elements all carry
+one saved scale takes that scale and their codes as they are (their dequantized values are the
+saved ones, bit for bit: always so at the mesh the state was saved at, and at any mesh for a
+parameter whose dim-0 rows are a multiple of the group size); a group that gathers elements of
+saved groups with different scales is requantized from the elements' dequantized values with the
+kernel's own formulas (shared/docs/numerics.md section 2, the reference's groupQuantize /
+codebookQuantize), which rounds those elements' codes again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import torch
+
+from . import _capi as C
+from . import _runtime as R
+from ._launch import TORCH_DTYPES, _local
+
+
+_DTENSOR: list = []
+
+
+def dtensor_class():
+    """torch's DTensor class, or None where this torch has none (torch < 2.0)."""
+    if not _DTENSOR:
+        cls = None
+        if torch.distributed.is_available():
+            for mod in ("torch.distributed.tensor", "torch.distributed._tensor"):
+                try:
+                    cls = getattr(__import__(mod, fromlist=["DTensor"]), "DTensor")
+                    break
+                except Exception:   # ImportError; an old torch that fails to import it
+                    continue
+        _DTENSOR.append(cls)
+    return _DTENSOR[0]
+
+
+def is_dtensor(t: Any) -> bool:
+    cls = dtensor_class()
+    return cls is not None and isinstance(t, cls)
+
+
+_SCHEMES: Dict[Any, Dict[str, dict]] = {}
+
+
+def _schemes(ks: R.KernelSpec) -> Dict[str, dict]:
+    """state name -> the manifest's "states" entry (scheme, group or block, companding, ...)."""
+    out = _SCHEMES.get(ks.path)
+    if out is None:
+        out = {s["name"]: s for s in R.read_manifest(ks.path).get("states", [])}
+        _SCHEMES[ks.path] = out
+    return out
+
+
+def _grouped_keys(opt, ks: R.KernelSpec):
+    """[(codes key, scales key, group size, state scheme)] of the kernel's per-group streams, and
+    the state keys of every per-element stream."""
+    keys = opt._stream_keys(ks)
+    by_state: Dict[str, Dict[int, Any]] = {}
+    element = []
+    for s in ks.streams:
+        if s.role in (C.ROLE_PARAM, C.ROLE_GRAD):
+            continue
+        if s.per == C.PER_ELEMENT:
+            element.append(keys[s.name])
+        by_state.setdefault(s.state, {})[s.role] = s
+    grouped = []
+    for state, streams in by_state.items():
+        scale = streams.get(C.ROLE_STATE_SCALES) or streams.get(C.ROLE_STATE_ABSMAX)
+        if scale is None:
+            continue
+        codes = streams[C.ROLE_STATE_CODES]
+        grouped.append((keys[codes.name], keys[scale.name], int(scale.per_size),
+                        _schemes(ks)[state]))
+    return grouped, element
+
+
+def expand(scales: torch.Tensor, group: int, n: int) -> torch.Tensor:
+    """One value per element: element i gets scales[i // group]."""
+    return scales.repeat_interleave(group)[:n] if n else scales[:0]
+
+
+def logical_state(opt, p: torch.Tensor, st: Dict[str, Any], wrap: bool = True) -> Dict[str, Any]:
+    """p's state in the mesh-independent form: per-element streams as they are, per-group streams
+    expanded to one value per element, each of p's local shape; with `wrap`, DTensors with p's
+    mesh and placements (global shape p.shape). Other entries (step, codebook tables) as they are."""
+    lp = _local(p)
+    ks = opt._param_kernel_spec(p)
+    grouped, element = _grouped_keys(opt, ks)
+    out = dict(st)
+    for key in element:
+        if key in st:
+            out[key] = st[key].reshape(lp.shape)
+    for _, skey, group, _ in grouped:
+        if skey in st:
+            out[skey] = expand(st[skey], group, lp.numel()).reshape(lp.shape)
+    if wrap:
+        D = dtensor_class()
+        for key in element + [g[1] for g in grouped]:
+            if key in out:
+                out[key] = D.from_local(out[key], p.device_mesh, p.placements, run_check=False,
+                                        shape=p.shape, stride=p.stride())
+    return out
+
+
+def is_logical(opt, p: torch.Tensor, saved: Any) -> bool:
+    """Whether `saved` (one parameter's state) is in the logical form: some tensor of it is a
+    DTensor, or a per-group stream has one value per element of p's local shard."""
+    if not isinstance(saved, dict):
+        return False
+    if any(is_dtensor(v) for v in saved.values()):
+        return True
+    lp = _local(p)
+    ks = opt._param_kernel_spec(p)
+    grouped, _ = _grouped_keys(opt, ks)
+    for _, skey, group, _ in grouped:
+        t = saved.get(skey)
+        # (a per-group tensor has ceil(n / group) values: the two forms differ in shape unless
+        # n <= 1, where they are the same state)
+        if isinstance(t, torch.Tensor) and tuple(t.shape) == tuple(lp.shape):
+            return True
+    return False
+
+
+def local_state(opt, p: torch.Tensor, saved: Dict[str, Any], where: str) -> Dict[str, Any]:
+    """The kernel's local state of p from the logical form `saved` (DTensors are taken as their
+    local shard, which must be p's: a ValueError otherwise): per-element streams flattened as they
+    are, per-group streams regrouped (``regroup``). Other entries as they are; the result is then
+    checked as any loaded state."""
+    lp = _local(p)
+    ks = opt._param_kernel_spec(p)
+    grouped, element = _grouped_keys(opt, ks)
+    out = {}
+    for k, v in saved.items():
+        if is_dtensor(v):
+            # (its global shape is not compared: DTensor.from_local without a shape, as DCP's
+            # full_state_dict load makes them, computes an even one for an uneven shard; the local
+            # sizes are checked below)
+            v = v.to_local()
+        out[k] = v
+    n = lp.numel()
+    for key in element:
+        t = out.get(key)
+        if isinstance(t, torch.Tensor):
+            if t.numel() != n:
+                raise ValueError(f"{where}: '{key}' has {t.numel()} elements, the parameter's "
+                                 f"local shard {n} (a logical state of another shard)")
+            out[key] = t.reshape(lp.shape)
+    tables = {}
+    for key, table in zip(opt._table_keys(ks), opt._device_tables(ks, lp.device)):
+        tables[key] = table
+    for ckey, skey, group, scheme in grouped:
+        c, e = out.get(ckey), out.get(skey)
+        if not isinstance(c, torch.Tensor) or not isinstance(e, torch.Tensor):
+            continue   # missing: refused by the checks that follow
+        if e.numel() != n:
+            raise ValueError(f"{where}: '{skey}' has {e.numel()} values, expected one per element "
+                             f"of the local shard ({n}) in the logical form")
+        qmap = None
+        if scheme["scheme"] == "codebook":
+            qmap = tables[_table_key_of(opt, ks, scheme["name"])]
+        codes, scales = regroup(c.reshape(-1), e.reshape(-1), group, scheme, qmap)
+        out[ckey] = codes.reshape(lp.shape)
+        out[skey] = scales
+    return out
+
+
+def _table_key_of(opt, ks: R.KernelSpec, state: str) -> str:
+    for (name, st), key in zip(ks.tables, opt._table_keys(ks)):
+        if st == state:
+            return key
+    raise ValueError(f"qopt: kernel {ks.kernel} has no codebook table for state '{state}'")
+
+
+# ------------------------------------------------------------------- regrouping
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view({2: torch.int16, 4: torch.int32}[t.element_size()])
+
+
+def regroup(codes: torch.Tensor, per_elem: torch.Tensor, group: int, scheme: dict,
+            qmap: Optional[torch.Tensor] = None):
+    """(codes, scales) of groups of `group` consecutive elements from per-element codes and the
+    scale (or absmax) each element carried. A group whose elements carry one value (bitwise) keeps
+    it and its codes; any other group is requantized from its dequantized values."""
+    n = codes.numel()
+    ng = -(-n // group)
+    if n == 0:
+        return codes.clone(), per_elem.new_empty((0,))
+    pad = ng * group - n
+    e = per_elem
+    c = codes
+    if pad:
+        # pad with each last group's first value (keeps a uniform group uniform) and code 0 (a
+        # value 0, which no absmax sees)
+        first_of_last = e[(ng - 1) * group:(ng - 1) * group + 1]
+        e = torch.cat([e, first_of_last.expand(pad)])
+        c = torch.cat([c, c.new_zeros(pad)])
+    eg, cg = e.view(ng, group), c.view(ng, group)
+    bits = _bits(eg)
+    uniform = (bits == bits[:, :1]).all(dim=1)
+    scales = eg[:, 0].clone()
+    out_codes = cg.clone()
+    mixed = (~uniform).nonzero().flatten()
+    if mixed.numel():
+        rows_c, rows_e = cg[mixed], eg[mixed]
+        valid = torch.ones_like(rows_c, dtype=torch.bool)
+        if pad and mixed[-1].item() == ng - 1:
+            valid[-1, group - pad:] = False
+        if scheme["scheme"] == "codebook":
+            x = _codebook_dequantize(rows_c, rows_e, qmap)
+            x = torch.where(valid, x, torch.zeros_like(x))
+            q, s = _codebook_quantize(x, qmap)
+        else:
+            x = _group_dequantize(rows_c, rows_e, scheme)
+            x = torch.where(valid, x, torch.zeros_like(x))
+            q, s = _group_quantize(x, scheme, rows_e.dtype)
+        out_codes[mixed] = torch.where(valid, q, rows_c)
+        scales[mixed] = s
+    return out_codes.reshape(-1)[:n].clone(), scales
+
+
+def _group_dequantize(q: torch.Tensor, s: torch.Tensor, scheme: dict) -> torch.Tensor:
+    s = s.float()
+    if scheme["storage"] == "int8":
+        z = q.float() / 127.0
+        y = z / (2.0 - z.abs()) if scheme.get("companding") == "softsign" else z
+        return y * s
+    u = (q.float() / 255.0) * s
+    return u * u if scheme.get("companding") == "sqrt" else u
+
+
+def _group_quantize(x: torch.Tensor, scheme: dict, scale_dtype: torch.dtype):
+    """Rows of float32 values -> (codes, scales): the reference's groupQuantize."""
+    signed = scheme["storage"] == "int8"
+    t = x.sqrt() if scheme.get("companding") == "sqrt" else x
+    a = t.abs() if signed else t
+    am = a.amax(dim=1).clamp_min(0.0)
+    am = torch.where(torch.isnan(a).any(dim=1), torch.full_like(am, float("nan")), am)
+    if scheme.get("scale_divisor", "absmax") == "absmax":
+        floor = am.new_tensor(1e-12)   # float32, on the values' device
+        sdiv = torch.where(torch.isnan(am) | (am >= floor), am, floor)
+        stored = sdiv.to(scale_dtype)
+    else:
+        stored = am.to(scale_dtype)
+        sdiv = torch.where(stored == 0, torch.ones_like(am), stored.float())
+    sdiv = sdiv[:, None]
+    if signed:
+        y = t / sdiv
+        z = (2.0 * y) / (1.0 + y.abs()) if scheme.get("companding") == "softsign" else y
+        r = 127.0 * z
+    elif scheme.get("scale_divisor", "absmax") == "absmax":
+        r = (255.0 * t) / sdiv
+    else:
+        r = (t / sdiv) * 255.0
+    q = torch.floor(r + 0.5) if scheme.get("rounding", "half_up") == "half_up" else torch.round(r)
+    q = torch.where(torch.isnan(q), torch.zeros_like(q), q)
+    if signed:
+        return q.clamp(-127, 127).to(torch.int8), stored
+    return q.clamp(0, 255).to(torch.uint8), stored
+
+
+def _codebook_dequantize(q: torch.Tensor, a: torch.Tensor, qmap: torch.Tensor) -> torch.Tensor:
+    return qmap.to(a.device)[q.long()] * a
+
+
+def _codebook_quantize(x: torch.Tensor, qmap: torch.Tensor):
+    """Rows of float32 values -> (uint8 codes, float32 absmax): the reference's codebookQuantize
+    (a code counts the midpoints strictly below x / max(absmax, 1e-30); NaN: 255)."""
+    qmap = qmap.to(x.device, torch.float32)
+    mid = (qmap[:-1] + qmap[1:]) * 0.5
+    am = x.abs().amax(dim=1)
+    am = torch.where(torch.isnan(x).any(dim=1), torch.full_like(am, float("nan")), am)
+    floor = am.new_tensor(1e-30)
+    d = torch.where(torch.isnan(am) | (am >= floor), am, floor)
+    c = x / d[:, None]
+    count = (mid[None, None, :] < c[:, :, None]).sum(dim=2)
+    count = torch.where(torch.isnan(c), torch.full_like(count, 255), count)
+    return count.to(torch.uint8), am
+
+
+__all__ = ["logical_state", "local_state", "is_logical", "regroup", "expand", "dtensor_class",
+           "is_dtensor", "TORCH_DTYPES"]
