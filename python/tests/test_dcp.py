@@ -20,6 +20,11 @@ sys.path.insert(0, str(SCRIPT.parent))
 import dcp_check  # noqa: E402
 
 
+# Known failure on torch 2.11 (the H200 machine, 2026-12-03): get_optimizer_state_dict raises
+# "RuntimeError: Invalid scalar type" in torch.distributed._state_dict_utils._iterate_state_dict. Strict:
+# a fix makes these pass and the marker must then go (python/README.md, "Checkpoints across meshes").
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="DCP on torch 2.11: Invalid scalar type in _iterate_state_dict")
 @pytest.mark.parametrize("save,load,flatten", [(2, "1,2,4", False), (4, "1,2", True),
                                                (1, "4", False)],
                          ids=["2to1-2-4", "4to1-2-flat", "1to4"])
