@@ -3,7 +3,7 @@
 // The default strict kernels quantize through approximate division and
 // square root and keep that code only where a rounding margin proves it
 // equal to the IEEE chain's (convert-qopt-to-gpu checked-rounding,
-// StreamCodecs.cpp). This suite steps every shipped spec with both builds —
+// lib/Codegen/GroupQuantization.cpp). This suite steps every shipped spec with both builds —
 // the default kernels and the same specs compiled with
 // --checked-rounding=false --codebook-buckets=false (every code through
 // div.rn/sqrt.rn, every codebook code by the full 8-step search) — on the same
@@ -83,7 +83,7 @@ TEST_P(CheckedRounding, DefaultKernelEqualsIEEERoundingKernel) { compareBuilds(f
 TEST_P(CheckedRounding, CrowdedCodebookEqualsFullSearch) { compareBuilds(true); }
 
 // beta2 = 1 - 1e-14: bc2 = 1 - beta2^step is about 1e-14 * step, below the
-// 2^-40 a sqrt code's known root needs (StreamCodecs.cpp, knownRoot): every
+// 2^-40 a sqrt code's known root needs (lib/Codegen/LaneMath.cpp, knownRoot): every
 // thread fails its check and the lanes check themselves on the sqrt.approx
 // chain. beta2 = 0: bc2 = 1, the range's upper end.
 TEST_P(CheckedRounding, BiasCorrectionBelowTheKnownRootsRange) {

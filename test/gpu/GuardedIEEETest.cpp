@@ -3,7 +3,7 @@
 // The strict GPU lowering divides and takes square roots of the update's
 // lanes through the instruction sequence ptxas emits on the fast path of
 // div.rn.f32 and sqrt.rn.f32, with the range check done once per thread
-// (LaneMath::guarded in lib/Conversion/QoptToGPU/StreamCodecs.cpp). This
+// (LaneMath::guarded in lib/Codegen/LaneMath.cpp). This
 // suite runs that sequence, as the lowering writes it in PTX, against the
 // hardware's div.rn.f32 / sqrt.rn.f32 over the guarded domain:
 //  - sqrt(a): every float a in [2^-100, 2^100];

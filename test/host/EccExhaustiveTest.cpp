@@ -1,7 +1,7 @@
 //===- EccExhaustiveTest.cpp - The lowered §3 split on every input ---------===//
 //
 // numerics.md §3's split master weight as the compiler lowers it
-// (StreamCodecs.cpp: splitMaster, reconstructMaster), against the C++
+// (lib/Codegen/MasterWeights.cpp: splitMaster, reconstructMaster), against the C++
 // reference's eccEncode / eccDecode (float formulas as written), for the four
 // formats bf16/f16 x int8/int16:
 //   - encode on every one of the 2^32 float32 bit patterns: kernel

@@ -4,7 +4,7 @@
 // Checked rounding for seed 003's scheme: the divisor is the stored (float16)
 // scale, a zero scale taken as 1, and codes round half to even. The fast code
 // is the integer nearest t' behind the same margin check as the authors'
-// scheme: away from half integers it equals roundeven(t) (StreamCodecs.cpp). A lane that
+// scheme: away from half integers it equals roundeven(t) (lib/Codegen/GroupQuantization.cpp). A lane that
 // fails takes the IEEE chain, which rounds half to even and clamps.
 
 // CHECK-LABEL: gpu.func @Seed003
