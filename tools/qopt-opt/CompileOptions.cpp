@@ -86,8 +86,8 @@ struct CompileOptions {
   cl::opt<bool> exactUniformDivision{
       "exact-uniform-division",
       cl::desc("Divide by lane-uniform values through a proven reciprocal "
-               "(exact; off by default: measured slower on the H200; "
-               "implies --guarded-ieee=false)"),
+               "(exact; off by default, docs/tuning.md \"Proven uniform "
+               "division\"; implies --guarded-ieee=false)"),
       cl::init(false), cl::cat(compileCategory)};
   cl::opt<bool> checkedRounding{
       "checked-rounding",
@@ -113,8 +113,8 @@ struct CompileOptions {
                             "on for group states without a codebook and "
                             "a 16-bit parameter, and for two or more "
                             "states with codebook blocks of at most 256 "
-                            "and a 16-bit parameter (measured on the H200), "
-                            "else off"),
+                            "and a 16-bit parameter (docs/tuning.md \"Async "
+                            "copies\"), else off"),
                  clEnumValN(AsyncCopy::On, "on", "always"),
                  clEnumValN(AsyncCopy::Off, "off", "never")),
       cl::init(AsyncCopy::Auto), cl::cat(compileCategory)};
@@ -142,7 +142,8 @@ struct CompileOptions {
       cl::desc("Staged kernels on sm_90 and newer: fill the stages with bulk "
                "copies of whole tiles (cp.async.bulk) and a barrier per stage "
                "instead of each thread's cp.async (same results, the same "
-               "shared memory; measured slower on the H200)"),
+               "shared memory; off by default, docs/tuning.md \"Bulk "
+               "copies\")"),
       cl::init(false), cl::cat(compileCategory)};
   cl::opt<int64_t> tileClaims{
       "tile-claims",
