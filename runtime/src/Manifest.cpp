@@ -1,5 +1,6 @@
 //===- Manifest.cpp - Parse and check kernel manifests --------------------===//
 #include "Manifest.h"
+#include "ManifestReader.h"
 
 #include "DType.h"
 #include "Error.h"
@@ -21,210 +22,10 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr const char *kAllDtypes = "f32, bf16, f16, int8, uint8, int16";
-
 /// How far a uniform expression may nest: twice the frontend's limit on an
 /// expression tree (1024 levels), far below what exhausts a thread's stack.
 constexpr unsigned kMaxExprDepth = 2048;
 
-/// Byte offset `byte` of `text` as 1-based line and column.
-std::pair<size_t, size_t> lineColumn(std::string_view text, size_t byte) {
-  byte = std::min(byte, text.size());
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < byte; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-
-/// A SAX handler that builds nothing and keeps where parsing failed: the
-/// position of errors that nlohmann reports without one (a number that
-/// overflows float64 is an out_of_range exception with no byte offset).
-struct ErrorPositionSax : json::json_sax_t {
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t &) override { return true; }
-  bool string(string_t &) override { return true; }
-  bool binary(binary_t &) override { return true; }
-  bool start_object(std::size_t) override { return true; }
-  bool key(string_t &) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t position, const std::string &lastToken,
-                   const nlohmann::detail::exception &) override {
-    // `position` is just past the offending token.
-    start = position >= lastToken.size() ? position - lastToken.size() : 0;
-    failed = true;
-    return false;
-  }
-  size_t start = 0;
-  bool failed = false;
-};
-
-/// Reads typed fields out of JSON objects; every error names the source and
-/// the dotted path of the field.
-class Reader {
-public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void error(const std::string &field,
-                          const std::string &message) const {
-    fail(QOPT_ERROR_MANIFEST, source_, ": field '", field, "': ", message);
-  }
-
-  static std::string join(const std::string &path, const std::string &key) {
-    return path.empty() ? key : path + "." + key;
-  }
-  static std::string index(const std::string &path, size_t i) {
-    return cat(path, "[", i, "]");
-  }
-
-  /// The member `key` of `obj`, or null when absent and not required.
-  const json *member(const json &obj, const std::string &path,
-                     const char *key, bool required) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (required)
-        error(join(path, key), "missing");
-      return nullptr;
-    }
-    return &*it;
-  }
-
-  void expectObject(const json &j, const std::string &field) const {
-    if (!j.is_object())
-      error(field, cat("expected an object, got ", j.type_name()));
-  }
-  void expectArray(const json &j, const std::string &field) const {
-    if (!j.is_array())
-      error(field, cat("expected an array, got ", j.type_name()));
-  }
-
-  std::string string(const json &obj, const std::string &path, const char *key,
-                     bool required, const std::string &def = {},
-                     bool allowEmpty = false) const {
-    const json *j = member(obj, path, key, required);
-    if (!j)
-      return def;
-    if (!j->is_string())
-      error(join(path, key), cat("expected a string, got ", j->type_name()));
-    std::string s = j->get<std::string>();
-    if (s.empty() && !allowEmpty)
-      error(join(path, key), "must not be empty");
-    return s;
-  }
-
-  int64_t integer(const json &obj, const std::string &path, const char *key,
-                  bool required, int64_t def, int64_t min, int64_t max) const {
-    const json *j = member(obj, path, key, required);
-    if (!j)
-      return def;
-    std::string field = join(path, key);
-    if (!j->is_number_integer())
-      error(field, cat("expected an integer, got ",
-                       j->is_number() ? j->dump() : j->type_name()));
-    int64_t v;
-    if (j->is_number_unsigned()) {
-      uint64_t u = j->get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX))
-        error(field, cat(u, " is out of range [", min, ", ", max, "]"));
-      v = static_cast<int64_t>(u);
-    } else {
-      v = j->get<int64_t>();
-    }
-    if (v < min || v > max)
-      error(field, cat(v, " is out of range [", min, ", ", max, "]"));
-    return v;
-  }
-
-  std::optional<double> number(const json &obj, const std::string &path,
-                               const char *key) const {
-    const json *j = member(obj, path, key, false);
-    if (!j)
-      return std::nullopt;
-    if (j->is_boolean())
-      return j->get<bool>() ? 1.0 : 0.0;
-    if (!j->is_number())
-      error(join(path, key), cat("expected a number, got ", j->type_name()));
-    return j->get<double>();
-  }
-
-  bool boolean(const json &obj, const std::string &path, const char *key,
-               bool def) const {
-    const json *j = member(obj, path, key, false);
-    if (!j)
-      return def;
-    if (!j->is_boolean())
-      error(join(path, key),
-            cat("expected true or false, got ",
-                j->is_primitive() ? j->dump() : j->type_name()));
-    return j->get<bool>();
-  }
-
-  /// A dtype field restricted to `allowed`.
-  qopt_dtype dtype(const json &obj, const std::string &path, const char *key,
-                   bool required, std::initializer_list<qopt_dtype> allowed,
-                   const char *what, qopt_dtype def = QOPT_DTYPE_INVALID) const {
-    const json *j = member(obj, path, key, required);
-    if (!j)
-      return def;
-    std::string s = string(obj, path, key, true);
-    qopt_dtype d = parseDtype(s);
-    if (d == QOPT_DTYPE_INVALID)
-      error(join(path, key),
-            cat("unknown dtype \"", s, "\" (expected one of ", kAllDtypes, ")"));
-    if (std::find(allowed.begin(), allowed.end(), d) == allowed.end()) {
-      std::string list;
-      for (qopt_dtype a : allowed)
-        list += (list.empty() ? "" : ", ") + std::string(dtypeName(a));
-      error(join(path, key),
-            cat("dtype \"", s, "\" is not allowed for ", what, " (expected ",
-                list, ")"));
-    }
-    return d;
-  }
-
-  const std::string &source() const { return source_; }
-
-private:
-  std::string source_;
-};
-
-struct OpInfo {
-  const char *name;
-  Expr::Op op;
-  int minArity;
-  int maxArity; // -1: any number >= minArity
-};
-
-constexpr OpInfo kOps[] = {
-    {"add", Expr::Op::Add, 2, -1},      {"sub", Expr::Op::Sub, 2, 2},
-    {"mul", Expr::Op::Mul, 2, -1},      {"div", Expr::Op::Div, 2, 2},
-    {"pow", Expr::Op::Pow, 2, 2},       {"neg", Expr::Op::Neg, 1, 1},
-    {"sqrt", Expr::Op::Sqrt, 1, 1},     {"abs", Expr::Op::Abs, 1, 1},
-    {"sign", Expr::Op::Sign, 1, 1},     {"min", Expr::Op::Min, 2, -1},
-    {"max", Expr::Op::Max, 2, -1},      {"lt", Expr::Op::Lt, 2, 2},
-    {"le", Expr::Op::Le, 2, 2},         {"gt", Expr::Op::Gt, 2, 2},
-    {"ge", Expr::Op::Ge, 2, 2},         {"eq", Expr::Op::Eq, 2, 2},
-    {"ne", Expr::Op::Ne, 2, 2},         {"and", Expr::Op::And, 2, -1},
-    {"or", Expr::Op::Or, 2, -1},        {"not", Expr::Op::Not, 1, 1},
-    {"select", Expr::Op::Select, 3, 3},
-};
-
-const OpInfo &opInfo(Expr::Op op) {
-  for (const OpInfo &o : kOps)
-    if (o.op == op)
-      return o;
-  return kOps[0];
-}
 
 Expr parseExpr(const Reader &r, const json &j, const std::string &field,
                const Manifest &m, unsigned depth = 1) {
@@ -263,17 +64,10 @@ Expr parseExpr(const Reader &r, const json &j, const std::string &field,
   if (j.empty() || !j[0].is_string())
     r.error(field, "an operation must start with its name, e.g. [\"add\", 1, 2]");
   std::string name = j[0].get<std::string>();
-  const OpInfo *info = nullptr;
-  for (const OpInfo &o : kOps)
-    if (name == o.name)
-      info = &o;
-  if (!info) {
-    std::string list;
-    for (const OpInfo &o : kOps)
-      list += (list.empty() ? "" : " ") + std::string(o.name);
+  const OpInfo *info = findOp(name);
+  if (!info)
     r.error(Reader::index(field, 0),
-            cat("unknown op \"", name, "\" (expected one of: ", list, ")"));
-  }
+            cat("unknown op \"", name, "\" (expected one of: ", opNames(), ")"));
   int arity = static_cast<int>(j.size()) - 1;
   if (arity < info->minArity ||
       (info->maxArity >= 0 && arity > info->maxArity)) {
@@ -861,114 +655,6 @@ ManifestPtr loadManifest(const std::string &path) {
   return parseManifest(readFile(path), path);
 }
 
-double evaluate(const Expr &e, const std::vector<double> &h, double step) {
-  switch (e.kind) {
-  case Expr::Kind::Literal:
-    return e.value;
-  case Expr::Kind::Hyper:
-    return h[e.hyper];
-  case Expr::Kind::Step:
-    return step;
-  case Expr::Kind::Op:
-    break;
-  }
-  auto arg = [&](size_t i) { return evaluate(e.operands[i], h, step); };
-  auto truth = [](double v) { return v != 0.0; }; // NaN is true
-  auto b = [](bool v) { return v ? 1.0 : 0.0; };
-  switch (e.op) {
-  case Expr::Op::Add: {
-    double v = arg(0);
-    for (size_t i = 1; i < e.operands.size(); ++i)
-      v += arg(i);
-    return v;
-  }
-  case Expr::Op::Mul: {
-    double v = arg(0);
-    for (size_t i = 1; i < e.operands.size(); ++i)
-      v *= arg(i);
-    return v;
-  }
-  case Expr::Op::Sub:
-    return arg(0) - arg(1);
-  case Expr::Op::Div:
-    return arg(0) / arg(1);
-  case Expr::Op::Pow:
-    return std::pow(arg(0), arg(1));
-  case Expr::Op::Neg:
-    return -arg(0);
-  case Expr::Op::Sqrt:
-    return std::sqrt(arg(0));
-  case Expr::Op::Abs:
-    return std::fabs(arg(0));
-  case Expr::Op::Sign: {
-    double v = arg(0);
-    return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; // +0 for ±0 and NaN, as torch.sign
-  }
-  case Expr::Op::Min:
-  case Expr::Op::Max: {
-    // NaN-propagating, as torch.minimum/maximum.
-    double v = arg(0);
-    for (size_t i = 1; i < e.operands.size(); ++i) {
-      double w = arg(i);
-      if (std::isnan(v) || std::isnan(w))
-        v = std::nan("");
-      else
-        v = (e.op == Expr::Op::Min) ? (w < v ? w : v) : (w > v ? w : v);
-    }
-    return v;
-  }
-  case Expr::Op::Lt:
-    return b(arg(0) < arg(1));
-  case Expr::Op::Le:
-    return b(arg(0) <= arg(1));
-  case Expr::Op::Gt:
-    return b(arg(0) > arg(1));
-  case Expr::Op::Ge:
-    return b(arg(0) >= arg(1));
-  case Expr::Op::Eq:
-    return b(arg(0) == arg(1));
-  case Expr::Op::Ne:
-    return b(arg(0) != arg(1));
-  case Expr::Op::And: {
-    bool v = true;
-    for (size_t i = 0; i < e.operands.size(); ++i)
-      v = v && truth(arg(i));
-    return b(v);
-  }
-  case Expr::Op::Or: {
-    bool v = false;
-    for (size_t i = 0; i < e.operands.size(); ++i)
-      v = v || truth(arg(i));
-    return b(v);
-  }
-  case Expr::Op::Not:
-    return b(!truth(arg(0)));
-  case Expr::Op::Select:
-    return truth(arg(0)) ? arg(1) : arg(2);
-  }
-  return std::nan("");
-}
-
-std::string toString(const Expr &e, const std::vector<std::string> &names) {
-  switch (e.kind) {
-  case Expr::Kind::Literal: {
-    std::ostringstream os;
-    os.precision(17);
-    os << e.value;
-    return os.str();
-  }
-  case Expr::Kind::Hyper:
-    return "\"" + names[e.hyper] + "\"";
-  case Expr::Kind::Step:
-    return "\"step\"";
-  case Expr::Kind::Op:
-    break;
-  }
-  std::string s = cat("[\"", opInfo(e.op).name, "\"");
-  for (const Expr &o : e.operands)
-    s += ", " + toString(o, names);
-  return s + "]";
-}
 
 std::vector<double> resolveHypers(const Manifest &m, const qopt_hyper *hypers,
                                   size_t numHypers) {

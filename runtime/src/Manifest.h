@@ -9,6 +9,7 @@
 #ifndef QOPT_RUNTIME_SRC_MANIFEST_H
 #define QOPT_RUNTIME_SRC_MANIFEST_H
 
+#include "UniformExpr.h"
 #include "qopt/runtime.h"
 
 #include <cstdint>
@@ -19,26 +20,6 @@
 #include <vector>
 
 namespace qopt::rt {
-
-/// One node of a uniform expression tree (float64 semantics).
-struct Expr {
-  enum class Kind { Literal, Hyper, Step, Op };
-  enum class Op {
-    Add, Sub, Mul, Div, Pow, Neg, Sqrt, Abs, Sign, Min, Max,
-    Lt, Le, Gt, Ge, Eq, Ne, And, Or, Not, Select
-  };
-  Kind kind = Kind::Literal;
-  double value = 0;  ///< Literal
-  size_t hyper = 0;  ///< Hyper: index into Manifest::hypers
-  Op op = Op::Add;   ///< Op
-  std::vector<Expr> operands;
-};
-
-/// Evaluates `e` in float64 with hyperparameter values `hypers` (manifest
-/// order) and step `step`.
-double evaluate(const Expr &e, const std::vector<double> &hypers, double step);
-/// Prints `e` back in the manifest's JSON form (for messages).
-std::string toString(const Expr &e, const std::vector<std::string> &names);
 
 struct StreamDesc {
   std::string name;
