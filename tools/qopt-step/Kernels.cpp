@@ -3,6 +3,8 @@
 
 #include "Support.h"
 
+#include "FileCheck.h" // the runtime's check of a shared object before dlopen
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -84,6 +86,14 @@ bool addShipped(qopt::Registry &registry, std::string *why) {
                                          "libqopt_kernels.so"};
   std::vector<std::string> errors;
   for (const std::string &c : candidates) {
+    try {
+      qopt::rt::checkLoadableFile(c); // a truncated .so is SIGBUS in dlopen
+    } catch (const std::exception &e) {
+      if (::access(c.c_str(), F_OK) == 0) {
+        errors.push_back(e.what());
+        continue;
+      }
+    }
     void *h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       errors.push_back(::dlerror());

@@ -97,10 +97,10 @@ std::string stepBinary() {
   return bin && *bin ? bin : QOPT_STEP_BINARY;
 }
 
-/// Runs qopt-step with `args`, its output captured.
-Result runStep(const std::vector<std::string> &args) {
+/// Runs the program `binary` with `args`, its output captured.
+Result runProgram(const std::string &binary, const std::vector<std::string> &args) {
   std::string logPath = makeTempDir() + "/log";
-  std::vector<std::string> all = {stepBinary()};
+  std::vector<std::string> all = {binary};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char *> argv;
   for (std::string &a : all)
@@ -127,6 +127,9 @@ Result runStep(const std::vector<std::string> &args) {
   ::rmdir(logPath.substr(0, logPath.size() - 4).c_str());
   return r;
 }
+
+/// Runs qopt-step with `args`, its output captured.
+Result runStep(const std::vector<std::string> &args) { return runProgram(stepBinary(), args); }
 
 /// Appends `more` to `args` (strings, so that no pointer outlives its string).
 void append(std::vector<std::string> &args, std::initializer_list<std::string> more) {
@@ -749,6 +752,34 @@ TEST_F(QoptStepErrors, UnwritableOutputLeavesNothing) {
             std::string::npos)
       << r.output;
   EXPECT_EQ(listDir(dir), before);
+}
+
+// A truncated libqopt_kernels.so was mapped by dlopen and killed qopt-step with
+// SIGBUS at the first touch past its end. The copy of qopt-step finds a
+// libqopt_kernels.so cut to its first 12000 bytes (of the runtime's ELF file)
+// where it looks first, beside its build tree: the error names the file.
+TEST(QoptStepKernels, TruncatedShippedLibraryIsRefused) {
+  namespace fs = std::filesystem;
+  fs::path built = fs::canonical(stepBinary()).parent_path();
+  fs::path root = makeTempDir();
+  fs::create_directories(root / "bin");
+  fs::create_directories(root / "lib");
+  fs::copy_file(built / "qopt-step", root / "bin" / "qopt-step");
+  fs::create_directory_symlink(fs::canonical(built / ".." / "runtime"), root / "runtime");
+  std::string elf = readBytes((built / ".." / "runtime" / "libqopt_runtime.so").string());
+  ASSERT_GT(elf.size(), 12000u);
+  std::string lib = (root / "lib" / "libqopt_kernels.so").string();
+  writeBytes(lib, elf.substr(0, 12000));
+  Result r = runProgram((root / "bin" / "qopt-step").string(),
+                        {"--backend=cuda", "--kernel", "flash_adamw", "--in",
+                         (root / "none.safetensors").string(), "--out",
+                         (root / "out.safetensors").string()});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot load " + (root / "bin" / "..").string() +
+                          "/lib/libqopt_kernels.so: the file is truncated or corrupt"),
+            std::string::npos)
+      << r.output;
+  fs::remove_all(root);
 }
 
 } // namespace
