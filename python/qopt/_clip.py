@@ -101,6 +101,12 @@ def total_norm(grads: List[torch.Tensor], inv: Optional[torch.Tensor] = None) ->
     gradient's device, of the promoted dtype of the gradients); with `inv`, of the gradients
     times inv (see _per_tensor_norms). DTensor gradients (FSDP2) give the norm over all shards
     (``full_tensor()``: one all-reduce)."""
+    first = grads[0]
+    if (inv is None and all(type(g) is torch.Tensor and g.dtype is first.dtype
+                            and g.device == first.device for g in grads)):
+        # one device and dtype (the usual case): get_total_norm's own ops, without its grouping
+        # and per-norm device moves (a host cost of about 2 us a tensor)
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2)), 2.0)
     if inv is None and _GET_TOTAL_NORM is not None:
         total = _GET_TOTAL_NORM(grads, 2.0)
     else:
@@ -130,10 +136,10 @@ class FusedClip:
             coef = self.coef.to(device)
             if coef.dtype != dtype and (device.type != "cpu" or not _TORCH2):
                 coef = coef.to(dtype)
-            m = coef.float()
             if self.inv is not None:
-                m = m * self.inv.to(device).reshape(())
-            hit = (torch.reciprocal(m.double()), self.found_inf)
+                coef = coef.float() * self.inv.to(device).reshape(())
+            # (float64 holds every float32, bfloat16 and float16 value exactly)
+            hit = (torch.reciprocal(coef.double()), self.found_inf)
             self._by[key] = hit
         return hit
 
@@ -156,8 +162,11 @@ def fused_clip(opt, grad_scale: Optional[torch.Tensor],
     total = total_norm(grads, inv)
     opt.last_grad_norm = total
     coef = opt.max_grad_norm / (total + 1e-6)
-    # clamp in float32 (exact; torch 1.x has no float16 clamp on the CPU)
-    coef = torch.clamp(coef.float(), max=1.0).to(coef.dtype)
+    if coef.dtype == torch.float16 and coef.device.type == "cpu" and not _TORCH2:
+        # clamped in float32 (exact): torch 1.x has no float16 clamp on the CPU
+        coef = torch.clamp(coef.float(), max=1.0).to(torch.float16)
+    else:
+        coef = torch.clamp(coef, max=1.0)
     if found_inf is None and getattr(opt, "skip_nonfinite", False):
         # an L2 norm is finite exactly when every element is, unless it overflows its dtype
         # (a float16 total above 65504), which skips the step too

@@ -323,11 +323,13 @@ def test_a_clipped_step_needs_no_host_sync(cuda):
     opt.step()
     torch.cuda.synchronize()
     scale = torch.full((1,), 1024.0, device=cuda)
+    zero = torch.zeros((1,), device=cuda)
+    grads = grads_of(a, seed=91)   # (made from host data: a copy that syncs)
     torch.cuda.set_sync_debug_mode("error")
     try:
-        set_grads(a, grads_of(a, seed=91))
+        set_grads(a, grads)
         opt.step()
-        fused_step(opt, scale, torch.zeros((1,), device=cuda))
+        fused_step(opt, scale, zero)
     finally:
         torch.cuda.set_sync_debug_mode(0)
     torch.cuda.synchronize()
