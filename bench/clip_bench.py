@@ -63,8 +63,8 @@ def gpt2_shapes():
 
 def make(shapes, device, seed=0):
     g = torch.Generator(device=device).manual_seed(seed)
-    params = [torch.nn.Parameter((0.02 * torch.randn(s, generator=g, device=device)).to(torch.bfloat16))
-              for s in shapes]
+    params = [torch.nn.Parameter(
+        (0.02 * torch.randn(s, generator=g, device=device)).to(torch.bfloat16)) for s in shapes]
     grads = [(1e-3 * torch.randn(s, generator=g, device=device)).to(torch.bfloat16) for s in shapes]
     return params, grads
 

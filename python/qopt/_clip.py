@@ -1,5 +1,5 @@
-"""Fused global gradient clipping (``max_grad_norm=``): one read of the gradients for their global L2
-norm, computed on the device as ``torch.nn.utils.clip_grad_norm_`` computes it, and a coefficient
+"""Fused global gradient clipping (``max_grad_norm=``): one read of the gradients for their global
+L2 norm, computed on the device as ``torch.nn.utils.clip_grad_norm_`` computes it, and a coefficient
 that the kernels' GradScaler variant (``.scaled``) multiplies into each gradient as it loads it. The
 gradients in memory are left as they are; no host sync.
 
@@ -7,19 +7,20 @@ Bit-level contract (tested against ``clip_grad_norm_`` followed by the same opti
 clipping, python/tests/test_clip.py):
 
 - the total norm is torch's: ``total = ||(||g_i||_2)_i||_2`` with the per-tensor norms in each
-  gradient's dtype (``torch._foreach_norm``; ``torch.nn.utils.get_total_norm`` itself where torch
-  has it), ``coef = clamp(max_norm / (total + 1e-6), max=1)`` in the total's dtype;
+  gradient's dtype (``torch._foreach_norm``, as ``torch.nn.utils.get_total_norm`` takes them; that
+  function itself for gradients of several dtypes or devices, where torch has it),
+  ``coef = clamp(max_norm / (total + 1e-6), max=1)`` in the total's dtype;
 - each gradient element becomes ``(g.float() * c).to(g.dtype)`` with ``c`` the coefficient as
   torch's ``mul_`` reads it for a tensor of that dtype: the coefficient itself where it has the
   gradient's dtype (every gradient of one dtype), else rounded to the gradient's dtype first, as
   torch's CUDA kernels and torch 1.x do (torch 2.x's CPU kernel reads a float16 / bfloat16
   gradient's float32 coefficient unrounded, and so does qopt there). The kernel multiplies by
-  ``float32(1 / float64(grad_scale))``; ``grad_scale`` is passed as ``1 / float64(c)``, whose float64
-  reciprocal rounds back to ``c`` exactly, and rounds the product to the gradient's dtype
+  ``float32(1 / float64(grad_scale))``; ``grad_scale`` is passed as ``1 / float64(c)``, whose
+  float64 reciprocal rounds back to ``c`` exactly, and rounds the product to the gradient's dtype
   (``unscaleGrad``: one float32 multiply, one rounding), so the clipped step equals
   ``clip_grad_norm_`` + ``step()`` bit for bit;
-- under a GradScaler the reference is ``unscale_`` + ``clip_grad_norm_`` + ``step()``: the per-tensor
-  norms of the scaled gradients times ``inv = float32(1 / float64(scale))``, rounded to the
+- under a GradScaler the reference is ``unscale_`` + ``clip_grad_norm_`` + ``step()``: the
+  per-tensor norms of the scaled gradients times ``inv = float32(1 / float64(scale))``, rounded to the
   gradient's dtype, stand for the norms of the unscaled ones, and the kernel multiplies once by
   ``float32(inv * c)``. With a power-of-two scale (GradScaler's default growth and backoff) and
   bfloat16 or float32 gradients every one of these products is exact, so the step is bitwise the
