@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from . import _capi as C
+from . import _clip
 from . import _reshard
 from . import _runtime as R
 from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _Launch,
@@ -60,6 +61,23 @@ class QoptOptimizer(torch.optim.Optimizer):
 
     Subclasses set the kernel (a spec stem, e.g. ``flash_adamw``), the names of the state keys and
     the map from a param group to the kernel's hyperparameters.
+
+    Options every shipped optimizer takes (keyword-only; attributes of the same name):
+
+    - ``max_grad_norm`` (float > 0, or None: no clipping): global gradient clipping fused into the
+      step, as ``torch.nn.utils.clip_grad_norm_(params, max_grad_norm)`` before ``step()``. One read
+      of every gradient of every param group gives the global L2 norm on the device; the kernel
+      multiplies each gradient by ``min(1, max_grad_norm / (norm + 1e-6))`` as it loads it (the
+      gradients in memory are left unclipped). No host sync. The step equals ``clip_grad_norm_`` +
+      ``step()`` bit for bit, also under a GradScaler with a power-of-two scale and bfloat16 or
+      float32 gradients (the exact contract: _clip.py). ``float('inf')`` measures the norm without
+      clipping. Not with ``enable_gradient_release`` (RuntimeError at the step).
+    - ``last_grad_norm`` (attribute, with ``max_grad_norm``): the global L2 norm of the last step's
+      gradients, a 0-dim tensor on the first gradient's device in the gradients' (promoted) dtype,
+      unscaled under a GradScaler: the value ``clip_grad_norm_`` returns. Reading it syncs.
+    - ``skip_nonfinite`` (bool): a step whose gradients hold a NaN or an infinity is skipped on the
+      device (``nonfinite_steps`` counts such steps). With ``max_grad_norm`` the flag comes from the
+      same norm (a non-finite norm; for float16 gradients also a norm above 65504), no extra read.
     """
 
     #: torch.amp.GradScaler hands step() its scale and found_inf (attributes ``grad_scale`` and
@@ -187,6 +205,7 @@ class QoptOptimizer(torch.optim.Optimizer):
         keeps for the whole optimizer, rather than ignoring it."""
         if group.get("maximize", False):
             raise ValueError(f"{type(self).__name__}: maximize=True is not supported")
+        self._same_for_all(group, "max_grad_norm", getattr(self, "max_grad_norm", None))
 
     def _same_for_all(self, group: Dict[str, Any], key: str, value: Any) -> None:
         if key in group and group[key] != value:
@@ -404,7 +423,11 @@ class QoptOptimizer(torch.optim.Optimizer):
                     raise TypeError(f"{type(self).__name__}.step: {name} must be a one-element "
                                     f"tensor (as torch.amp.GradScaler sets it), got {v!r}")
             scaling = (grad_scale, found_inf)
-        if found_inf is None and getattr(self, "skip_nonfinite", False):
+        clip = None
+        if getattr(self, "max_grad_norm", None) is not None:
+            # one norm pass gives the clip coefficient and skip_nonfinite's flag (_clip.py)
+            clip = _clip.fused_clip(self, grad_scale, found_inf)
+        elif found_inf is None and getattr(self, "skip_nonfinite", False):
             found_inf = self._nonfinite_flag()
             if found_inf is not None:
                 scaling = (grad_scale, found_inf)
@@ -446,7 +469,8 @@ class QoptOptimizer(torch.optim.Optimizer):
             launches = []
             for gi, group, cache, hv in work:
                 for launch in cache.launches:
-                    launch.prepare(group, hv, scaling)
+                    launch.prepare(group, hv, scaling if clip is None
+                                   else clip.scaling(launch.device_obj, launch.dtype))
                     launches.append(launch)
             _launch_all(launches)
             for gi, group, cache, hv in work:

@@ -11,6 +11,7 @@ import ctypes
 import functools
 import itertools
 import operator
+import struct
 from ctypes import byref, c_char_p, c_int32, c_int64, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
@@ -112,6 +113,7 @@ class _Slot:
         self.uniforms: Optional[torch.Tensor] = None
         self._static_key = None
         self._static: List[Optional[torch.Tensor]] = []
+        self._static_captured = False
 
 
 class _Prepared:
@@ -510,8 +512,17 @@ class _Launch:
         dyn = tuple(_is_dynamic(e, dynamic) for e in ks.uniform_exprs)
         key = (dyn, tuple(h for h, d in zip(host, dyn) if not d))
         if key != slot._static_key:
-            slot._static = [None if d else torch.full((), h, dtype=torch.float64, device=dev)
-                            for h, d in zip(host, dyn)]
+            # a value that kept its bits keeps its tensor (from step to step, with the counter on
+            # the host, only the bias corrections change); not one filled by a captured step,
+            # which holds its value only once the graph has run
+            old = slot._static_key
+            kept = (dict(zip(itertools.compress(range(len(dyn)), map(operator.not_, dyn)),
+                             map(_float_bits, old[1])))
+                    if old is not None and old[0] == dyn and not slot._static_captured else {})
+            slot._static_captured = dev.type == "cuda" and torch.cuda.is_current_stream_capturing()
+            slot._static = [None if d else slot._static[i] if kept.get(i) == _float_bits(h)
+                            else torch.full((), h, dtype=torch.float64, device=dev)
+                            for i, (h, d) in enumerate(zip(host, dyn))]
             slot._static_key = key
         parts = []
         for i, expr in enumerate(ks.uniform_exprs):
@@ -522,6 +533,10 @@ class _Launch:
             else:
                 parts.append(slot._static[i])
         slot.uniforms.copy_(torch.stack(parts))
+
+
+def _float_bits(x: float) -> bytes:
+    return struct.pack("<d", x)
 
 
 def _launch_all(launches: List[_Launch]) -> None:

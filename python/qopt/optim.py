@@ -18,6 +18,7 @@ from ._base import (_INITIAL_LR, STATE_FORMAT, STATE_FORMAT_VERSION, QoptOptimiz
 # Re-exported: the names of the launch machinery tests and tools reach through qopt.optim.
 from ._launch import (PARAM_DTYPES, QOPT_DTYPES, TORCH_DTYPES, _backend_of,  # noqa: F401
                       _deferred_handles)
+from ._clip import check_max_grad_norm
 from ._policy import STATE32_SPECS, PolicyMixin
 from .flash import FlashOptimizer
 from .codebook import create_dynamic_map
@@ -115,7 +116,8 @@ class FlashAdamW(FlashOptimizer):
                  quantize: bool = True, compress_state_dict: bool = True,
                  master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
                  fused: bool = True, *, capturable: bool = False, min_8bit_size: int = 0,
-                 skip_nonfinite: bool = False):
+                 skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         cls = type(self).__name__
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         capturable=capturable)
@@ -130,6 +132,7 @@ class FlashAdamW(FlashOptimizer):
         _init_state_policy(self, quantize, min_8bit_size)
         self._init_flash(check_numerics, fused, compress_state_dict)
         self.skip_nonfinite = skip_nonfinite
+        self.max_grad_norm = check_max_grad_norm(cls, max_grad_norm)
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 
     def _validate_group(self, group):
@@ -158,13 +161,15 @@ class FlashAdam(FlashAdamW):
                  eps: float = 1e-8, weight_decay: float = 0.0, quantize: bool = True,
                  compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
                  check_numerics: bool = False, fused: bool = True, *, capturable: bool = False,
-                 min_8bit_size: int = 0, skip_nonfinite: bool = False):
+                 min_8bit_size: int = 0, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          decouple_lr=False, quantize=quantize,
                          compress_state_dict=compress_state_dict,
                          master_weight_bits=master_weight_bits, check_numerics=check_numerics,
                          fused=fused, capturable=capturable, min_8bit_size=min_8bit_size,
-                         skip_nonfinite=skip_nonfinite)
+                         skip_nonfinite=skip_nonfinite,
+                         max_grad_norm=max_grad_norm)
 
 
 class FlashSGD(FlashOptimizer):
@@ -187,7 +192,8 @@ class FlashSGD(FlashOptimizer):
                  quantize: bool = True, compress_state_dict: bool = True,
                  master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
                  fused: bool = True, *, capturable: bool = False, decouple_lr: bool = False,
-                 min_8bit_size: int = 0, skip_nonfinite: bool = False):
+                 min_8bit_size: int = 0, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         cls = type(self).__name__
         _check_lr(lr)
         if momentum < 0.0:
@@ -207,6 +213,7 @@ class FlashSGD(FlashOptimizer):
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, capturable=capturable)
         self.skip_nonfinite = skip_nonfinite
+        self.max_grad_norm = check_max_grad_norm(cls, max_grad_norm)
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 
     def _validate_group(self, group):
@@ -241,13 +248,15 @@ class FlashSGDW(FlashSGD):
                  decouple_lr: bool = False, quantize: bool = True,
                  compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
                  check_numerics: bool = False, fused: bool = True, *, capturable: bool = False,
-                 min_8bit_size: int = 0, skip_nonfinite: bool = False):
+                 min_8bit_size: int = 0, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
                          weight_decay=weight_decay, nesterov=nesterov, quantize=quantize,
                          compress_state_dict=compress_state_dict,
                          master_weight_bits=master_weight_bits, check_numerics=check_numerics,
                          fused=fused, capturable=capturable, decouple_lr=decouple_lr,
-                         min_8bit_size=min_8bit_size, skip_nonfinite=skip_nonfinite)
+                         min_8bit_size=min_8bit_size, skip_nonfinite=skip_nonfinite,
+                         max_grad_norm=max_grad_norm)
 
 
 class FlashLion(FlashOptimizer):
@@ -263,7 +272,8 @@ class FlashLion(FlashOptimizer):
                  weight_decay: float = 0.0, decouple_lr: bool = False, quantize: bool = True,
                  compress_state_dict: bool = True, master_weight_bits: Optional[int] = 24,
                  check_numerics: bool = False, fused: bool = True, *, capturable: bool = False,
-                 min_8bit_size: int = 0, skip_nonfinite: bool = False):
+                 min_8bit_size: int = 0, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         cls = type(self).__name__
         _check_lr(lr)
         _check_betas(betas, upper_inclusive=True)
@@ -279,6 +289,7 @@ class FlashLion(FlashOptimizer):
         self._init_flash(check_numerics, fused, compress_state_dict)
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay, capturable=capturable)
         self.skip_nonfinite = skip_nonfinite
+        self.max_grad_norm = check_max_grad_norm(cls, max_grad_norm)
         super().__init__(params, defaults, self._SPECS[master_weight_bits])
 
     def _validate_group(self, group):
@@ -339,7 +350,8 @@ class AdamW8bit(PolicyMixin, QoptOptimizer):
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False,
                  block_size: int = 256, percentile_clipping: int = 100, block_wise: bool = True,
                  is_paged: bool = False, *, capturable: bool = False, min_8bit_size: int = 4096,
-                 optim_bits: int = 8, skip_nonfinite: bool = False):
+                 optim_bits: int = 8, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         cls = type(self).__name__
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         capturable=capturable)
@@ -354,6 +366,7 @@ class AdamW8bit(PolicyMixin, QoptOptimizer):
         self._spec = self._SPECS[block_size]
         _init_state_policy(self, optim_bits == 8, min_8bit_size)
         self.skip_nonfinite = skip_nonfinite
+        self.max_grad_norm = check_max_grad_norm(cls, max_grad_norm)
         super().__init__(params, defaults, self._SPECS[block_size])
 
     def _validate_group(self, group):
