@@ -17,6 +17,14 @@ Runs (--runs):
 Writes <out>/loss_curves.csv, <out>/loss_curves.png (if matplotlib is there), <out>/summary.json and
 <out>/summary.md.
 
+--gradient-release N steps the qopt run from the gradient hooks during backward
+(qopt.enable_gradient_release, buckets of N elements; 0: each parameter alone) and frees each
+gradient once stepped; gradient clipping needs every gradient at once, so it goes with --no-clip
+(use --no-clip for the run it is compared with too). --sync-timing synchronizes the device at the
+end of every iteration, so the iteration times are the device's (the optimizer step has no time of
+its own under gradient release). Every run reports its peak CUDA memory (max_memory_allocated
+from the first step to the last).
+
     PYTHONPATH=python python3 python/examples/train_gpt.py --steps 1000 --out python/examples/results
 """
 
@@ -170,6 +178,15 @@ def run(kind: str, args, data_train, data_val, device, log):
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
+    release = None
+    if args.gradient_release is not None:
+        if kind != "qopt":
+            raise SystemExit(f"--gradient-release steps qopt's optimizer; run '{kind}' has "
+                             f"{type(opt).__name__}")
+        if not args.no_clip:
+            raise SystemExit("--gradient-release frees each gradient during backward: gradient "
+                             "clipping (which needs them all) must be off, --no-clip")
+        release = qopt.enable_gradient_release(model, opt, bucket_numel=args.gradient_release)
     train = Batches(data_train, args.batch, args.seq, args.seed, device)
     vb = Batches(data_val, args.batch, args.seq, args.seed + 1, device)
     val_batches = [vb.next() for _ in range(args.val_batches)]
@@ -185,26 +202,34 @@ def run(kind: str, args, data_train, data_val, device, log):
 
     cuda = device.type == "cuda"
     train_losses, val_curve, step_events, host_ms, iter_ms = [], [], [], [], []
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
     t_start = time.perf_counter()
     for step in range(args.steps):
         t0 = time.perf_counter()
         x, y = train.next()
         with autocast:
             loss = model(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        if cuda:
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-        h0 = time.perf_counter()
-        opt.step()
-        host_ms.append((time.perf_counter() - h0) * 1e3)
-        if cuda:
-            e1.record()
-            step_events.append((e0, e1))
-        opt.zero_grad(set_to_none=True)
+        loss.backward()        # under gradient release this steps and frees every gradient
+        if not args.no_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if release is None:
+            if cuda:
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+            h0 = time.perf_counter()
+            opt.step()
+            host_ms.append((time.perf_counter() - h0) * 1e3)
+            if cuda:
+                e1.record()
+                step_events.append((e0, e1))
+            opt.zero_grad(set_to_none=True)
         sched.step()
         train_losses.append(loss.detach())
+        if cuda and args.sync_timing:
+            torch.cuda.synchronize()
+            iter_ms.append((time.perf_counter() - t0) * 1e3)
         if (step + 1) % args.eval_every == 0 or step == 0:
             v = evaluate()
             val_curve.append((step + 1, v))
@@ -212,13 +237,20 @@ def run(kind: str, args, data_train, data_val, device, log):
                 f"lr {sched.get_last_lr()[0]:.2e}")
         if cuda and step % 50 == 0:
             torch.cuda.synchronize()
-        iter_ms.append((time.perf_counter() - t0) * 1e3)
+        if not (cuda and args.sync_timing):
+            iter_ms.append((time.perf_counter() - t0) * 1e3)
     if cuda:
         torch.cuda.synchronize()
     wall = time.perf_counter() - t_start
+    peak = torch.cuda.max_memory_allocated(device) if cuda else None
+    launches = None
+    if release is not None:
+        launches = opt._release.launches      # buckets the gradient hooks stepped
+        release.remove()
     train_losses = [t.item() for t in train_losses]
     opt_ms = [a.elapsed_time(b) for a, b in step_events] if cuda else host_ms
-    skip = min(50, len(opt_ms) // 4)  # warm-up steps (first launches, module loads)
+    skip = min(50, len(iter_ms) // 4)  # warm-up steps (first launches, module loads)
+    nan = float("nan")
     state_bytes = optimizer_state_bytes(opt)
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     final_val = evaluate()
@@ -229,11 +261,17 @@ def run(kind: str, args, data_train, data_val, device, log):
         "optimizer_state_bytes": state_bytes,
         "optimizer_state_bytes_per_param": state_bytes / nparams,
         "param_bytes_per_param": param_bytes / nparams,
-        "optimizer_step_ms_median": statistics.median(opt_ms[skip:]),
-        "optimizer_step_host_ms_median": statistics.median(host_ms[skip:]),
+        # (none under gradient release: the step runs inside backward)
+        "optimizer_step_ms_median": statistics.median(opt_ms[skip:]) if opt_ms else nan,
+        "optimizer_step_host_ms_median": statistics.median(host_ms[skip:]) if host_ms else nan,
         "iteration_ms_median": statistics.median(iter_ms[skip:]),
+        "iteration_ms_synced": bool(cuda and args.sync_timing),
+        "peak_memory_bytes": peak,
+        "gradient_release_bucket_numel": args.gradient_release,
+        "gradient_release_buckets": launches,
         "wall_s": wall,
-        "optimizer": type(opt).__name__ + (" (fused)" if getattr(opt, "defaults", {}).get("fused") else ""),
+        "optimizer": type(opt).__name__ + (" (fused)" if getattr(opt, "defaults", {}).get("fused") else "")
+        + (" + gradient release" if release is not None else ""),
     }
 
 
@@ -254,6 +292,11 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runs", default="qopt,torch_bf16,torch_fp32")
     ap.add_argument("--no-torch-fused", dest="torch_fused", action="store_false")
+    ap.add_argument("--gradient-release", type=int, default=None, metavar="BUCKET_NUMEL",
+                    help="qopt run: qopt.enable_gradient_release with this bucket_numel")
+    ap.add_argument("--no-clip", action="store_true", help="no gradient clipping")
+    ap.add_argument("--sync-timing", action="store_true",
+                    help="synchronize at the end of every iteration (device iteration times)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = ap.parse_args()
@@ -316,13 +359,14 @@ def write_results(results, args, raw, nfiles, device, out, log):
     lines = ["| run | optimizer | params | final val loss | mean train loss (last 100) | "
              "optimizer state B/param | param B/param | "
              f"optimizer step ({'GPU' if device.type == 'cuda' else 'CPU'}, median) | "
-             "step host time (median) | iteration (median) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "step host time (median) | iteration (median) | peak memory |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for k, r in results.items():
         lines.append(f"| {k} | {r['optimizer']} | {r['params']:,} | {r['final_val_loss']:.4f} | "
                      f"{r['final_train_loss_mean_last_100']:.4f} | {r['optimizer_state_bytes_per_param']:.3f} | "
                      f"{r['param_bytes_per_param']:.0f} | {r['optimizer_step_ms_median']:.3f} ms | "
-                     f"{r['optimizer_step_host_ms_median']:.3f} ms | {r['iteration_ms_median']:.2f} ms |")
+                     f"{r['optimizer_step_host_ms_median']:.3f} ms | {r['iteration_ms_median']:.2f} ms | "
+                     + (f"{r['peak_memory_bytes'] / 2**20:.1f} MiB |" if r["peak_memory_bytes"] else "- |"))
     for key in ("qopt_vs_torch_bf16_final_val_rel_diff", "qopt_vs_torch_fp32_final_val_rel_diff"):
         if key in summary:
             lines.append(f"\n{key}: {100 * summary[key]:+.2f}%")

@@ -8,7 +8,10 @@ index, so they depend on where the mesh cut the parameter. The logical form drop
 dependence: every per-element stream as it is, and every per-group stream expanded to one value
 per element (the scale or absmax of the group the element was in), each a tensor of the
 parameter's local shape, which ``state_dict`` wraps as a DTensor with the parameter's mesh and
-placements (so DCP saves each element once and hands any other mesh its own elements).
+placements (so DCP saves each element once and hands any other mesh its own elements). A stream of a
+dtype that torch.distributed's collectives lack (int16: 16-bit error bits; gloo and NCCL have no
+int16, so DCP's ``full_state_dict`` gather and ``broadcast_from_rank0`` of it fail with "Invalid
+scalar type") is widened to int32 in this form, value for value, and narrowed back on load.
 
 Loading a logical state into a local shard (``local_state``) keeps every per-element stream
 bit for bit, and regroups the per-group ones: a group of the new shard whose elements all carry
@@ -89,22 +92,48 @@ def _grouped_keys(opt, ks: R.KernelSpec):
     return grouped, element
 
 
+#: dtypes the collectives of gloo and NCCL lack -> the dtype the logical form holds them in (every
+#: value kept: the widening is exact and load narrows it back)
+WIDENED = {torch.int16: torch.int32}
+
+
+def _widened(t: torch.Tensor) -> torch.Tensor:
+    wide = WIDENED.get(t.dtype)
+    return t.to(wide) if wide is not None else t
+
+
+def _narrowed(t: torch.Tensor, dtype: torch.dtype, key: str, where: str) -> torch.Tensor:
+    """`t` (the logical form's widened dtype) back in the kernel's `dtype`; a value out of its
+    range is a ValueError (no checkpoint written by qopt has one)."""
+    info = torch.iinfo(dtype)
+    if t.numel() and (int(t.min()) < info.min or int(t.max()) > info.max):
+        raise ValueError(f"{where}: '{key}' is {t.dtype} with values outside {dtype}'s range "
+                         f"[{info.min}, {info.max}] (the kernel keeps it as {dtype})")
+    return t.to(dtype)
+
+
+def _is_widened(t: Any, dtype: torch.dtype) -> bool:
+    return (isinstance(t, torch.Tensor) and WIDENED.get(dtype) is not None
+            and t.dtype == WIDENED[dtype])
+
+
 def expand(scales: torch.Tensor, group: int, n: int) -> torch.Tensor:
     """One value per element: element i gets scales[i // group]."""
     return scales.repeat_interleave(group)[:n] if n else scales[:0]
 
 
 def logical_state(opt, p: torch.Tensor, st: Dict[str, Any], wrap: bool = True) -> Dict[str, Any]:
-    """p's state in the mesh-independent form: per-element streams as they are, per-group streams
-    expanded to one value per element, each of p's local shape; with `wrap`, DTensors with p's
-    mesh and placements (global shape p.shape). Other entries (step, codebook tables) as they are."""
+    """p's state in the mesh-independent form: per-element streams as they are (int16 ones widened
+    to int32, ``WIDENED``), per-group streams expanded to one value per element, each of p's local
+    shape; with `wrap`, DTensors with p's mesh and placements (global shape p.shape). Other entries
+    (step, codebook tables) as they are."""
     lp = _local(p)
     ks = opt._param_kernel_spec(p)
     grouped, element = _grouped_keys(opt, ks)
     out = dict(st)
     for key in element:
         if key in st:
-            out[key] = st[key].reshape(lp.shape)
+            out[key] = _widened(st[key].reshape(lp.shape))
     for _, skey, group, _ in grouped:
         if skey in st:
             out[skey] = expand(st[skey], group, lp.numel()).reshape(lp.shape)
@@ -119,14 +148,18 @@ def logical_state(opt, p: torch.Tensor, st: Dict[str, Any], wrap: bool = True) -
 
 def is_logical(opt, p: torch.Tensor, saved: Any) -> bool:
     """Whether `saved` (one parameter's state) is in the logical form: some tensor of it is a
-    DTensor, or a per-group stream has one value per element of p's local shard."""
+    DTensor, a per-element stream is in its widened dtype (``WIDENED``), or a per-group stream has
+    one value per element of p's local shard."""
     if not isinstance(saved, dict):
         return False
     if any(is_dtensor(v) for v in saved.values()):
         return True
     lp = _local(p)
     ks = opt._param_kernel_spec(p)
-    grouped, _ = _grouped_keys(opt, ks)
+    grouped, element = _grouped_keys(opt, ks)
+    expected = opt._expected_state(p, ks)
+    if any(_is_widened(saved.get(k), expected[k][1]) for k in element if k in expected):
+        return True
     for _, skey, group, _ in grouped:
         t = saved.get(skey)
         # (a per-group tensor has ceil(n / group) values: the two forms differ in shape unless
@@ -138,12 +171,15 @@ def is_logical(opt, p: torch.Tensor, saved: Any) -> bool:
 
 def local_state(opt, p: torch.Tensor, saved: Dict[str, Any], where: str) -> Dict[str, Any]:
     """The kernel's local state of p from the logical form `saved` (DTensors are taken as their
-    local shard, which must be p's: a ValueError otherwise): per-element streams flattened as they
-    are, per-group streams regrouped (``regroup``). Other entries as they are; the result is then
-    checked as any loaded state."""
+    local shard, which must be p's: a ValueError otherwise): per-element streams as they are
+    (narrowed back from ``WIDENED``; a value out of range is a ValueError), per-group streams
+    regrouped (``regroup``); a per-group stream already in the kernel's form (one value per group
+    of the local shard, as a float32 state quantized on load leaves it) is kept. Other entries as
+    they are; the result is then checked as any loaded state."""
     lp = _local(p)
     ks = opt._param_kernel_spec(p)
     grouped, element = _grouped_keys(opt, ks)
+    expected = opt._expected_state(p, ks)
     out = {}
     for k, v in saved.items():
         if is_dtensor(v):
@@ -159,6 +195,8 @@ def local_state(opt, p: torch.Tensor, saved: Dict[str, Any], where: str) -> Dict
             if t.numel() != n:
                 raise ValueError(f"{where}: '{key}' has {t.numel()} elements, the parameter's "
                                  f"local shard {n} (a logical state of another shard)")
+            if key in expected and _is_widened(t, expected[key][1]):
+                t = _narrowed(t, expected[key][1], key, where)
             out[key] = t.reshape(lp.shape)
     tables = {}
     for key, table in zip(opt._table_keys(ks), opt._device_tables(ks, lp.device)):
@@ -167,6 +205,8 @@ def local_state(opt, p: torch.Tensor, saved: Dict[str, Any], where: str) -> Dict
         c, e = out.get(ckey), out.get(skey)
         if not isinstance(c, torch.Tensor) or not isinstance(e, torch.Tensor):
             continue   # missing: refused by the checks that follow
+        if e.numel() != n and e.numel() == -(-n // group) and c.numel() == n:
+            continue   # the kernel's own grouping of this shard: checked as it is
         if e.numel() != n:
             raise ValueError(f"{where}: '{skey}' has {e.numel()} values, expected one per element "
                              f"of the local shard ({n}) in the logical form")

@@ -17,8 +17,10 @@ each world size in `--load` starts fresh processes with other initial weights, r
   codes wherever the element kept its scale;
 - then STEPS more steps: at the saving world size bitwise equal to the saving run's own
   uninterrupted continuation; at another, finite and with the loss still falling.
-Also, in the saving world, a get/set round trip without DCP (nested and flattened) into a second
-optimizer that then steps bitwise like the first.
+Also, in the saving world, get/set round trips without DCP into a second optimizer that then steps
+bitwise like the first: nested, flattened, ``full_state_dict=True`` and ``full_state_dict=True`` with
+``broadcast_from_rank0=True`` (these two send every state tensor through gloo's collectives, which
+take no int16: the logical form holds 16-bit error bits as int32, _reshard.WIDENED).
 
 Needs torch >= 2.6 (``torch.distributed.fsdp.fully_shard``, ``torch.distributed.checkpoint.state_dict``)
 and gloo; prints SKIP with the reason and exits 0 otherwise. Exit status 1 on any failure.
@@ -124,15 +126,45 @@ def full_weights(model):
             for n, p in model.named_parameters()}
 
 
+def _cloned(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: _cloned(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_cloned(v) for v in obj)
+    return obj
+
+
 def full_optim(model, opt):
+    """The gathered optimizer state, copied: a plain tensor of it (``step``) is the optimizer's
+    own, which later steps advance in place (as torch.optim's step tensors)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-    return get_optimizer_state_dict(model, opt, options=StateDictOptions(full_state_dict=True,
-                                                                          cpu_offload=True))
+    return _cloned(get_optimizer_state_dict(model, opt, options=StateDictOptions(
+        full_state_dict=True, cpu_offload=True)))
 
 
 def _opts(flatten: bool):
     from torch.distributed.checkpoint.state_dict import StateDictOptions
     return StateDictOptions(flatten_optimizer_state_dict=flatten)
+
+
+#: the get/set round trips of the saving world: nested, flattened, full (every rank gets the
+#: gathered state, which each rank cuts to its shard on set), full with broadcast from rank 0 (only
+#: rank 0 holds the gathered state, offloaded to the CPU; set broadcasts it)
+ROUND_TRIPS = ("nested", "flat", "full", "full-broadcast")
+
+
+def _round_trip_options(form: str):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+    if form in ("nested", "flat"):
+        o = _opts(form == "flat")
+        return o, o
+    if form == "full":
+        o = StateDictOptions(full_state_dict=True)
+        return o, o
+    return (StateDictOptions(full_state_dict=True, cpu_offload=True),
+            StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -200,26 +232,33 @@ def worker(rank: int, world: int, phase: str, root: str, flatten: bool, store: s
                       "optim": get_optimizer_state_dict(model, opt, options=_opts(flatten))}
                 dcp.save(sd, checkpoint_id=path)
                 weights, osd = full_weights(model), full_optim(model, opt)
-                # get/set without DCP into a second optimizer on a copy of the model
-                twin = shard_model(make_model(1), world)
-                twin_opt = make(twin.parameters())
-                for fl in (False, True):
+                # get/set without DCP into a second optimizer on a copy of the model, in each
+                # of the state_dict API's forms
+                twins = []
+                for form in ROUND_TRIPS:
+                    twin = shard_model(make_model(1), world)
+                    twin_opt = make(twin.parameters())
+                    get_o, set_o = _round_trip_options(form)
                     # (set_optimizer_state_dict may step a fresh optimizer with zero gradients
                     # first, DCP's _init_optim_state: the weights are set after it)
                     set_optimizer_state_dict(
                         twin, twin_opt,
-                        optim_state_dict=get_optimizer_state_dict(model, opt, options=_opts(fl)),
-                        options=_opts(fl))
-                set_model_state_dict(twin, get_model_state_dict(model))
-                twin_osd = full_optim(twin, twin_opt)
-                if rank == 0:
-                    compare_state(osd, twin_osd, fails, tag + " get/set")
+                        optim_state_dict=get_optimizer_state_dict(model, opt, options=get_o),
+                        options=set_o)
+                    set_model_state_dict(twin, get_model_state_dict(model))
+                    twin_osd = full_optim(twin, twin_opt)
+                    if rank == 0:
+                        compare_state(osd, twin_osd, fails, f"{tag} get/set {form}")
+                    twins.append((form, twin, twin_opt))
                 losses = train(model, opt, STEPS, STEPS)
-                train(twin, twin_opt, STEPS, STEPS)
-                after, twin_after = full_weights(model), full_weights(twin)
-                for n in after:
-                    if not torch.equal(_bits(after[n]), _bits(twin_after[n])):
-                        fails.append(f"{tag} get/set: {n} stepped differently after the round trip")
+                after = full_weights(model)
+                for form, twin, twin_opt in twins:
+                    train(twin, twin_opt, STEPS, STEPS)
+                    twin_after = full_weights(twin)
+                    for n in after:
+                        if not torch.equal(_bits(after[n]), _bits(twin_after[n])):
+                            fails.append(f"{tag} get/set {form}: {n} stepped differently after "
+                                         f"the round trip")
                 if rank == 0:
                     torch.save({"weights": weights, "optim": osd, "after": after,
                                 "losses": losses, "world": world},

@@ -1,7 +1,8 @@
 """torch.distributed.checkpoint with every qopt optimizer under FSDP2, saved at one world size and
 loaded at others (issue 25, item 1): runs dcp_check.py (CPU processes, gloo, qopt's host backend),
 which checks the restored weights and state bitwise where the form is exact, a same-world resume
-bitwise against the uninterrupted run, and training going on at the other world sizes.
+bitwise against the uninterrupted run, training going on at the other world sizes, and get/set
+round trips (nested, flattened, full_state_dict, broadcast from rank 0) in the saving world.
 
 Skips, with the reason, where torch lacks FSDP2 / DCP's state_dict API (torch < 2.6, e.g. Debian's
 1.13), gloo, or the host backend. The single-process tests of the same form are test_reshard.py."""
@@ -20,11 +21,6 @@ sys.path.insert(0, str(SCRIPT.parent))
 import dcp_check  # noqa: E402
 
 
-# Known failure on torch 2.11 (the H200 machine, 2026-12-03): get_optimizer_state_dict raises
-# "RuntimeError: Invalid scalar type" in torch.distributed._state_dict_utils._iterate_state_dict. Strict:
-# a fix makes these pass and the marker must then go (python/README.md, "Checkpoints across meshes").
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="DCP on torch 2.11: Invalid scalar type in _iterate_state_dict")
 @pytest.mark.parametrize("save,load,flatten", [(2, "1,2,4", False), (4, "1,2", True),
                                                (1, "4", False)],
                          ids=["2to1-2-4", "4to1-2-flat", "1to4"])

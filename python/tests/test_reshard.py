@@ -338,9 +338,12 @@ def test_state_dict_wraps_a_dtensor_parameters_logical_state(monkeypatch):
     monkeypatch.setattr(_reshard, "dtensor_class", lambda: _FakeDTensor)
     monkeypatch.setattr(_reshard, "is_dtensor",
                         lambda t: isinstance(t, _FakeDTensor) or id(t) in marked)
-    uncompressed = ("FlashAdamWuncompressed",
-                    lambda ps: qopt.FlashAdamW(ps, lr=1e-2, compress_state_dict=False))
-    for name, make in OPTS + [uncompressed]:
+    uncompressed = [("FlashAdamWuncompressed",
+                     lambda ps: qopt.FlashAdamW(ps, lr=1e-2, compress_state_dict=False)),
+                    ("FlashAdamW32uncompressed",     # int16 error bits, widened in the form
+                     lambda ps: qopt.FlashAdamW(ps, lr=1e-2, master_weight_bits=32,
+                                                compress_state_dict=False))]
+    for name, make in OPTS + uncompressed:
         run = Run(make, _full((33, 24)), 1)
         for _ in range(2):
             run.step(_target((33, 24)))
@@ -355,7 +358,7 @@ def test_state_dict_wraps_a_dtensor_parameters_logical_state(monkeypatch):
                 continue
             assert isinstance(v, _FakeDTensor), (name, k)
             assert v.device_mesh == "mesh" and v.placements == ("Shard(0)",)
-            if name == "FlashAdamWuncompressed" and k != "error_bits":
+            if name.endswith("uncompressed") and k != "error_bits":
                 assert k in ("exp_avg", "exp_avg_sq") and v.to_local().dtype == torch.float32
             assert tuple(v.shape) == (33, 24) and v.to_local().shape == (33, 24)
         other = Run(make, run.full(), 1)
@@ -366,3 +369,50 @@ def test_state_dict_wraps_a_dtensor_parameters_logical_state(monkeypatch):
         for k, v in o.state[p].items():
             assert torch.equal(other.opts[0].state[q][k], v), (name, k)
         marked.clear()
+
+
+#: the dtypes gloo's collectives take (ProcessGroupGloo's GENERATE_ALL_TYPES; NCCL takes these too):
+#: no int16, uint16, uint32 or uint64
+COLLECTIVE_DTYPES = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+                     torch.uint8, torch.bool, torch.int32, torch.int64}
+
+
+@pytest.mark.parametrize("name,make", OPTS, ids=OPT_IDS)
+def test_logical_form_has_only_dtypes_the_collectives_take(name, make):
+    """DCP's full_state_dict gather (and broadcast_from_rank0) sends every DTensor of the form
+    through the process group: gloo refuses int16 ("Invalid scalar type"). The 16-bit error bits
+    of master_weight_bits=32 are held as int32 there, value for value, and loaded back as int16."""
+    run = Run(make, _full((33, 24)), 1)
+    for _ in range(2):
+        run.step(_target((33, 24)))
+    o, p = run.opts[0], run.params[0]
+    live = o.state[p]
+    form = _reshard.logical_state(o, p, live, wrap=False)
+    for k, v in form.items():
+        assert v.dtype in COLLECTIVE_DTYPES, (k, v.dtype)
+        if live[k].dtype == torch.int16:
+            assert v.dtype == torch.int32
+            assert v.reshape(-1).tolist() == live[k].reshape(-1).tolist(), k
+    if name == "FlashAdamW32":
+        assert live["error_bits"].dtype == torch.int16
+        assert bool((live["error_bits"] != 0).any())      # values beyond int8 occur: a real test
+        assert int(live["error_bits"].abs().max()) > 127
+
+
+def test_widened_error_bits_out_of_int16_range_refused():
+    make = dict(OPTS)["FlashAdamW32"]
+    run = Run(make, _full((33, 24)), 1)
+    run.step(_target((33, 24)))
+    saved, template = run.save()
+    assert saved["error_bits"].dtype == torch.int32
+    bad = dict(saved)
+    bad["error_bits"] = saved["error_bits"].clone()
+    bad["error_bits"].view(-1)[5] = 40000
+    other = Run(make, run.full(), 1)
+    with pytest.raises(ValueError, match=r"'error_bits' is torch.int32 with values outside "
+                                         r"torch.int16's range"):
+        other.load(bad, template)
+    other.load(saved, template)          # the widened form itself loads, bitwise
+    st = other.opts[0].state[other.params[0]]
+    assert st["error_bits"].dtype == torch.int16
+    assert torch.equal(st["error_bits"], run.opts[0].state[run.params[0]]["error_bits"])
