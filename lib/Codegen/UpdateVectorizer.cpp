@@ -1,11 +1,14 @@
 //===- UpdateVectorizer.cpp - The update on lanes -------------------------===//
 //
 // The update's arith/math operations rebuilt on f32 lanes with the mode's
-// flags, and the launch-uniform skip flag of qopt.skip_if.
+// flags (the elementary functions through ElementaryFunctions.h), and the
+// launch-uniform skip flag of qopt.skip_if.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CodecSupport.h"
+
+#include "qopt/Codegen/ElementaryFunctions.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -73,6 +76,18 @@ FailureOr<Value> mlir::qopt::vectorizeUpdateOp(LaneMath &m, Operation *op,
     return m.floor(operand(0));
   if (isa<math::CopySignOp>(op))
     return m.copySign(operand(0), operand(1));
+  // The elementary functions: docs/numerics.md's float64 algorithms, the
+  // same in both modes.
+  if (isa<math::ExpOp>(op))
+    return emitExp(m, operand(0));
+  if (isa<math::LogOp>(op))
+    return emitLog(m, operand(0));
+  if (isa<math::TanhOp>(op))
+    return emitTanh(m, operand(0));
+  if (isa<math::Atan2Op>(op))
+    return emitAtan2(m, operand(0), operand(1));
+  if (isa<math::PowFOp>(op))
+    return emitPow(m, operand(0), operand(1));
   if (op->getDialect()->getNamespace() != "arith")
     return op->emitOpError("is not supported in a per-element expression");
   OperationState state(loc, op->getName());

@@ -124,6 +124,14 @@ llvm::StringRef mlir::qopt::frontend::stringifyBuiltin(Builtin builtin) {
     return "max";
   case Builtin::Select:
     return "select";
+  case Builtin::Exp:
+    return "exp";
+  case Builtin::Log:
+    return "log";
+  case Builtin::Tanh:
+    return "tanh";
+  case Builtin::Atan2:
+    return "atan2";
   }
   return "";
 }
@@ -136,6 +144,10 @@ Builtin mlir::qopt::frontend::symbolizeBuiltin(llvm::StringRef name) {
       .Case("min", Builtin::Min)
       .Case("max", Builtin::Max)
       .Case("select", Builtin::Select)
+      .Case("exp", Builtin::Exp)
+      .Case("log", Builtin::Log)
+      .Case("tanh", Builtin::Tanh)
+      .Case("atan2", Builtin::Atan2)
       .Default(Builtin::Unknown);
 }
 
@@ -146,9 +158,13 @@ unsigned mlir::qopt::frontend::getBuiltinArity(Builtin builtin) {
   case Builtin::Sqrt:
   case Builtin::Abs:
   case Builtin::Sign:
+  case Builtin::Exp:
+  case Builtin::Log:
+  case Builtin::Tanh:
     return 1;
   case Builtin::Min:
   case Builtin::Max:
+  case Builtin::Atan2:
     return 2;
   case Builtin::Select:
     return 3;

@@ -356,7 +356,9 @@ Value MLIRGenImpl::genBinary(const BinaryExpr &e) {
   case BinaryOp::Div:
     return arith::DivFOp::create(builder, l, lhs, rhs);
   case BinaryOp::Pow:
-    // Sema allows `**` on uniform operands only: a float64 power on the host.
+    // Uniform operands: a float64 power on the host. A per-element base: an
+    // f32 power of the exponent rounded to f32 (Sema allows no per-element
+    // exponent), lowered by lib/Codegen/ElementaryFunctions.cpp.
     return math::PowFOp::create(builder, l, lhs, rhs);
   case BinaryOp::Lt:
   case BinaryOp::Le:
@@ -407,6 +409,18 @@ Value MLIRGenImpl::genCall(const CallExpr &e) {
     if (e.getBuiltin() == Builtin::Min)
       return arith::MinimumFOp::create(builder, l, a, b);
     return arith::MaximumFOp::create(builder, l, a, b);
+  }
+  case Builtin::Exp:
+    return math::ExpOp::create(builder, l, genExpr(e.getArg(0)));
+  case Builtin::Log:
+    return math::LogOp::create(builder, l, genExpr(e.getArg(0)));
+  case Builtin::Tanh:
+    return math::TanhOp::create(builder, l, genExpr(e.getArg(0)));
+  case Builtin::Atan2: {
+    // atan2(y, x), as math.atan2 and C.
+    Value y = genOperand(e.getArg(0), perElement);
+    Value x = genOperand(e.getArg(1), perElement);
+    return math::Atan2Op::create(builder, l, y, x);
   }
   case Builtin::Select: {
     Value cond = genExpr(e.getArg(0));

@@ -500,6 +500,19 @@ void SemaChecker::foldConstant(const Expr &e) {
     case Builtin::Select:
       value = args[0] != 0 ? args[1] : args[2];
       break;
+    // As the runtime evaluates a uniform: the host C library in float64.
+    case Builtin::Exp:
+      value = std::exp(args[0]);
+      break;
+    case Builtin::Log:
+      value = std::log(args[0]);
+      break;
+    case Builtin::Tanh:
+      value = std::tanh(args[0]);
+      break;
+    case Builtin::Atan2:
+      value = std::atan2(args[0], args[1]);
+      break;
     case Builtin::Unknown:
       return;
     }
@@ -628,16 +641,13 @@ void SemaChecker::checkBinary(BinaryExpr &e) {
     return;
   }
   case BinaryOp::Pow: {
+    // A per-element base takes a uniform exponent, rounded to float32
+    // (docs/numerics.md, "Elementary functions"); a uniform one is float64.
     bool ok = requireNumber(lhs);
     ok &= requireNumber(rhs);
-    if (lhs.getType() == ValueType::Number && lhs.isPerElement()) {
-      error(lhs.getLoc(),
-            "power of a per-element value is not supported; write x * x");
-      ok = false;
-    }
     if (rhs.getType() == ValueType::Number && rhs.isPerElement()) {
-      error(rhs.getLoc(), "a per-element exponent is not supported; '**' "
-                          "needs uniform operands");
+      error(rhs.getLoc(), "a per-element exponent is not supported; the "
+                          "exponent of '**' must be uniform");
       ok = false;
     }
     if (ok)
@@ -668,8 +678,8 @@ void SemaChecker::checkCall(CallExpr &e) {
   Builtin builtin = symbolizeBuiltin(e.getCallee());
   if (builtin == Builtin::Unknown) {
     error(e.getLoc(), "unknown function '" + e.getCallee() +
-                          "'; the builtins are sqrt, abs, sign, min, max "
-                          "and select");
+                          "'; the builtins are sqrt, abs, sign, min, max, "
+                          "select, exp, log, tanh and atan2");
     return;
   }
   e.setBuiltin(builtin);
@@ -681,10 +691,10 @@ void SemaChecker::checkCall(CallExpr &e) {
     return;
   }
 
-  // MLIRGen rounds the uniform number operands of a per-element min, max
-  // or select to float32.
+  // MLIRGen rounds the uniform number operands of a per-element min, max,
+  // atan2 or select to float32.
   if (builtin == Builtin::Min || builtin == Builtin::Max ||
-      builtin == Builtin::Select)
+      builtin == Builtin::Atan2 || builtin == Builtin::Select)
     for (unsigned i = builtin == Builtin::Select ? 1 : 0; i != arity; ++i)
       checkRoundsToF32(e.getArg(i), e.isPerElement());
 

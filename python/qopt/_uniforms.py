@@ -11,6 +11,7 @@ it can be captured in a CUDA graph.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Sequence
 
 import torch
@@ -18,6 +19,22 @@ import torch
 __all__ = ["is_dynamic", "evaluate"]
 
 _CPU = torch.device("cpu")
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:  # the C function's +inf
+        return math.inf
+
+
+def _log(x: float) -> float:
+    if x == 0:
+        return -math.inf
+    return math.log(x) if x > 0 else math.nan  # NaN for x < 0 and NaN, as C's log
+
+
+_LIBM = {"exp": _exp, "log": _log, "tanh": math.tanh, "atan2": math.atan2}
 
 
 def is_dynamic(expr, dynamic_names) -> bool:
@@ -70,6 +87,12 @@ def _apply(op: str, a: Sequence[torch.Tensor]) -> torch.Tensor:
         return (a[0] == 0).to(torch.float64)
     if op == "select":
         return torch.where(a[0] != 0, a[1], a[2])
+    if op in _LIBM:
+        # On the CPU the C library's function, as the runtime's; on a device torch's (within
+        # an ULP of it in float64, which the rounding to float32 nearly always hides).
+        if a[0].device.type == "cpu":
+            return torch.full((), _LIBM[op](*(float(x) for x in a)), dtype=torch.float64)
+        return getattr(torch, op)(*a)
     raise ValueError(f"qopt: unknown uniform operator '{op}'")
 
 

@@ -22,6 +22,8 @@ constexpr OpInfo kOps[] = {
     {"ne", Expr::Op::Ne, 2, 2},         {"and", Expr::Op::And, 2, -1},
     {"or", Expr::Op::Or, 2, -1},        {"not", Expr::Op::Not, 1, 1},
     {"select", Expr::Op::Select, 3, 3},
+    {"exp", Expr::Op::Exp, 1, 1},       {"log", Expr::Op::Log, 1, 1},
+    {"tanh", Expr::Op::Tanh, 1, 1},     {"atan2", Expr::Op::Atan2, 2, 2},
 };
 
 const OpInfo &opInfo(Expr::Op op) {
@@ -131,6 +133,15 @@ double evaluate(const Expr &e, const std::vector<double> &h, double step) {
     return b(!truth(arg(0)));
   case Expr::Op::Select:
     return truth(arg(0)) ? arg(1) : arg(2);
+  // The C library's, as Python's math module and the frontend's folding.
+  case Expr::Op::Exp:
+    return std::exp(arg(0));
+  case Expr::Op::Log:
+    return std::log(arg(0));
+  case Expr::Op::Tanh:
+    return std::tanh(arg(0));
+  case Expr::Op::Atan2:
+    return std::atan2(arg(0), arg(1));
   }
   return std::nan("");
 }

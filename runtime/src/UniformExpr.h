@@ -19,7 +19,7 @@ struct Expr {
   enum class Kind { Literal, Hyper, Step, Op };
   enum class Op {
     Add, Sub, Mul, Div, Pow, Neg, Sqrt, Abs, Sign, Min, Max,
-    Lt, Le, Gt, Ge, Eq, Ne, And, Or, Not, Select
+    Lt, Le, Gt, Ge, Eq, Ne, And, Or, Not, Select, Exp, Log, Tanh, Atan2
   };
   Kind kind = Kind::Literal;
   double value = 0;  ///< Literal

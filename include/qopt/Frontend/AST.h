@@ -287,7 +287,19 @@ private:
 };
 
 /// The builtin functions. Unknown until Sema resolves the callee's name.
-enum class Builtin { Unknown, Sqrt, Abs, Sign, Min, Max, Select };
+enum class Builtin {
+  Unknown,
+  Sqrt,
+  Abs,
+  Sign,
+  Min,
+  Max,
+  Select,
+  Exp,
+  Log,
+  Tanh,
+  Atan2
+};
 
 /// A builtin call `f(a, ...)`, or `c ? a : b`, which is `select(c, a, b)`.
 /// For a call the location is the callee's name and getOpLoc() is the `(`;
@@ -324,7 +336,8 @@ private:
 llvm::StringRef stringifyBinaryOp(BinaryOp op);
 /// `neg`, `not`.
 llvm::StringRef stringifyUnaryOp(UnaryOp op);
-/// `sqrt`, `abs`, `sign`, `min`, `max`, `select`; empty for Unknown.
+/// `sqrt`, `abs`, `sign`, `min`, `max`, `select`, `exp`, `log`, `tanh`,
+/// `atan2`; empty for Unknown.
 llvm::StringRef stringifyBuiltin(Builtin builtin);
 /// The builtin spelled `name`, or Builtin::Unknown.
 Builtin symbolizeBuiltin(llvm::StringRef name);

@@ -134,7 +134,7 @@ TEST(FrontendTest, CollectsEveryRuleError) {
   state m : group<u8, 48, softsign>;
   update {
     g = 1;
-    p = p - g ** 2;
+    p = p - 2 ** g;
   }
 }
 )",
@@ -164,7 +164,8 @@ TEST(FrontendTest, CollectsEveryRuleError) {
   EXPECT_EQ(parsed.diagnostics[3].kind, SpecDiagnostic::Kind::Note);
   EXPECT_EQ(parsed.diagnostics[3].line, 3u);
   EXPECT_EQ(parsed.diagnostics[4].message,
-            "power of a per-element value is not supported; write x * x");
+            "a per-element exponent is not supported; the exponent of '**' "
+            "must be uniform");
   EXPECT_EQ(parsed.diagnostics[5].message,
             "state 'm' is never assigned in the update block");
 }

@@ -11,6 +11,7 @@
 #include "qopt/reference/Buffer.h"
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Ecc.h"
+#include "qopt/reference/Elementary.h"
 #include "qopt/reference/Float.h"
 #include "qopt/reference/Group.h"
 #include "qopt/reference/Step.h"
