@@ -43,13 +43,18 @@ STATE32_SPECS = {
     "flash_lion_bf16": "flash_lion_bf16_state32",
     "adamw8bit_block256": "adamw_state32",
     "adamw8bit_block2048": "adamw_state32",
+    "rmsprop8bit": "rmsprop_state32",
+    "adagrad8bit": "adagrad_state32",
+    "lion8bit": "lion_state32",
+    "ademamix8bit": "ademamix_state32",
 }
 #: the optimizer names (kernel name before any variant suffix) of those specs
 STATE32_KERNELS = {"FlashAdamWState32", "FlashAdamWEcc16State32", "FlashAdamWBf16State32",
                    "FlashAdamState32", "FlashSGDState32", "FlashSGDWState32", "FlashLionState32",
                    "AdamWState32", "FlashSGDEcc16State32", "FlashSGDBf16State32",
                    "FlashSGDWEcc16State32", "FlashSGDWBf16State32", "FlashLionEcc16State32",
-                   "FlashLionBf16State32", "FlashAdamEcc16State32", "FlashAdamBf16State32"}
+                   "FlashLionBf16State32", "FlashAdamEcc16State32", "FlashAdamBf16State32",
+                   "RMSpropState32", "AdagradState32", "LionState32", "AdEMAMixState32"}
 
 #: the override keys: bitsandbytes' optim_bits (8 or 32) and FlashOptim's quantize (bool)
 _KEYS = ("optim_bits", "quantize")

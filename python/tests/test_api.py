@@ -591,7 +591,8 @@ def test_qopt_error_carries_status_and_message():
 # ------------------------------------------------------- uniforms evaluated with torch ops
 
 SPECS = ["flash_adamw", "flash_adamw_ecc16", "flash_adamw_bf16", "flash_adam", "flash_sgd",
-         "flash_sgdw", "flash_lion", "adamw8bit_block256", "adamw8bit_block2048"]
+         "flash_sgdw", "flash_lion", "adamw8bit_block256", "adamw8bit_block2048", "rmsprop8bit",
+         "adagrad8bit", "lion8bit", "adam_atan2", "ademamix8bit"]
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -603,7 +604,8 @@ def test_device_uniform_evaluation_equals_runtime(spec):
     ks = R.kernel_spec(spec, C.BACKEND_HOST)
     names = list(ks.hypers)
     values = {"lr": 3e-3, "beta1": 0.85, "beta2": 0.995, "eps": 1e-7, "weight_decay": 0.07,
-              "momentum": 0.9, "dampening": 0.1, "nesterov": 1.0}
+              "momentum": 0.9, "dampening": 0.1, "nesterov": 1.0, "alpha": 0.95, "lr_decay": 0.01,
+              "a": 1.3, "b": 0.9, "beta3": 0.9995, "t_alpha": 7.0, "t_beta3": 900.0}
     hypers = (C.Hyper * len(names))()
     keep = [n.encode() for n in names]
     for i, n in enumerate(names):

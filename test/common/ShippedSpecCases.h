@@ -99,6 +99,95 @@ inline ref::StepSpec seed000(int64_t block) {
                            ref::DType::BF16, block);
 }
 
+/// A bf16 parameter without a master weight, a bf16 gradient (bitsandbytes'
+/// layout), `optimizer` with `states` (8-bit codebook states on bitsandbytes'
+/// block 256: `signed` says which dynamic map each takes; float32 states
+/// where `state32`).
+inline ref::StepSpec plainBf16(ref::Optimizer optimizer, ref::Hyper hyper,
+                               std::vector<std::string> states, std::vector<bool> isSigned,
+                               bool state32) {
+  ref::StepSpec s;
+  s.optimizer = optimizer;
+  s.hyper = hyper;
+  s.param = ref::DType::BF16;
+  s.master = ref::Master::None;
+  s.grad = ref::DType::BF16;
+  for (size_t i = 0; i < states.size(); ++i)
+    s.states.push_back(state32 ? ref::StateScheme::plainF32(states[i])
+                               : ref::StateScheme::codebook(
+                                     states[i], 256, ref::createDynamicMap(isSigned[i])));
+  return s;
+}
+
+/// RMSprop8bit, Adagrad8bit and Lion8bit (bitsandbytes' 1-state optimizers keep their state on
+/// the signed map) and their float32-state specs.
+inline ref::Hyper rmspropHyper() {
+  ref::Hyper h;
+  h.lr = 3e-3;
+  h.alpha = 0.95;
+  h.eps = 1e-6;
+  h.weightDecay = 0.01;
+  return h;
+}
+inline const std::vector<qopt_hyper> kRmspropHypers = {
+    {"lr", 3e-3}, {"alpha", 0.95}, {"eps", 1e-6}, {"weight_decay", 0.01}};
+inline ref::Hyper adagradHyper() {
+  ref::Hyper h;
+  h.lr = 0.02;
+  h.lrDecay = 0.01;
+  h.eps = 1e-8;
+  h.weightDecay = 0.01;
+  return h;
+}
+inline const std::vector<qopt_hyper> kAdagradHypers = {
+    {"lr", 0.02}, {"lr_decay", 0.01}, {"eps", 1e-8}, {"weight_decay", 0.01}};
+inline ref::StepSpec lion8bit(bool state32) {
+  return plainBf16(ref::Optimizer::Lion, lion().hyper, {"m"}, {true}, state32);
+}
+
+/// AdamAtan2 (float32 and bf16 states): every hyperparameter off its default.
+inline ref::StepSpec adamAtan2(bool bf16States) {
+  ref::Hyper h;
+  h.lr = 2e-3;
+  h.beta1 = 0.85;
+  h.beta2 = 0.98;
+  h.weightDecay = 0.05;
+  h.a = 1.3;
+  h.b = 0.9;
+  ref::StepSpec s = plainBf16(ref::Optimizer::AdamAtan2, h, {"m", "v"}, {}, /*state32=*/true);
+  if (bf16States)
+    s.states = {ref::StateScheme::plainBF16("m"), ref::StateScheme::plainBF16("v")};
+  return s;
+}
+inline const std::vector<qopt_hyper> kAdamAtan2Hypers = {
+    {"lr", 2e-3}, {"beta1", 0.85}, {"beta2", 0.98}, {"weight_decay", 0.05}, {"a", 1.3}, {"b", 0.9}};
+
+/// AdEMAMix: the 8-bit case with both warm-ups over 10 steps (the suites step fewer, so every
+/// step is inside them), the float32 case without.
+inline ref::Hyper ademamixHyper(bool warmUp) {
+  ref::Hyper h;
+  h.lr = 2e-3;
+  h.beta1 = 0.9;
+  h.beta2 = 0.999;
+  h.beta3 = 0.999;
+  h.alpha = 4.0;
+  h.tAlpha = warmUp ? 10.0 : 0.0;
+  h.tBeta3 = warmUp ? 10.0 : 0.0;
+  h.eps = 1e-8;
+  h.weightDecay = 0.05;
+  return h;
+}
+inline std::vector<qopt_hyper> ademamixHypers(bool warmUp) {
+  return {{"lr", 2e-3},     {"beta1", 0.9},   {"beta2", 0.999},
+          {"beta3", 0.999}, {"alpha", 4.0},   {"t_alpha", warmUp ? 10.0 : 0.0},
+          {"t_beta3", warmUp ? 10.0 : 0.0},   {"eps", 1e-8},
+          {"weight_decay", 0.05}};
+}
+inline ref::StepSpec ademamix(bool state32) {
+  return plainBf16(ref::Optimizer::AdEMAMix, ademamixHyper(/*warmUp=*/!state32),
+                   {"m1", "m2", "nu"}, {true, true, false}, state32);
+}
+
 /// Every shipped spec.
 inline std::vector<SpecCase> shippedSpecCases() {
   return {
@@ -115,7 +204,40 @@ inline std::vector<SpecCase> shippedSpecCases() {
       {"flash_lion", lion, kLionHypers},
       {"adamw8bit_block2048", [] { return seed000(2048); }, kAdamHypers},
       {"adamw8bit_block256", [] { return seed000(256); }, kAdamHypers},
+      {"rmsprop8bit",
+       [] { return plainBf16(ref::Optimizer::RMSprop, rmspropHyper(), {"v"}, {true}, false); },
+       kRmspropHypers},
+      {"rmsprop_state32",
+       [] { return plainBf16(ref::Optimizer::RMSprop, rmspropHyper(), {"v"}, {true}, true); },
+       kRmspropHypers},
+      {"adagrad8bit",
+       [] { return plainBf16(ref::Optimizer::Adagrad, adagradHyper(), {"s"}, {true}, false); },
+       kAdagradHypers},
+      {"adagrad_state32",
+       [] { return plainBf16(ref::Optimizer::Adagrad, adagradHyper(), {"s"}, {true}, true); },
+       kAdagradHypers},
+      {"lion8bit", [] { return lion8bit(false); }, kLionHypers},
+      {"lion_state32", [] { return lion8bit(true); }, kLionHypers},
+      {"adam_atan2", [] { return adamAtan2(false); }, kAdamAtan2Hypers},
+      {"adam_atan2_bf16", [] { return adamAtan2(true); }, kAdamAtan2Hypers},
+      {"ademamix8bit", [] { return ademamix(false); }, ademamixHypers(true)},
+      {"ademamix_state32", [] { return ademamix(true); }, ademamixHypers(false)},
   };
+}
+
+/// The shipped specs the fast-mode suites measure: those whose states are
+/// all quantized (their tolerance, FastModeTolerance.h, bounds codes, scales
+/// and dequantized states; it states none for a plain float32 or bf16 state).
+inline std::vector<SpecCase> fastModeSpecCases() {
+  std::vector<SpecCase> out;
+  for (const SpecCase &c : shippedSpecCases()) {
+    bool quantized = true;
+    for (const ref::StateScheme &st : c.make().states)
+      quantized &= st.kind == ref::StateKind::Codebook || st.kind == ref::StateKind::Group;
+    if (quantized)
+      out.push_back(c);
+  }
+  return out;
 }
 
 } // namespace qopt::test

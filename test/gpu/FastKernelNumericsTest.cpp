@@ -51,7 +51,7 @@ using qopt::test::haveGpu;
 using Case = qopt::test::SpecCase;
 using qopt::test::adamHyper;
 
-std::vector<Case> cases() { return qopt::test::shippedSpecCases(); }
+std::vector<Case> cases() { return qopt::test::fastModeSpecCases(); }
 
 using GradFn = std::function<std::vector<float>(int64_t step, size_t k, int64_t n)>;
 

@@ -3,6 +3,7 @@
 
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Ecc.h"
+#include "qopt/reference/Elementary.h"
 #include "qopt/reference/Float.h"
 
 #include <cmath>
@@ -16,6 +17,10 @@ const char *optimizerName(Optimizer o) {
   case Optimizer::Adam: return "Adam";
   case Optimizer::SGD: return "SGD";
   case Optimizer::Lion: return "Lion";
+  case Optimizer::RMSprop: return "RMSprop";
+  case Optimizer::Adagrad: return "Adagrad";
+  case Optimizer::AdamAtan2: return "AdamAtan2";
+  case Optimizer::AdEMAMix: return "AdEMAMix";
   }
   return "?";
 }
@@ -97,6 +102,10 @@ size_t StepSpec::expectedStates() const {
   case Optimizer::Adam: return 2;
   case Optimizer::SGD: return 1; // 0 is also accepted when momentum == 0 (see validate)
   case Optimizer::Lion: return 1;
+  case Optimizer::RMSprop: return 1;
+  case Optimizer::Adagrad: return 1;
+  case Optimizer::AdamAtan2: return 2;
+  case Optimizer::AdEMAMix: return 3;
   }
   return 0;
 }
@@ -328,6 +337,13 @@ static float signOf(float c) {
   return c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
 }
 
+/// The DSL's min of uniforms: NaN-propagating (torch.minimum), as the runtime evaluates it.
+static double minimum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b))
+    return std::nan("");
+  return b < a ? b : a;
+}
+
 void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<float> &p,
                     std::vector<float> g, std::vector<std::vector<float>> &st) {
   const Hyper &h = spec.hyper;
@@ -405,6 +421,70 @@ void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<f
       const float u = signOf(c);
       p[i] = p[i] * decay - lr * u;
       m[i] = b2 * m[i] + omb2 * g[i];
+    }
+    return;
+  }
+  case Optimizer::RMSprop:
+  case Optimizer::Adagrad: {
+    // torch.optim.RMSprop (no momentum, not centered): v = alpha*v + (1-alpha)*g*g;
+    // p = p - lr * g / (sqrt(v) + eps). torch.optim.Adagrad: s = s + g*g, the learning rate
+    // lr / (1 + (step - 1) * lr_decay). Both add wd*p to the gradient first (L2), as the specs
+    // (always; torch only when wd != 0).
+    const bool rms = spec.optimizer == Optimizer::RMSprop;
+    const float wd = toF32(h.weightDecay), eps = toF32(h.eps);
+    const float a = toF32(h.alpha), oma = toF32(1.0 - h.alpha);
+    const float lr = rms ? toF32(h.lr) : toF32(h.lr / (1.0 + (stepD - 1.0) * h.lrDecay));
+    std::vector<float> &v = st[0];
+    for (int64_t i = 0; i < n; ++i) {
+      const float d = g[i] + wd * p[i];                               // g + wd * p
+      v[i] = rms ? a * v[i] + (oma * d) * d                           // alpha*v + (1-alpha)*d*d
+                 : v[i] + d * d;                                      // s + d*d
+      p[i] = p[i] - lr * (d / (std::sqrt(v[i]) + eps));               // p - lr * (d / (sqrt + eps))
+    }
+    return;
+  }
+  case Optimizer::AdamAtan2: {
+    // Adam-atan2 (lucidrains' adam-atan2-pytorch): the epsilon replaced by atan2,
+    // a * atan2(m / bc1, b * sqrt(v / bc2)), as m * (1/bc1) and sqrt(v * (b*b/bc2)).
+    const float b1 = toF32(h.beta1), omb1 = toF32(1.0 - h.beta1);
+    const float b2 = toF32(h.beta2), omb2 = toF32(1.0 - h.beta2);
+    const double bc1 = 1.0 - std::pow(h.beta1, stepD), bc2 = 1.0 - std::pow(h.beta2, stepD);
+    const float invBc1 = toF32(1.0 / bc1), vScale = toF32(h.b * h.b / bc2);
+    const float decay = toF32(1.0 - h.lr * h.weightDecay), step = toF32(h.lr * h.a);
+    std::vector<float> &m = st[0], &v = st[1];
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = b1 * m[i] + omb1 * g[i];
+      v[i] = b2 * v[i] + (omb2 * g[i]) * g[i];
+      const float u = atan2F32(m[i] * invBc1, std::sqrt(v[i] * vScale));
+      p[i] = p[i] * decay - step * u;                                 // p*(1 - lr*wd) - (lr*a)*u
+    }
+    return;
+  }
+  case Optimizer::AdEMAMix: {
+    // bitsandbytes' AdEMAMix with its alpha and beta3 warm-ups (optim/ademamix.py), the
+    // uniforms in float64 as the spec writes them.
+    double alphaT = h.alpha, beta3T = h.beta3;
+    if (h.tAlpha > 0)
+      alphaT = minimum(stepD * h.alpha / h.tAlpha, h.alpha);
+    if (h.tBeta3 > 0) {
+      const double s = stepD / h.tBeta3, lnB1 = std::log(h.beta1), lnB3 = std::log(h.beta3);
+      beta3T = minimum(std::exp(lnB1 * lnB3 / ((1.0 - s) * lnB3 + s * lnB1)), h.beta3);
+    }
+    const float b1 = toF32(h.beta1), omb1 = toF32(1.0 - h.beta1);
+    const float b2 = toF32(h.beta2), omb2 = toF32(1.0 - h.beta2);
+    const float b3 = toF32(beta3T), omb3 = toF32(1.0 - beta3T);
+    const float bc1 = toF32(1.0 - std::pow(h.beta1, stepD));
+    const float sqrtBc2 = toF32(std::sqrt(1.0 - std::pow(h.beta2, stepD)));
+    const float eps = toF32(h.eps), alpha = toF32(alphaT), lr = toF32(h.lr);
+    const float decay = toF32(1.0 - h.lr * h.weightDecay);
+    std::vector<float> &m1 = st[0], &m2 = st[1], &nu = st[2];
+    for (int64_t i = 0; i < n; ++i) {
+      m1[i] = b1 * m1[i] + omb1 * g[i];
+      m2[i] = b3 * m2[i] + omb3 * g[i];
+      nu[i] = b2 * nu[i] + (omb2 * g[i]) * g[i];
+      const float denom = std::sqrt(nu[i]) / sqrtBc2 + eps;
+      const float u = (m1[i] / bc1 + alpha * m2[i]) / denom;
+      p[i] = p[i] * decay - lr * u;
     }
     return;
   }

@@ -39,7 +39,9 @@ const char *const kShippedSpecs[] = {
     "adamw8bit_block2048", "adamw8bit_block256", "flash_adam",
     "flash_adamw",         "flash_adamw_bf16",   "flash_adamw_ecc16",
     "flash_adamw_linear",  "flash_lion",         "flash_sgd",
-    "flash_sgdw"};
+    "flash_sgdw",          "adam_atan2",         "adam_atan2_bf16",
+    "ademamix8bit",        "adagrad8bit",        "lion8bit",
+    "rmsprop8bit"};
 
 /// One shipped spec as a verified qopt module, its parameter retyped to
 /// `paramType` (qopt-retype-param) unless that is empty.

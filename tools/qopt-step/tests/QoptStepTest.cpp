@@ -181,8 +181,11 @@ std::vector<Case> cases() {
     Case k{c.spec, c.make, {}, {}};
     for (const qopt_hyper &h : c.hypers)
       k.hypers.push_back({h.name, h.value});
-    if (c.spec.rfind("adamw8bit", 0) == 0)
-      k.tables = {"m.qmap=dynamic-signed", "v.qmap=dynamic-unsigned"};
+    // Each codebook state's table: the dynamic map its reference step uses.
+    for (const ref::StateScheme &st : c.make().states)
+      if (st.kind == ref::StateKind::Codebook)
+        k.tables.push_back(st.name + ".qmap=" +
+                           (st.qmap.front() < 0 ? "dynamic-signed" : "dynamic-unsigned"));
     all.push_back(std::move(k));
   }
   return all;

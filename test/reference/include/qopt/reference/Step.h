@@ -23,7 +23,7 @@
 
 namespace qopt::ref {
 
-enum class Optimizer { AdamW, Adam, SGD, Lion };
+enum class Optimizer { AdamW, Adam, SGD, Lion, RMSprop, Adagrad, AdamAtan2, AdEMAMix };
 const char *optimizerName(Optimizer o);
 
 /// Hyperparameters (float64, like Python floats). Unused ones are ignored.
@@ -37,6 +37,13 @@ struct Hyper {
   double dampening = 0.0; ///< SGD
   bool nesterov = false;  ///< SGD
   bool decoupled = false; ///< SGD: decoupled decay p *= 1 - lr*wd instead of g += wd*p
+  double alpha = 0.99;    ///< RMSprop's smoothing constant; AdEMAMix's slow-EMA weight
+  double lrDecay = 0.0;   ///< Adagrad
+  double a = 1.27;        ///< AdamAtan2: update scale
+  double b = 1.0;         ///< AdamAtan2: scale of sqrt(v_hat)
+  double beta3 = 0.9999;  ///< AdEMAMix: the slow EMA's decay
+  double tAlpha = 0.0;    ///< AdEMAMix: alpha's warm-up steps (0: none)
+  double tBeta3 = 0.0;    ///< AdEMAMix: beta3's warm-up steps (0: none)
 };
 
 /// How `float32 tensor / uniform` is evaluated (AdamW's `v_new / bc2`, the only such division):
@@ -95,6 +102,22 @@ struct StateScheme {
 ///  Lion (numerics.md §4; state m):
 ///    c = f32(b1)*m + f32(1-b1)*g; u = sign(c) (+-1; 0 for +-0 and NaN, as torch.sign)
 ///    p' = p * f32(1 - lr*wd) - f32(lr)*u; m' = f32(b2)*m + f32(1-b2)*g
+///  RMSprop (torch.optim.RMSprop without momentum, specs/rmsprop8bit.qopt; state v):
+///    d = g + f32(wd)*p; v' = f32(alpha)*v + (f32(1-alpha)*d)*d
+///    p' = p - f32(lr) * (d / (sqrt(v') + f32(eps)))
+///  Adagrad (torch.optim.Adagrad, specs/adagrad8bit.qopt; state s):
+///    d = g + f32(wd)*p; s' = s + d*d; clr = lr / (1 + (step - 1) * lr_decay) (f64)
+///    p' = p - f32(clr) * (d / (sqrt(s') + f32(eps)))
+///  AdamAtan2 (specs/adam_atan2.qopt; states m, v): m' and v' as AdamW,
+///    u = atan2(m' * f32(1/bc1), sqrt(v' * f32(b*b/bc2)))   (Elementary.h's atan2F32)
+///    p' = p * f32(1 - lr*wd) - f32(lr*a) * u
+///  AdEMAMix (bitsandbytes, specs/ademamix8bit.qopt; states m1, m2, nu), uniforms in f64:
+///    alpha_t = t_alpha > 0 ? min(step*alpha/t_alpha, alpha) : alpha
+///    beta3_t = t_beta3 > 0 ? min(exp(ln b1 ln b3 / ((1 - s) ln b3 + s ln b1)), b3) : b3,
+///              s = step / t_beta3 (the C library's exp and log, as the runtime's)
+///    m1' = f32(b1)*m1 + f32(1-b1)*g; m2' = f32(beta3_t)*m2 + f32(1-beta3_t)*g
+///    nu' = f32(b2)*nu + (f32(1-b2)*g)*g; d = sqrt(nu') / f32(sqrt(bc2)) + f32(eps)
+///    p' = p * f32(1 - lr*wd) - f32(lr) * ((m1' / f32(bc1) + f32(alpha_t)*m2') / d)
 struct StepSpec {
   Optimizer optimizer = Optimizer::AdamW;
   Hyper hyper;
@@ -106,7 +129,8 @@ struct StepSpec {
 
   /// Throws std::invalid_argument with a message naming the problem.
   void validate() const;
-  /// The number of states the optimizer needs (AdamW/Adam 2, SGD 1 (0 allowed at momentum 0), Lion 1).
+  /// The number of states the optimizer needs (AdamW/Adam/AdamAtan2 2, SGD 1 (0 allowed at
+  /// momentum 0), Lion/RMSprop/Adagrad 1, AdEMAMix 3).
   size_t expectedStates() const;
   /// dtype of the error-bits stream (I8, I16) or None.
   DType eccDType() const;
