@@ -42,7 +42,7 @@ constexpr double kLogP[] = {
 constexpr double kAtanQ[] = {
     -0x1.5555555555555p-2, 0x1.999999999994ap-3,  -0x1.249249248cf30p-3,
     0x1.c71c71c29ad8ep-4,  -0x1.745d16497f811p-4, 0x1.3b13908e0591fp-4,
-    -0x1.110e5f0a96030p-4, 0x1.e1966a83a6225p-5, -0x1.ac5fc5e570d2ap-5,
+    -0x1.110e5f0a96030p-4, 0x1.e1966a83a6225p-5,  -0x1.ac5fc5e570d2ap-5,
     0x1.746449e4b2910p-5,  -0x1.19fcff0a1b52ap-5, 0x1.0826c4073e87dp-6,
 };
 
@@ -68,15 +68,16 @@ public:
   F64Lanes(LaneMath &m, Value like)
       : m(m), b(m.builder()), loc(m.location()),
         f64(withElement(like.getType(), b.getF64Type())),
-        i64(withElement(like.getType(), b.getI64Type())),
-        f32(like.getType()) {}
+        i64(withElement(like.getType(), b.getI64Type())), f32(like.getType()) {}
 
   Value c(double v) {
-    return arith::ConstantOp::create(b, loc, cast<TypedAttr>(splat(f64, b.getF64FloatAttr(v))));
+    return arith::ConstantOp::create(
+        b, loc, cast<TypedAttr>(splat(f64, b.getF64FloatAttr(v))));
   }
   Value ci(int64_t v) {
     return arith::ConstantOp::create(
-        b, loc, cast<TypedAttr>(splat(i64, b.getIntegerAttr(b.getI64Type(), v))));
+        b, loc,
+        cast<TypedAttr>(splat(i64, b.getIntegerAttr(b.getI64Type(), v))));
   }
   Value ext(Value x) { return arith::ExtFOp::create(b, loc, f64, x); }
   Value trunc(Value x) { return arith::TruncFOp::create(b, loc, f32, x); }
@@ -102,8 +103,12 @@ public:
   Value addi(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value andi(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
   Value ori(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
-  Value shl(Value x, int64_t n) { return arith::ShLIOp::create(b, loc, x, ci(n)); }
-  Value shr(Value x, int64_t n) { return arith::ShRUIOp::create(b, loc, x, ci(n)); }
+  Value shl(Value x, int64_t n) {
+    return arith::ShLIOp::create(b, loc, x, ci(n));
+  }
+  Value shr(Value x, int64_t n) {
+    return arith::ShRUIOp::create(b, loc, x, ci(n));
+  }
 
   /// The nearest integer to x (|x| < 2^51), ties to even.
   Value rint(Value x) {
@@ -214,7 +219,9 @@ Value signBit(LaneMath &m, Value x) {
 }
 
 /// The f32 lanes `x` where they are NaN, else `r`.
-Value keepNaN(LaneMath &m, Value x, Value r) { return m.select(isNaN(m, x), x, r); }
+Value keepNaN(LaneMath &m, Value x, Value r) {
+  return m.select(isNaN(m, x), x, r);
+}
 
 /// The value of lanes that are one constant, if they are.
 std::optional<double> constantLanes(Value v) {
@@ -249,7 +256,8 @@ Value mlir::qopt::emitLog(LaneMath &m, Value x) {
   Value r = d.trunc(logCore(d, a).first);
   const float inf = std::numeric_limits<float>::infinity();
   Value negative = m.cmp(Pred::OLT, x, m.constF(x, 0.0));
-  r = m.select(negative, m.constF(x, std::numeric_limits<float>::quiet_NaN()), r);
+  r = m.select(negative, m.constF(x, std::numeric_limits<float>::quiet_NaN()),
+               r);
   Value zero = m.cmp(Pred::OEQ, x, m.constF(x, 0.0));
   r = m.select(zero, m.constF(x, -inf), r);
   Value infinite = m.cmp(Pred::OEQ, x, m.constF(x, inf));
@@ -350,9 +358,11 @@ Value mlir::qopt::emitPow(LaneMath &m, Value x, Value c) {
   // C99's pow for the lanes the formula does not cover, last rule first.
   const float fInf = std::numeric_limits<float>::infinity();
   Value negativeX = m.cmp(Pred::OLT, x, m.constF(x, 0.0));
-  Value negativeFinite = d.both(negativeX, m.cmp(Pred::OGT, x, m.constF(x, -fInf)));
+  Value negativeFinite =
+      d.both(negativeX, m.cmp(Pred::OGT, x, m.constF(x, -fInf)));
   Value undefined = d.both(negativeFinite, d.no(cInteger));
-  r = m.select(undefined, m.constF(x, std::numeric_limits<float>::quiet_NaN()), r);
+  r = m.select(undefined, m.constF(x, std::numeric_limits<float>::quiet_NaN()),
+               r);
   r = keepNaN(m, c, r);
   r = keepNaN(m, x, r);
   Value cZero = m.cmp(Pred::OEQ, c, m.constF(c, 0.0));

@@ -1,4 +1,4 @@
-//===- ElementaryFunctions.h - exp, log, tanh, atan2, pow on lanes -*- C++ -*-===//
+//===- ElementaryFunctions.h - exp, log, tanh, atan2, pow -------*- C++ -*-===//
 //
 // The DSL's elementary functions on f32 lanes (scalar or vector), for both
 // lowerings: each is the float64 algorithm of docs/numerics.md, "Elementary
