@@ -16,6 +16,7 @@ from typing import Iterable, Optional, Tuple
 import torch
 
 from ._base import QoptOptimizer, _check_betas, _check_lr, _check_wd
+from ._clip import check_max_grad_norm
 from ._launch import _local
 from .optim import _wd_for_kernel
 
@@ -35,7 +36,8 @@ class AdamAtan2(QoptOptimizer):
     def __init__(self, params: Iterable, lr: float = 1e-4, betas: Tuple[float, float] = (0.9, 0.99),
                  weight_decay: float = 0.0, a: float = 1.27, b: float = 1.0, *,
                  decouple_lr: bool = True, state_dtype: Optional[torch.dtype] = None,
-                 capturable: bool = False, skip_nonfinite: bool = False):
+                 capturable: bool = False, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay, a=a, b=b,
                         capturable=capturable)
         self._validate_group(defaults)
@@ -45,6 +47,7 @@ class AdamAtan2(QoptOptimizer):
         self.state_dtype = state_dtype
         self._decouple_lr = decouple_lr
         self.skip_nonfinite = skip_nonfinite
+        self.max_grad_norm = check_max_grad_norm(type(self).__name__, max_grad_norm)
         super().__init__(params, defaults, self._SPECS[state_dtype or torch.float32])
 
     def _spec_of(self, p: torch.Tensor) -> str:

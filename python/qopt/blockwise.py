@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Iterable, Optional, Tuple
 
 from ._base import QoptOptimizer, _check_betas, _check_eps, _check_lr, _check_wd
+from ._clip import check_max_grad_norm
 from ._policy import PolicyMixin
 from .optim import _init_state_policy, dynamic_map
 
@@ -48,12 +49,15 @@ class _Blockwise(PolicyMixin, QoptOptimizer):
     #: the states that take the unsigned dynamic map (bitsandbytes' qmap2)
     _UNSIGNED_STATES: Tuple[str, ...] = ()
 
-    def _init_blockwise(self, optim_bits: int, min_8bit_size: int, skip_nonfinite: bool) -> None:
+    def _init_blockwise(self, optim_bits: int, min_8bit_size: int, skip_nonfinite: bool,
+                        max_grad_norm: Optional[float]) -> None:
+        cls = type(self).__name__
         if optim_bits not in (8, 32):
-            raise ValueError(f"{type(self).__name__}: optim_bits={optim_bits!r}; 8 or 32")
+            raise ValueError(f"{cls}: optim_bits={optim_bits!r}; 8 or 32")
         self._spec = self._SPEC
         _init_state_policy(self, optim_bits == 8, min_8bit_size)
         self.skip_nonfinite = skip_nonfinite
+        self.max_grad_norm = check_max_grad_norm(cls, max_grad_norm)
 
     def _check_group_options(self, group):
         super()._check_group_options(group)
@@ -80,7 +84,8 @@ class RMSprop8bit(_Blockwise):
     def __init__(self, params: Iterable, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False, args=None,
                  min_8bit_size: int = 4096, percentile_clipping: int = 100, block_wise: bool = True,
-                 *, optim_bits: int = 8, capturable: bool = False, skip_nonfinite: bool = False):
+                 *, optim_bits: int = 8, capturable: bool = False, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         cls = type(self).__name__
         if alpha == 0:
             raise NotImplementedError("RMSprop with alpha==0.0 is not supported!")
@@ -90,7 +95,7 @@ class RMSprop8bit(_Blockwise):
                         capturable=capturable)
         self._validate_group(defaults)
         _reject_bnb_options(cls, args, percentile_clipping, block_wise, False)
-        self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite)
+        self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite, max_grad_norm)
         super().__init__(params, defaults, self._spec)
 
     def _validate_group(self, group):
@@ -119,10 +124,12 @@ class RMSprop32bit(RMSprop8bit):
     def __init__(self, params: Iterable, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False, args=None,
                  min_8bit_size: int = 4096, percentile_clipping: int = 100, block_wise: bool = True,
-                 *, capturable: bool = False, skip_nonfinite: bool = False):
+                 *, capturable: bool = False, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         super().__init__(params, lr, alpha, eps, weight_decay, momentum, centered, args,
                          min_8bit_size, percentile_clipping, block_wise, optim_bits=32,
-                         capturable=capturable, skip_nonfinite=skip_nonfinite)
+                         capturable=capturable, skip_nonfinite=skip_nonfinite,
+                         max_grad_norm=max_grad_norm)
 
 
 class Adagrad8bit(_Blockwise):
@@ -140,7 +147,8 @@ class Adagrad8bit(_Blockwise):
                  weight_decay: float = 0, initial_accumulator_value: float = 0, eps: float = 1e-10,
                  optim_bits: int = 8, args=None, min_8bit_size: int = 4096,
                  percentile_clipping: int = 100, block_wise: bool = True, *,
-                 capturable: bool = False, skip_nonfinite: bool = False):
+                 capturable: bool = False, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         cls = type(self).__name__
         if not 0.0 <= initial_accumulator_value:
             raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
@@ -150,7 +158,7 @@ class Adagrad8bit(_Blockwise):
                         initial_accumulator_value=initial_accumulator_value, capturable=capturable)
         self._validate_group(defaults)
         _reject_bnb_options(cls, args, percentile_clipping, block_wise, False)
-        self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite)
+        self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite, max_grad_norm)
         super().__init__(params, defaults, self._spec)
 
     def _validate_group(self, group):
@@ -174,10 +182,12 @@ class Adagrad32bit(Adagrad8bit):
                  weight_decay: float = 0, initial_accumulator_value: float = 0, eps: float = 1e-10,
                  optim_bits: int = 32, args=None, min_8bit_size: int = 4096,
                  percentile_clipping: int = 100, block_wise: bool = True, *,
-                 capturable: bool = False, skip_nonfinite: bool = False):
+                 capturable: bool = False, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         super().__init__(params, lr, lr_decay, weight_decay, initial_accumulator_value, eps, 32,
                          args, min_8bit_size, percentile_clipping, block_wise,
-                         capturable=capturable, skip_nonfinite=skip_nonfinite)
+                         capturable=capturable, skip_nonfinite=skip_nonfinite,
+                         max_grad_norm=max_grad_norm)
 
 
 class Lion8bit(_Blockwise):
@@ -192,11 +202,12 @@ class Lion8bit(_Blockwise):
     def __init__(self, params: Iterable, lr: float = 1e-4, betas: Tuple[float, float] = (0.9, 0.99),
                  weight_decay: float = 0, args=None, min_8bit_size: int = 4096,
                  percentile_clipping: int = 100, block_wise: bool = True, is_paged: bool = False,
-                 *, optim_bits: int = 8, capturable: bool = False, skip_nonfinite: bool = False):
+                 *, optim_bits: int = 8, capturable: bool = False, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay, capturable=capturable)
         self._validate_group(defaults)
         _reject_bnb_options(type(self).__name__, args, percentile_clipping, block_wise, is_paged)
-        self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite)
+        self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite, max_grad_norm)
         super().__init__(params, defaults, self._spec)
 
     def _validate_group(self, group):
@@ -215,10 +226,11 @@ class Lion32bit(Lion8bit):
     def __init__(self, params: Iterable, lr: float = 1e-4, betas: Tuple[float, float] = (0.9, 0.99),
                  weight_decay: float = 0, args=None, min_8bit_size: int = 4096,
                  percentile_clipping: int = 100, block_wise: bool = True, is_paged: bool = False,
-                 *, capturable: bool = False, skip_nonfinite: bool = False):
+                 *, capturable: bool = False, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         super().__init__(params, lr, betas, weight_decay, args, min_8bit_size, percentile_clipping,
                          block_wise, is_paged, optim_bits=32, capturable=capturable,
-                         skip_nonfinite=skip_nonfinite)
+                         skip_nonfinite=skip_nonfinite, max_grad_norm=max_grad_norm)
 
 
 class AdEMAMix8bit(_Blockwise):
@@ -240,12 +252,13 @@ class AdEMAMix8bit(_Blockwise):
                  betas: Tuple[float, float, float] = (0.9, 0.999, 0.9999), alpha: float = 5.0,
                  t_alpha: Optional[int] = None, t_beta3: Optional[int] = None, eps: float = 1e-8,
                  weight_decay: float = 1e-2, min_8bit_size: int = 4096, is_paged: bool = False,
-                 *, optim_bits: int = 8, capturable: bool = False, skip_nonfinite: bool = False):
+                 *, optim_bits: int = 8, capturable: bool = False, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         defaults = dict(lr=lr, betas=betas, alpha=alpha, t_alpha=t_alpha, t_beta3=t_beta3, eps=eps,
                         weight_decay=weight_decay, capturable=capturable)
         self._validate_group(defaults)
         _reject_bnb_options(type(self).__name__, None, 100, True, is_paged)
-        self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite)
+        self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite, max_grad_norm)
         super().__init__(params, defaults, self._spec)
 
     def _validate_group(self, group):
@@ -276,7 +289,8 @@ class AdEMAMix32bit(AdEMAMix8bit):
                  betas: Tuple[float, float, float] = (0.9, 0.999, 0.9999), alpha: float = 5.0,
                  t_alpha: Optional[int] = None, t_beta3: Optional[int] = None, eps: float = 1e-8,
                  weight_decay: float = 1e-2, min_8bit_size: int = 4096, is_paged: bool = False,
-                 *, capturable: bool = False, skip_nonfinite: bool = False):
+                 *, capturable: bool = False, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
         super().__init__(params, lr, betas, alpha, t_alpha, t_beta3, eps, weight_decay,
                          min_8bit_size, is_paged, optim_bits=32, capturable=capturable,
-                         skip_nonfinite=skip_nonfinite)
+                         skip_nonfinite=skip_nonfinite, max_grad_norm=max_grad_norm)

@@ -28,8 +28,12 @@ OPTIMIZERS = [(qopt.FlashAdamW, {}), (qopt.FlashAdamW, dict(master_weight_bits=3
               (qopt.FlashSGD, dict(momentum=0.9, weight_decay=0.01)),
               (qopt.FlashSGDW, dict(momentum=0.9, nesterov=True, weight_decay=0.1)),
               (qopt.FlashLion, dict(weight_decay=0.1)), (qopt.AdamW8bit, {}),
-              (qopt.AdamW8bit, dict(block_size=2048))]
-OPT_IDS = ["adamw", "adamw_ecc16", "adam", "sgd", "sgdw", "lion", "adamw8bit", "adamw8bit_2048"]
+              (qopt.AdamW8bit, dict(block_size=2048)), (qopt.RMSprop8bit, dict(weight_decay=0.01)),
+              (qopt.Adagrad8bit, dict(lr_decay=0.01)), (qopt.Lion8bit, dict(weight_decay=0.1)),
+              (qopt.AdEMAMix8bit, dict(t_alpha=5, t_beta3=5)),
+              (qopt.AdamAtan2, dict(weight_decay=0.1))]
+OPT_IDS = ["adamw", "adamw_ecc16", "adam", "sgd", "sgdw", "lion", "adamw8bit", "adamw8bit_2048",
+           "rmsprop8bit", "adagrad8bit", "lion8bit", "ademamix8bit", "adam_atan2"]
 HAS_TORCH_AMP_CPU = hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler")
 
 
