@@ -15,6 +15,7 @@
 #define QOPT_LIB_CONVERSION_QOPTTOGPU_KERNELEMITTER_H
 
 #include "qopt/Codegen/StreamCodecs.h"
+#include "qopt/Codegen/UpdateLowering.h"
 
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
@@ -137,7 +138,9 @@ private:
   /// `fullLimit`).
   void releaseStage(Value k, Value fullLimit);
   void storePerGroup(unsigned stream, int64_t groupSize, Value value);
-  unsigned streamIndex(StreamRole role, int state = -1);
+  unsigned streamIndex(StreamRole role, int state = -1) {
+    return findStream(streams, role, state);
+  }
 
   // Reductions.
   /// The maximum of `scalar` over the threads of a group of `groupSize`
@@ -242,11 +245,10 @@ private:
   Value tileThreadBase(const RunContext &run, Value t);
 
   // The update.
+  class TileUpdate;
   LogicalResult emitTile();
-  FailureOr<Value> emitLoadState(StateOp state);
-  LogicalResult emitStoreState(StateOp state, Value value);
-  void emitStoreParam(Value value);
-  FailureOr<Value> emitArith(Operation *op, IRMapping &mapping);
+  FailureOr<Value> emitLoadState(int index);
+  LogicalResult emitStoreState(int index, Value value);
 
   OptimizerOp optimizer;
   KernelPlanAttr plan;
@@ -359,6 +361,45 @@ private:
   llvm::DenseMap<unsigned, Value> preloaded;
   /// Element stores, issued together at the end of the tile.
   SmallVector<std::pair<unsigned, Value>> pendingStores;
+};
+
+/// The update of one tile body (lowerUpdate's target).
+class KernelEmitter::TileUpdate : public UpdateTarget {
+public:
+  TileUpdate(KernelEmitter &emitter, const llvm::DenseSet<Value> &codebookStored)
+      : UpdateTarget(emitter.optimizer, emitter.streams, emitter.states),
+        e(emitter), codebookStored(codebookStored) {}
+
+  LaneMath &codecMath() override { return e.math; }
+  LaneMath &updateMath() override { return e.guardedMath; }
+  void setLocation(Location loc) override { e.loc = loc; }
+  Value loadElements(unsigned stream) override {
+    return e.loadElements(stream);
+  }
+  void storeElements(unsigned stream, Value value) override {
+    e.storeElements(stream, value);
+  }
+  unsigned getNumUniforms() override { return e.uniformValues.size(); }
+  Value uniform(unsigned index) override {
+    return vector::BroadcastOp::create(e.b, e.loc, e.lanesOf(e.f32()),
+                                       e.uniformValues[index]);
+  }
+  FailureOr<Value> loadState(int state) override {
+    return e.emitLoadState(state);
+  }
+  LogicalResult storeState(int state, Value value) override {
+    return e.emitStoreState(state, value);
+  }
+  void noteLowered(Operation &op, IRMapping &mapping) override {
+    for (Value result : op.getResults())
+      if (codebookStored.count(result))
+        e.facts.magnitudeMaxima.insert(mapping.lookup(result));
+  }
+  LogicalResult beginStores(ArrayRef<UpdateStore> stores) override;
+
+private:
+  KernelEmitter &e;
+  const llvm::DenseSet<Value> &codebookStored;
 };
 
 /// The alignment of a thread's vector of `lanes` elements: the stream's base

@@ -25,13 +25,6 @@ Value KernelEmitter::sharedArray(gpu::GPUModuleOp module, StringRef name,
   return LLVM::AddressOfOp::create(b, loc, sharedPtr(), name);
 }
 
-unsigned KernelEmitter::streamIndex(StreamRole role, int state) {
-  for (auto [i, s] : llvm::enumerate(streams))
-    if (s.role == role && (state < 0 || s.stateIndex == state))
-      return i;
-  llvm_unreachable("stream not in the ABI");
-}
-
 Value KernelEmitter::streamPtr(unsigned index) {
   // Loaded where used, from the run's descriptor (L1-resident). Unstaged
   // kernels of two or more states, except the codebook kernels of an f32

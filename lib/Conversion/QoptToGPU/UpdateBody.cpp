@@ -10,9 +10,8 @@
 using namespace mlir;
 using namespace mlir::qopt;
 
-FailureOr<Value> KernelEmitter::emitLoadState(StateOp state) {
-  int index = llvm::find(states, state) - states.begin();
-  Attribute scheme = state.getScheme();
+FailureOr<Value> KernelEmitter::emitLoadState(int index) {
+  Attribute scheme = states[index].getScheme();
   if (isa<PlainSchemeAttr>(scheme))
     return widenToF32(math, loadElements(streamIndex(StreamRole::State, index)));
   if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
@@ -45,9 +44,8 @@ FailureOr<Value> KernelEmitter::emitLoadState(StateOp state) {
   return math.mul(entries, absmaxLanes);
 }
 
-LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
-  int index = llvm::find(states, state) - states.begin();
-  Attribute scheme = state.getScheme();
+LogicalResult KernelEmitter::emitStoreState(int index, Value value) {
+  Attribute scheme = states[index].getScheme();
   Value zeros = math.constF(value, 0.0);
   if (auto plain = dyn_cast<PlainSchemeAttr>(scheme)) {
     storeElements(streamIndex(StreamRole::State, index),
@@ -120,20 +118,6 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
   return success();
 }
 
-void KernelEmitter::emitStoreParam(Value value) {
-  Type paramType = optimizer.getParamType();
-  Value x16 = narrowFromF32(math, value, paramType);
-  storeElements(streamIndex(StreamRole::Param), x16);
-  if (optimizer.getMaster() != MasterFormat::none)
-    storeElements(streamIndex(StreamRole::ErrorBits),
-                  splitMaster(math, value, x16, optimizer.getMaster()));
-}
-
-/// Vectorizes one arith/math operation of the update.
-FailureOr<Value> KernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
-  return vectorizeUpdateOp(guardedMath, op, mapping, lanes);
-}
-
 LogicalResult KernelEmitter::emitTile() {
   // Each tile body (full, partial) starts afresh; the two share the block
   // reduction slots, as only one of them runs per tile.
@@ -154,8 +138,6 @@ LogicalResult KernelEmitter::emitTile() {
   }
   pendingStores.clear();
   nextReductionSlot = 0;
-  IRMapping mapping;
-  SmallVector<std::pair<Operation *, Value>> stores;
 
   // Every element stream the update reads, loaded up front (the scales and
   // absmax are loaded where used).
@@ -174,81 +156,24 @@ LogicalResult KernelEmitter::emitTile() {
                   optimizer, store.getStateAttr())
                   .getScheme()))
         codebookStored.insert(store.getValue());
-  for (Operation &op : optimizer.getUpdate().getBody().front()) {
-    loc = op.getLoc();
-    if (auto loadGrad = dyn_cast<LoadGradOp>(op)) {
-      Value g = widenToF32(math, loadElements(streamIndex(StreamRole::Grad)));
-      if (Value inv = loadGrad.getInvScale())
-        g = unscaleGrad(math, g, mapping.lookup(inv), optimizer.getGradType());
-      mapping.map(op.getResult(0), g);
-    } else if (isa<SkipIfOp>(op)) {
-      // Tested once per launch (emit).
-    } else if (isa<LoadParamOp>(op)) {
-      Value x16 = loadElements(streamIndex(StreamRole::Param));
-      Value x = optimizer.getMaster() == MasterFormat::none
-                    ? widenToF32(math, x16)
-                    : reconstructMaster(
-                          math, x16,
-                          loadElements(streamIndex(StreamRole::ErrorBits)),
-                          optimizer.getMaster());
-      mapping.map(op.getResult(0), x);
-    } else if (auto loadState = dyn_cast<LoadStateOp>(op)) {
-      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-          optimizer, loadState.getStateAttr());
-      FailureOr<Value> value = emitLoadState(state);
-      if (failed(value))
-        return failure();
-      mapping.map(op.getResult(0), *value);
-    } else if (auto uniform = dyn_cast<UniformOp>(op)) {
-      uint64_t index = uniform.getIndex();
-      if (index >= uniformValues.size())
-        return uniform.emitOpError("reads uniform ")
-               << index << " but the optimizer yields only "
-               << uniformValues.size();
-      mapping.map(op.getResult(0),
-                  vector::BroadcastOp::create(b, loc, lanesOf(f32()),
-                                              uniformValues[index]));
-    } else if (isa<StoreStateOp, StoreParamOp>(op)) {
-      stores.push_back({&op, mapping.lookup(op.getOperand(op.getNumOperands() - 1))});
-    } else if (isa<HyperValueOp, StepCountOp>(op)) {
-      return op.emitOpError("must be outlined first: run qopt-outline-uniforms");
-    } else {
-      FailureOr<Value> value = emitArith(&op, mapping);
-      if (failed(value))
-        return failure();
-      mapping.map(op.getResult(0), *value);
-    }
-    for (Value result : op.getResults())
-      if (codebookStored.count(result))
-        facts.magnitudeMaxima.insert(mapping.lookup(result));
-  }
+  TileUpdate target(*this, codebookStored);
+  if (failed(lowerUpdate(target, lanes)))
+    return failure();
+  flushStores();
+  return success();
+}
+
+LogicalResult KernelEmitter::TileUpdate::beginStores(
+    ArrayRef<UpdateStore> stores) {
   // The codebook states' block absmax first, behind one barrier.
-  codebookAbsmax.clear();
+  e.codebookAbsmax.clear();
   SmallVector<std::pair<int, Value>> lanesMax;
-  for (auto [op, value] : stores)
-    if (auto store = dyn_cast<StoreStateOp>(op)) {
-      int index = llvm::find(states,
-                             SymbolTable::lookupNearestSymbolFrom<StateOp>(
-                                 optimizer, store.getStateAttr())) -
-                  states.begin();
-      if (codebookSlots.count(index)) {
-        loc = op->getLoc();
-        lanesMax.push_back({index, lanesAbsMax(value)});
-      }
+  for (const UpdateStore &store : stores)
+    if (store.state >= 0 && e.codebookSlots.count(store.state)) {
+      e.loc = store.op->getLoc();
+      lanesMax.push_back({store.state, e.lanesAbsMax(store.value)});
     }
   if (!lanesMax.empty())
-    reduceCodebookAbsmaxes(lanesMax);
-  for (auto [op, value] : stores) {
-    loc = op->getLoc();
-    if (auto store = dyn_cast<StoreStateOp>(op)) {
-      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-          optimizer, store.getStateAttr());
-      if (failed(emitStoreState(state, value)))
-        return failure();
-    } else {
-      emitStoreParam(value);
-    }
-  }
-  flushStores();
+    e.reduceCodebookAbsmaxes(lanesMax);
   return success();
 }
