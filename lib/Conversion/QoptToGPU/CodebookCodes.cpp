@@ -25,8 +25,8 @@ Value KernelEmitter::searchMidpoints(Value mids, Value x, Value pos,
   return pos;
 }
 
-void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits,
-                                Value bucketOf) {
+void KernelEmitter::fillBuckets(const KernelContext &kernel, Value mids,
+                                Value buckets, Value fits, Value bucketOf) {
   // Buckets in ascending order of c: v < kBucketsPerSign is the negative
   // bucket k = kBucketsPerSign - 1 - v, the rest the positive k = v -
   // kBucketsPerSign; the table holds the positive k at k, the negative at
@@ -50,12 +50,13 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits,
   // c) clear `fits` (every such thread stores the same 0; the barrier after
   // the fill publishes it), and the codes take the full search: the table
   // is then not read, and some of it not written.
-  fillMidpointBuckets(mids, buckets, fits, bucketOf);
-  fillBucketRuns(mids, buckets, fits, bucketOf);
+  fillMidpointBuckets(kernel, mids, buckets, fits, bucketOf);
+  fillBucketRuns(kernel, mids, buckets, fits, bucketOf);
 }
 
-void KernelEmitter::fillMidpointBuckets(Value mids, Value buckets,
-                                        Value fits, Value bucketOf) {
+void KernelEmitter::fillMidpointBuckets(const KernelContext &kernel,
+                                        Value mids, Value buckets, Value fits,
+                                        Value bucketOf) {
   auto bits = [&](Value f) { return arith::BitcastOp::create(b, loc, i32(), f); };
   auto clearFits = [&](Value when) {
     auto clear = scf::IfOp::create(b, loc, TypeRange{}, when, false);
@@ -96,7 +97,8 @@ void KernelEmitter::fillMidpointBuckets(Value mids, Value buckets,
   {
     // Pass 1: bucketOf[j] for j < 255, the padding past it above every
     // bucket.
-    auto each = scf::ForOp::create(b, loc, tid, constI64(255 + kMidPadding),
+    auto each = scf::ForOp::create(b, loc, kernel.tid,
+                                   constI64(255 + kMidPadding),
                                    constI64(threads));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(each.getBody()->getTerminator());
@@ -147,14 +149,15 @@ void KernelEmitter::fillMidpointBuckets(Value mids, Value buckets,
   gpu::BarrierOp::create(b, loc);
 }
 
-void KernelEmitter::fillBucketRuns(Value mids, Value buckets, Value fits,
-                                   Value bucketOf) {
+void KernelEmitter::fillBucketRuns(const KernelContext &kernel, Value mids,
+                                   Value buckets, Value fits, Value bucketOf) {
   int64_t perThread = (kBuckets + threads - 1) / threads;
   // Pass 2. The run's first bucket (clamped to the last for the search of
   // a run past the end) and its lowest c (bounds as the lookup's: k = 0
   // holds every magnitude up to kMagLo + 0xFFFF, the last only 1.0).
   Value runFirst = arith::TruncIOp::create(
-      b, loc, i32(), arith::MulIOp::create(b, loc, tid, constI64(perThread)));
+      b, loc, i32(),
+      arith::MulIOp::create(b, loc, kernel.tid, constI64(perThread)));
   Value first = arith::MinUIOp::create(b, loc, runFirst, constI32(kBuckets - 1));
   Value firstNegative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                               first, constI32(kBucketsPerSign));
@@ -219,8 +222,8 @@ void KernelEmitter::fillBucketRuns(Value mids, Value buckets, Value fits,
   scf::YieldOp::create(b, loc, ValueRange{nextBelow, nextBucket});
 }
 
-Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
-                                   Value absmax) {
+Value KernelEmitter::codebookCodes(const TileContext &tile, int stateIndex,
+                                   Value value, Value divisor, Value absmax) {
   // Seed 000's code is the number of midpoints strictly below c
   // (torch.bucketize, right=False; a NaN c gets the last code). Where the
   // qmap's buckets fit (at most one midpoint each, none of magnitude <=
@@ -239,8 +242,10 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
     return guardedMath.div(
         value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
   };
-  Value mids = midShared.lookup(stateIndex);
-  Value buckets = bucketShared.lookup(stateIndex);
+  const KernelContext &kernel = tile.kernel;
+  const LaneFacts &facts = kernel.facts;
+  Value mids = kernel.midShared.lookup(stateIndex);
+  Value buckets = kernel.bucketShared.lookup(stateIndex);
   VectorType codeType = lanesOf(b.getI8Type());
   auto fullSearch = [&](Value normalized) {
     Value codes = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
@@ -268,7 +273,8 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
   Value inRange = arith::AndIOp::create(b, loc, finite, divisorOk);
   auto ifOp = scf::IfOp::create(
       b, loc, TypeRange{codeType},
-      arith::AndIOp::create(b, loc, bucketsFit.lookup(stateIndex), inRange),
+      arith::AndIOp::create(b, loc, kernel.bucketsFit.lookup(stateIndex),
+                            inRange),
       /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -280,14 +286,16 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
   auto nonneg = facts.nonnegative.find(value);
   if (nonneg == facts.nonnegative.end() || !nonneg->second) {
     bool always = nonneg != facts.nonnegative.end();
-    scf::YieldOp::create(b, loc, bucketCodes(buckets, normalized, always));
+    scf::YieldOp::create(b, loc,
+                         bucketCodes(tile, buckets, normalized, always));
   } else {
     auto signs = scf::IfOp::create(b, loc, TypeRange{codeType}, nonneg->second,
                                    /*withElseRegion=*/true);
     b.setInsertionPointToStart(&signs.getThenRegion().front());
-    scf::YieldOp::create(b, loc, bucketCodes(buckets, normalized, true));
+    scf::YieldOp::create(b, loc, bucketCodes(tile, buckets, normalized, true));
     b.setInsertionPointToStart(&signs.getElseRegion().front());
-    scf::YieldOp::create(b, loc, bucketCodes(buckets, normalized, false));
+    scf::YieldOp::create(b, loc,
+                         bucketCodes(tile, buckets, normalized, false));
     b.setInsertionPointAfter(signs);
     scf::YieldOp::create(b, loc, signs.getResult(0));
   }
@@ -297,8 +305,8 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
   return ifOp.getResult(0);
 }
 
-Value KernelEmitter::bucketCodes(Value buckets, Value normalized,
-                                 bool nonnegative) {
+Value KernelEmitter::bucketCodes(const TileContext &tile, Value buckets,
+                                 Value normalized, bool nonnegative) {
   VectorType codeType = lanesOf(b.getI8Type());
   Value codes = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
   SmallVector<Value> sums; // entry + low: the code in bits 16..23
@@ -312,7 +320,7 @@ Value KernelEmitter::bucketCodes(Value buckets, Value normalized,
         "llvm.maxnum",
         {nonnegative ? c : math.abs(c),
          math.constF(c, llvm::bit_cast<float>(uint32_t(kMagLo)))});
-    if (!isFullTile())
+    if (!tile.isFull())
       mag = math.intrinsic("llvm.minnum", {mag, math.constF(c, 1.0)});
     Value magBits = arith::BitcastOp::create(b, loc, i32(), mag);
     // The table holds the positive buckets first (fillBuckets); a negative

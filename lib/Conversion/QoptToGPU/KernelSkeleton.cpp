@@ -14,8 +14,6 @@ using namespace mlir;
 using namespace mlir::qopt;
 
 LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
-  streams = getStreams(optimizer);
-  states = getStates(optimizer);
   KernelContext kernel = createKernelFunction(module);
   if (failed(emitKernelEntry(kernel)))
     return failure();
@@ -31,7 +29,7 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   return success();
 }
 
-KernelEmitter::KernelContext
+KernelContext
 KernelEmitter::createKernelFunction(gpu::GPUModuleOp module) {
   KernelContext kernel;
   kernel.module = module;
@@ -69,12 +67,13 @@ LogicalResult KernelEmitter::emitKernelEntry(KernelContext &kernel) {
   unsigned numUniforms = 0;
   if (UniformsOp uniforms = optimizer.getUniforms())
     numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
-  tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  kernel.tid =
+      indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   for (unsigned i = 0; i < numUniforms; ++i)
-    uniformValues.push_back(
+    kernel.uniformValues.push_back(
         load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
   // A skipped step walks no tile.
-  FailureOr<Value> skip = getSkipFlag(optimizer, uniformValues, math);
+  FailureOr<Value> skip = getSkipFlag(optimizer, kernel.uniformValues, math);
   if (failed(skip))
     return failure();
   if (*skip)
@@ -84,7 +83,7 @@ LogicalResult KernelEmitter::emitKernelEntry(KernelContext &kernel) {
   return success();
 }
 
-void KernelEmitter::emitSharedMemory(const KernelContext &kernel) {
+void KernelEmitter::emitSharedMemory(KernelContext &kernel) {
   // Dynamic shared memory (the plan's shared_bytes, the manifest's
   // launch.shared_bytes): the tile stages, then the codebook buckets. Its
   // symbol is named after the first of them the kernel has.
@@ -95,7 +94,7 @@ void KernelEmitter::emitSharedMemory(const KernelContext &kernel) {
         kernel.prefix + (staging.streams.empty() ? "_buckets" : "_staging"), 0,
         b.getI8Type(), LLVM::Linkage::External);
   if (!staging.streams.empty())
-    stagingBase = dynamicBase;
+    kernel.stagingBase = dynamicBase;
   int64_t bucketsOffset = staging.streams.empty() ? 0 : staging.sharedBytes();
 
   // Shared memory: per codebook state its table and midpoints (and bucket
@@ -110,37 +109,41 @@ void KernelEmitter::emitSharedMemory(const KernelContext &kernel) {
     // (One lane's |x| may be a NaN of any payload; two or more pass through
     // max.NaN, whose canonical NaN is the largest positive pattern.)
     if (isa<CodebookSchemeAttr>(state.getScheme()) && lanes >= 2)
-      codebookSlots[i] = sharedArray(kernel.module, name, 2 * (threads / 32));
+      kernel.codebookSlots[i] =
+          sharedArray(kernel.module, name, 2 * (threads / 32));
     else
-      reductionSlots.push_back(sharedArray(kernel.module, name, threads / 32));
+      kernel.reductionSlots.push_back(
+          sharedArray(kernel.module, name, threads / 32));
   }
   if (bulkCopy) {
     // Thread 0 sets up the stages' barriers (one arrival: the issuing
     // thread's expect_tx) and readers' counts; the barrier below publishes
     // them, fence.mbarrier_init to the bulk copies' async proxy.
-    stageBarriers = sharedArray(kernel.module, kernel.prefix + "_stage_full",
-                                staging.stages, i64());
-    stageReaders = sharedArray(kernel.module, kernel.prefix + "_stage_readers",
-                               staging.stages, i32());
-    auto first = ifZero(tid);
+    kernel.stageBarriers =
+        sharedArray(kernel.module, kernel.prefix + "_stage_full",
+                    staging.stages, i64());
+    kernel.stageReaders =
+        sharedArray(kernel.module, kernel.prefix + "_stage_readers",
+                    staging.stages, i32());
+    auto first = ifZero(kernel.tid);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&first.getThenRegion().front());
     for (int64_t s = 0; s < staging.stages; ++s) {
-      syncPtx(b, loc, Type(), stageBarrier(constI64(s)),
+      syncPtx(b, loc, Type(), stageBarrier(kernel, constI64(s)),
               "mbarrier.init.shared.b64 [$0], 1;", "l");
       LLVM::StoreOp::create(b, loc, constI32(0),
-                            gep(stageReaders, i32(), constI64(s)), 4);
+                            gep(kernel.stageReaders, i32(), constI64(s)), 4);
     }
     syncPtx(b, loc, Type(), ValueRange{}, "fence.mbarrier_init.release.cluster;",
             "");
   }
   gpu::BarrierOp::create(b, loc);
-  for (auto [stateIndex, fits] : bucketsFitShared)
-    bucketsFit[stateIndex] = arith::CmpIOp::create(
+  for (auto [stateIndex, fits] : kernel.bucketsFitShared)
+    kernel.bucketsFit[stateIndex] = arith::CmpIOp::create(
         b, loc, arith::CmpIPredicate::ne, load(i32(), fits, 4), constI32(0));
 }
 
-void KernelEmitter::emitCodebookTable(const KernelContext &kernel, int64_t k,
+void KernelEmitter::emitCodebookTable(KernelContext &kernel, int64_t k,
                                       int stateIndex, Value dynamicBase,
                                       int64_t bucketsOffset) {
   std::string qname = kernel.prefix + "_qmap" + std::to_string(stateIndex);
@@ -149,14 +152,15 @@ void KernelEmitter::emitCodebookTable(const KernelContext &kernel, int64_t k,
   Value qmap = sharedArray(kernel.module, qname, 256);
   // 255 midpoints and 8 of +inf after them, read by the bucketed search.
   Value mid = sharedArray(kernel.module, mname, 255 + kMidPadding);
-  qmapShared[stateIndex] = qmap;
-  midShared[stateIndex] = mid;
+  kernel.qmapShared[stateIndex] = qmap;
+  kernel.midShared[stateIndex] = mid;
   if (codebookBuckets) {
-    bucketShared[stateIndex] =
+    kernel.bucketShared[stateIndex] =
         gep(dynamicBase, b.getI8Type(),
             constI64(bucketsOffset +
                      int64_t(k) * CodebookBuckets::kBytesPerState));
-    bucketsFitShared[stateIndex] = sharedArray(kernel.module, fname, 1, i32());
+    kernel.bucketsFitShared[stateIndex] =
+        sharedArray(kernel.module, fname, 1, i32());
   }
   Value table = kernel.entry->getArgument(4 + k);
   // Whether no entry is below zero (a NaN or -0 entry allowed: the range
@@ -165,8 +169,8 @@ void KernelEmitter::emitCodebookTable(const KernelContext &kernel, int64_t k,
   // barrier's and-reduction over the block.
   Value trueFlag =
       arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-  auto fill = scf::ForOp::create(b, loc, tid, constI64(256), constI64(threads),
-                                 ValueRange{trueFlag});
+  auto fill = scf::ForOp::create(b, loc, kernel.tid, constI64(256),
+                                 constI64(threads), ValueRange{trueFlag});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(fill.getBody());
@@ -185,9 +189,10 @@ void KernelEmitter::emitCodebookTable(const KernelContext &kernel, int64_t k,
       NVVM::BarrierReductionAttr::get(b.getContext(),
                                       NVVM::BarrierReduction::AND),
       arith::ExtUIOp::create(b, loc, i32(), fill.getResult(0))).getRes();
-  qmapNonnegative[stateIndex] = arith::CmpIOp::create(
+  kernel.qmapNonnegative[stateIndex] = arith::CmpIOp::create(
       b, loc, arith::CmpIPredicate::ne, allNotBelow, constI32(0));
-  auto mids = scf::ForOp::create(b, loc, tid, constI64(255), constI64(threads));
+  auto mids = scf::ForOp::create(b, loc, kernel.tid, constI64(255),
+                                 constI64(threads));
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(mids.getBody()->getTerminator());
@@ -200,7 +205,7 @@ void KernelEmitter::emitCodebookTable(const KernelContext &kernel, int64_t k,
         b, loc, math.mul(math.add(lo, hi), math.constF(lo, 0.5)),
         gep(mid, f32(), i), 4);
   }
-  auto pad = scf::ForOp::create(b, loc, tid, constI64(kMidPadding),
+  auto pad = scf::ForOp::create(b, loc, kernel.tid, constI64(kMidPadding),
                                 constI64(threads));
   {
     OpBuilder::InsertionGuard guard(b);
@@ -214,8 +219,8 @@ void KernelEmitter::emitCodebookTable(const KernelContext &kernel, int64_t k,
   }
   if (codebookBuckets) {
     // The fits flag set before the barrier that starts the fill.
-    Value fits = bucketsFitShared[stateIndex];
-    auto first = ifZero(tid);
+    Value fits = kernel.bucketsFitShared[stateIndex];
+    auto first = ifZero(kernel.tid);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&first.getThenRegion().front());
@@ -224,21 +229,23 @@ void KernelEmitter::emitCodebookTable(const KernelContext &kernel, int64_t k,
     gpu::BarrierOp::create(b, loc);
     // One scratch array for every state: a barrier separates a state's
     // fill from the next state's midpoints.
-    if (!bucketOfShared)
-      bucketOfShared = sharedArray(kernel.module, kernel.prefix + "_bucketof",
-                                   255 + kMidPadding, i32());
-    fillBuckets(mid, bucketShared[stateIndex], fits, bucketOfShared);
+    if (!kernel.bucketOfShared)
+      kernel.bucketOfShared =
+          sharedArray(kernel.module, kernel.prefix + "_bucketof",
+                      255 + kMidPadding, i32());
+    fillBuckets(kernel, mid, kernel.bucketShared[stateIndex], fits,
+                kernel.bucketOfShared);
   }
 }
 
-void KernelEmitter::copyAheadIf(Value when, ArrayRef<Value> threadPtrs,
-                                Value stageIndex) {
+void KernelEmitter::copyAheadIf(const KernelContext &kernel, Value when,
+                                ArrayRef<Value> threadPtrs, Value stageIndex) {
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, when,
                                 /*withElseRegion=*/false);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    copyTileToStage(threadPtrs, stageIndex);
+    copyTileToStage(kernel, threadPtrs, stageIndex);
   }
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
@@ -277,11 +284,10 @@ Value KernelEmitter::tileThreadBase(const RunContext &run, Value t) {
       arith::MulIOp::create(b, loc,
                             arith::SubIOp::create(b, loc, t, run.firstTile),
                             constI64(tile)),
-      threadBase());
+      threadBase(run.kernel));
 }
 
-KernelEmitter::ClaimContext
-KernelEmitter::emitTileRanges(KernelContext &kernel) {
+ClaimContext KernelEmitter::emitTileRanges(KernelContext &kernel) {
   // Each block steps one contiguous range of tiles, [start, stop), in runs
   // of one tensor's tiles: a run loads its tile-map entry and descriptor
   // once, so a tile's loads wait on no tile-map load.
@@ -329,7 +335,8 @@ KernelEmitter::emitTileRanges(KernelContext &kernel) {
     claim.stop = after->getArgument(1);
     claim.parity = after->getArgument(2);
     auto ifFirst = scf::IfOp::create(
-        b, loc, TypeRange{i64()}, arith::AndIOp::create(b, loc, isZero(tid), claim.claiming),
+        b, loc, TypeRange{i64()},
+        arith::AndIOp::create(b, loc, isZero(kernel.tid), claim.claiming),
         /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard guard(b);
@@ -353,7 +360,7 @@ KernelEmitter::emitTileRanges(KernelContext &kernel) {
   return claim;
 }
 
-FailureOr<scf::WhileOp> KernelEmitter::emitRuns(const KernelContext &kernel,
+FailureOr<scf::WhileOp> KernelEmitter::emitRuns(KernelContext &kernel,
                                                 const ClaimContext &claim) {
   // With bulk copies the runs also carry how many staged tiles the block
   // went through before the run: its g-th staged tile uses stage g % stages
@@ -376,10 +383,10 @@ FailureOr<scf::WhileOp> KernelEmitter::emitRuns(const KernelContext &kernel,
         before->getArguments());
   }
   Block *after = b.createBlock(&runs.getAfter(), {}, runTypes, runLocs);
-  RunContext run;
+  RunContext run{kernel};
   run.start = after->getArgument(0);
   run.stagedBefore = bulkCopy ? after->getArgument(1) : Value();
-  beginRun(kernel, run, claim.stop);
+  beginRun(run, claim.stop);
   emitCopyPrologue(run);
   // Every kernel's loop carries them, the two-state ones too: computing the
   // copy pointers from the run's per tile costs a 64-bit add pair per stream
@@ -408,19 +415,19 @@ FailureOr<scf::WhileOp> KernelEmitter::emitRuns(const KernelContext &kernel,
   return runs;
 }
 
-void KernelEmitter::beginRun(const KernelContext &kernel, RunContext &run,
-                             Value stop) {
+void KernelEmitter::beginRun(RunContext &run, Value stop) {
+  const KernelContext &kernel = run.kernel;
   Value tensor = arith::ExtSIOp::create(
       b, loc, i64(), load(i32(), gep(kernel.tileMap, i32(), run.start), 4));
   int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());
-  desc = gep(kernel.descs, b.getI8Type(),
-             arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
-  numel = load(i64(), desc, 8);
-  run.firstTile = load(i64(), gep(desc, b.getI8Type(), constI64(8)), 8);
+  run.desc = gep(kernel.descs, b.getI8Type(),
+                 arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
+  run.numel = load(i64(), run.desc, 8);
+  run.firstTile = load(i64(), gep(run.desc, b.getI8Type(), constI64(8)), 8);
   // The run ends at the tensor's last tile or at `stop`; at least one tile,
   // so that a tile map that disagreed with the descriptors could not stall.
   Value tensorTiles = arith::DivUIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, numel, constI64(tile - 1)),
+      b, loc, arith::AddIOp::create(b, loc, run.numel, constI64(tile - 1)),
       constI64(tile));
   run.end = arith::MaxSIOp::create(
       b, loc,
@@ -429,7 +436,8 @@ void KernelEmitter::beginRun(const KernelContext &kernel, RunContext &run,
       arith::AddIOp::create(b, loc, run.start, constI64(1)));
   // Tiles before `fullEnd` lie wholly inside the tensor.
   Value fullEnd = arith::AddIOp::create(
-      b, loc, run.firstTile, arith::DivUIOp::create(b, loc, numel, constI64(tile)));
+      b, loc, run.firstTile,
+      arith::DivUIOp::create(b, loc, run.numel, constI64(tile)));
   // Each stream's thread pointer at the run's first tile, advanced by the
   // stream's bytes per tile: a full tile's loads, copies and stores take
   // their addresses from these, with no 64-bit index arithmetic per tile.
@@ -439,7 +447,7 @@ void KernelEmitter::beginRun(const KernelContext &kernel, RunContext &run,
   run.firstInTensor = arith::SubIOp::create(b, loc, run.start, run.firstTile);
   Value firstBase = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, run.firstInTensor, constI64(tile)),
-      threadBase());
+      threadBase(kernel));
   for (auto [i, info] : llvm::enumerate(streams)) {
     if (!runThreadPointers())
       break;
@@ -447,7 +455,8 @@ void KernelEmitter::beginRun(const KernelContext &kernel, RunContext &run,
                       ? firstBase
                       : arith::DivUIOp::create(b, loc, firstBase,
                                                constI64(info.perElements));
-    run.ptrs.push_back(gep(streamPtr(i), memoryType(info.storage), index));
+    run.ptrs.push_back(
+        gep(streamPtr(run, i), memoryType(info.storage), index));
   }
   // The copies run `ahead` tiles ahead of the computation: the run's first
   // `ahead` tiles are copied before the loop, tile t + ahead while tile t
@@ -475,11 +484,10 @@ void KernelEmitter::beginRun(const KernelContext &kernel, RunContext &run,
 
 void KernelEmitter::emitCopyPrologue(const RunContext &run) {
   if (bulkCopy) {
-    runFirstInTensor = run.firstInTensor;
     // Thread 0 fills every stage with the run's first full tiles (a loop:
     // unrolled, each tile's copies took about 60 instructions of code);
     // later tiles are issued by the last warp to finish reading a stage.
-    auto first = ifZero(tid);
+    auto first = ifZero(run.kernel.tid);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&first.getThenRegion().front());
     // The block's generic-proxy reads of the stages (the run before, behind
@@ -491,10 +499,12 @@ void KernelEmitter::emitCopyPrologue(const RunContext &run) {
     auto fill = scf::ForOp::create(b, loc, constI32(0), count, constI32(1));
     b.setInsertionPoint(fill.getBody()->getTerminator());
     Value j = fill.getInductionVar();
-    bulkCopyTile(j, bulkStageOf(arith::AddIOp::create(b, loc, run.stagedBefore, j)));
-  } else if (stagingBase) {
+    bulkCopyTile(run, j,
+                 bulkStageOf(arith::AddIOp::create(b, loc, run.stagedBefore, j)));
+  } else if (run.kernel.stagingBase) {
     for (int64_t j = 0; j < run.ahead; ++j)
-      copyAheadIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+      copyAheadIf(run.kernel,
+                  arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
                                         plus(run, run.lower, j), run.fullLimit),
                   advance(run.ptrs, j), constI64(j));
   }
@@ -502,29 +512,33 @@ void KernelEmitter::emitCopyPrologue(const RunContext &run) {
 
 LogicalResult KernelEmitter::emitTileLoopBody(const RunContext &run,
                                               scf::ForOp loop) {
+  KernelContext &kernel = run.kernel;
   Value k = loop.getInductionVar();
   SmallVector<Value> nextPtrs(loop.getRegionIterArgs().begin(),
                               loop.getRegionIterArgs().end());
-  tilePtrs = advance(nextPtrs, -run.ahead);
+  // The full tile's context; the partial tile's takes its index (and
+  // without run thread pointers its base).
+  TileContext fullTile{kernel, run};
+  fullTile.ptrs = advance(nextPtrs, -run.ahead);
   Value t = run.relative
                 ? Value(arith::AddIOp::create(
                       b, loc, run.start, arith::ExtUIOp::create(b, loc, i64(), k)))
                 : k;
-  tileIndex = t;
+  fullTile.index = t;
   if (!runThreadPointers())
-    base = tileThreadBase(run, t);
-  if (stagingBase && !bulkCopy) {
+    fullTile.base = tileThreadBase(run, t);
+  if (kernel.stagingBase && !bulkCopy) {
     Value next = plus(run, k, run.ahead);
     Value nextFull = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
                                            next, run.fullLimit);
-    copyAheadIf(nextFull, nextPtrs, stageOf(run, next));
+    copyAheadIf(kernel, nextFull, nextPtrs, stageOf(run, next));
   }
   emitL2Prefetch(run, k, t);
   // A tile wholly inside its tensor (every tile of a run but a tensor's
   // last; the same for all threads of the block, so block reductions may
-  // synchronize in it) gets a body of its own with no lane masks.
-  // (The codebook kernels keep (t - firstTile + 1) * tile <= numel: at 64
-  // registers, the bound held across the loop took one more than they have.)
+  // synchronize in it) gets a body of its own with no lane masks. Without
+  // run thread pointers the test is (t - firstTile + 1) * tile <= numel,
+  // which holds no bound across the loop. docs/tuning.md#run-pointers
   Value tileFull;
   if (runThreadPointers()) {
     tileFull =
@@ -536,14 +550,14 @@ LogicalResult KernelEmitter::emitTileLoopBody(const RunContext &run,
                               constI64(1)),
         constI64(tile));
     tileFull = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
-                                     tileEnd, numel);
+                                     tileEnd, run.numel);
   }
   auto split = scf::IfOp::create(b, loc, TypeRange{}, tileFull,
                                  /*withElseRegion=*/true);
-  if (failed(emitFullTile(run, split, k)))
+  if (failed(emitFullTile(fullTile, split, k)))
     return failure();
   b.setInsertionPointToStart(&split.getElseRegion().front());
-  return emitPartialTile(run, split, nextPtrs, t);
+  return emitPartialTile(fullTile, split, nextPtrs);
 }
 
 void KernelEmitter::emitL2Prefetch(const RunContext &run, Value k, Value t) {
@@ -562,7 +576,7 @@ void KernelEmitter::emitL2Prefetch(const RunContext &run, Value k, Value t) {
                                         run.relative ? plus(run, k, prefetchAhead)
                                                      : later,
                                         run.fullLimit);
-    Value first0 = isZero(tid);
+    Value first0 = isZero(run.kernel.tid);
     Value prefetch = arith::AndIOp::create(b, loc, first0, inRun);
     auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, prefetch, false);
     OpBuilder::InsertionGuard guard(b);
@@ -573,17 +587,19 @@ void KernelEmitter::emitL2Prefetch(const RunContext &run, Value k, Value t) {
     for (unsigned i : getReadStreams(optimizer))
       if (streams[i].perElements == 1)
         NVVM::CpAsyncBulkPrefetchOp::create(
-            b, loc, gep(streamPtr(i), memoryType(streams[i].storage), first),
+            b, loc,
+            gep(streamPtr(run, i), memoryType(streams[i].storage), first),
             constI32(tileBytes(i)), Value());
   }
 }
 
-LogicalResult KernelEmitter::emitFullTile(const RunContext &run,
-                                          scf::IfOp split, Value k) {
+LogicalResult KernelEmitter::emitFullTile(TileContext &tile, scf::IfOp split,
+                                          Value k) {
+  const RunContext &run = tile.run;
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&split.getThenRegion().front());
-    if (stagingBase) {
+    if (tile.kernel.stagingBase) {
       // Every group but the latest `ahead` (the next tiles') is complete:
       // this thread's copies of this tile are in shared memory. Each thread
       // reads only what it copied itself, so no barrier is needed, and a
@@ -593,34 +609,37 @@ LogicalResult KernelEmitter::emitFullTile(const RunContext &run,
         // The stage's barrier completes once per use; this is its
         // (g / stages)-th.
         Value g = arith::AddIOp::create(b, loc, run.stagedBefore, k);
-        stage = bulkStageOf(g);
+        tile.stage = bulkStageOf(g);
         Value use = arith::DivUIOp::create(b, loc, g, constI32(staging.stages));
-        waitForStage(stage, arith::AndIOp::create(b, loc, use, constI32(1)));
+        waitForStage(tile.kernel, tile.stage,
+                     arith::AndIOp::create(b, loc, use, constI32(1)));
       } else {
         NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(run.ahead));
-        stage = stageOf(run, k);
+        tile.stage = stageOf(run, k);
       }
     }
-    full = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-    active = full;
-    laneMask = arith::ConstantOp::create(
+    tile.full = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+    tile.active = tile.full;
+    tile.laneMask = arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(lanesOf(b.getI1Type()), true));
-    if (failed(emitTile()))
+    if (failed(emitTile(tile)))
       return failure();
     if (bulkCopy)
-      releaseStage(k, run.fullLimit);
+      releaseStage(tile, k, run.fullLimit);
   }
   return success();
 }
 
-LogicalResult KernelEmitter::emitPartialTile(const RunContext &run,
+LogicalResult KernelEmitter::emitPartialTile(const TileContext &fullTile,
                                              scf::IfOp split,
-                                             ArrayRef<Value> nextPtrs,
-                                             Value t) {
+                                             ArrayRef<Value> nextPtrs) {
+  const RunContext &run = fullTile.run;
   // The partial tile addresses its streams from `base`.
-  tilePtrs.clear();
+  TileContext tile{fullTile.kernel, run};
+  tile.index = fullTile.index;
+  tile.base = fullTile.base;
   if (runThreadPointers())
-    base = tileThreadBase(run, t);
+    tile.base = tileThreadBase(run, tile.index);
   // The tile's successor's pointers, after all of the tile's uses (where
   // the loop carries them).
   if (!nextPtrs.empty()) {
@@ -629,7 +648,7 @@ LogicalResult KernelEmitter::emitPartialTile(const RunContext &run,
     // The advance is inline PTX: as a GEP, LLVM folds the phi of advanced
     // pointers into one of current pointers (InstCombine), the next
     // tile's then computed at the top for the copies, both live to the
-    // stores and copied with 14 moves at the end of every tile.
+    // stores and copied at the end of every tile.
     SmallVector<Value> advanced;
     for (auto [i, ptr] : llvm::enumerate(nextPtrs)) {
       Value bits = LLVM::PtrToIntOp::create(b, loc, i64(), ptr);
@@ -640,19 +659,21 @@ LogicalResult KernelEmitter::emitPartialTile(const RunContext &run,
     }
     scf::YieldOp::create(b, loc, advanced);
   }
-  Value end = arith::AddIOp::create(b, loc, base, constI64(lanes));
-  full = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, end, numel);
-  active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, base, numel);
+  Value end = arith::AddIOp::create(b, loc, tile.base, constI64(lanes));
+  tile.full =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, end, run.numel);
+  tile.active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                      tile.base, run.numel);
   SmallVector<int64_t> iota;
   for (int64_t i = 0; i < lanes; ++i)
     iota.push_back(i);
   Value laneIndex = arith::AddIOp::create(
-      b, loc, vector::BroadcastOp::create(b, loc, lanesOf(i64()), base),
+      b, loc, vector::BroadcastOp::create(b, loc, lanesOf(i64()), tile.base),
       arith::ConstantOp::create(b, loc, b.getI64VectorAttr(iota)));
-  laneMask = arith::CmpIOp::create(
+  tile.laneMask = arith::CmpIOp::create(
       b, loc, arith::CmpIPredicate::slt, laneIndex,
-      vector::BroadcastOp::create(b, loc, lanesOf(i64()), numel));
-  return emitTile();
+      vector::BroadcastOp::create(b, loc, lanesOf(i64()), run.numel));
+  return emitTile(tile);
 }
 
 void KernelEmitter::emitClaimHandOver(const KernelContext &kernel,
@@ -669,7 +690,7 @@ void KernelEmitter::emitClaimHandOver(const KernelContext &kernel,
     Value slot = gep(claim.slots, i64(),
                    arith::ExtUIOp::create(b, loc, i64(), claim.parity));
     {
-      auto first = ifZero(tid);
+      auto first = ifZero(kernel.tid);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&first.getThenRegion().front());
       LLVM::StoreOp::create(
@@ -693,7 +714,8 @@ void KernelEmitter::emitClaimHandOver(const KernelContext &kernel,
   // returned, so no claim of this launch can follow the reset.
   b.setInsertionPointAfter(claim.loop);
   auto first = scf::IfOp::create(
-      b, loc, TypeRange{}, arith::AndIOp::create(b, loc, isZero(tid), claim.claiming),
+      b, loc, TypeRange{},
+      arith::AndIOp::create(b, loc, isZero(kernel.tid), claim.claiming),
       /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&first.getThenRegion().front());

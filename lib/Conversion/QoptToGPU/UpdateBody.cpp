@@ -10,23 +10,24 @@
 using namespace mlir;
 using namespace mlir::qopt;
 
-FailureOr<Value> KernelEmitter::emitLoadState(int index) {
+FailureOr<Value> KernelEmitter::emitLoadState(TileContext &tile, int index) {
   Attribute scheme = states[index].getScheme();
   if (isa<PlainSchemeAttr>(scheme))
-    return widenToF32(math, loadElements(streamIndex(StreamRole::State, index)));
+    return widenToF32(math,
+                      loadElements(tile, streamIndex(StreamRole::State, index)));
   if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
-    Value codes = loadElements(streamIndex(StreamRole::StateCodes, index));
-    Value scale = loadPerGroup(streamIndex(StreamRole::StateScales, index),
+    Value codes = loadElements(tile, streamIndex(StreamRole::StateCodes, index));
+    Value scale = loadPerGroup(tile, streamIndex(StreamRole::StateScales, index),
                                group.getGroupSize());
     Value scaleLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), scale);
     return dequantizeGroup(math, group, codes, scaleLanes);
   }
   auto codebook = cast<CodebookSchemeAttr>(scheme);
-  Value codes = loadElements(streamIndex(StreamRole::StateCodes, index));
-  Value absmax = loadPerGroup(streamIndex(StreamRole::StateAbsmax, index),
+  Value codes = loadElements(tile, streamIndex(StreamRole::StateCodes, index));
+  Value absmax = loadPerGroup(tile, streamIndex(StreamRole::StateAbsmax, index),
                               codebook.getBlock());
   // x = qmap[code] * absmax (seed 000), the table read from shared memory.
-  Value table = qmapShared.lookup(index);
+  Value table = tile.kernel.qmapShared.lookup(index);
   Value entries = arith::ConstantOp::create(b, loc, b.getZeroAttr(lanesOf(f32())));
   for (int64_t i = 0; i < lanes; ++i) {
     Value code = vector::ExtractOp::create(b, loc, codes, i);
@@ -38,17 +39,20 @@ FailureOr<Value> KernelEmitter::emitLoadState(int index) {
   // block's absmax is (recordMul's fact), as Adam's v with bitsandbytes'
   // unsigned map, which spares the guards of sqrt(v / bc2) and of the
   // division by it their looks at the lanes.
-  if (Value nonneg = qmapNonnegative.lookup(index); nonneg && guardedMath.isGuarded())
-    facts.nonnegative[entries] = nonneg;
+  if (Value nonneg = tile.kernel.qmapNonnegative.lookup(index);
+      nonneg && guardedMath.isGuarded())
+    tile.kernel.facts.nonnegative[entries] = nonneg;
   Value absmaxLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax);
   return math.mul(entries, absmaxLanes);
 }
 
-LogicalResult KernelEmitter::emitStoreState(int index, Value value) {
+LogicalResult KernelEmitter::emitStoreState(TileContext &tile, int index,
+                                            Value value) {
+  LaneFacts &facts = tile.kernel.facts;
   Attribute scheme = states[index].getScheme();
   Value zeros = math.constF(value, 0.0);
   if (auto plain = dyn_cast<PlainSchemeAttr>(scheme)) {
-    storeElements(streamIndex(StreamRole::State, index),
+    storeElements(tile, streamIndex(StreamRole::State, index),
                   narrowFromF32(math, value, plain.getStorage()));
     return success();
   }
@@ -66,7 +70,7 @@ LogicalResult KernelEmitter::emitStoreState(int index, Value value) {
               math.cmp(arith::CmpFPredicate::OLT, value, zeros),
               math.constF(value, std::numeric_limits<double>::quiet_NaN()),
               value);
-        return math.laneMaximum(math.select(laneMask, domain, zeros));
+        return math.laneMaximum(math.select(tile.laneMask, domain, zeros));
       };
       // Where the range facts know v is nonnegative (Adam's v with beta2 and
       // 1 - beta2 >= 0: a uniform condition), no lane needs the select.
@@ -84,12 +88,14 @@ LogicalResult KernelEmitter::emitStoreState(int index, Value value) {
       } else {
         lanesMaxValue = lanesMax(nonneg != facts.nonnegative.end());
       }
-      Value maxValue = reduceGroupMax(lanesMaxValue, group.getGroupSize());
+      Value maxValue =
+          reduceGroupMax(tile, lanesMaxValue, group.getGroupSize());
       absmax = math.sqrt(maxValue);
     } else {
       Value magnitude =
-          math.select(laneMask, groupMagnitude(math, group, value), zeros);
-      absmax = reduceGroupMax(math.laneMaximum(magnitude), group.getGroupSize());
+          math.select(tile.laneMask, groupMagnitude(math, group, value), zeros);
+      absmax = reduceGroupMax(tile, math.laneMaximum(magnitude),
+                              group.getGroupSize());
     }
     Value stored = groupStoredScale(math, group, absmax);
     Value storedF32 = widenToF32(math, stored);
@@ -98,30 +104,30 @@ LogicalResult KernelEmitter::emitStoreState(int index, Value value) {
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax),
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32),
         checkedRounding);
-    storeElements(streamIndex(StreamRole::StateCodes, index), codes);
-    storePerGroup(streamIndex(StreamRole::StateScales, index),
+    storeElements(tile, streamIndex(StreamRole::StateCodes, index), codes);
+    storePerGroup(tile, streamIndex(StreamRole::StateScales, index),
                   group.getGroupSize(), stored);
     return success();
   }
   auto codebook = cast<CodebookSchemeAttr>(scheme);
   // Seed 000: absmax over the block; c = x / max(absmax, 1e-30); the code is
   // the number of midpoints strictly below c (torch.bucketize, right=False).
-  Value absmax = codebookAbsmax.lookup(index);
+  Value absmax = tile.codebookAbsmax.lookup(index);
   if (!absmax)
-    absmax = reduceGroupMax(lanesAbsMax(value), codebook.getBlock(),
+    absmax = reduceGroupMax(tile, lanesAbsMax(tile, value), codebook.getBlock(),
                             /*magnitudes=*/true);
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
-  Value codes = codebookCodes(index, value, divisor, absmax);
-  storeElements(streamIndex(StreamRole::StateCodes, index), codes);
-  storePerGroup(streamIndex(StreamRole::StateAbsmax, index),
+  Value codes = codebookCodes(tile, index, value, divisor, absmax);
+  storeElements(tile, streamIndex(StreamRole::StateCodes, index), codes);
+  storePerGroup(tile, streamIndex(StreamRole::StateAbsmax, index),
                 codebook.getBlock(), absmax);
   return success();
 }
 
-LogicalResult KernelEmitter::emitTile() {
+LogicalResult KernelEmitter::emitTile(TileContext &tile) {
   // Each tile body (full, partial) starts afresh; the two share the block
   // reduction slots, as only one of them runs per tile.
-  preloaded.clear();
+  LaneFacts &facts = tile.kernel.facts;
   facts.clear();
   facts.registersToSpare = runThreadPointers();
   // The fallbacks' all-zero shortcut (a thread whose gradient and states
@@ -130,14 +136,12 @@ LogicalResult KernelEmitter::emitTile() {
   // a 16-bit parameter, which have no registers to spare for it.
   // docs/tuning.md#zero-shortcut
   facts.zeroShortcutLaneDivisors = runThreadPointers() ||
-                                   qmapShared.empty() ||
+                                   tile.kernel.qmapShared.empty() ||
                                    optimizer.getParamType().isF32();
   if (guardedMath.isGuarded()) {
     math.setFacts(&facts);
     guardedMath.setFacts(&facts);
   }
-  pendingStores.clear();
-  nextReductionSlot = 0;
 
   // Every element stream the update reads, loaded up front (the scales and
   // absmax are loaded where used).
@@ -145,7 +149,7 @@ LogicalResult KernelEmitter::emitTile() {
   for (unsigned stream : getReadStreams(optimizer))
     if (streams[stream].perElements == 1)
       reads.push_back(stream);
-  preloadElements(reads);
+  preloadElements(tile, reads);
   // The update's values stored into codebook states, whose absmax (the
   // maximum of magnitudes) the tile computes.
   llvm::DenseSet<Value> codebookStored;
@@ -156,24 +160,22 @@ LogicalResult KernelEmitter::emitTile() {
                   optimizer, store.getStateAttr())
                   .getScheme()))
         codebookStored.insert(store.getValue());
-  TileUpdate target(*this, codebookStored);
+  TileUpdate target(*this, tile, codebookStored);
   if (failed(lowerUpdate(target, lanes)))
     return failure();
-  flushStores();
+  flushStores(tile);
   return success();
 }
 
 LogicalResult KernelEmitter::TileUpdate::beginStores(
     ArrayRef<UpdateStore> stores) {
-  // The codebook states' block absmax first, behind one barrier.
-  e.codebookAbsmax.clear();
   SmallVector<std::pair<int, Value>> lanesMax;
   for (const UpdateStore &store : stores)
-    if (store.state >= 0 && e.codebookSlots.count(store.state)) {
+    if (store.state >= 0 && tile.kernel.codebookSlots.count(store.state)) {
       e.loc = store.op->getLoc();
-      lanesMax.push_back({store.state, e.lanesAbsMax(store.value)});
+      lanesMax.push_back({store.state, e.lanesAbsMax(tile, store.value)});
     }
   if (!lanesMax.empty())
-    e.reduceCodebookAbsmaxes(lanesMax);
+    e.reduceCodebookAbsmaxes(tile, lanesMax);
   return success();
 }
