@@ -379,9 +379,8 @@ private:
 
   /// Whether a full tile addresses its streams from thread pointers set up
   /// per run (carried by the run's loop) and the loop counts the run's tiles
-  /// in 32 bits: in staged kernels, which have registers to spare.
-  /// docs/tuning.md#run-pointers
-  bool runThreadPointers() const { return !staging.streams.empty(); }
+  /// in 32 bits: the plan's run_pointers.
+  bool runThreadPointers() const { return plan.getRunPointers(); }
 
   OptimizerOp optimizer;
   KernelPlanAttr plan;

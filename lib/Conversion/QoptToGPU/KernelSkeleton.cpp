@@ -461,15 +461,13 @@ void KernelEmitter::beginRun(RunContext &run, Value stop) {
   // The copies run `ahead` tiles ahead of the computation: the run's first
   // `ahead` tiles are copied before the loop, tile t + ahead while tile t
   // computes; stage k % stages holds the run's k-th tile.
-  run.ahead = staging.stages - 1;
+  run.ahead = std::max<int64_t>(staging.stages - 1, 0);
   // With run thread pointers the loop counts the run's tiles from 0 in 32
-  // bits (the tile map's indices are 64-bit): one uniform add and compare
-  // per tile where 64-bit ones took two each. A run holds at most
-  // ceil(numTiles / gridDim.x) tiles, 2^31 of which would be 2^43 elements.
-  // The unstaged codebook kernels, at their 64 registers, keep the tile
-  // index (docs/tuning.md#run-pointers). Tiles before `copyEnd`
-  // (min(runEnd, fullEnd)) lie wholly inside the tensor; only they are
-  // copied ahead.
+  // bits (the tile map's indices are 64-bit), which takes fewer uniform
+  // instructions per tile (docs/tuning.md#run-pointers). A run holds at
+  // most ceil(numTiles / gridDim.x) tiles, 2^31 of which would be 2^43
+  // elements. Tiles before `copyEnd` (min(runEnd, fullEnd)) lie wholly
+  // inside the tensor; only they are copied ahead.
   run.relative = runThreadPointers();
   Value copyEnd = arith::MinSIOp::create(b, loc, run.end, fullEnd);
   auto runRelative = [&](Value end) -> Value {

@@ -26,16 +26,11 @@ Value KernelEmitter::sharedArray(gpu::GPUModuleOp module, StringRef name,
 }
 
 Value KernelEmitter::streamPtr(const RunContext &run, unsigned index) {
-  // Loaded where used, from the run's descriptor (L1-resident). Unstaged
-  // kernels of two or more states, except the codebook kernels of an f32
-  // parameter, mark the load invariant (the descriptors are written before
-  // the launch), so that LLVM reuses a pointer across the tile's stores.
-  // docs/tuning.md#descriptor-loads
-  bool codebookF32 =
-      optimizer.getParamType().isF32() && llvm::any_of(states, [](StateOp state) {
-        return isa<CodebookSchemeAttr>(state.getScheme());
-      });
-  bool invariant = !runThreadPointers() && states.size() >= 2 && !codebookF32;
+  // Loaded where used, from the run's descriptor (L1-resident). Where the
+  // plan says so (invariant_descriptors) the load is marked invariant (the
+  // descriptors are written before the launch), so that LLVM reuses a
+  // pointer across the tile's stores.
+  bool invariant = plan.getInvariantDescriptors();
   // With an even number of streams every descriptor is 16-byte aligned (the
   // array is, docs/abi.md): an invariant pointer comes with its pair's
   // other one in one 16-byte load, which the pair's other use shares (one

@@ -129,15 +129,9 @@ LogicalResult KernelEmitter::emitTile(TileContext &tile) {
   // reduction slots, as only one of them runs per tile.
   LaneFacts &facts = tile.kernel.facts;
   facts.clear();
-  facts.registersToSpare = runThreadPointers();
-  // The fallbacks' all-zero shortcut (a thread whose gradient and states
-  // stay zero: rows that never had a gradient) in every kernel; in the
-  // divisions by lane divisors too but in the unstaged codebook kernels of
-  // a 16-bit parameter, which have no registers to spare for it.
-  // docs/tuning.md#zero-shortcut
-  facts.zeroShortcutLaneDivisors = runThreadPointers() ||
-                                   tile.kernel.qmapShared.empty() ||
-                                   optimizer.getParamType().isF32();
+  // The guards' choices that cost registers, as the plan makes them.
+  facts.registersToSpare = plan.getScaledRangeChecks();
+  facts.zeroShortcutLaneDivisors = plan.getZeroShortcutLaneDivisors();
   if (guardedMath.isGuarded()) {
     math.setFacts(&facts);
     guardedMath.setFacts(&facts);
