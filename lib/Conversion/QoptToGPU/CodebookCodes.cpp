@@ -1,7 +1,7 @@
 //===- CodebookCodes.cpp - Codebook codes ---------------------------------===//
 //
-// The midpoints of each codebook state's table, their bucket table in
-// dynamic shared memory, and the code of a normalized value by its bucket or
+// Each codebook state's qmap, midpoints and bucket table in shared memory,
+// filled once per block, and the code of a normalized value by its bucket or
 // by the binary search of all midpoints.
 //
 //===----------------------------------------------------------------------===//
@@ -10,6 +10,101 @@
 
 using namespace mlir;
 using namespace mlir::qopt;
+
+void KernelEmitter::emitCodebookTable(KernelContext &kernel, int64_t k,
+                                      int stateIndex, Value dynamicBase,
+                                      int64_t bucketsOffset) {
+  std::string qname = kernel.prefix + "_qmap" + std::to_string(stateIndex);
+  std::string mname = kernel.prefix + "_mid" + std::to_string(stateIndex);
+  std::string fname = kernel.prefix + "_bucketsfit" + std::to_string(stateIndex);
+  Value qmap = sharedArray(kernel.module, qname, 256);
+  // 255 midpoints and 8 of +inf after them, read by the bucketed search.
+  Value mid = sharedArray(kernel.module, mname, 255 + kMidPadding);
+  kernel.qmapShared[stateIndex] = qmap;
+  kernel.midShared[stateIndex] = mid;
+  if (codebookBuckets) {
+    kernel.bucketShared[stateIndex] =
+        gep(dynamicBase, b.getI8Type(),
+            constI64(bucketsOffset +
+                     int64_t(k) * CodebookBuckets::kBytesPerState));
+    kernel.bucketsFitShared[stateIndex] =
+        sharedArray(kernel.module, fname, 1, i32());
+  }
+  Value table = kernel.entry->getArgument(4 + k);
+  // Whether no entry is below zero (a NaN or -0 entry allowed: the range
+  // facts' "nonnegative" includes them), for the dequantized state's
+  // range facts (emitLoadState): each thread's entries, then the
+  // barrier's and-reduction over the block.
+  Value trueFlag =
+      arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  auto fill = scf::ForOp::create(b, loc, kernel.tid, constI64(256),
+                                 constI64(threads), ValueRange{trueFlag});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(fill.getBody());
+    Value i = fill.getInductionVar();
+    Value e = load(f32(), gep(table, f32(), i), 4);
+    LLVM::StoreOp::create(b, loc, e, gep(qmap, f32(), i), 4);
+    Value belowZero = math.cmp(arith::CmpFPredicate::OLT, e, math.constF(e, 0.0));
+    Value notBelow = arith::XOrIOp::create(b, loc, belowZero, trueFlag);
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{arith::AndIOp::create(b, loc, fill.getRegionIterArgs()[0],
+                                         notBelow)});
+  }
+  Value allNotBelow = NVVM::BarrierOp::create(
+      b, loc, i32(), Value(), Value(),
+      NVVM::BarrierReductionAttr::get(b.getContext(),
+                                      NVVM::BarrierReduction::AND),
+      arith::ExtUIOp::create(b, loc, i32(), fill.getResult(0))).getRes();
+  kernel.qmapNonnegative[stateIndex] = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ne, allNotBelow, constI32(0));
+  auto mids = scf::ForOp::create(b, loc, kernel.tid, constI64(255),
+                                 constI64(threads));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(mids.getBody()->getTerminator());
+    Value i = mids.getInductionVar();
+    Value next = arith::AddIOp::create(b, loc, i, constI64(1));
+    Value lo = load(f32(), gep(qmap, f32(), i), 4);
+    Value hi = load(f32(), gep(qmap, f32(), next), 4);
+    // mid[k] = (qmap[k] + qmap[k+1]) * 0.5, as seed 000 computes it.
+    LLVM::StoreOp::create(
+        b, loc, math.mul(math.add(lo, hi), math.constF(lo, 0.5)),
+        gep(mid, f32(), i), 4);
+  }
+  auto pad = scf::ForOp::create(b, loc, kernel.tid, constI64(kMidPadding),
+                                constI64(threads));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(pad.getBody()->getTerminator());
+    Value i = arith::AddIOp::create(b, loc, pad.getInductionVar(),
+                                    constI64(255));
+    LLVM::StoreOp::create(
+        b, loc, arith::ConstantOp::create(
+            b, loc, b.getF32FloatAttr(std::numeric_limits<float>::infinity())),
+        gep(mid, f32(), i), 4);
+  }
+  if (codebookBuckets) {
+    // The fits flag set before the barrier that starts the fill.
+    Value fits = kernel.bucketsFitShared[stateIndex];
+    auto first = ifZero(kernel.tid);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&first.getThenRegion().front());
+      LLVM::StoreOp::create(b, loc, constI32(1), fits, 4);
+    }
+    gpu::BarrierOp::create(b, loc);
+    // One scratch array for every state: a barrier separates a state's
+    // fill from the next state's midpoints.
+    if (!kernel.bucketOfShared)
+      kernel.bucketOfShared =
+          sharedArray(kernel.module, kernel.prefix + "_bucketof",
+                      255 + kMidPadding, i32());
+    fillBuckets(kernel, mid, kernel.bucketShared[stateIndex], fits,
+                kernel.bucketOfShared);
+  }
+}
 
 Value KernelEmitter::searchMidpoints(Value mids, Value x, Value pos,
                                      int64_t firstStep,
@@ -41,9 +136,8 @@ void KernelEmitter::fillBuckets(const KernelContext &kernel, Value mids,
   //     integer cursor over `bucketOf` (the first midpoint whose bucket is
   //     not below the current one, and that bucket), started by one binary
   //     search of the midpoints: a bucket the cursor's midpoint lies in is
-  //     pass 1's and moves the cursor on; the others get the count. Branch
-  //     free, about 14 instructions a bucket (one cursor per thread with
-  //     the midpoints' buckets in the loop took about 25 and diverged).
+  //     pass 1's and moves the cursor on; the others get the count. The
+  //     loop is branch free: it reads no midpoint (docs/tuning.md#bucket-fill).
   // A block size that does not divide kBuckets leaves the last runs short
   // or empty. Midpoints that do not ascend (or a NaN), two in one bucket,
   // or one of magnitude <= kMagLo (where the lookup's clamp would misplace

@@ -2,12 +2,13 @@
 //
 // The builder of convert-qopt-to-gpu's kernel, private to this folder. Its
 // steps are defined by concept: KernelSkeleton.cpp (signature, shared memory,
-// claims, runs and tile loops), StreamAccess.cpp (stream addresses, element
-// and group loads and stores), TileCopies.cpp (cp.async and bulk-copy
-// stages), Reductions.cpp (group and codebook block maxima),
-// CodebookCodes.cpp (bucket tables and midpoint search) and UpdateBody.cpp
-// (a tile's update, lowerUpdate's GPU target). Every choice of shape comes
-// from the optimizer's #qopt.kernel_plan.
+// the block's tile ranges and claims), TileLoop.cpp (runs of a tensor's
+// tiles, the tile loop, full and partial tile bodies), StreamAccess.cpp
+// (stream addresses, element and group loads and stores), TileCopies.cpp
+// (cp.async and bulk-copy stages), Reductions.cpp (group and codebook block
+// maxima), CodebookCodes.cpp (codebook tables, bucket fill and codes) and
+// UpdateBody.cpp (a tile's update: lowerUpdate's GPU target, TileUpdate).
+// Every choice of shape comes from the optimizer's #qopt.kernel_plan.
 //
 // The emitter's members are the kernel's immutable facts (the optimizer, its
 // plan and streams, the options) and the builder. What the IR built so far
@@ -103,6 +104,7 @@ struct ClaimContext {
 
 /// One run of a tensor's tiles within the block's range.
 struct RunContext {
+  explicit RunContext(KernelContext &kernel) : kernel(kernel) {}
   KernelContext &kernel;
   Value start, end;   ///< i64 tile indices; the run's tiles [start, end)
   Value stagedBefore; ///< bulk copies: staged tiles of the block before it
@@ -120,6 +122,8 @@ struct RunContext {
 
 /// One tile body (full or partial) and what its update builds up.
 struct TileContext {
+  TileContext(KernelContext &kernel, const RunContext &run)
+      : kernel(kernel), run(run) {}
   KernelContext &kernel;
   const RunContext &run;
   Value index; ///< i64: the tile computed
@@ -292,7 +296,9 @@ private:
     return arith::BitcastOp::create(b, loc, f32(), max);
   }
 
-  // The kernel's skeleton (KernelSkeleton.cpp), in the order it is built.
+  // The kernel's skeleton (KernelSkeleton.cpp; the runs and tiles in
+  // TileLoop.cpp, the codebook tables in CodebookCodes.cpp), in the order it
+  // is built.
   KernelContext createKernelFunction(gpu::GPUModuleOp module);
   /// The thread index, uniforms and skip flag at the kernel's entry.
   LogicalResult emitKernelEntry(KernelContext &kernel);
