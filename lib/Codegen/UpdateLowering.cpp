@@ -23,8 +23,11 @@ unsigned mlir::qopt::findStream(ArrayRef<StreamInfo> streams, StreamRole role,
 
 UpdateTarget::~UpdateTarget() = default;
 
-int UpdateTarget::stateIndex(StateOp state) const {
-  return llvm::find(states, state) - states.begin();
+/// The index in `target`'s states of the state `ref` names.
+static int stateIndex(UpdateTarget &target, FlatSymbolRefAttr ref) {
+  auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+      target.getOptimizer(), ref);
+  return llvm::find(target.getStates(), state) - target.getStates().begin();
 }
 
 Value UpdateTarget::loadGrad(Value invScale) {
@@ -56,19 +59,14 @@ void UpdateTarget::storeParam(Value value) {
 /// The op's lanes: a load, a uniform or the update's arithmetic.
 static FailureOr<Value> lowerValueOp(UpdateTarget &target, Operation &op,
                                      IRMapping &mapping, int64_t lanes) {
-  OptimizerOp optimizer = target.getOptimizer();
   if (auto loadGrad = dyn_cast<LoadGradOp>(op)) {
     Value inv = loadGrad.getInvScale();
     return target.loadGrad(inv ? mapping.lookup(inv) : Value());
   }
   if (isa<LoadParamOp>(op))
     return target.loadParam();
-  if (auto loadState = dyn_cast<LoadStateOp>(op)) {
-    auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-        optimizer, loadState.getStateAttr());
-    return target.loadState(llvm::find(target.getStates(), state) -
-                            target.getStates().begin());
-  }
+  if (auto loadState = dyn_cast<LoadStateOp>(op))
+    return target.loadState(stateIndex(target, loadState.getStateAttr()));
   if (auto uniform = dyn_cast<UniformOp>(op)) {
     uint64_t index = uniform.getIndex();
     if (index >= target.getNumUniforms())
@@ -83,19 +81,15 @@ static FailureOr<Value> lowerValueOp(UpdateTarget &target, Operation &op,
 }
 
 LogicalResult mlir::qopt::lowerUpdate(UpdateTarget &target, int64_t lanes) {
-  OptimizerOp optimizer = target.getOptimizer();
-  ArrayRef<StateOp> states = target.getStates();
   IRMapping mapping;
   SmallVector<UpdateStore> stores;
-  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+  for (Operation &op : target.getOptimizer().getUpdate().getBody().front()) {
     target.setLocation(op.getLoc());
     if (isa<SkipIfOp>(op)) {
       // The skip flag is tested once per launch (getSkipFlag).
     } else if (auto store = dyn_cast<StoreStateOp>(op)) {
-      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-          optimizer, store.getStateAttr());
       stores.push_back({&op, mapping.lookup(store.getValue()),
-                        int(llvm::find(states, state) - states.begin())});
+                        stateIndex(target, store.getStateAttr())});
     } else if (auto store = dyn_cast<StoreParamOp>(op)) {
       stores.push_back({&op, mapping.lookup(store.getValue()), -1});
     } else {

@@ -87,8 +87,6 @@ protected:
   unsigned streamIndex(StreamRole role, int state = -1) const {
     return findStream(streams, role, state);
   }
-  /// The index of `state` in getStates().
-  int stateIndex(StateOp state) const;
 
   OptimizerOp optimizer;
   ArrayRef<StreamInfo> streams;
