@@ -173,6 +173,32 @@ TileClaims mlir::qopt::chooseTileClaims(OptimizerOp optimizer, bool staged,
                               : TileClaims{1, share(6)};
 }
 
+bool mlir::qopt::chooseRunThreadPointers(OptimizerOp optimizer, bool staged) {
+  // docs/tuning.md#run-pointers
+  return staged;
+}
+
+bool mlir::qopt::chooseInvariantDescriptorLoads(OptimizerOp optimizer,
+                                                bool runPointers) {
+  // docs/tuning.md#descriptor-loads
+  bool codebookF32 = optimizer.getParamType().isF32() &&
+                     hasStateOf<CodebookSchemeAttr>(optimizer);
+  return !runPointers && getStates(optimizer).size() >= 2 && !codebookF32;
+}
+
+bool mlir::qopt::chooseZeroShortcutLaneDivisors(OptimizerOp optimizer,
+                                                bool runPointers) {
+  // docs/tuning.md#zero-shortcut
+  return runPointers || !hasStateOf<CodebookSchemeAttr>(optimizer) ||
+         optimizer.getParamType().isF32();
+}
+
+bool mlir::qopt::chooseScaledRangeChecks(OptimizerOp optimizer,
+                                         bool runPointers) {
+  // docs/tuning.md#zero-shortcut
+  return runPointers;
+}
+
 int64_t mlir::qopt::chooseMinBlocksPerSM(OptimizerOp optimizer,
                                          int64_t threads,
                                          int64_t dynamicSharedBytes) {
@@ -212,13 +238,15 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
   int64_t minTiles = chooseGridMinTilesPerBlock(optimizer);
   // The host functions step their tiles statically, from registers.
   if (request.target == PlanTarget::Host)
-    return KernelPlanAttr::get(ctx, shape->threads, shape->lanes,
-                               /*stages=*/0, /*shared_bytes=*/0,
-                               /*codebook_buckets=*/false, /*bulk_copy=*/false,
-                               /*l2_prefetch_tiles=*/0, /*claim_tiles=*/0,
-                               /*claim_static_eighths=*/0,
-                               /*min_blocks_per_sm=*/0, waves, minTiles,
-                               chooseSuggestedBlocksPerSM(0));
+    return KernelPlanAttr::get(
+        ctx, shape->threads, shape->lanes, /*stages=*/0, /*shared_bytes=*/0,
+        /*codebook_buckets=*/false, /*bulk_copy=*/false,
+        /*run_pointers=*/false, /*invariant_descriptors=*/false,
+        /*l2_prefetch_tiles=*/0, /*claim_tiles=*/0,
+        /*claim_static_eighths=*/0, /*min_blocks_per_sm=*/0,
+        /*zero_shortcut_lane_divisors=*/false,
+        /*scaled_range_checks=*/false, waves, minTiles,
+        chooseSuggestedBlocksPerSM(0));
 
   TileStaging staging = chooseAsyncCopy(optimizer, request.asyncCopy)
                             ? chooseTileStaging(optimizer, *shape)
@@ -241,10 +269,14 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
       request.bulkCopy && staged && isBulkStageable(optimizer, staging, *shape);
   int64_t l2Prefetch =
       request.l2Prefetch ? chooseL2PrefetchTiles(optimizer, staged) : 0;
+  bool runPointers = chooseRunThreadPointers(optimizer, staged);
   return KernelPlanAttr::get(
       ctx, shape->threads, shape->lanes, staged ? staging.stages : 0,
-      sharedBytes, request.codebookBuckets, bulkCopy, l2Prefetch, claims.tiles,
-      claims.staticEighths,
-      chooseMinBlocksPerSM(optimizer, shape->threads, sharedBytes), waves,
-      minTiles, chooseSuggestedBlocksPerSM(sharedBytes));
+      sharedBytes, request.codebookBuckets, bulkCopy, runPointers,
+      chooseInvariantDescriptorLoads(optimizer, runPointers), l2Prefetch,
+      claims.tiles, claims.staticEighths,
+      chooseMinBlocksPerSM(optimizer, shape->threads, sharedBytes),
+      chooseZeroShortcutLaneDivisors(optimizer, runPointers),
+      chooseScaledRangeChecks(optimizer, runPointers), waves, minTiles,
+      chooseSuggestedBlocksPerSM(sharedBytes));
 }

@@ -7,16 +7,18 @@
 
 // Two group states and a bf16 parameter: staged at 512 x 8, four stages of
 // 28 KiB (per thread p 16 B, g 16 B, each state's codes 8 B and its f16
-// scale's 4-byte word), no claims, 4 waves. The host plan keeps the tile and
+// scale's 4-byte word), run thread pointers (with the guards' choices that
+// cost registers), no claims, 4 waves. The host plan keeps the tile and
 // steps it statically.
 // CHECK-LABEL: qopt.optimizer @Group
-// CHECK-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4, shared_bytes = 114688, codebook_buckets = true, bulk_copy = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2>
+// CHECK-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4, shared_bytes = 114688, codebook_buckets = true, bulk_copy = false, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = true, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2>
 // HOST-LABEL: qopt.optimizer @Group
-// HOST-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
+// HOST-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
 // Unstaged when asked: 512 x 8 still (two states), claims of 3 tiles past
-// 5/8 as asked, no dynamic shared memory.
+// 5/8 as asked, no dynamic shared memory; without run thread pointers the
+// two states' descriptor loads are invariant.
 // ASKED-LABEL: qopt.optimizer @Group
-// ASKED-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = true, bulk_copy = false, l2_prefetch_tiles = 0, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 0, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
+// ASKED-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = true, bulk_copy = false, run_pointers = false, invariant_descriptors = true, l2_prefetch_tiles = 0, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
 qopt.optimizer @Group param "p" : bf16 master none grad "g" : bf16 {
   qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = linear, scale = f16, rounding = half_even, divisor = absmax>
   qopt.state @v : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_even, divisor = absmax>
@@ -41,11 +43,12 @@ qopt.optimizer @Group param "p" : bf16 master none grad "g" : bf16 {
 // 256 x 16, the
 // bucket tables alone in dynamic shared memory, L2 prefetch two tiles ahead,
 // claims of two tiles past 5/8, registers bounded for four blocks a
-// multiprocessor, one wave.
+// multiprocessor, no all-zero shortcut for lane divisors (a 16-bit
+// parameter), one wave.
 // CHECK-LABEL: qopt.optimizer @Codebook
-// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 16, stages = 0, shared_bytes = 24584, codebook_buckets = true, bulk_copy = false, l2_prefetch_tiles = 2, claim_tiles = 2, claim_static_eighths = 5, min_blocks_per_sm = 4, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
+// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 16, stages = 0, shared_bytes = 24584, codebook_buckets = true, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 2, claim_tiles = 2, claim_static_eighths = 5, min_blocks_per_sm = 4, zero_shortcut_lane_divisors = false, scaled_range_checks = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
 // HOST-LABEL: qopt.optimizer @Codebook
-// HOST-SAME: #qopt.kernel_plan<threads = 256, lanes = 16, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
+// HOST-SAME: #qopt.kernel_plan<threads = 256, lanes = 16, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
 // ASKED-LABEL: qopt.optimizer @Codebook
 // ASKED-SAME: l2_prefetch_tiles = 0, claim_tiles = 3, claim_static_eighths = 5,
 qopt.optimizer @Codebook param "p" : bf16 master none grad "g" : bf16 {
@@ -63,11 +66,36 @@ qopt.optimizer @Codebook param "p" : bf16 master none grad "g" : bf16 {
 
 // -----
 
+// Two states, one of them a codebook state of blocks of 2048, and an f32
+// parameter: unstaged, descriptor loads not invariant (at the codebook
+// kernels' register bound), the all-zero shortcut for lane divisors too.
+// CHECK-LABEL: qopt.optimizer @CodebookF32
+// CHECK-SAME: run_pointers = false, invariant_descriptors = false,
+// CHECK-SAME: zero_shortcut_lane_divisors = true, scaled_range_checks = false,
+qopt.optimizer @CodebookF32 param "p" : f32 master none grad "g" : f32 {
+  qopt.state @m : #qopt.codebook<block = 2048>
+  qopt.state @v : #qopt.codebook<block = 2048>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %v = qopt.load_state @v : f32
+    %mn = arith.addf %m, %g : f32
+    %vn = arith.addf %v, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_state @v, %vn : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
 // A plan already attached is replaced, not kept.
 // CHECK-LABEL: qopt.optimizer @Replanned
 // CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 16,
 // CHECK-SAME: min_blocks_per_sm = 2,
-qopt.optimizer @Replanned param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 32, lanes = 1, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, waves = 1, min_tiles_per_block = 1, suggested_blocks_per_sm = 4>} {
+qopt.optimizer @Replanned param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 32, lanes = 1, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, waves = 1, min_tiles_per_block = 1, suggested_blocks_per_sm = 4>} {
   qopt.update {
     %g = qopt.load_grad : f32
     %p = qopt.load_param : f32

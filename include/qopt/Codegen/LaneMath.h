@@ -24,7 +24,9 @@ namespace mlir::qopt {
 /// without looking at them: range facts that make a guard's own range check
 /// redundant. Each fact holds where its condition (an i1 scalar, or null for
 /// always) holds; where it does not, the guard takes the IEEE instruction,
-/// which is always right.
+/// which is always right. Hand-rolled rather than upstream's integer-range
+/// inference (InferIntRangeInterface), which bounds integers only, not f32
+/// lanes under a runtime condition.
 struct LaneFacts {
   /// Every lane in [lo, hi] (no NaN).
   struct Bounds {
@@ -36,15 +38,15 @@ struct LaneFacts {
   llvm::DenseMap<Value, Bounds> bounds;
   /// value = uniform * base, lane by lane (the uniform a broadcast scalar).
   llvm::DenseMap<Value, std::pair<Value, Value>> scaled;
-  /// Whether the kernel has registers to spare (staged tiles: one or two
-  /// blocks per multiprocessor, up to 128 registers a thread), for what
-  /// costs registers: a guarded division checks a scaled numerator's range
-  /// through its base (guardedDiv). docs/tuning.md#registers
+  /// Whether the kernel has registers to spare for what costs registers: a
+  /// guarded division checks a scaled numerator's range through its base
+  /// (guardedDiv). The GPU plan's scaled_range_checks.
   bool registersToSpare = false;
   /// Whether a division by lane divisors tries the all-zero shortcut in its
   /// fallback (zeroOrIEEE) too, as square roots and divisions by a uniform or
   /// block value always do: its shortcut also looks at the divisor's lanes
-  /// (their facts' condition may have failed with the dividend's).
+  /// (their facts' condition may have failed with the dividend's). The GPU
+  /// plan's zero_shortcut_lane_divisors.
   bool zeroShortcutLaneDivisors = false;
   /// reciprocalOfUniform's results, placed where their divisor is defined:
   /// kept across tile bodies (clear() leaves them).

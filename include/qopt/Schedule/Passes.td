@@ -8,8 +8,9 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
   let summary = "Choose each optimizer's launch plan and attach it to the IR";
   let description = [{
     Chooses, for each `qopt.optimizer`, the launch plan of its kernel (threads,
-    lanes, tile stages, dynamic shared memory, tile claims, L2 prefetch,
-    register bound, waves) through the tuning policy (lib/Schedule) and
+    lanes, tile stages, dynamic shared memory, run thread pointers and
+    descriptor loads, tile claims, L2 prefetch, register bound, the guards'
+    register costs, waves) through the tuning policy (lib/Schedule) and
     attaches it as `qopt.kernel_plan`. The GPU and host lowerings and the
     manifest writer read the attribute; an existing plan is replaced.
 

@@ -119,6 +119,31 @@ int64_t chooseGridMinTilesPerBlock(OptimizerOp optimizer);
 TileClaims chooseTileClaims(OptimizerOp optimizer, bool staged,
                             int64_t requested, int64_t staticEighths);
 
+/// Whether a GPU kernel's full tiles address their streams from thread
+/// pointers set up per run and carried by the run's tile loop, which then
+/// counts the run's tiles from 0 in 32 bits: for staged kernels (whose
+/// copies take their sources from them), which have registers to spare;
+/// not for unstaged ones. docs/tuning.md#run-pointers
+bool chooseRunThreadPointers(OptimizerOp optimizer, bool staged);
+
+/// Whether a GPU kernel without run thread pointers marks its loads of
+/// stream pointers from the run's descriptor invariant (pairs of them one
+/// 16-byte load where the streams are even), so that LLVM reuses a pointer
+/// across the tile's stores: for two or more states, but not for the
+/// codebook kernels of an f32 parameter. docs/tuning.md#descriptor-loads
+bool chooseInvariantDescriptorLoads(OptimizerOp optimizer, bool runPointers);
+
+/// Whether guarded IEEE division by lane divisors tries the all-zero
+/// shortcut in its fallback, as square roots and divisions by a uniform
+/// always do: in every kernel but the codebook kernels of a 16-bit
+/// parameter without run thread pointers. docs/tuning.md#zero-shortcut
+bool chooseZeroShortcutLaneDivisors(OptimizerOp optimizer, bool runPointers);
+
+/// Whether a guarded division checks a scaled numerator's range through its
+/// base, which holds registers: in kernels with run thread pointers (the
+/// staged ones, with registers to spare). docs/tuning.md#zero-shortcut
+bool chooseScaledRangeChecks(OptimizerOp optimizer, bool runPointers);
+
 /// The blocks per multiprocessor a kernel's registers are bounded for
 /// (nvvm.minctasm), 0 for no bound: codebook kernels as many as fit the
 /// shared memory and 64 (80 for an f32 parameter with large codebook blocks

@@ -1,7 +1,7 @@
 //===- CodebookCodes.cpp - Codebook codes ---------------------------------===//
 //
-// The midpoints of each codebook state's table, their bucket table in
-// dynamic shared memory, and the code of a normalized value by its bucket or
+// Each codebook state's qmap, midpoints and bucket table in shared memory,
+// filled once per block, and the code of a normalized value by its bucket or
 // by the binary search of all midpoints.
 //
 //===----------------------------------------------------------------------===//
@@ -10,6 +10,101 @@
 
 using namespace mlir;
 using namespace mlir::qopt;
+
+void KernelEmitter::emitCodebookTable(KernelContext &kernel, int64_t k,
+                                      int stateIndex, Value dynamicBase,
+                                      int64_t bucketsOffset) {
+  std::string qname = kernel.prefix + "_qmap" + std::to_string(stateIndex);
+  std::string mname = kernel.prefix + "_mid" + std::to_string(stateIndex);
+  std::string fname = kernel.prefix + "_bucketsfit" + std::to_string(stateIndex);
+  Value qmap = sharedArray(kernel.module, qname, 256);
+  // 255 midpoints and 8 of +inf after them, read by the bucketed search.
+  Value mid = sharedArray(kernel.module, mname, 255 + kMidPadding);
+  kernel.qmapShared[stateIndex] = qmap;
+  kernel.midShared[stateIndex] = mid;
+  if (codebookBuckets) {
+    kernel.bucketShared[stateIndex] =
+        gep(dynamicBase, b.getI8Type(),
+            constI64(bucketsOffset +
+                     int64_t(k) * CodebookBuckets::kBytesPerState));
+    kernel.bucketsFitShared[stateIndex] =
+        sharedArray(kernel.module, fname, 1, i32());
+  }
+  Value table = kernel.entry->getArgument(4 + k);
+  // Whether no entry is below zero (a NaN or -0 entry allowed: the range
+  // facts' "nonnegative" includes them), for the dequantized state's
+  // range facts (emitLoadState): each thread's entries, then the
+  // barrier's and-reduction over the block.
+  Value trueFlag =
+      arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  auto fill = scf::ForOp::create(b, loc, kernel.tid, constI64(256),
+                                 constI64(threads), ValueRange{trueFlag});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(fill.getBody());
+    Value i = fill.getInductionVar();
+    Value e = load(f32(), gep(table, f32(), i), 4);
+    LLVM::StoreOp::create(b, loc, e, gep(qmap, f32(), i), 4);
+    Value belowZero = math.cmp(arith::CmpFPredicate::OLT, e, math.constF(e, 0.0));
+    Value notBelow = arith::XOrIOp::create(b, loc, belowZero, trueFlag);
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{arith::AndIOp::create(b, loc, fill.getRegionIterArgs()[0],
+                                         notBelow)});
+  }
+  Value allNotBelow = NVVM::BarrierOp::create(
+      b, loc, i32(), Value(), Value(),
+      NVVM::BarrierReductionAttr::get(b.getContext(),
+                                      NVVM::BarrierReduction::AND),
+      arith::ExtUIOp::create(b, loc, i32(), fill.getResult(0))).getRes();
+  kernel.qmapNonnegative[stateIndex] = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ne, allNotBelow, constI32(0));
+  auto mids = scf::ForOp::create(b, loc, kernel.tid, constI64(255),
+                                 constI64(threads));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(mids.getBody()->getTerminator());
+    Value i = mids.getInductionVar();
+    Value next = arith::AddIOp::create(b, loc, i, constI64(1));
+    Value lo = load(f32(), gep(qmap, f32(), i), 4);
+    Value hi = load(f32(), gep(qmap, f32(), next), 4);
+    // mid[k] = (qmap[k] + qmap[k+1]) * 0.5, as seed 000 computes it.
+    LLVM::StoreOp::create(
+        b, loc, math.mul(math.add(lo, hi), math.constF(lo, 0.5)),
+        gep(mid, f32(), i), 4);
+  }
+  auto pad = scf::ForOp::create(b, loc, kernel.tid, constI64(kMidPadding),
+                                constI64(threads));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(pad.getBody()->getTerminator());
+    Value i = arith::AddIOp::create(b, loc, pad.getInductionVar(),
+                                    constI64(255));
+    LLVM::StoreOp::create(
+        b, loc, arith::ConstantOp::create(
+            b, loc, b.getF32FloatAttr(std::numeric_limits<float>::infinity())),
+        gep(mid, f32(), i), 4);
+  }
+  if (codebookBuckets) {
+    // The fits flag set before the barrier that starts the fill.
+    Value fits = kernel.bucketsFitShared[stateIndex];
+    auto first = ifZero(kernel.tid);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&first.getThenRegion().front());
+      LLVM::StoreOp::create(b, loc, constI32(1), fits, 4);
+    }
+    gpu::BarrierOp::create(b, loc);
+    // One scratch array for every state: a barrier separates a state's
+    // fill from the next state's midpoints.
+    if (!kernel.bucketOfShared)
+      kernel.bucketOfShared =
+          sharedArray(kernel.module, kernel.prefix + "_bucketof",
+                      255 + kMidPadding, i32());
+    fillBuckets(kernel, mid, kernel.bucketShared[stateIndex], fits,
+                kernel.bucketOfShared);
+  }
+}
 
 Value KernelEmitter::searchMidpoints(Value mids, Value x, Value pos,
                                      int64_t firstStep,
@@ -25,8 +120,8 @@ Value KernelEmitter::searchMidpoints(Value mids, Value x, Value pos,
   return pos;
 }
 
-void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits,
-                                Value bucketOf) {
+void KernelEmitter::fillBuckets(const KernelContext &kernel, Value mids,
+                                Value buckets, Value fits, Value bucketOf) {
   // Buckets in ascending order of c: v < kBucketsPerSign is the negative
   // bucket k = kBucketsPerSign - 1 - v, the rest the positive k = v -
   // kBucketsPerSign; the table holds the positive k at k, the negative at
@@ -41,21 +136,21 @@ void KernelEmitter::fillBuckets(Value mids, Value buckets, Value fits,
   //     integer cursor over `bucketOf` (the first midpoint whose bucket is
   //     not below the current one, and that bucket), started by one binary
   //     search of the midpoints: a bucket the cursor's midpoint lies in is
-  //     pass 1's and moves the cursor on; the others get the count. Branch
-  //     free, about 14 instructions a bucket (one cursor per thread with
-  //     the midpoints' buckets in the loop took about 25 and diverged).
+  //     pass 1's and moves the cursor on; the others get the count. The
+  //     loop is branch free: it reads no midpoint (docs/tuning.md#bucket-fill).
   // A block size that does not divide kBuckets leaves the last runs short
   // or empty. Midpoints that do not ascend (or a NaN), two in one bucket,
   // or one of magnitude <= kMagLo (where the lookup's clamp would misplace
   // c) clear `fits` (every such thread stores the same 0; the barrier after
   // the fill publishes it), and the codes take the full search: the table
   // is then not read, and some of it not written.
-  fillMidpointBuckets(mids, buckets, fits, bucketOf);
-  fillBucketRuns(mids, buckets, fits, bucketOf);
+  fillMidpointBuckets(kernel, mids, buckets, fits, bucketOf);
+  fillBucketRuns(kernel, mids, buckets, fits, bucketOf);
 }
 
-void KernelEmitter::fillMidpointBuckets(Value mids, Value buckets,
-                                        Value fits, Value bucketOf) {
+void KernelEmitter::fillMidpointBuckets(const KernelContext &kernel,
+                                        Value mids, Value buckets, Value fits,
+                                        Value bucketOf) {
   auto bits = [&](Value f) { return arith::BitcastOp::create(b, loc, i32(), f); };
   auto clearFits = [&](Value when) {
     auto clear = scf::IfOp::create(b, loc, TypeRange{}, when, false);
@@ -96,7 +191,8 @@ void KernelEmitter::fillMidpointBuckets(Value mids, Value buckets,
   {
     // Pass 1: bucketOf[j] for j < 255, the padding past it above every
     // bucket.
-    auto each = scf::ForOp::create(b, loc, tid, constI64(255 + kMidPadding),
+    auto each = scf::ForOp::create(b, loc, kernel.tid,
+                                   constI64(255 + kMidPadding),
                                    constI64(threads));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(each.getBody()->getTerminator());
@@ -147,14 +243,15 @@ void KernelEmitter::fillMidpointBuckets(Value mids, Value buckets,
   gpu::BarrierOp::create(b, loc);
 }
 
-void KernelEmitter::fillBucketRuns(Value mids, Value buckets, Value fits,
-                                   Value bucketOf) {
+void KernelEmitter::fillBucketRuns(const KernelContext &kernel, Value mids,
+                                   Value buckets, Value fits, Value bucketOf) {
   int64_t perThread = (kBuckets + threads - 1) / threads;
   // Pass 2. The run's first bucket (clamped to the last for the search of
   // a run past the end) and its lowest c (bounds as the lookup's: k = 0
   // holds every magnitude up to kMagLo + 0xFFFF, the last only 1.0).
   Value runFirst = arith::TruncIOp::create(
-      b, loc, i32(), arith::MulIOp::create(b, loc, tid, constI64(perThread)));
+      b, loc, i32(),
+      arith::MulIOp::create(b, loc, kernel.tid, constI64(perThread)));
   Value first = arith::MinUIOp::create(b, loc, runFirst, constI32(kBuckets - 1));
   Value firstNegative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                               first, constI32(kBucketsPerSign));
@@ -219,8 +316,8 @@ void KernelEmitter::fillBucketRuns(Value mids, Value buckets, Value fits,
   scf::YieldOp::create(b, loc, ValueRange{nextBelow, nextBucket});
 }
 
-Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
-                                   Value absmax) {
+Value KernelEmitter::codebookCodes(const TileContext &tile, int stateIndex,
+                                   Value value, Value divisor, Value absmax) {
   // Seed 000's code is the number of midpoints strictly below c
   // (torch.bucketize, right=False; a NaN c gets the last code). Where the
   // qmap's buckets fit (at most one midpoint each, none of magnitude <=
@@ -239,8 +336,10 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
     return guardedMath.div(
         value, vector::BroadcastOp::create(b, loc, lanesOf(f32()), divisor));
   };
-  Value mids = midShared.lookup(stateIndex);
-  Value buckets = bucketShared.lookup(stateIndex);
+  const KernelContext &kernel = tile.kernel;
+  const LaneFacts &facts = kernel.facts;
+  Value mids = kernel.midShared.lookup(stateIndex);
+  Value buckets = kernel.bucketShared.lookup(stateIndex);
   VectorType codeType = lanesOf(b.getI8Type());
   auto fullSearch = [&](Value normalized) {
     Value codes = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
@@ -268,7 +367,8 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
   Value inRange = arith::AndIOp::create(b, loc, finite, divisorOk);
   auto ifOp = scf::IfOp::create(
       b, loc, TypeRange{codeType},
-      arith::AndIOp::create(b, loc, bucketsFit.lookup(stateIndex), inRange),
+      arith::AndIOp::create(b, loc, kernel.bucketsFit.lookup(stateIndex),
+                            inRange),
       /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -280,14 +380,16 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
   auto nonneg = facts.nonnegative.find(value);
   if (nonneg == facts.nonnegative.end() || !nonneg->second) {
     bool always = nonneg != facts.nonnegative.end();
-    scf::YieldOp::create(b, loc, bucketCodes(buckets, normalized, always));
+    scf::YieldOp::create(b, loc,
+                         bucketCodes(tile, buckets, normalized, always));
   } else {
     auto signs = scf::IfOp::create(b, loc, TypeRange{codeType}, nonneg->second,
                                    /*withElseRegion=*/true);
     b.setInsertionPointToStart(&signs.getThenRegion().front());
-    scf::YieldOp::create(b, loc, bucketCodes(buckets, normalized, true));
+    scf::YieldOp::create(b, loc, bucketCodes(tile, buckets, normalized, true));
     b.setInsertionPointToStart(&signs.getElseRegion().front());
-    scf::YieldOp::create(b, loc, bucketCodes(buckets, normalized, false));
+    scf::YieldOp::create(b, loc,
+                         bucketCodes(tile, buckets, normalized, false));
     b.setInsertionPointAfter(signs);
     scf::YieldOp::create(b, loc, signs.getResult(0));
   }
@@ -297,8 +399,8 @@ Value KernelEmitter::codebookCodes(int stateIndex, Value value, Value divisor,
   return ifOp.getResult(0);
 }
 
-Value KernelEmitter::bucketCodes(Value buckets, Value normalized,
-                                 bool nonnegative) {
+Value KernelEmitter::bucketCodes(const TileContext &tile, Value buckets,
+                                 Value normalized, bool nonnegative) {
   VectorType codeType = lanesOf(b.getI8Type());
   Value codes = arith::ConstantOp::create(b, loc, b.getZeroAttr(codeType));
   SmallVector<Value> sums; // entry + low: the code in bits 16..23
@@ -312,7 +414,7 @@ Value KernelEmitter::bucketCodes(Value buckets, Value normalized,
         "llvm.maxnum",
         {nonnegative ? c : math.abs(c),
          math.constF(c, llvm::bit_cast<float>(uint32_t(kMagLo)))});
-    if (!isFullTile())
+    if (!tile.isFull())
       mag = math.intrinsic("llvm.minnum", {mag, math.constF(c, 1.0)});
     Value magBits = arith::BitcastOp::create(b, loc, i32(), mag);
     // The table holds the positive buckets first (fillBuckets); a negative

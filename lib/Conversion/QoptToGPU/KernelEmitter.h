@@ -2,12 +2,20 @@
 //
 // The builder of convert-qopt-to-gpu's kernel, private to this folder. Its
 // steps are defined by concept: KernelSkeleton.cpp (signature, shared memory,
-// claims, runs and tile loops), StreamAccess.cpp (stream addresses, element
-// and group loads and stores), TileCopies.cpp (cp.async and bulk-copy
-// stages), Reductions.cpp (group and codebook block maxima),
-// CodebookCodes.cpp (bucket tables and midpoint search) and UpdateBody.cpp
-// (a tile's update). Every choice of shape comes from the optimizer's
-// #qopt.kernel_plan.
+// the block's tile ranges and claims), TileLoop.cpp (runs of a tensor's
+// tiles, the tile loop, full and partial tile bodies), StreamAccess.cpp
+// (stream addresses, element and group loads and stores), TileCopies.cpp
+// (cp.async and bulk-copy stages), Reductions.cpp (group and codebook block
+// maxima), CodebookCodes.cpp (codebook tables, bucket fill and codes) and
+// UpdateBody.cpp (a tile's update: lowerUpdate's GPU target, TileUpdate).
+// Every choice of shape comes from the optimizer's #qopt.kernel_plan.
+//
+// The emitter's members are the kernel's immutable facts (the optimizer, its
+// plan and streams, the options) and the builder. What the IR built so far
+// holds lives in contexts with the lifetime of their scope, each step taking
+// the ones it reads: KernelContext (the function, its arguments and
+// kernel-wide values), ClaimContext (the block's range of tiles), RunContext
+// (one run of a tensor's tiles) and TileContext (one tile body).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +23,7 @@
 #define QOPT_LIB_CONVERSION_QOPTTOGPU_KERNELEMITTER_H
 
 #include "qopt/Codegen/StreamCodecs.h"
+#include "qopt/Codegen/UpdateLowering.h"
 
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
@@ -37,6 +46,111 @@ inline Type memoryType(Type storage) {
   return storage;
 }
 
+/// The kernel's function and the kernel-wide values that later steps read,
+/// in the order they are built: the entry's arguments and thread index, the
+/// uniforms, and the shared memory (emitSharedMemory).
+struct KernelContext {
+  gpu::GPUModuleOp module;
+  gpu::GPUFuncOp func;
+  Block *entry = nullptr;
+  Value descs, tileMap, numTiles; ///< numTiles: 0 for a skipped step
+  std::string prefix;             ///< of the kernel's shared symbols
+  SmallVector<int> codebookStates;
+  Value block, grid, chunk;       ///< i64; chunk = ceil(numTiles / grid)
+  Value tid;                      ///< i64
+  SmallVector<Value> uniformValues; ///< f32 scalars
+
+  /// Dynamic shared memory's tile stages (null: not staged); with bulk
+  /// copies per stage an mbarrier (S x i64) and a count of the warps done
+  /// reading it (S x i32).
+  Value stagingBase, stageBarriers, stageReaders;
+  /// Per codebook state its qmap and midpoints (+inf padded) in shared
+  /// memory, and whether no qmap entry is below zero (i1, the same in every
+  /// thread of the block).
+  llvm::DenseMap<int, Value> qmapShared, midShared, qmapNonnegative;
+  /// Per codebook state its bucket table (CodebookBuckets, in dynamic
+  /// shared memory): bucket s * kBucketsPerSign + k holds the magnitudes
+  /// [kMagLo + k * 2^16, kMagLo + (k + 1) * 2^16) of sign s (bucket 0 also
+  /// all below kMagLo, the last one 1.0 alone). Its entry is the number of
+  /// midpoints below the bucket times 2^16 plus, where one midpoint lies in
+  /// it, 0xFFFF minus its magnitude's low 16 bits (positive) or those bits
+  /// (negative); bits 16..23 of the entry plus c's low 16 bits (of |c|,
+  /// complemented where c is negative) count the midpoints below c.
+  llvm::DenseMap<int, Value> bucketShared;
+  /// fillBuckets' scratch: each midpoint's bucket (shared by the states).
+  Value bucketOfShared;
+  /// Per codebook state: whether every bucket holds at most one midpoint
+  /// and no midpoint's magnitude is at most kMagLo (an i32 in shared
+  /// memory, cleared by the fill where not; then the i1).
+  llvm::DenseMap<int, Value> bucketsFitShared, bucketsFit;
+  /// One slot per warp for each block reduction of a group across warps.
+  SmallVector<Value> reductionSlots;
+  /// Per codebook state whose block spans warps: 2 x warps slots (two
+  /// tiles' parities).
+  llvm::DenseMap<int, Value> codebookSlots;
+  /// The range facts of the tile bodies' lanes, for the guards. Each tile
+  /// body clears its own (LaneFacts::clear); what is placed at the kernel's
+  /// entry (reciprocals and roots of uniforms) serves every body.
+  LaneFacts facts;
+};
+
+/// The block's range of tiles: with tile claims the claim loop, whose body
+/// steps [start, stop), else the block's one static range.
+struct ClaimContext {
+  scf::WhileOp loop; ///< null without tile claims
+  Value slots, old, parity, base, workCounters, claiming;
+  Value start, stop;
+};
+
+/// One run of a tensor's tiles within the block's range.
+struct RunContext {
+  explicit RunContext(KernelContext &kernel) : kernel(kernel) {}
+  KernelContext &kernel;
+  Value start, end;   ///< i64 tile indices; the run's tiles [start, end)
+  Value stagedBefore; ///< bulk copies: staged tiles of the block before it
+  Value desc;         ///< the tensor's descriptor
+  Value numel;        ///< i64: the tensor's elements
+  Value firstTile;    ///< the tensor's first tile
+  Value firstInTensor; ///< the run's first tile, counted in its tensor
+  /// The tile loop's bounds and the end of its full tiles, counted from 0
+  /// in i32 where `relative`, else as i64 tile indices.
+  Value lower, upper, fullLimit;
+  bool relative = false;
+  int64_t ahead = 0;  ///< tiles copied ahead of the one computed
+  SmallVector<Value> ptrs; ///< run thread pointers at the run's first tile
+};
+
+/// One tile body (full or partial) and what its update builds up.
+struct TileContext {
+  TileContext(KernelContext &kernel, const RunContext &run)
+      : kernel(kernel), run(run) {}
+  KernelContext &kernel;
+  const RunContext &run;
+  Value index; ///< i64: the tile computed
+  /// In a full tile of a staged kernel, the stage holding it (i64).
+  Value stage;
+  /// The thread's first element in its tensor (i64), whether its lanes all
+  /// lie inside the tensor (`full`, the constant true in a full tile body),
+  /// whether its first does (`active`), and the lanes inside (`laneMask`).
+  Value base, full, active, laneMask;
+  /// With run thread pointers, in a full tile body, the thread pointers of
+  /// the tile's streams; else empty.
+  SmallVector<Value> ptrs;
+  /// Element streams loaded at the top of the tile, all under one branch, so
+  /// that every load of the tile is in flight before the first use.
+  llvm::DenseMap<unsigned, Value> preloaded;
+  /// Element stores, issued together at the end of the tile.
+  SmallVector<std::pair<unsigned, Value>> pendingStores;
+  /// The next of kernel.reductionSlots to use.
+  unsigned nextReductionSlot = 0;
+  /// Per codebook state whose block spans warps, its absmax once reduced.
+  llvm::DenseMap<int, Value> codebookAbsmax;
+
+  /// Whether this is the body of a tile wholly inside its tensor: plain
+  /// vector loads and stores, no masks.
+  bool isFull() const { return matchPattern(full, m_One()); }
+};
+
 /// Builds the body of one kernel.
 class KernelEmitter {
 public:
@@ -50,7 +164,8 @@ public:
         bulkCopy(plan.getBulkCopy()),
         claims{plan.getClaimTiles(), plan.getClaimStaticEighths()},
         threads(plan.getThreads()), lanes(plan.getLanes()),
-        tile(plan.getTile()), staging(getTileStaging(optimizer, plan)) {}
+        tile(plan.getTile()), staging(getTileStaging(optimizer, plan)),
+        streams(getStreams(optimizer)), states(getStates(optimizer)) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
 
@@ -96,70 +211,81 @@ private:
                     Type elem = {},
                     LLVM::Linkage linkage = LLVM::Linkage::Internal);
 
-  // Streams of the current tile.
-  Value streamPtr(unsigned index);
-  /// The address of this thread's data of `stream` in the current full tile
+  // Streams (StreamAccess.cpp).
+  unsigned streamIndex(StreamRole role, int state = -1) {
+    return findStream(streams, role, state);
+  }
+  /// Stream `index`'s pointer, from the run's descriptor.
+  Value streamPtr(const RunContext &run, unsigned index);
+  /// The address of this thread's data of `stream` in the full tile `tile`
   /// (its first element, or its group's scalar). Where tiles are staged the
   /// run's loop carries it, so a full tile computes no address of its own.
-  Value threadPtr(unsigned stream);
+  Value threadPtr(const TileContext &tile, unsigned stream);
   /// Bytes of `stream` per tile: what its thread pointer advances by.
   int64_t tileBytes(unsigned stream) const;
   /// The element of the tile at which this thread's lanes start (i64).
-  Value threadBase() {
-    return arith::MulIOp::create(b, loc, tid, constI64(lanes));
+  Value threadBase(const KernelContext &kernel) {
+    return arith::MulIOp::create(b, loc, kernel.tid, constI64(lanes));
   }
-  Value loadElements(unsigned stream);
-  void storeElements(unsigned stream, Value value);
-  void preloadElements(ArrayRef<unsigned> streamIds);
-  void flushStores();
-  Value loadPerGroup(unsigned stream, int64_t groupSize);
-  // Async copies (TileStaging): the full tile `tileInTensor` of the run's
-  // tensor copied into stage `stageIndex`, and a staged stream read back.
-  void copyTileToStage(ArrayRef<Value> threadPtrs, Value stageIndex);
-  Value stagedAddress(const StagedStream &staged, Value stageIndex,
-                      int64_t chunk);
-  Value loadStaged(const StagedStream &staged, Type type);
+  Value loadElements(TileContext &tile, unsigned stream);
+  void storeElements(TileContext &tile, unsigned stream, Value value);
+  void preloadElements(TileContext &tile, ArrayRef<unsigned> streamIds);
+  void flushStores(TileContext &tile);
+  Value loadPerGroup(const TileContext &tile, unsigned stream,
+                     int64_t groupSize);
+  void storePerGroup(const TileContext &tile, unsigned stream,
+                     int64_t groupSize, Value value);
+
+  // Async copies (TileCopies.cpp): a full tile copied into stage
+  // `stageIndex`, and a staged stream read back.
+  void copyTileToStage(const KernelContext &kernel,
+                       ArrayRef<Value> threadPtrs, Value stageIndex);
+  Value stagedAddress(const KernelContext &kernel, const StagedStream &staged,
+                      Value stageIndex, int64_t chunk);
+  Value loadStaged(const TileContext &tile, const StagedStream &staged,
+                   Type type);
   // Bulk copies (cp.async.bulk): per stage an mbarrier that the copies
   // complete and a count of the warps that finished reading the stage.
-  Value stageBarrier(Value stageIndex);
+  Value stageBarrier(const KernelContext &kernel, Value stageIndex);
   /// Issues the copies of the run's full tile `k` (i32, from the run's
-  /// first, `runFirstInTensor` in its tensor) into stage `stageIndex` and
-  /// has them complete the stage's barrier. The sources come from the run's
-  /// descriptor where they are issued: no pointer of them lives across the
-  /// tile loop (docs/tuning.md#bulk-copy).
-  void bulkCopyTile(Value k, Value stageIndex);
+  /// first) into stage `stageIndex` and has them complete the stage's
+  /// barrier. The sources come from the run's descriptor where they are
+  /// issued: no pointer of them lives across the tile loop
+  /// (docs/tuning.md#bulk-copy).
+  void bulkCopyTile(const RunContext &run, Value k, Value stageIndex);
   /// Waits until stage `stageIndex`'s barrier completes its phase of parity
   /// `parity` (i32): the tile's copies have landed.
-  void waitForStage(Value stageIndex, Value parity);
-  /// The end of a full tile's use of `stage`: each warp counts itself a
+  void waitForStage(const KernelContext &kernel, Value stageIndex,
+                    Value parity);
+  /// The end of a full tile's use of its stage: each warp counts itself a
   /// reader done with it, and the last of the tile's warps refills the
   /// stage with the run's tile k + stages (when it is a full one, before
   /// `fullLimit`).
-  void releaseStage(Value k, Value fullLimit);
-  void storePerGroup(unsigned stream, int64_t groupSize, Value value);
-  unsigned streamIndex(StreamRole role, int state = -1);
+  void releaseStage(const TileContext &tile, Value k, Value fullLimit);
 
-  // Reductions.
+  // Reductions (Reductions.cpp).
   /// The maximum of `scalar` over the threads of a group of `groupSize`
   /// elements (warp shuffles, then shared memory across warps).
   /// `magnitudes`: the values are lane maxima of magnitudes (+0 or more, or
   /// the canonical NaN 0x7FFFFFFF), whose bit patterns order as unsigned
   /// integers: a whole warp's maximum is then one redux.sync.
-  Value reduceGroupMax(Value scalar, int64_t groupSize, bool magnitudes = false);
+  Value reduceGroupMax(TileContext &tile, Value scalar, int64_t groupSize,
+                       bool magnitudes = false);
   /// The absmax of each codebook state whose block spans warps, all behind
-  /// one barrier (codebookAbsmax): per warp a redux.sync, lane 0's maximum
-  /// into the state's slots of this tile's parity, the barrier, then each
-  /// group's warps' maxima by one more redux.sync. The slots alternate by
-  /// tile (a block's tiles are consecutive within a claim, and a barrier
-  /// ends each claim), so no second barrier keeps a tile's writes behind the
-  /// reads of the one before: a warp writes a buffer again two tiles on,
-  /// after all warps passed the barrier between.
-  void reduceCodebookAbsmaxes(ArrayRef<std::pair<int, Value>> lanesMax);
+  /// one barrier, into tile.codebookAbsmax: per warp a redux.sync, lane 0's
+  /// maximum into the state's slots of this tile's parity, the barrier,
+  /// then each group's warps' maxima by one more redux.sync. The slots
+  /// alternate by tile (a block's tiles are consecutive within a claim, and
+  /// a barrier ends each claim), so no second barrier keeps a tile's writes
+  /// behind the reads of the one before: a warp writes a buffer again two
+  /// tiles on, after all warps passed the barrier between.
+  void reduceCodebookAbsmaxes(TileContext &tile,
+                              ArrayRef<std::pair<int, Value>> lanesMax);
   /// The maximum of |value| over the thread's lanes, lanes past the end of
   /// the tensor as 0 (a codebook block's absmax before its reduction).
-  Value lanesAbsMax(Value value) {
-    return math.laneMaximum(
-        math.select(laneMask, math.abs(value), math.constF(value, 0.0)));
+  Value lanesAbsMax(const TileContext &tile, Value value) {
+    return math.laneMaximum(math.select(tile.laneMask, math.abs(value),
+                                        math.constF(value, 0.0)));
   }
   /// The warp's maximum of magnitudes (+0 or more, or a NaN with its sign
   /// clear): one redux.sync of their bit patterns as unsigned integers.
@@ -170,58 +296,33 @@ private:
     return arith::BitcastOp::create(b, loc, f32(), max);
   }
 
-  // The kernel's skeleton (KernelSkeleton.cpp), in the order it is built.
-  /// The kernel's function and what every later step reads of it.
-  struct KernelContext {
-    gpu::GPUModuleOp module;
-    gpu::GPUFuncOp func;
-    Block *entry = nullptr;
-    Value descs, tileMap, numTiles; ///< numTiles: 0 for a skipped step
-    std::string prefix;             ///< of the kernel's shared symbols
-    SmallVector<int> codebookStates;
-    Value block, grid, chunk;       ///< i64; chunk = ceil(numTiles / grid)
-  };
-  /// The block's range of tiles: with tile claims the claim loop, whose
-  /// body steps [start, stop), else the block's one static range.
-  struct ClaimContext {
-    scf::WhileOp loop; ///< null without tile claims
-    Value slots, old, parity, base, workCounters, claiming;
-    Value start, stop;
-  };
-  /// One run of a tensor's tiles within the block's range.
-  struct RunContext {
-    Value start, end;   ///< i64 tile indices; the run's tiles [start, end)
-    Value stagedBefore; ///< bulk copies: staged tiles of the block before it
-    Value firstTile;    ///< the tensor's first tile
-    Value firstInTensor;
-    /// The tile loop's bounds and the end of its full tiles, counted from 0
-    /// in i32 where `relative`, else as i64 tile indices.
-    Value lower, upper, fullLimit;
-    bool relative = false;
-    int64_t ahead = 0;  ///< tiles copied ahead of the one computed
-    SmallVector<Value> ptrs; ///< run thread pointers at the run's first tile
-  };
+  // The kernel's skeleton (KernelSkeleton.cpp; the runs and tiles in
+  // TileLoop.cpp, the codebook tables in CodebookCodes.cpp), in the order it
+  // is built.
   KernelContext createKernelFunction(gpu::GPUModuleOp module);
   /// The thread index, uniforms and skip flag at the kernel's entry.
   LogicalResult emitKernelEntry(KernelContext &kernel);
   /// Dynamic and static shared memory and their fills, behind one barrier.
-  void emitSharedMemory(const KernelContext &kernel);
+  void emitSharedMemory(KernelContext &kernel);
   /// The `k`-th codebook state's qmap, midpoints and bucket table.
-  void emitCodebookTable(const KernelContext &kernel, int64_t k,
-                         int stateIndex, Value dynamicBase,
-                         int64_t bucketsOffset);
+  void emitCodebookTable(KernelContext &kernel, int64_t k, int stateIndex,
+                         Value dynamicBase, int64_t bucketsOffset);
   ClaimContext emitTileRanges(KernelContext &kernel);
-  FailureOr<scf::WhileOp> emitRuns(const KernelContext &kernel,
+  FailureOr<scf::WhileOp> emitRuns(KernelContext &kernel,
                                    const ClaimContext &claim);
   /// The run's descriptor, bounds and thread pointers (`stop`: the range's).
-  void beginRun(const KernelContext &kernel, RunContext &run, Value stop);
+  void beginRun(RunContext &run, Value stop);
   /// The copies of the run's first tiles, before its tile loop.
   void emitCopyPrologue(const RunContext &run);
   LogicalResult emitTileLoopBody(const RunContext &run, scf::ForOp loop);
   void emitL2Prefetch(const RunContext &run, Value k, Value t);
-  LogicalResult emitFullTile(const RunContext &run, scf::IfOp split, Value k);
-  LogicalResult emitPartialTile(const RunContext &run, scf::IfOp split,
-                                ArrayRef<Value> nextPtrs, Value t);
+  /// The body of a full tile `tile` (its index, and its base or thread
+  /// pointers set) in `split`'s then region.
+  LogicalResult emitFullTile(TileContext &tile, scf::IfOp split, Value k);
+  /// The body of the partial tile of `fullTile`'s index, at the builder's
+  /// insertion point (`split`'s else region).
+  LogicalResult emitPartialTile(const TileContext &fullTile, scf::IfOp split,
+                                ArrayRef<Value> nextPtrs);
   /// The next claim handed to the block, and the counters' reset.
   void emitClaimHandOver(const KernelContext &kernel,
                          const ClaimContext &claim, scf::WhileOp runs);
@@ -229,7 +330,8 @@ private:
   /// `stageIndex` where `when` holds, then commits a cp.async group (an empty
   /// one otherwise, so that "all groups but the latest" is always the current
   /// tile's).
-  void copyAheadIf(Value when, ArrayRef<Value> threadPtrs, Value stageIndex);
+  void copyAheadIf(const KernelContext &kernel, Value when,
+                   ArrayRef<Value> threadPtrs, Value stageIndex);
   /// `ptrs` (one per stream) moved on by `tiles` tiles.
   SmallVector<Value> advance(ArrayRef<Value> ptrs, int64_t tiles);
   /// k + j in the run's loop's terms.
@@ -241,79 +343,29 @@ private:
   /// The thread's first element in its tensor of tile `t` (i64).
   Value tileThreadBase(const RunContext &run, Value t);
 
-  // The update.
-  LogicalResult emitTile();
-  FailureOr<Value> emitLoadState(StateOp state);
-  LogicalResult emitStoreState(StateOp state, Value value);
-  void emitStoreParam(Value value);
-  FailureOr<Value> emitArith(Operation *op, IRMapping &mapping);
+  // The update (UpdateBody.cpp).
+  class TileUpdate;
+  LogicalResult emitTile(TileContext &tile);
+  FailureOr<Value> emitLoadState(TileContext &tile, int index);
+  LogicalResult emitStoreState(TileContext &tile, int index, Value value);
 
-  OptimizerOp optimizer;
-  KernelPlanAttr plan;
-  OpBuilder &b;
-  Location loc;
-  LaneMath math;
-  /// `math` with div.rn / sqrt.rn of f32 lanes under one range check per
-  /// thread (LaneMath::guarded) where the option asks for it: the update's
-  /// arithmetic and the codes' quantization. Arithmetic on 8-bit codes
-  /// (dequantization, error bits) keeps `math`'s plain ops.
-  LaneMath guardedMath;
-  /// Range facts of the tile body's lanes, for the guards (per body).
-  LaneFacts facts;
-  bool checkedRounding;
-  bool codebookBuckets;
-  /// Stages filled by bulk copies (cp.async.bulk, sm_90+): the plan says so
-  /// only for an sm_90 or newer target and a staging that allows them.
-  bool bulkCopy;
-  /// The plan's tile claims; where enabled the kernel takes the work
-  /// counters as its last argument.
-  TileClaims claims;
-  int64_t threads, lanes, tile;
-  /// The streams copied ahead into dynamic shared memory (empty: none), the
-  /// memory, and in a full tile body the stage holding the tile (i64).
-  TileStaging staging;
-  Value stagingBase, stage;
-  Value stageBarriers, stageReaders; ///< bulk copies: S x i64, S x i32
-  Value runFirstInTensor; ///< bulk copies: the run's first tile in its tensor
-  SmallVector<StreamInfo> streams;
-  SmallVector<StateOp> states;
-
-  // Kernel-wide values.
-  Value tid;                       // i64
-  SmallVector<Value> uniformValues;// f32 scalars
-  llvm::DenseMap<int, Value> qmapShared, midShared; // per codebook state
-  /// Per codebook state: whether no qmap entry is below zero (i1, the same
-  /// in every thread of the block).
-  llvm::DenseMap<int, Value> qmapNonnegative;
-  /// Per codebook state its bucket table (CodebookBuckets, in dynamic
-  /// shared memory): bucket s * kBucketsPerSign + k holds the magnitudes
-  /// [kMagLo + k * 2^16, kMagLo + (k + 1) * 2^16) of sign s (bucket 0 also
-  /// all below kMagLo, the last one 1.0 alone). Its entry is the number of
-  /// midpoints below the bucket times 2^16 plus, where one midpoint lies in
-  /// it, 0xFFFF minus its magnitude's low 16 bits (positive) or those bits
-  /// (negative); bits 16..23 of the entry plus c's low 16 bits (of |c|,
-  /// complemented where c is negative) count the midpoints below c.
-  llvm::DenseMap<int, Value> bucketShared;
-  /// fillBuckets' scratch: each midpoint's bucket (shared by the states).
-  Value bucketOfShared;
-  /// Per codebook state, kernel-wide: whether every bucket holds at most
-  /// one midpoint and no midpoint's magnitude is at most kMagLo (an i32 in
-  /// shared memory, cleared by the fill where not; then the i1).
-  llvm::DenseMap<int, Value> bucketsFitShared, bucketsFit;
+  // Codebook codes (CodebookCodes.cpp).
   static constexpr int64_t kMagLo = CodebookBuckets::kMagLo;
   static constexpr int64_t kMagHi = CodebookBuckets::kMagHi;
   static constexpr int64_t kBucketsPerSign = CodebookBuckets::kBucketsPerSign;
   static constexpr int64_t kBuckets = CodebookBuckets::kBuckets;
   /// +inf padding after the 255 midpoints (mids[255] is read for start 255).
   static constexpr int64_t kMidPadding = 8;
-  void fillBuckets(Value mids, Value buckets, Value fits, Value bucketOf);
+  void fillBuckets(const KernelContext &kernel, Value mids, Value buckets,
+                   Value fits, Value bucketOf);
   /// fillBuckets' pass 1: each midpoint's bucket into `bucketOf`, and the
   /// entry of a bucket a midpoint lies in.
-  void fillMidpointBuckets(Value mids, Value buckets, Value fits,
-                           Value bucketOf);
+  void fillMidpointBuckets(const KernelContext &kernel, Value mids,
+                           Value buckets, Value fits, Value bucketOf);
   /// fillBuckets' pass 2: each thread's run of buckets by one cursor over
   /// `bucketOf`.
-  void fillBucketRuns(Value mids, Value buckets, Value fits, Value bucketOf);
+  void fillBucketRuns(const KernelContext &kernel, Value mids, Value buckets,
+                      Value fits, Value bucketOf);
   /// A branchless binary search of the sorted midpoints from `pos` (i32):
   /// steps of firstStep, firstStep / 2, ..., 1, each moving to the candidate
   /// when `pred(mids[candidate - 1], x)`. From 0 with 128 first it counts the
@@ -324,41 +376,91 @@ private:
   /// of the lanes' block) by its bucket's entry, or by the binary search of
   /// all midpoints where the qmap's buckets do not fit, absmax is not finite
   /// or the divisor lies outside [2^-30, 2^60].
-  Value codebookCodes(int stateIndex, Value value, Value divisor, Value absmax);
+  Value codebookCodes(const TileContext &tile, int stateIndex, Value value,
+                      Value divisor, Value absmax);
   /// The bucket path's codes of the lanes of `normalized` (c), from the
   /// bucket table `buckets`; `nonnegative`: every c is >= 0 or -0.
-  Value bucketCodes(Value buckets, Value normalized, bool nonnegative);
-  SmallVector<Value> reductionSlots;                // one per block reduction
-  /// Per codebook state whose block spans warps: 2 x warps slots (two
-  /// tiles' parities), and in a tile body its absmax once reduced.
-  llvm::DenseMap<int, Value> codebookSlots, codebookAbsmax;
-  Value tileIndex; // i64: the tile a body computes
-  unsigned nextReductionSlot = 0;
+  Value bucketCodes(const TileContext &tile, Value buckets, Value normalized,
+                    bool nonnegative);
 
-  // Per-run values (a run of one tensor's tiles): its descriptor and element
-  // count, loaded once.
-  Value desc, numel;
-  // Per-tile values: the thread's first element in its tensor, the masks of
-  // a partial tile, and (with run thread pointers, else empty) the thread
-  // pointers of the tile's streams.
-  Value base, full, active, laneMask;
-  SmallVector<Value> tilePtrs;
   /// Whether a full tile addresses its streams from thread pointers set up
-  /// per run (carried by the run's loop, or computed from the run's per tile
-  /// with two or more states): where the tiles are staged, whose kernels run
-  /// one or two blocks per multiprocessor and have registers to spare (128
-  /// at 512 threads; up to 128 at 256 for the staged codebook kernels). The
-  /// unstaged codebook kernels take 64 registers for four blocks; carrying
-  /// would take them to 106.
-  bool runThreadPointers() const { return !staging.streams.empty(); }
-  /// Whether this tile body is the one for a tile wholly inside its tensor
-  /// (`full` the constant true): plain vector loads and stores, no masks.
-  bool isFullTile() { return matchPattern(full, m_One()); }
-  /// Element streams loaded at the top of the tile, all under one branch, so
-  /// that every load of the tile is in flight before the first use.
-  llvm::DenseMap<unsigned, Value> preloaded;
-  /// Element stores, issued together at the end of the tile.
-  SmallVector<std::pair<unsigned, Value>> pendingStores;
+  /// per run (carried by the run's loop) and the loop counts the run's tiles
+  /// in 32 bits: the plan's run_pointers.
+  bool runThreadPointers() const { return plan.getRunPointers(); }
+
+  OptimizerOp optimizer;
+  KernelPlanAttr plan;
+  OpBuilder &b;
+  /// Where the IR being built is located (in a tile body, the update op's).
+  Location loc;
+  LaneMath math;
+  /// `math` with div.rn / sqrt.rn of f32 lanes under one range check per
+  /// thread (LaneMath::guarded) where the option asks for it: the update's
+  /// arithmetic and the codes' quantization. Arithmetic on 8-bit codes
+  /// (dequantization, error bits) keeps `math`'s plain ops.
+  LaneMath guardedMath;
+  bool checkedRounding;
+  bool codebookBuckets;
+  /// Stages filled by bulk copies (cp.async.bulk, sm_90+): the plan says so
+  /// only for an sm_90 or newer target and a staging that allows them.
+  bool bulkCopy;
+  /// The plan's tile claims; where enabled the kernel takes the work
+  /// counters as its last argument.
+  TileClaims claims;
+  int64_t threads, lanes, tile;
+  /// The streams copied ahead into dynamic shared memory (empty: none).
+  TileStaging staging;
+  SmallVector<StreamInfo> streams;
+  SmallVector<StateOp> states;
+};
+
+/// The update of one tile body (lowerUpdate's target): element streams
+/// preloaded and stores held until the tile's end, quantized states through
+/// the block's reductions, the guarded arithmetic for the update's ops.
+class KernelEmitter::TileUpdate : public UpdateTarget {
+public:
+  /// `codebookStored`: the update's values stored into codebook states.
+  TileUpdate(KernelEmitter &emitter, TileContext &tile,
+             const llvm::DenseSet<Value> &codebookStored)
+      : UpdateTarget(emitter.optimizer, emitter.streams, emitter.states),
+        e(emitter), tile(tile), codebookStored(codebookStored) {}
+
+  LaneMath &codecMath() override { return e.math; }
+  LaneMath &updateMath() override { return e.guardedMath; }
+  void setLocation(Location loc) override { e.loc = loc; }
+  Value loadElements(unsigned stream) override {
+    return e.loadElements(tile, stream);
+  }
+  void storeElements(unsigned stream, Value value) override {
+    e.storeElements(tile, stream, value);
+  }
+  unsigned getNumUniforms() override {
+    return tile.kernel.uniformValues.size();
+  }
+  Value uniform(unsigned index) override {
+    return vector::BroadcastOp::create(e.b, e.loc, e.lanesOf(e.f32()),
+                                       tile.kernel.uniformValues[index]);
+  }
+  FailureOr<Value> loadState(int state) override {
+    return e.emitLoadState(tile, state);
+  }
+  LogicalResult storeState(int state, Value value) override {
+    return e.emitStoreState(tile, state, value);
+  }
+  /// A value stored into a codebook state is one whose maximum of
+  /// magnitudes the tile takes (LaneFacts::magnitudeMaxima).
+  void noteLowered(Operation &op, IRMapping &mapping) override {
+    for (Value result : op.getResults())
+      if (codebookStored.count(result))
+        tile.kernel.facts.magnitudeMaxima.insert(mapping.lookup(result));
+  }
+  /// The codebook states' block absmax, all behind one barrier.
+  LogicalResult beginStores(ArrayRef<UpdateStore> stores) override;
+
+private:
+  KernelEmitter &e;
+  TileContext &tile;
+  const llvm::DenseSet<Value> &codebookStored;
 };
 
 /// The alignment of a thread's vector of `lanes` elements: the stream's base

@@ -42,6 +42,13 @@ struct ConvertQoptToGPUPass
                               "convert-qopt-to-gpu");
         return signalPassFailure();
       }
+      // A staged kernel's copies take their sources from the run's thread
+      // pointers.
+      if (plan.getStages() > 0 && !plan.getRunPointers()) {
+        optimizer.emitOpError("has a launch plan that stages tiles without "
+                              "run_pointers");
+        return signalPassFailure();
+      }
       OpBuilder b(module.getContext());
       b.setInsertionPointToEnd(module.getBody());
       auto gpuModule = gpu::GPUModuleOp::create(

@@ -10,8 +10,9 @@
 using namespace mlir;
 using namespace mlir::qopt;
 
-Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize,
-                                    bool magnitudes) {
+Value KernelEmitter::reduceGroupMax(TileContext &tile, Value scalar,
+                                    int64_t groupSize, bool magnitudes) {
+  const KernelContext &kernel = tile.kernel;
   int64_t threadsPerGroup = groupSize / lanes;
   // One lane's |x| may be a NaN of any payload; two or more pass through
   // max.NaN, which gives the canonical one, the largest positive pattern.
@@ -32,10 +33,10 @@ Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize,
 
   // Across warps: each warp's lane 0 writes its maximum, then every thread
   // reads the maxima of its group's warps.
-  Value slots = reductionSlots[nextReductionSlot++];
+  Value slots = kernel.reductionSlots[tile.nextReductionSlot++];
   int64_t warpsPerGroup = threadsPerGroup / 32;
-  Value warp = arith::DivUIOp::create(b, loc, tid, constI64(32));
-  Value laneId = arith::RemUIOp::create(b, loc, tid, constI64(32));
+  Value warp = arith::DivUIOp::create(b, loc, kernel.tid, constI64(32));
+  Value laneId = arith::RemUIOp::create(b, loc, kernel.tid, constI64(32));
   Value isLane0 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                         laneId, constI64(0));
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, isLane0, false);
@@ -60,18 +61,19 @@ Value KernelEmitter::reduceGroupMax(Value scalar, int64_t groupSize,
   // whichever body runs) the next reduction's barrier already does: a
   // thread reads here before it reaches that barrier, and a thread writes
   // these slots again only after passing it.
-  if (reductionSlots.size() < 2)
+  if (kernel.reductionSlots.size() < 2)
     gpu::BarrierOp::create(b, loc);
   return result;
 }
 
 void KernelEmitter::reduceCodebookAbsmaxes(
-    ArrayRef<std::pair<int, Value>> lanesMax) {
+    TileContext &tile, ArrayRef<std::pair<int, Value>> lanesMax) {
+  const KernelContext &kernel = tile.kernel;
   int64_t warps = threads / 32;
-  Value warp = arith::DivUIOp::create(b, loc, tid, constI64(32));
-  Value laneId = arith::RemUIOp::create(b, loc, tid, constI64(32));
+  Value warp = arith::DivUIOp::create(b, loc, kernel.tid, constI64(32));
+  Value laneId = arith::RemUIOp::create(b, loc, kernel.tid, constI64(32));
   Value parity = arith::MulIOp::create(
-      b, loc, arith::RemUIOp::create(b, loc, tileIndex, constI64(2)),
+      b, loc, arith::RemUIOp::create(b, loc, tile.index, constI64(2)),
       constI64(warps));
   SmallVector<Value> warpMaxima;
   for (auto [index, value] : lanesMax)
@@ -83,7 +85,7 @@ void KernelEmitter::reduceCodebookAbsmaxes(
     for (auto [k, entry] : llvm::enumerate(lanesMax))
       LLVM::StoreOp::create(
           b, loc, warpMaxima[k],
-          gep(codebookSlots.lookup(entry.first), f32(),
+          gep(kernel.codebookSlots.lookup(entry.first), f32(),
               arith::AddIOp::create(b, loc, parity, warp)),
           4);
   }
@@ -97,7 +99,7 @@ void KernelEmitter::reduceCodebookAbsmaxes(
     Value j = arith::MinUIOp::create(b, loc, laneId, constI64(warpsPerGroup - 1));
     Value slot = arith::AddIOp::create(
         b, loc, parity, arith::AddIOp::create(b, loc, firstWarp, j));
-    codebookAbsmax[index] = warpMaxOfMagnitudes(
-        load(f32(), gep(codebookSlots.lookup(index), f32(), slot), 4));
+    tile.codebookAbsmax[index] = warpMaxOfMagnitudes(
+        load(f32(), gep(kernel.codebookSlots.lookup(index), f32(), slot), 4));
   }
 }

@@ -25,31 +25,20 @@ Value KernelEmitter::sharedArray(gpu::GPUModuleOp module, StringRef name,
   return LLVM::AddressOfOp::create(b, loc, sharedPtr(), name);
 }
 
-unsigned KernelEmitter::streamIndex(StreamRole role, int state) {
-  for (auto [i, s] : llvm::enumerate(streams))
-    if (s.role == role && (state < 0 || s.stateIndex == state))
-      return i;
-  llvm_unreachable("stream not in the ABI");
-}
-
-Value KernelEmitter::streamPtr(unsigned index) {
-  // Loaded where used, from the run's descriptor (L1-resident). Unstaged
-  // kernels of two or more states, except the codebook kernels of an f32
-  // parameter, mark the load invariant (the descriptors are written before
-  // the launch), so that LLVM reuses a pointer across the tile's stores.
-  // docs/tuning.md#descriptor-loads
-  bool codebookF32 =
-      optimizer.getParamType().isF32() && llvm::any_of(states, [](StateOp state) {
-        return isa<CodebookSchemeAttr>(state.getScheme());
-      });
-  bool invariant = !runThreadPointers() && states.size() >= 2 && !codebookF32;
+Value KernelEmitter::streamPtr(const RunContext &run, unsigned index) {
+  // Loaded where used, from the run's descriptor (L1-resident). Where the
+  // plan says so (invariant_descriptors) the load is marked invariant (the
+  // descriptors are written before the launch), so that LLVM reuses a
+  // pointer across the tile's stores.
+  bool invariant = plan.getInvariantDescriptors();
   // With an even number of streams every descriptor is 16-byte aligned (the
   // array is, docs/abi.md): an invariant pointer comes with its pair's
   // other one in one 16-byte load, which the pair's other use shares (one
   // LDG.128 and one address where ptxas built an address per LDG.64).
   if (invariant && streams.size() % 2 == 0) {
     auto pairType = VectorType::get({2}, b.getI64Type());
-    Value pairAddr = gep(desc, b.getI8Type(), constI64(16 + 8 * (index & ~1u)));
+    Value pairAddr =
+        gep(run.desc, b.getI8Type(), constI64(16 + 8 * (index & ~1u)));
     Value pair = LLVM::LoadOp::create(b, loc, pairType, pairAddr, 16,
                                       /*isVolatile=*/false,
                                       /*isNonTemporal=*/false,
@@ -57,20 +46,20 @@ Value KernelEmitter::streamPtr(unsigned index) {
     Value bitsOfPtr = vector::ExtractOp::create(b, loc, pair, int64_t(index & 1));
     return LLVM::IntToPtrOp::create(b, loc, globalPtr(), bitsOfPtr);
   }
-  Value addr = gep(desc, b.getI8Type(), constI64(16 + 8 * index));
+  Value addr = gep(run.desc, b.getI8Type(), constI64(16 + 8 * index));
   return LLVM::LoadOp::create(b, loc, globalPtr(), addr, 8, /*isVolatile=*/false,
                               /*isNonTemporal=*/false, invariant);
 }
 
-Value KernelEmitter::threadPtr(unsigned stream) {
-  if (!tilePtrs.empty())
-    return tilePtrs[stream];
+Value KernelEmitter::threadPtr(const TileContext &tile, unsigned stream) {
+  if (!tile.ptrs.empty())
+    return tile.ptrs[stream];
   const StreamInfo &info = streams[stream];
   Value index = info.perElements == 1
-                    ? base
-                    : arith::DivUIOp::create(b, loc, base,
+                    ? tile.base
+                    : arith::DivUIOp::create(b, loc, tile.base,
                                              constI64(info.perElements));
-  return gep(streamPtr(stream), memoryType(info.storage), index);
+  return gep(streamPtr(tile.run, stream), memoryType(info.storage), index);
 }
 
 int64_t KernelEmitter::tileBytes(unsigned stream) const {
@@ -79,7 +68,8 @@ int64_t KernelEmitter::tileBytes(unsigned stream) const {
          8;
 }
 
-void KernelEmitter::preloadElements(ArrayRef<unsigned> streamIds) {
+void KernelEmitter::preloadElements(TileContext &tile,
+                                    ArrayRef<unsigned> streamIds) {
   // An update that reads no element stream (p = 2) has nothing to load; an
   // scf.if without results would also get a terminator of its own.
   if (streamIds.empty())
@@ -89,22 +79,24 @@ void KernelEmitter::preloadElements(ArrayRef<unsigned> streamIds) {
   for (unsigned stream : streamIds) {
     Type elem = memoryType(streams[stream].storage);
     types.push_back(lanesOf(elem));
-    addrs.push_back(isFullTile() ? (staging.lookup(stream) ? Value()
-                                                           : threadPtr(stream))
-                                 : gep(streamPtr(stream), elem, base));
+    addrs.push_back(tile.isFull()
+                        ? (staging.lookup(stream) ? Value()
+                                                  : threadPtr(tile, stream))
+                        : gep(streamPtr(tile.run, stream), elem, tile.base));
   }
-  if (isFullTile()) {
+  if (tile.isFull()) {
     for (auto [i, stream] : llvm::enumerate(streamIds)) {
       if (const StagedStream *staged = staging.lookup(stream))
-        preloaded[stream] = loadStaged(*staged, types[i]);
+        tile.preloaded[stream] = loadStaged(tile, *staged, types[i]);
       else
-        preloaded[stream] =
+        tile.preloaded[stream] =
             load(types[i], addrs[i],
                  vectorAlignment(getElementTypeOrSelf(types[i]), lanes));
     }
     return;
   }
-  auto ifOp = scf::IfOp::create(b, loc, types, full, /*withElseRegion=*/true);
+  auto ifOp =
+      scf::IfOp::create(b, loc, types, tile.full, /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -119,62 +111,62 @@ void KernelEmitter::preloadElements(ArrayRef<unsigned> streamIds) {
     for (auto [i, stream] : llvm::enumerate(streamIds)) {
       Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(types[i]));
       masked.push_back(LLVM::MaskedLoadOp::create(
-          b, loc, types[i], addrs[i], laneMask, zero,
+          b, loc, types[i], addrs[i], tile.laneMask, zero,
           b.getI32IntegerAttr(vectorAlignment(
               getElementTypeOrSelf(types[i]), lanes))));
     }
     scf::YieldOp::create(b, loc, masked);
   }
   for (auto [i, stream] : llvm::enumerate(streamIds))
-    preloaded[stream] = ifOp.getResult(i);
+    tile.preloaded[stream] = ifOp.getResult(i);
 }
 
-void KernelEmitter::flushStores() {
-  if (pendingStores.empty())
+void KernelEmitter::flushStores(TileContext &tile) {
+  if (tile.pendingStores.empty())
     return;
   SmallVector<Value> addrs;
-  for (auto &[stream, value] : pendingStores)
-    addrs.push_back(isFullTile()
-                        ? threadPtr(stream)
-                        : gep(streamPtr(stream),
-                              memoryType(streams[stream].storage), base));
+  for (auto &[stream, value] : tile.pendingStores)
+    addrs.push_back(tile.isFull()
+                        ? threadPtr(tile, stream)
+                        : gep(streamPtr(tile.run, stream),
+                              memoryType(streams[stream].storage), tile.base));
   auto storeAll = [&] {
-    for (auto [i, entry] : llvm::enumerate(pendingStores)) {
+    for (auto [i, entry] : llvm::enumerate(tile.pendingStores)) {
       Type elem = memoryType(streams[entry.first].storage);
       LLVM::StoreOp::create(b, loc, entry.second, addrs[i],
                             vectorAlignment(elem, lanes));
     }
   };
-  if (isFullTile()) {
+  if (tile.isFull()) {
     storeAll();
-    pendingStores.clear();
+    tile.pendingStores.clear();
     return;
   }
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, full,
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, tile.full,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   storeAll();
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-  for (auto [i, entry] : llvm::enumerate(pendingStores)) {
+  for (auto [i, entry] : llvm::enumerate(tile.pendingStores)) {
     Type elem = memoryType(streams[entry.first].storage);
     LLVM::MaskedStoreOp::create(
-        b, loc, entry.second, addrs[i], laneMask,
+        b, loc, entry.second, addrs[i], tile.laneMask,
         b.getI32IntegerAttr(vectorAlignment(elem, lanes)));
   }
-  pendingStores.clear();
+  tile.pendingStores.clear();
 }
 
-Value KernelEmitter::loadElements(unsigned stream) {
-  if (Value v = preloaded.lookup(stream))
+Value KernelEmitter::loadElements(TileContext &tile, unsigned stream) {
+  if (Value v = tile.preloaded.lookup(stream))
     return v;
   Type elem = memoryType(streams[stream].storage);
   VectorType vecType = lanesOf(elem);
   unsigned align = vectorAlignment(elem, lanes);
-  if (isFullTile())
-    return load(vecType, threadPtr(stream), align);
-  Value addr = gep(streamPtr(stream), elem, base);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, full,
+  if (tile.isFull())
+    return load(vecType, threadPtr(tile, stream), align);
+  Value addr = gep(streamPtr(tile.run, stream), elem, tile.base);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, tile.full,
                                 /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -182,43 +174,48 @@ Value KernelEmitter::loadElements(unsigned stream) {
     scf::YieldOp::create(b, loc, load(vecType, addr, align));
     b.setInsertionPointToStart(&ifOp.getElseRegion().front());
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vecType));
-    Value masked = LLVM::MaskedLoadOp::create(b, loc, vecType, addr, laneMask,
-                                              zero, b.getI32IntegerAttr(align));
+    Value masked =
+        LLVM::MaskedLoadOp::create(b, loc, vecType, addr, tile.laneMask, zero,
+                                   b.getI32IntegerAttr(align));
     scf::YieldOp::create(b, loc, masked);
   }
   return ifOp.getResult(0);
 }
 
-void KernelEmitter::storeElements(unsigned stream, Value value) {
-  pendingStores.push_back({stream, value});
+void KernelEmitter::storeElements(TileContext &tile, unsigned stream,
+                                  Value value) {
+  tile.pendingStores.push_back({stream, value});
 }
 
-Value KernelEmitter::loadPerGroup(unsigned stream, int64_t groupSize) {
+Value KernelEmitter::loadPerGroup(const TileContext &tile, unsigned stream,
+                                  int64_t groupSize) {
   Type elem = memoryType(streams[stream].storage);
   if (const StagedStream *staged = staging.lookup(stream);
-      staged && isFullTile())
-    return widenToF32(math, loadStaged(*staged, elem));
-  if (isFullTile())
-    return widenToF32(math, load(elem, threadPtr(stream),
+      staged && tile.isFull())
+    return widenToF32(math, loadStaged(tile, *staged, elem));
+  if (tile.isFull())
+    return widenToF32(math, load(elem, threadPtr(tile, stream),
                                  elem.getIntOrFloatBitWidth() / 8));
   // A thread past the end reads group 0 (which exists: a tile's tensor is not
   // empty) so that it can still take part in the group's shuffles.
-  Value group = arith::DivUIOp::create(b, loc, base, constI64(groupSize));
-  Value safe = arith::SelectOp::create(b, loc, active, group, constI64(0));
-  Value scalar = load(elem, gep(streamPtr(stream), elem, safe),
+  Value group = arith::DivUIOp::create(b, loc, tile.base, constI64(groupSize));
+  Value safe =
+      arith::SelectOp::create(b, loc, tile.active, group, constI64(0));
+  Value scalar = load(elem, gep(streamPtr(tile.run, stream), elem, safe),
                       elem.getIntOrFloatBitWidth() / 8);
   return widenToF32(math, scalar);
 }
 
-void KernelEmitter::storePerGroup(unsigned stream, int64_t groupSize,
-                                  Value value) {
+void KernelEmitter::storePerGroup(const TileContext &tile, unsigned stream,
+                                  int64_t groupSize, Value value) {
   Type elem = memoryType(streams[stream].storage);
   // A tile holds whole groups: in a full one the thread's place in the tile
   // says whether it leads its group.
   Value rem = arith::RemUIOp::create(
-      b, loc, isFullTile() ? threadBase() : base, constI64(groupSize));
+      b, loc, tile.isFull() ? threadBase(tile.kernel) : tile.base,
+      constI64(groupSize));
   Value leader = arith::AndIOp::create(
-      b, loc, active,
+      b, loc, tile.active,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem,
                             constI64(0)));
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, leader,
@@ -226,9 +223,9 @@ void KernelEmitter::storePerGroup(unsigned stream, int64_t groupSize,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   Value addr =
-      isFullTile()
-          ? threadPtr(stream)
-          : gep(streamPtr(stream), elem,
-                arith::DivUIOp::create(b, loc, base, constI64(groupSize)));
+      tile.isFull()
+          ? threadPtr(tile, stream)
+          : gep(streamPtr(tile.run, stream), elem,
+                arith::DivUIOp::create(b, loc, tile.base, constI64(groupSize)));
   LLVM::StoreOp::create(b, loc, value, addr, elem.getIntOrFloatBitWidth() / 8);
 }

@@ -10,20 +10,22 @@
 using namespace mlir;
 using namespace mlir::qopt;
 
-Value KernelEmitter::stagedAddress(const StagedStream &staged, Value stageIndex,
+Value KernelEmitter::stagedAddress(const KernelContext &kernel,
+                                   const StagedStream &staged, Value stageIndex,
                                    int64_t chunk) {
   Value offset = arith::AddIOp::create(
       b, loc,
       arith::MulIOp::create(b, loc, stageIndex, constI64(staging.stageBytes)),
       arith::MulIOp::create(
           b, loc,
-          arith::AddIOp::create(b, loc, tid, constI64(chunk * threads)),
+          arith::AddIOp::create(b, loc, kernel.tid, constI64(chunk * threads)),
           constI64(staged.chunkBytes)));
-  return gep(stagingBase, b.getI8Type(),
+  return gep(kernel.stagingBase, b.getI8Type(),
              arith::AddIOp::create(b, loc, offset, constI64(staged.offset)));
 }
 
-void KernelEmitter::copyTileToStage(ArrayRef<Value> threadPtrs,
+void KernelEmitter::copyTileToStage(const KernelContext &kernel,
+                                    ArrayRef<Value> threadPtrs,
                                     Value stageIndex) {
   for (const StagedStream &staged : staging.streams) {
     Value src = threadPtrs[staged.stream];
@@ -39,7 +41,7 @@ void KernelEmitter::copyTileToStage(ArrayRef<Value> threadPtrs,
     for (int64_t j = 0; j < staged.bytesPerThread / staged.chunkBytes; ++j) {
       Value chunkSrc = gep(src, b.getI8Type(), constI64(j * staged.chunkBytes));
       NVVM::CpAsyncOp::create(
-          b, loc, stagedAddress(staged, stageIndex, j), chunkSrc,
+          b, loc, stagedAddress(kernel, staged, stageIndex, j), chunkSrc,
           b.getI32IntegerAttr(staged.chunkBytes),
           NVVM::LoadCacheModifierKindAttr::get(b.getContext(), cache),
           /*cpSize=*/Value());
@@ -47,31 +49,33 @@ void KernelEmitter::copyTileToStage(ArrayRef<Value> threadPtrs,
   }
 }
 
-Value KernelEmitter::stageBarrier(Value stageIndex) {
+Value KernelEmitter::stageBarrier(const KernelContext &kernel,
+                                  Value stageIndex) {
   return LLVM::PtrToIntOp::create(
-      b, loc, i64(), gep(stageBarriers, i64(), stageIndex));
+      b, loc, i64(), gep(kernel.stageBarriers, i64(), stageIndex));
 }
 
-void KernelEmitter::bulkCopyTile(Value k, Value stageIndex) {
+void KernelEmitter::bulkCopyTile(const RunContext &run, Value k,
+                                 Value stageIndex) {
   // The barrier expects the tile's bytes, which the copies then complete
   // (complete_tx): its phase ends when the last of them has landed.
   int64_t bytes = 0;
   for (const StagedStream &staged : staging.streams)
     bytes += tileBytes(staged.stream);
-  Value barrier = stageBarrier(stageIndex);
+  Value barrier = stageBarrier(run.kernel, stageIndex);
   syncPtx(b, loc, Type(), barrier,
           "{ .reg .b64 state; mbarrier.arrive.expect_tx.shared.b64 state, [$0], " +
               std::to_string(bytes) + "; }",
           "l");
   Value tileInTensor = arith::AddIOp::create(
-      b, loc, runFirstInTensor, arith::ExtUIOp::create(b, loc, i64(), k));
+      b, loc, run.firstInTensor, arith::ExtUIOp::create(b, loc, i64(), k));
   Value stageStart = arith::MulIOp::create(b, loc, stageIndex,
                                            constI64(staging.stageBytes));
   for (const StagedStream &staged : staging.streams) {
     int64_t size = tileBytes(staged.stream);
-    Value src = gep(streamPtr(staged.stream), b.getI8Type(),
+    Value src = gep(streamPtr(run, staged.stream), b.getI8Type(),
                     arith::MulIOp::create(b, loc, tileInTensor, constI64(size)));
-    Value dst = gep(stagingBase, b.getI8Type(),
+    Value dst = gep(run.kernel.stagingBase, b.getI8Type(),
                     arith::AddIOp::create(b, loc, stageStart,
                                           constI64(staged.offset)));
     syncPtx(b, loc, Type(),
@@ -83,10 +87,11 @@ void KernelEmitter::bulkCopyTile(Value k, Value stageIndex) {
   }
 }
 
-void KernelEmitter::waitForStage(Value stageIndex, Value parity) {
+void KernelEmitter::waitForStage(const KernelContext &kernel,
+                                 Value stageIndex, Value parity) {
   // try_wait suspends the thread for a while before it reports the phase
   // still open; the loop asks again.
-  Value barrier = stageBarrier(stageIndex);
+  Value barrier = stageBarrier(kernel, stageIndex);
   auto wait = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
   OpBuilder::InsertionGuard guard(b);
   b.createBlock(&wait.getBefore());
@@ -103,18 +108,19 @@ void KernelEmitter::waitForStage(Value stageIndex, Value parity) {
   scf::YieldOp::create(b, loc);
 }
 
-void KernelEmitter::releaseStage(Value k, Value fullLimit) {
+void KernelEmitter::releaseStage(const TileContext &tile, Value k,
+                                 Value fullLimit) {
   // bar.warp.sync orders the warp's shared loads of the stage (their values
   // are all used by now: the tile's stores take them) before lane 0's
   // arrival; its release and the last arrival's acquire order every warp's
   // loads before the copies that refill the stage.
   syncPtx(b, loc, Type(), ValueRange{}, "bar.warp.sync -1;", "");
-  Value lane = arith::AndIOp::create(b, loc, tid, constI64(31));
+  Value lane = arith::AndIOp::create(b, loc, tile.kernel.tid, constI64(31));
   auto leader = ifZero(lane);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&leader.getThenRegion().front());
   Value readers = LLVM::PtrToIntOp::create(
-      b, loc, i64(), gep(stageReaders, i32(), stage));
+      b, loc, i64(), gep(tile.kernel.stageReaders, i32(), tile.stage));
   Value before = syncPtx(b, loc, i32(), readers,
                          "atom.acq_rel.cta.shared.add.u32 $0, [$1], 1;",
                          "=r,l");
@@ -135,10 +141,11 @@ void KernelEmitter::releaseStage(Value k, Value fullLimit) {
   b.setInsertionPointToStart(&refill.getThenRegion().front());
   // The generic proxy's reads before the async proxy's writes.
   syncPtx(b, loc, Type(), ValueRange{}, "fence.proxy.async.shared::cta;", "");
-  bulkCopyTile(next, stage);
+  bulkCopyTile(tile.run, next, tile.stage);
 }
 
-Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
+Value KernelEmitter::loadStaged(const TileContext &tile,
+                                const StagedStream &staged, Type type) {
   // One shared load per chunk (a 16-byte chunk is one ld.shared.v4), then the
   // chunks joined into the thread's vector.
   auto vecType = dyn_cast<VectorType>(type);
@@ -147,20 +154,23 @@ Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
     // The thread's group within the tile (a group stream's scalar).
     auto groupInTile = [&] {
       return arith::DivUIOp::create(
-          b, loc, threadBase(), constI64(streams[staged.stream].perElements));
+          b, loc, threadBase(tile.kernel),
+          constI64(streams[staged.stream].perElements));
     };
     if (bulkCopy && streams[staged.stream].perElements != 1) {
       // A bulk-copied stage holds the tile's scalars as they lie in memory.
       Value group = groupInTile();
       Value offset = arith::AddIOp::create(
           b, loc,
-          arith::MulIOp::create(b, loc, stage, constI64(staging.stageBytes)),
+          arith::MulIOp::create(b, loc, tile.stage,
+                                constI64(staging.stageBytes)),
           arith::AddIOp::create(b, loc, constI64(staged.offset),
                                 arith::MulIOp::create(b, loc, group,
                                                       constI64(bytes))));
-      return load(type, gep(stagingBase, b.getI8Type(), offset), bytes);
+      return load(type, gep(tile.kernel.stagingBase, b.getI8Type(), offset),
+                  bytes);
     }
-    Value addr = stagedAddress(staged, stage, 0);
+    Value addr = stagedAddress(tile.kernel, staged, tile.stage, 0);
     if (staged.elementsPerCopy == 1)
       return load(type, addr, staged.chunkBytes);
     // The thread's scalar within the copied word: a tile holds whole words
@@ -173,9 +183,11 @@ Value KernelEmitter::loadStaged(const StagedStream &staged, Type type) {
   int64_t perChunk = vecType.getNumElements() / chunks;
   VectorType chunkType = VectorType::get({perChunk}, vecType.getElementType());
   SmallVector<Value> parts = {
-      load(chunkType, stagedAddress(staged, stage, 0), staged.chunkBytes)};
+      load(chunkType, stagedAddress(tile.kernel, staged, tile.stage, 0),
+           staged.chunkBytes)};
   for (int64_t j = 1; j < chunks; ++j)
-    parts.push_back(load(chunkType, stagedAddress(staged, stage, j),
+    parts.push_back(load(chunkType,
+                         stagedAddress(tile.kernel, staged, tile.stage, j),
                          staged.chunkBytes));
   // Pairwise concatenation: chunks is a power of two.
   while (parts.size() > 1) {

@@ -10,24 +10,24 @@
 using namespace mlir;
 using namespace mlir::qopt;
 
-FailureOr<Value> KernelEmitter::emitLoadState(StateOp state) {
-  int index = llvm::find(states, state) - states.begin();
-  Attribute scheme = state.getScheme();
+FailureOr<Value> KernelEmitter::emitLoadState(TileContext &tile, int index) {
+  Attribute scheme = states[index].getScheme();
   if (isa<PlainSchemeAttr>(scheme))
-    return widenToF32(math, loadElements(streamIndex(StreamRole::State, index)));
+    return widenToF32(math,
+                      loadElements(tile, streamIndex(StreamRole::State, index)));
   if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
-    Value codes = loadElements(streamIndex(StreamRole::StateCodes, index));
-    Value scale = loadPerGroup(streamIndex(StreamRole::StateScales, index),
+    Value codes = loadElements(tile, streamIndex(StreamRole::StateCodes, index));
+    Value scale = loadPerGroup(tile, streamIndex(StreamRole::StateScales, index),
                                group.getGroupSize());
     Value scaleLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), scale);
     return dequantizeGroup(math, group, codes, scaleLanes);
   }
   auto codebook = cast<CodebookSchemeAttr>(scheme);
-  Value codes = loadElements(streamIndex(StreamRole::StateCodes, index));
-  Value absmax = loadPerGroup(streamIndex(StreamRole::StateAbsmax, index),
+  Value codes = loadElements(tile, streamIndex(StreamRole::StateCodes, index));
+  Value absmax = loadPerGroup(tile, streamIndex(StreamRole::StateAbsmax, index),
                               codebook.getBlock());
   // x = qmap[code] * absmax (seed 000), the table read from shared memory.
-  Value table = qmapShared.lookup(index);
+  Value table = tile.kernel.qmapShared.lookup(index);
   Value entries = arith::ConstantOp::create(b, loc, b.getZeroAttr(lanesOf(f32())));
   for (int64_t i = 0; i < lanes; ++i) {
     Value code = vector::ExtractOp::create(b, loc, codes, i);
@@ -39,18 +39,20 @@ FailureOr<Value> KernelEmitter::emitLoadState(StateOp state) {
   // block's absmax is (recordMul's fact), as Adam's v with bitsandbytes'
   // unsigned map, which spares the guards of sqrt(v / bc2) and of the
   // division by it their looks at the lanes.
-  if (Value nonneg = qmapNonnegative.lookup(index); nonneg && guardedMath.isGuarded())
-    facts.nonnegative[entries] = nonneg;
+  if (Value nonneg = tile.kernel.qmapNonnegative.lookup(index);
+      nonneg && guardedMath.isGuarded())
+    tile.kernel.facts.nonnegative[entries] = nonneg;
   Value absmaxLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax);
   return math.mul(entries, absmaxLanes);
 }
 
-LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
-  int index = llvm::find(states, state) - states.begin();
-  Attribute scheme = state.getScheme();
+LogicalResult KernelEmitter::emitStoreState(TileContext &tile, int index,
+                                            Value value) {
+  LaneFacts &facts = tile.kernel.facts;
+  Attribute scheme = states[index].getScheme();
   Value zeros = math.constF(value, 0.0);
   if (auto plain = dyn_cast<PlainSchemeAttr>(scheme)) {
-    storeElements(streamIndex(StreamRole::State, index),
+    storeElements(tile, streamIndex(StreamRole::State, index),
                   narrowFromF32(math, value, plain.getStorage()));
     return success();
   }
@@ -68,7 +70,7 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
               math.cmp(arith::CmpFPredicate::OLT, value, zeros),
               math.constF(value, std::numeric_limits<double>::quiet_NaN()),
               value);
-        return math.laneMaximum(math.select(laneMask, domain, zeros));
+        return math.laneMaximum(math.select(tile.laneMask, domain, zeros));
       };
       // Where the range facts know v is nonnegative (Adam's v with beta2 and
       // 1 - beta2 >= 0: a uniform condition), no lane needs the select.
@@ -86,12 +88,14 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
       } else {
         lanesMaxValue = lanesMax(nonneg != facts.nonnegative.end());
       }
-      Value maxValue = reduceGroupMax(lanesMaxValue, group.getGroupSize());
+      Value maxValue =
+          reduceGroupMax(tile, lanesMaxValue, group.getGroupSize());
       absmax = math.sqrt(maxValue);
     } else {
       Value magnitude =
-          math.select(laneMask, groupMagnitude(math, group, value), zeros);
-      absmax = reduceGroupMax(math.laneMaximum(magnitude), group.getGroupSize());
+          math.select(tile.laneMask, groupMagnitude(math, group, value), zeros);
+      absmax = reduceGroupMax(tile, math.laneMaximum(magnitude),
+                              group.getGroupSize());
     }
     Value stored = groupStoredScale(math, group, absmax);
     Value storedF32 = widenToF32(math, stored);
@@ -100,62 +104,38 @@ LogicalResult KernelEmitter::emitStoreState(StateOp state, Value value) {
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax),
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32),
         checkedRounding);
-    storeElements(streamIndex(StreamRole::StateCodes, index), codes);
-    storePerGroup(streamIndex(StreamRole::StateScales, index),
+    storeElements(tile, streamIndex(StreamRole::StateCodes, index), codes);
+    storePerGroup(tile, streamIndex(StreamRole::StateScales, index),
                   group.getGroupSize(), stored);
     return success();
   }
   auto codebook = cast<CodebookSchemeAttr>(scheme);
   // Seed 000: absmax over the block; c = x / max(absmax, 1e-30); the code is
   // the number of midpoints strictly below c (torch.bucketize, right=False).
-  Value absmax = codebookAbsmax.lookup(index);
+  Value absmax = tile.codebookAbsmax.lookup(index);
   if (!absmax)
-    absmax = reduceGroupMax(lanesAbsMax(value), codebook.getBlock(),
+    absmax = reduceGroupMax(tile, lanesAbsMax(tile, value), codebook.getBlock(),
                             /*magnitudes=*/true);
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
-  Value codes = codebookCodes(index, value, divisor, absmax);
-  storeElements(streamIndex(StreamRole::StateCodes, index), codes);
-  storePerGroup(streamIndex(StreamRole::StateAbsmax, index),
+  Value codes = codebookCodes(tile, index, value, divisor, absmax);
+  storeElements(tile, streamIndex(StreamRole::StateCodes, index), codes);
+  storePerGroup(tile, streamIndex(StreamRole::StateAbsmax, index),
                 codebook.getBlock(), absmax);
   return success();
 }
 
-void KernelEmitter::emitStoreParam(Value value) {
-  Type paramType = optimizer.getParamType();
-  Value x16 = narrowFromF32(math, value, paramType);
-  storeElements(streamIndex(StreamRole::Param), x16);
-  if (optimizer.getMaster() != MasterFormat::none)
-    storeElements(streamIndex(StreamRole::ErrorBits),
-                  splitMaster(math, value, x16, optimizer.getMaster()));
-}
-
-/// Vectorizes one arith/math operation of the update.
-FailureOr<Value> KernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
-  return vectorizeUpdateOp(guardedMath, op, mapping, lanes);
-}
-
-LogicalResult KernelEmitter::emitTile() {
+LogicalResult KernelEmitter::emitTile(TileContext &tile) {
   // Each tile body (full, partial) starts afresh; the two share the block
   // reduction slots, as only one of them runs per tile.
-  preloaded.clear();
+  LaneFacts &facts = tile.kernel.facts;
   facts.clear();
-  facts.registersToSpare = runThreadPointers();
-  // The fallbacks' all-zero shortcut (a thread whose gradient and states
-  // stay zero: rows that never had a gradient) in every kernel; in the
-  // divisions by lane divisors too but in the unstaged codebook kernels of
-  // a 16-bit parameter, which have no registers to spare for it.
-  // docs/tuning.md#zero-shortcut
-  facts.zeroShortcutLaneDivisors = runThreadPointers() ||
-                                   qmapShared.empty() ||
-                                   optimizer.getParamType().isF32();
+  // The guards' choices that cost registers, as the plan makes them.
+  facts.registersToSpare = plan.getScaledRangeChecks();
+  facts.zeroShortcutLaneDivisors = plan.getZeroShortcutLaneDivisors();
   if (guardedMath.isGuarded()) {
     math.setFacts(&facts);
     guardedMath.setFacts(&facts);
   }
-  pendingStores.clear();
-  nextReductionSlot = 0;
-  IRMapping mapping;
-  SmallVector<std::pair<Operation *, Value>> stores;
 
   // Every element stream the update reads, loaded up front (the scales and
   // absmax are loaded where used).
@@ -163,7 +143,7 @@ LogicalResult KernelEmitter::emitTile() {
   for (unsigned stream : getReadStreams(optimizer))
     if (streams[stream].perElements == 1)
       reads.push_back(stream);
-  preloadElements(reads);
+  preloadElements(tile, reads);
   // The update's values stored into codebook states, whose absmax (the
   // maximum of magnitudes) the tile computes.
   llvm::DenseSet<Value> codebookStored;
@@ -174,81 +154,22 @@ LogicalResult KernelEmitter::emitTile() {
                   optimizer, store.getStateAttr())
                   .getScheme()))
         codebookStored.insert(store.getValue());
-  for (Operation &op : optimizer.getUpdate().getBody().front()) {
-    loc = op.getLoc();
-    if (auto loadGrad = dyn_cast<LoadGradOp>(op)) {
-      Value g = widenToF32(math, loadElements(streamIndex(StreamRole::Grad)));
-      if (Value inv = loadGrad.getInvScale())
-        g = unscaleGrad(math, g, mapping.lookup(inv), optimizer.getGradType());
-      mapping.map(op.getResult(0), g);
-    } else if (isa<SkipIfOp>(op)) {
-      // Tested once per launch (emit).
-    } else if (isa<LoadParamOp>(op)) {
-      Value x16 = loadElements(streamIndex(StreamRole::Param));
-      Value x = optimizer.getMaster() == MasterFormat::none
-                    ? widenToF32(math, x16)
-                    : reconstructMaster(
-                          math, x16,
-                          loadElements(streamIndex(StreamRole::ErrorBits)),
-                          optimizer.getMaster());
-      mapping.map(op.getResult(0), x);
-    } else if (auto loadState = dyn_cast<LoadStateOp>(op)) {
-      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-          optimizer, loadState.getStateAttr());
-      FailureOr<Value> value = emitLoadState(state);
-      if (failed(value))
-        return failure();
-      mapping.map(op.getResult(0), *value);
-    } else if (auto uniform = dyn_cast<UniformOp>(op)) {
-      uint64_t index = uniform.getIndex();
-      if (index >= uniformValues.size())
-        return uniform.emitOpError("reads uniform ")
-               << index << " but the optimizer yields only "
-               << uniformValues.size();
-      mapping.map(op.getResult(0),
-                  vector::BroadcastOp::create(b, loc, lanesOf(f32()),
-                                              uniformValues[index]));
-    } else if (isa<StoreStateOp, StoreParamOp>(op)) {
-      stores.push_back({&op, mapping.lookup(op.getOperand(op.getNumOperands() - 1))});
-    } else if (isa<HyperValueOp, StepCountOp>(op)) {
-      return op.emitOpError("must be outlined first: run qopt-outline-uniforms");
-    } else {
-      FailureOr<Value> value = emitArith(&op, mapping);
-      if (failed(value))
-        return failure();
-      mapping.map(op.getResult(0), *value);
-    }
-    for (Value result : op.getResults())
-      if (codebookStored.count(result))
-        facts.magnitudeMaxima.insert(mapping.lookup(result));
-  }
-  // The codebook states' block absmax first, behind one barrier.
-  codebookAbsmax.clear();
+  TileUpdate target(*this, tile, codebookStored);
+  if (failed(lowerUpdate(target, lanes)))
+    return failure();
+  flushStores(tile);
+  return success();
+}
+
+LogicalResult KernelEmitter::TileUpdate::beginStores(
+    ArrayRef<UpdateStore> stores) {
   SmallVector<std::pair<int, Value>> lanesMax;
-  for (auto [op, value] : stores)
-    if (auto store = dyn_cast<StoreStateOp>(op)) {
-      int index = llvm::find(states,
-                             SymbolTable::lookupNearestSymbolFrom<StateOp>(
-                                 optimizer, store.getStateAttr())) -
-                  states.begin();
-      if (codebookSlots.count(index)) {
-        loc = op->getLoc();
-        lanesMax.push_back({index, lanesAbsMax(value)});
-      }
+  for (const UpdateStore &store : stores)
+    if (store.state >= 0 && tile.kernel.codebookSlots.count(store.state)) {
+      e.loc = store.op->getLoc();
+      lanesMax.push_back({store.state, e.lanesAbsMax(tile, store.value)});
     }
   if (!lanesMax.empty())
-    reduceCodebookAbsmaxes(lanesMax);
-  for (auto [op, value] : stores) {
-    loc = op->getLoc();
-    if (auto store = dyn_cast<StoreStateOp>(op)) {
-      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
-          optimizer, store.getStateAttr());
-      if (failed(emitStoreState(state, value)))
-        return failure();
-    } else {
-      emitStoreParam(value);
-    }
-  }
-  flushStores();
+    e.reduceCodebookAbsmaxes(tile, lanesMax);
   return success();
 }

@@ -7,12 +7,15 @@
 // update chunk by chunk (a masked last chunk), stores the parameter and plain
 // states, and keeps the new values of each group or codebook state in a
 // tile-sized stack buffer. Phase 2 reduces each group's or block's absmax
-// from the buffer, then quantizes and stores codes and scale. The per-element
-// arithmetic is StreamCodecs' (the GPU kernel's), in the same order.
+// from the buffer, then quantizes and stores codes and scale. A chunk's update
+// is lowerUpdate's walk (qopt/Codegen/UpdateLowering.h) over ChunkUpdate;
+// the per-element arithmetic is StreamCodecs' (the GPU kernel's), in the
+// same order.
 //
 //===----------------------------------------------------------------------===//
 
 #include "qopt/Codegen/StreamCodecs.h"
+#include "qopt/Codegen/UpdateLowering.h"
 
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
@@ -32,17 +35,44 @@ using namespace mlir::qopt;
 
 namespace {
 
+/// The host function's values that every tile reads, built at its entry.
+struct FunctionContext {
+  SmallVector<Value> uniformValues;       ///< f32 scalars
+  llvm::DenseMap<int, Value> buffers;     ///< per quantized state: a tile of f32
+  llvm::DenseMap<int, Value> qmaps, mids; ///< per codebook state
+  Value iota;                             ///< vector<lanes x i64>: 0, 1, ...
+};
+
+/// One tile: its first element in its tensor and its element count (i64),
+/// and its tensor's stream pointers.
+struct TileContext {
+  Value start, count;
+  SmallVector<Value> streamPtrs;
+};
+
+/// One chunk of a tile: the `lanes` elements from `offset` (i64) in the
+/// tile, from `base` in the tensor; `full` (i1) where all lie inside the
+/// tile, else `laneMask` says which do.
+struct ChunkContext {
+  const FunctionContext &function;
+  const TileContext &tile;
+  Value offset, base, full, laneMask;
+};
+
 /// Builds the body of one host function.
 class HostKernelEmitter {
 public:
   HostKernelEmitter(OptimizerOp optimizer, OpBuilder &b, bool fast,
                     int64_t lanes, int64_t tile)
       : optimizer(optimizer), b(b), loc(optimizer.getLoc()),
-        math(b, loc, fast, LaneMath::Target::Host), lanes(lanes), tile(tile) {}
+        math(b, loc, fast, LaneMath::Target::Host), lanes(lanes), tile(tile),
+        streams(getStreams(optimizer)), states(getStates(optimizer)) {}
 
   LogicalResult emit(ModuleOp module);
 
 private:
+  class ChunkUpdate;
+
   // Types.
   Type f32() { return b.getF32Type(); }
   Type i32() { return b.getI32Type(); }
@@ -83,55 +113,82 @@ private:
   Value fromMemory(Value value, Type storage);
   Value gather(Value table, Value indices);
   Value reduceLanesMax(Value lanesValue);
-  unsigned streamIndex(StreamRole role, int state = -1);
+  unsigned streamIndex(StreamRole role, int state = -1) {
+    return findStream(streams, role, state);
+  }
 
-  // The current chunk: `lanes` elements from `off` in the tile.
-  void setChunk(Value offset);
-  Value loadElements(unsigned stream);
-  void storeElements(unsigned stream, Value value);
-  Value loadPerGroup(unsigned stream, int64_t size);
-  void storePerGroup(unsigned stream, int64_t size, Value first, Value value);
+  /// The function's entry after its arguments: the stack buffers, uniforms,
+  /// skip flag (which moves `tileEnd` to `tileBegin`) and codebook
+  /// midpoints. Fails where the skip flag is not launch-uniform.
+  LogicalResult emitEntry(FunctionContext &function, Value tables,
+                          Value uniformsPtr, Value tileBegin, Value &tileEnd);
+  /// Tile `t` (i64) of the tile map: its tensor's descriptor read.
+  TileContext emitTileStart(Value descs, Value tileMap, Value t);
+  /// The chunk of `lanes` elements from `offset` in `tile`.
+  ChunkContext makeChunk(const FunctionContext &function,
+                         const TileContext &tile, Value offset);
+  Value loadElements(const ChunkContext &chunk, unsigned stream);
+  void storeElements(const ChunkContext &chunk, unsigned stream, Value value);
+  Value loadPerGroup(const ChunkContext &chunk, unsigned stream, int64_t size);
+  void storePerGroup(const TileContext &tile, unsigned stream, int64_t size,
+                     Value first, Value value);
 
   // Phase 1: the update of one chunk.
-  LogicalResult emitChunk();
-  Value emitLoadState(int index);
-  void emitStoreState(int index, Value value);
-  void emitStoreParam(Value value);
-  FailureOr<Value> emitArith(Operation *op, IRMapping &mapping);
+  LogicalResult emitChunk(const ChunkContext &chunk);
+  Value emitLoadState(const ChunkContext &chunk, int index);
+  void emitStoreState(const ChunkContext &chunk, int index, Value value);
 
   // Phase 2: requantize one state over the tile.
-  void emitRequantize(int index);
+  void emitRequantize(const FunctionContext &function, const TileContext &tile,
+                      int index);
 
   OptimizerOp optimizer;
   OpBuilder &b;
+  /// Where the IR being built is located (in a chunk, the update op's).
   Location loc;
   LaneMath math;
   int64_t lanes, tile;
   SmallVector<StreamInfo> streams;
   SmallVector<StateOp> states;
+};
 
-  // Function-wide values.
-  SmallVector<Value> uniformValues;          // f32 scalars
-  llvm::DenseMap<int, Value> buffers;        // per quantized state
-  llvm::DenseMap<int, Value> qmaps, mids;    // per codebook state
-  Value iota;                                // vector<lanes x i64>
+/// The update of one chunk (lowerUpdate's target): element accesses masked
+/// past the tile's end; a quantized state's new values into its tile buffer,
+/// requantized in phase 2.
+class HostKernelEmitter::ChunkUpdate : public UpdateTarget {
+public:
+  ChunkUpdate(HostKernelEmitter &emitter, const ChunkContext &chunk)
+      : UpdateTarget(emitter.optimizer, emitter.streams, emitter.states),
+        e(emitter), chunk(chunk) {}
 
-  // Per-tile values.
-  Value tileStart, count;
-  SmallVector<Value> streamPtrs;
+  LaneMath &codecMath() override { return e.math; }
+  void setLocation(Location loc) override { e.loc = loc; }
+  Value loadElements(unsigned stream) override {
+    return e.loadElements(chunk, stream);
+  }
+  void storeElements(unsigned stream, Value value) override {
+    e.storeElements(chunk, stream, value);
+  }
+  unsigned getNumUniforms() override {
+    return chunk.function.uniformValues.size();
+  }
+  Value uniform(unsigned index) override {
+    return e.broadcast(chunk.function.uniformValues[index]);
+  }
+  FailureOr<Value> loadState(int state) override {
+    return e.emitLoadState(chunk, state);
+  }
+  LogicalResult storeState(int state, Value value) override {
+    e.emitStoreState(chunk, state, value);
+    return success();
+  }
 
-  // Per-chunk values.
-  Value off, base, full, laneMask;
+private:
+  HostKernelEmitter &e;
+  const ChunkContext &chunk;
 };
 
 } // namespace
-
-unsigned HostKernelEmitter::streamIndex(StreamRole role, int state) {
-  for (auto [i, s] : llvm::enumerate(streams))
-    if (s.role == role && (state < 0 || s.stateIndex == state))
-      return i;
-  llvm_unreachable("stream not in the ABI");
-}
 
 Value HostKernelEmitter::toMemory(Value value, Type storage) {
   Type mem = memoryType(storage);
@@ -179,23 +236,29 @@ Value HostKernelEmitter::reduceLanesMax(Value value) {
   return acc;
 }
 
-void HostKernelEmitter::setChunk(Value offset) {
-  off = offset;
-  base = arith::AddIOp::create(b, loc, tileStart, off);
-  Value end = arith::AddIOp::create(b, loc, off, constI64(lanes));
-  full = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, end, count);
-  laneMask = arith::CmpIOp::create(
+ChunkContext HostKernelEmitter::makeChunk(const FunctionContext &function,
+                                          const TileContext &tile,
+                                          Value offset) {
+  ChunkContext chunk{function, tile, offset, Value(), Value(), Value()};
+  chunk.base = arith::AddIOp::create(b, loc, tile.start, offset);
+  Value end = arith::AddIOp::create(b, loc, offset, constI64(lanes));
+  chunk.full =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, end, tile.count);
+  chunk.laneMask = arith::CmpIOp::create(
       b, loc, arith::CmpIPredicate::slt,
-      arith::AddIOp::create(b, loc, broadcast(off), iota), broadcast(count));
+      arith::AddIOp::create(b, loc, broadcast(offset), function.iota),
+      broadcast(tile.count));
+  return chunk;
 }
 
-Value HostKernelEmitter::loadElements(unsigned stream) {
+Value HostKernelEmitter::loadElements(const ChunkContext &chunk,
+                                      unsigned stream) {
   Type storage = streams[stream].storage;
   Type elem = memoryType(storage);
   VectorType vecType = lanesOf(elem);
   unsigned align = vectorAlign(elem);
-  Value addr = gep(streamPtrs[stream], elem, base);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, full,
+  Value addr = gep(chunk.tile.streamPtrs[stream], elem, chunk.base);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, chunk.full,
                                 /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -203,171 +266,116 @@ Value HostKernelEmitter::loadElements(unsigned stream) {
     scf::YieldOp::create(b, loc, load(vecType, addr, align));
     b.setInsertionPointToStart(&ifOp.getElseRegion().front());
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vecType));
-    Value masked = LLVM::MaskedLoadOp::create(b, loc, vecType, addr, laneMask,
-                                              zero, b.getI32IntegerAttr(align));
+    Value masked =
+        LLVM::MaskedLoadOp::create(b, loc, vecType, addr, chunk.laneMask, zero,
+                                   b.getI32IntegerAttr(align));
     scf::YieldOp::create(b, loc, masked);
   }
   return fromMemory(ifOp.getResult(0), storage);
 }
 
-void HostKernelEmitter::storeElements(unsigned stream, Value value) {
+void HostKernelEmitter::storeElements(const ChunkContext &chunk,
+                                      unsigned stream, Value value) {
   Type storage = streams[stream].storage;
   Type elem = memoryType(storage);
   unsigned align = vectorAlign(elem);
   value = toMemory(value, storage);
-  Value addr = gep(streamPtrs[stream], elem, base);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, full,
+  Value addr = gep(chunk.tile.streamPtrs[stream], elem, chunk.base);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, chunk.full,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   LLVM::StoreOp::create(b, loc, value, addr, align);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-  LLVM::MaskedStoreOp::create(b, loc, value, addr, laneMask,
+  LLVM::MaskedStoreOp::create(b, loc, value, addr, chunk.laneMask,
                               b.getI32IntegerAttr(align));
 }
 
-Value HostKernelEmitter::loadPerGroup(unsigned stream, int64_t size) {
+Value HostKernelEmitter::loadPerGroup(const ChunkContext &chunk,
+                                      unsigned stream, int64_t size) {
   Type storage = streams[stream].storage;
   Type elem = memoryType(storage);
   // A chunk lies in one group: lanes divides every group size.
-  Value group = arith::DivUIOp::create(b, loc, base, constI64(size));
-  Value scalar = load(elem, gep(streamPtrs[stream], elem, group),
+  Value group = arith::DivUIOp::create(b, loc, chunk.base, constI64(size));
+  Value scalar = load(elem, gep(chunk.tile.streamPtrs[stream], elem, group),
                       elem.getIntOrFloatBitWidth() / 8);
   return widenToF32(math, fromMemory(scalar, storage));
 }
 
-void HostKernelEmitter::storePerGroup(unsigned stream, int64_t size,
-                                      Value first, Value value) {
+void HostKernelEmitter::storePerGroup(const TileContext &tile, unsigned stream,
+                                      int64_t size, Value first, Value value) {
   Type storage = streams[stream].storage;
   Type elem = memoryType(storage);
   Value group = arith::DivUIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, tileStart, first), constI64(size));
+      b, loc, arith::AddIOp::create(b, loc, tile.start, first), constI64(size));
   LLVM::StoreOp::create(b, loc, toMemory(value, storage),
-                        gep(streamPtrs[stream], elem, group),
+                        gep(tile.streamPtrs[stream], elem, group),
                         elem.getIntOrFloatBitWidth() / 8);
 }
 
-Value HostKernelEmitter::emitLoadState(int index) {
+Value HostKernelEmitter::emitLoadState(const ChunkContext &chunk, int index) {
   Attribute scheme = states[index].getScheme();
   if (isa<PlainSchemeAttr>(scheme))
-    return widenToF32(math,
-                      loadElements(streamIndex(StreamRole::State, index)));
-  Value codes = loadElements(streamIndex(StreamRole::StateCodes, index));
+    return widenToF32(
+        math, loadElements(chunk, streamIndex(StreamRole::State, index)));
+  Value codes =
+      loadElements(chunk, streamIndex(StreamRole::StateCodes, index));
   if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
-    Value scale = loadPerGroup(streamIndex(StreamRole::StateScales, index),
+    Value scale = loadPerGroup(chunk,
+                               streamIndex(StreamRole::StateScales, index),
                                group.getGroupSize());
     return dequantizeGroup(math, group, codes, broadcast(scale));
   }
   auto codebook = cast<CodebookSchemeAttr>(scheme);
-  Value absmax = loadPerGroup(streamIndex(StreamRole::StateAbsmax, index),
+  Value absmax = loadPerGroup(chunk,
+                              streamIndex(StreamRole::StateAbsmax, index),
                               codebook.getBlock());
   // x = qmap[code] * absmax (seed 000).
   Value idx = arith::ExtUIOp::create(b, loc, lanesOf(i32()), codes);
-  return math.mul(gather(qmaps.lookup(index), idx), broadcast(absmax));
+  return math.mul(gather(chunk.function.qmaps.lookup(index), idx),
+                  broadcast(absmax));
 }
 
-void HostKernelEmitter::emitStoreState(int index, Value value) {
+void HostKernelEmitter::emitStoreState(const ChunkContext &chunk, int index,
+                                       Value value) {
   if (auto plain = dyn_cast<PlainSchemeAttr>(states[index].getScheme())) {
-    storeElements(streamIndex(StreamRole::State, index),
+    storeElements(chunk, streamIndex(StreamRole::State, index),
                   narrowFromF32(math, value, plain.getStorage()));
     return;
   }
   // Requantized in phase 2, once the whole group or block is known.
-  LLVM::StoreOp::create(b, loc, value,
-                        gep(buffers.lookup(index), f32(), off),
-                        vectorAlign(f32()));
+  LLVM::StoreOp::create(
+      b, loc, value,
+      gep(chunk.function.buffers.lookup(index), f32(), chunk.offset),
+      vectorAlign(f32()));
 }
 
-void HostKernelEmitter::emitStoreParam(Value value) {
-  Value x16 = narrowFromF32(math, value, optimizer.getParamType());
-  storeElements(streamIndex(StreamRole::Param), x16);
-  if (optimizer.getMaster() != MasterFormat::none)
-    storeElements(streamIndex(StreamRole::ErrorBits),
-                  splitMaster(math, value, x16, optimizer.getMaster()));
-}
-
-/// Vectorizes one arith/math operation of the update (as the GPU kernel).
-FailureOr<Value> HostKernelEmitter::emitArith(Operation *op, IRMapping &mapping) {
-  return vectorizeUpdateOp(math, op, mapping, lanes);
-}
-
-LogicalResult HostKernelEmitter::emitChunk() {
-  IRMapping mapping;
-  SmallVector<std::pair<Operation *, Value>> stores;
-  auto stateIndex = [&](FlatSymbolRefAttr ref) -> int {
-    auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(optimizer, ref);
-    return llvm::find(states, state) - states.begin();
-  };
-  for (Operation &op : optimizer.getUpdate().getBody().front()) {
-    loc = op.getLoc();
-    if (auto loadGrad = dyn_cast<LoadGradOp>(op)) {
-      Value g =
-          widenToF32(math, loadElements(streamIndex(StreamRole::Grad)));
-      if (Value inv = loadGrad.getInvScale())
-        g = unscaleGrad(math, g, mapping.lookup(inv), optimizer.getGradType());
-      mapping.map(op.getResult(0), g);
-    } else if (isa<SkipIfOp>(op)) {
-      // Tested once per call (emit).
-    } else if (isa<LoadParamOp>(op)) {
-      Value x16 = loadElements(streamIndex(StreamRole::Param));
-      Value x = optimizer.getMaster() == MasterFormat::none
-                    ? widenToF32(math, x16)
-                    : reconstructMaster(
-                          math, x16,
-                          loadElements(streamIndex(StreamRole::ErrorBits)),
-                          optimizer.getMaster());
-      mapping.map(op.getResult(0), x);
-    } else if (auto loadState = dyn_cast<LoadStateOp>(op)) {
-      mapping.map(op.getResult(0),
-                  emitLoadState(stateIndex(loadState.getStateAttr())));
-    } else if (auto uniform = dyn_cast<UniformOp>(op)) {
-      uint64_t index = uniform.getIndex();
-      if (index >= uniformValues.size())
-        return uniform.emitOpError("reads uniform ")
-               << index << " but the optimizer yields only "
-               << uniformValues.size();
-      mapping.map(op.getResult(0), broadcast(uniformValues[index]));
-    } else if (isa<StoreStateOp, StoreParamOp>(op)) {
-      // Every store follows every load of the element (qopt.update).
-      stores.push_back(
-          {&op, mapping.lookup(op.getOperand(op.getNumOperands() - 1))});
-    } else if (isa<HyperValueOp, StepCountOp>(op)) {
-      return op.emitOpError(
-          "must be outlined first: run qopt-outline-uniforms");
-    } else {
-      FailureOr<Value> value = emitArith(&op, mapping);
-      if (failed(value))
-        return failure();
-      mapping.map(op.getResult(0), *value);
-    }
-  }
-  for (auto [op, value] : stores) {
-    loc = op->getLoc();
-    if (auto store = dyn_cast<StoreStateOp>(op))
-      emitStoreState(stateIndex(store.getStateAttr()), value);
-    else
-      emitStoreParam(value);
-  }
+LogicalResult HostKernelEmitter::emitChunk(const ChunkContext &chunk) {
+  ChunkUpdate target(*this, chunk);
+  if (failed(lowerUpdate(target, lanes)))
+    return failure();
   loc = optimizer.getLoc();
   return success();
 }
 
-void HostKernelEmitter::emitRequantize(int index) {
+void HostKernelEmitter::emitRequantize(const FunctionContext &function,
+                                       const TileContext &tile, int index) {
   StateOp state = states[index];
   int64_t size = getReductionSize(state);
   auto group = dyn_cast<GroupSchemeAttr>(state.getScheme());
-  Value buffer = buffers.lookup(index);
+  Value buffer = function.buffers.lookup(index);
   Value zeros = arith::ConstantOp::create(b, loc, b.getZeroAttr(lanesOf(f32())));
   auto loadBuffered = [&](Value offset) {
     return load(lanesOf(f32()), gep(buffer, f32(), offset), vectorAlign(f32()));
   };
 
-  auto groups = scf::ForOp::create(b, loc, constI64(0), count, constI64(size));
+  auto groups =
+      scf::ForOp::create(b, loc, constI64(0), tile.count, constI64(size));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(groups.getBody()->getTerminator());
   Value first = groups.getInductionVar();
   Value last = arith::MinSIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, first, constI64(size)), count);
+      b, loc, arith::AddIOp::create(b, loc, first, constI64(size)), tile.count);
 
   // The absmax from +0 over the valid elements, as the reference's; a NaN
   // anywhere gives the reference's NaN (0x7fc00000) whatever its payload.
@@ -376,10 +384,10 @@ void HostKernelEmitter::emitRequantize(int index) {
   {
     OpBuilder::InsertionGuard inner(b);
     b.setInsertionPointToStart(reduce.getBody());
-    setChunk(reduce.getInductionVar());
-    Value x = loadBuffered(off);
+    ChunkContext chunk = makeChunk(function, tile, reduce.getInductionVar());
+    Value x = loadBuffered(chunk.offset);
     Value magnitude = group ? groupMagnitude(math, group, x) : math.abs(x);
-    magnitude = math.select(laneMask, magnitude, zeros);
+    magnitude = math.select(chunk.laneMask, magnitude, zeros);
     scf::YieldOp::create(
         b, loc, math.maximum(reduce.getRegionIterArgs()[0], magnitude));
   }
@@ -406,8 +414,8 @@ void HostKernelEmitter::emitRequantize(int index) {
   {
     OpBuilder::InsertionGuard inner(b);
     b.setInsertionPoint(quantize.getBody()->getTerminator());
-    setChunk(quantize.getInductionVar());
-    Value x = loadBuffered(off);
+    ChunkContext chunk = makeChunk(function, tile, quantize.getInductionVar());
+    Value x = loadBuffered(chunk.offset);
     Value codes;
     if (group) {
       codes = quantizeGroup(math, group, x, absmaxLanes, storedLanes);
@@ -423,27 +431,95 @@ void HostKernelEmitter::emitRequantize(int index) {
             arith::AddIOp::create(b, loc, pos, math.constI(i32Lanes, step));
         Value midIndex = arith::SubIOp::create(b, loc, candidate,
                                                math.constI(i32Lanes, 1));
-        Value mid = gather(mids.lookup(index), midIndex);
+        Value mid = gather(function.mids.lookup(index), midIndex);
         Value below = math.cmp(arith::CmpFPredicate::ULT, mid, c);
         pos = arith::SelectOp::create(b, loc, below, candidate, pos);
       }
       codes = arith::TruncIOp::create(b, loc, lanesOf(b.getI8Type()), pos);
     }
-    storeElements(streamIndex(StreamRole::StateCodes, index), codes);
+    storeElements(chunk, streamIndex(StreamRole::StateCodes, index), codes);
   }
-  storePerGroup(streamIndex(group ? StreamRole::StateScales
+  storePerGroup(tile,
+                streamIndex(group ? StreamRole::StateScales
                                   : StreamRole::StateAbsmax,
                             index),
                 size, first, stored);
 }
 
-LogicalResult HostKernelEmitter::emit(ModuleOp module) {
-  streams = getStreams(optimizer);
-  states = getStates(optimizer);
+LogicalResult HostKernelEmitter::emitEntry(FunctionContext &function,
+                                           Value tables, Value uniformsPtr,
+                                           Value tileBegin, Value &tileEnd) {
   unsigned numUniforms = 0;
   if (UniformsOp uniforms = optimizer.getUniforms())
     numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
+  // Stack buffers first, in the entry block: one tile of new values per
+  // quantized state, the midpoints of each codebook's table.
+  for (auto [i, state] : llvm::enumerate(states)) {
+    if (!getReductionSize(state))
+      continue;
+    function.buffers[i] = LLVM::AllocaOp::create(
+        b, loc, ptr(), f32(), constI64(tile), /*alignment=*/64);
+    if (isa<CodebookSchemeAttr>(state.getScheme()))
+      function.mids[i] = LLVM::AllocaOp::create(
+          b, loc, ptr(), f32(), constI64(255), /*alignment=*/16);
+  }
+  for (unsigned i = 0; i < numUniforms; ++i)
+    function.uniformValues.push_back(
+        load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
+  // A skipped step walks no tile.
+  FailureOr<Value> skip = getSkipFlag(optimizer, function.uniformValues, math);
+  if (failed(skip))
+    return failure();
+  if (*skip)
+    tileEnd = arith::SelectOp::create(b, loc, *skip, tileBegin, tileEnd);
+  unsigned table = 0;
+  for (auto [i, state] : llvm::enumerate(states)) {
+    if (!isa<CodebookSchemeAttr>(state.getScheme()))
+      continue;
+    Value qmap = load(ptr(), gep(tables, ptr(), constI64(table++)), 8);
+    function.qmaps[i] = qmap;
+    // mid[k] = (qmap[k] + qmap[k+1]) * 0.5, as seed 000 computes it.
+    auto fill = scf::ForOp::create(b, loc, constI64(0), constI64(255),
+                                   constI64(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(fill.getBody()->getTerminator());
+    Value k = fill.getInductionVar();
+    Value next = arith::AddIOp::create(b, loc, k, constI64(1));
+    Value lo = load(f32(), gep(qmap, f32(), k), 4);
+    Value hi = load(f32(), gep(qmap, f32(), next), 4);
+    LLVM::StoreOp::create(
+        b, loc, math.mul(math.add(lo, hi), math.constF(lo, 0.5)),
+        gep(function.mids[i], f32(), k), 4);
+  }
+  SmallVector<int64_t> indices;
+  for (int64_t i = 0; i < lanes; ++i)
+    indices.push_back(i);
+  function.iota = arith::ConstantOp::create(b, loc, b.getI64VectorAttr(indices));
+  return success();
+}
 
+TileContext HostKernelEmitter::emitTileStart(Value descs, Value tileMap,
+                                             Value t) {
+  TileContext tileContext;
+  Value tensor = arith::ExtSIOp::create(
+      b, loc, i64(), load(i32(), gep(tileMap, i32(), t), 4));
+  int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());
+  Value desc = gep(descs, b.getI8Type(),
+                   arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
+  Value numel = load(i64(), desc, 8);
+  Value firstTile = load(i64(), gep(desc, b.getI8Type(), constI64(8)), 8);
+  tileContext.start = arith::MulIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, t, firstTile), constI64(tile));
+  tileContext.count = arith::MinSIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, numel, tileContext.start),
+      constI64(tile));
+  for (unsigned i = 0; i < streams.size(); ++i)
+    tileContext.streamPtrs.push_back(load(
+        ptr(), gep(desc, b.getI8Type(), constI64(16 + 8 * int64_t(i))), 8));
+  return tileContext;
+}
+
+LogicalResult HostKernelEmitter::emit(ModuleOp module) {
   // qopt_host_kernel_fn: descriptors, tile map, tile count, uniforms, tables,
   // tile_begin, tile_end.
   b.setInsertionPointToEnd(module.getBody());
@@ -458,83 +534,28 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
   Value descs = entry->getArgument(0), tileMap = entry->getArgument(1);
   Value uniformsPtr = entry->getArgument(3), tables = entry->getArgument(4);
   Value tileBegin = entry->getArgument(5), tileEnd = entry->getArgument(6);
-
-  // Stack buffers first, in the entry block: one tile of new values per
-  // quantized state, the midpoints of each codebook's table.
-  for (auto [i, state] : llvm::enumerate(states)) {
-    if (!getReductionSize(state))
-      continue;
-    buffers[i] = LLVM::AllocaOp::create(b, loc, ptr(), f32(), constI64(tile),
-                                        /*alignment=*/64);
-    if (isa<CodebookSchemeAttr>(state.getScheme()))
-      mids[i] = LLVM::AllocaOp::create(b, loc, ptr(), f32(), constI64(255),
-                                       /*alignment=*/16);
-  }
-  for (unsigned i = 0; i < numUniforms; ++i)
-    uniformValues.push_back(
-        load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
-  // A skipped step walks no tile.
-  FailureOr<Value> skip = getSkipFlag(optimizer, uniformValues, math);
-  if (failed(skip))
+  FunctionContext function;
+  if (failed(emitEntry(function, tables, uniformsPtr, tileBegin, tileEnd)))
     return failure();
-  if (*skip)
-    tileEnd = arith::SelectOp::create(b, loc, *skip, tileBegin, tileEnd);
-  unsigned table = 0;
-  for (auto [i, state] : llvm::enumerate(states)) {
-    if (!isa<CodebookSchemeAttr>(state.getScheme()))
-      continue;
-    Value qmap = load(ptr(), gep(tables, ptr(), constI64(table++)), 8);
-    qmaps[i] = qmap;
-    // mid[k] = (qmap[k] + qmap[k+1]) * 0.5, as seed 000 computes it.
-    auto fill = scf::ForOp::create(b, loc, constI64(0), constI64(255),
-                                   constI64(1));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(fill.getBody()->getTerminator());
-    Value k = fill.getInductionVar();
-    Value next = arith::AddIOp::create(b, loc, k, constI64(1));
-    Value lo = load(f32(), gep(qmap, f32(), k), 4);
-    Value hi = load(f32(), gep(qmap, f32(), next), 4);
-    LLVM::StoreOp::create(
-        b, loc, math.mul(math.add(lo, hi), math.constF(lo, 0.5)),
-        gep(mids[i], f32(), k), 4);
-  }
-  SmallVector<int64_t> indices;
-  for (int64_t i = 0; i < lanes; ++i)
-    indices.push_back(i);
-  iota = arith::ConstantOp::create(b, loc, b.getI64VectorAttr(indices));
 
   // for (t = tile_begin; t < tile_end; ++t)
   auto tiles = scf::ForOp::create(b, loc, tileBegin, tileEnd, constI64(1));
   b.setInsertionPoint(tiles.getBody()->getTerminator());
-  Value t = tiles.getInductionVar();
-  Value tensor = arith::ExtSIOp::create(
-      b, loc, i64(), load(i32(), gep(tileMap, i32(), t), 4));
-  int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());
-  Value desc = gep(descs, b.getI8Type(),
-                   arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
-  Value numel = load(i64(), desc, 8);
-  Value firstTile = load(i64(), gep(desc, b.getI8Type(), constI64(8)), 8);
-  tileStart = arith::MulIOp::create(
-      b, loc, arith::SubIOp::create(b, loc, t, firstTile), constI64(tile));
-  count = arith::MinSIOp::create(
-      b, loc, arith::SubIOp::create(b, loc, numel, tileStart), constI64(tile));
-  for (unsigned i = 0; i < streams.size(); ++i)
-    streamPtrs.push_back(load(
-        ptr(), gep(desc, b.getI8Type(), constI64(16 + 8 * int64_t(i))), 8));
+  TileContext tile = emitTileStart(descs, tileMap, tiles.getInductionVar());
 
   // Phase 1: the update, `lanes` elements at a time.
-  auto chunks = scf::ForOp::create(b, loc, constI64(0), count, constI64(lanes));
+  auto chunks =
+      scf::ForOp::create(b, loc, constI64(0), tile.count, constI64(lanes));
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(chunks.getBody()->getTerminator());
-    setChunk(chunks.getInductionVar());
-    if (failed(emitChunk()))
+    if (failed(emitChunk(makeChunk(function, tile, chunks.getInductionVar()))))
       return failure();
   }
   // Phase 2: each group or codebook state, group by group.
   for (auto [i, state] : llvm::enumerate(states))
     if (getReductionSize(state))
-      emitRequantize(i);
+      emitRequantize(function, tile, i);
 
   b.setInsertionPointToEnd(entry);
   LLVM::ReturnOp::create(b, loc, ValueRange{});

@@ -253,6 +253,12 @@ TEST(TileStagingTest, MeasuredDefaultsPerSpec) {
     const char *stem, *paramType;
     bool async;
     int64_t threads, lanes;
+    /// The plan's descriptor loads and all-zero shortcut for lane divisors
+    /// (docs/tuning.md#descriptor-loads, #zero-shortcut): invariant for the
+    /// unstaged kernels of two or more states but the codebook kernels of
+    /// an f32 parameter; the shortcut everywhere but in the unstaged
+    /// codebook kernels of a 16-bit parameter.
+    bool invariantDescriptors, zeroShortcut;
   };
   // bench/NOTES.md (fourth session): staged at 512 x 8 for group states with
   // a 16-bit parameter; f32 parameters unstaged, in the shapes measured
@@ -261,20 +267,20 @@ TEST(TileStagingTest, MeasuredDefaultsPerSpec) {
   // blocks of 2048 unstaged at 256 x 8 (512 x 8: the main job's list
   // slower, seventh session; block2048.f32 slower on realistic gradients).
   const Expected expected[] = {
-      {"flash_adamw", "", true, 512, 8},
-      {"flash_adamw", "f16", true, 512, 8},
-      {"flash_adamw", "f32", false, 512, 8},
-      {"flash_adamw_ecc16", "", true, 512, 8},
-      {"flash_lion", "", true, 512, 8},
-      {"flash_lion", "f32", false, 256, 16},
-      {"flash_sgd", "f16", true, 512, 8},
-      {"flash_sgd", "f32", false, 256, 16},
-      {"adamw8bit_block2048", "", false, 256, 8},
-      {"adamw8bit_block2048", "f16", false, 256, 8},
-      {"adamw8bit_block2048", "f32", false, 256, 8},
-      {"adamw8bit_block256", "", true, 256, 8},
-      {"adamw8bit_block256", "f16", true, 256, 8},
-      {"adamw8bit_block256", "f32", false, 512, 8},
+      {"flash_adamw", "", true, 512, 8, false, true},
+      {"flash_adamw", "f16", true, 512, 8, false, true},
+      {"flash_adamw", "f32", false, 512, 8, true, true},
+      {"flash_adamw_ecc16", "", true, 512, 8, false, true},
+      {"flash_lion", "", true, 512, 8, false, true},
+      {"flash_lion", "f32", false, 256, 16, false, true},
+      {"flash_sgd", "f16", true, 512, 8, false, true},
+      {"flash_sgd", "f32", false, 256, 16, false, true},
+      {"adamw8bit_block2048", "", false, 256, 8, true, false},
+      {"adamw8bit_block2048", "f16", false, 256, 8, true, false},
+      {"adamw8bit_block2048", "f32", false, 256, 8, false, true},
+      {"adamw8bit_block256", "", true, 256, 8, false, true},
+      {"adamw8bit_block256", "f16", true, 256, 8, false, true},
+      {"adamw8bit_block256", "f32", false, 512, 8, false, true},
   };
   for (const Expected &e : expected) {
     SpecModule spec(e.stem, e.paramType);
@@ -298,6 +304,14 @@ TEST(TileStagingTest, MeasuredDefaultsPerSpec) {
       EXPECT_EQ(staging.stages, std::string(e.stem) == "adamw8bit_block256" ? 3 : 4)
           << where;
     }
+    // Staged kernels address their tiles from run thread pointers, which
+    // hold registers: they also check scaled numerators through their base.
+    FailureOr<KernelPlanAttr> plan = chooseKernelPlan(optimizer, PlanRequest());
+    ASSERT_TRUE(succeeded(plan)) << where;
+    EXPECT_EQ(plan->getRunPointers(), e.async) << where;
+    EXPECT_EQ(plan->getScaledRangeChecks(), e.async) << where;
+    EXPECT_EQ(plan->getInvariantDescriptors(), e.invariantDescriptors) << where;
+    EXPECT_EQ(plan->getZeroShortcutLaneDivisors(), e.zeroShortcut) << where;
   }
 }
 

@@ -109,21 +109,30 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     ```mlir
     qopt.optimizer @FlashAdamW ... attributes {qopt.kernel_plan =
         #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4,
-        shared_bytes = 131072, codebook_buckets = 1, bulk_copy = 0,
+        shared_bytes = 131072, codebook_buckets = true, bulk_copy = false,
+        run_pointers = true, invariant_descriptors = false,
         l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0,
-        min_blocks_per_sm = 0, waves = 4, min_tiles_per_block = 128,
+        min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true,
+        scaled_range_checks = true, waves = 4, min_tiles_per_block = 128,
         suggested_blocks_per_sm = 1>} { ... }
     ```
 
     `threads` x `lanes` elements make a tile. `stages` tiles are copied ahead
     into dynamic shared memory (0: none; the layout is getTileStaging's),
     `shared_bytes` is the dynamic shared memory of a block (the stages, then
-    with `codebook_buckets` one bucket table per codebook state). Past each
-    block's static range of `claim_static_eighths` / 8 of the tiles, tiles
-    are claimed `claim_tiles` at a time (0: none, no work counters).
-    `min_blocks_per_sm` bounds the registers (`nvvm.minctasm`, 0: none);
-    `waves`, `min_tiles_per_block` and `suggested_blocks_per_sm` are the
-    manifest's launch fields.
+    with `codebook_buckets` one bucket table per codebook state). With
+    `run_pointers` a full tile addresses its streams from thread pointers
+    that the run's loop carries (which a staged kernel's copies need);
+    without, from the run's descriptor, whose loads are marked invariant
+    with `invariant_descriptors`. Past each block's static range of
+    `claim_static_eighths` / 8 of the tiles, tiles are claimed `claim_tiles`
+    at a time (0: none, no work counters). `min_blocks_per_sm` bounds the
+    registers (`nvvm.minctasm`, 0: none). Guarded IEEE division tries the
+    all-zero shortcut for lane divisors too with
+    `zero_shortcut_lane_divisors`, and checks a scaled numerator's range
+    through its base with `scaled_range_checks`. `waves`,
+    `min_tiles_per_block` and `suggested_blocks_per_sm` are the manifest's
+    launch fields.
   }];
   let parameters = (ins
     "int64_t":$threads,
@@ -132,10 +141,14 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     "int64_t":$shared_bytes,
     "bool":$codebook_buckets,
     "bool":$bulk_copy,
+    "bool":$run_pointers,
+    "bool":$invariant_descriptors,
     "int64_t":$l2_prefetch_tiles,
     "int64_t":$claim_tiles,
     "int64_t":$claim_static_eighths,
     "int64_t":$min_blocks_per_sm,
+    "bool":$zero_shortcut_lane_divisors,
+    "bool":$scaled_range_checks,
     "int64_t":$waves,
     "int64_t":$min_tiles_per_block,
     "int64_t":$suggested_blocks_per_sm);

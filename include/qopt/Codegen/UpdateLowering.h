@@ -1,0 +1,105 @@
+//===- UpdateLowering.h - A qopt.update on lanes, for any target -*- C++ -*-===//
+//
+// The one walk of an optimizer's qopt.update that every lowering shares.
+// Each op of the update, in order, becomes arithmetic on f32 lanes
+// (vectorizeUpdateOp) or a call of the target's hook: its element loads and
+// stores, uniforms, quantized states. The stores wait until every op is
+// lowered, so that each store follows every load of its element. A lowering
+// implements UpdateTarget for the lanes it computes at once (the GPU
+// kernel's thread of a tile, the host function's chunk), as Triton's
+// TargetInfo does for its lowerings.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef QOPT_CODEGEN_UPDATELOWERING_H
+#define QOPT_CODEGEN_UPDATELOWERING_H
+
+#include "qopt/Codegen/LaneMath.h"
+
+namespace mlir::qopt {
+
+/// The index in `streams` (getStreams' ABI order) of the stream of `role`,
+/// of state `state` (an index into getStates) for a state's stream. The
+/// stream must exist.
+unsigned findStream(ArrayRef<StreamInfo> streams, StreamRole role,
+                    int state = -1);
+
+/// One store of the update, held back until every op is lowered.
+struct UpdateStore {
+  Operation *op; ///< its qopt.store_state or qopt.store_param
+  Value value;   ///< the stored value's f32 lanes
+  int state;     ///< index into getStates(); -1 for the parameter
+};
+
+/// What a lowering provides for the update of one vector of lanes. The
+/// hooks build IR at the builder's insertion point, in the order the walk
+/// calls them; values are f32 lanes (vector<lanes x f32>) unless said.
+class UpdateTarget {
+public:
+  /// `streams` and `states` are getStreams(optimizer) and
+  /// getStates(optimizer), owned by the caller for the target's lifetime.
+  UpdateTarget(OptimizerOp optimizer, ArrayRef<StreamInfo> streams,
+               ArrayRef<StateOp> states)
+      : optimizer(optimizer), streams(streams), states(states) {}
+  virtual ~UpdateTarget();
+
+  OptimizerOp getOptimizer() const { return optimizer; }
+  ArrayRef<StateOp> getStates() const { return states; }
+
+  /// The arithmetic of the stream codecs (widening, rounding, master
+  /// weights, dequantization).
+  virtual LaneMath &codecMath() = 0;
+  /// The arithmetic of the update's own arith/math ops.
+  virtual LaneMath &updateMath() { return codecMath(); }
+  /// Where the IR of the op being lowered is located.
+  virtual void setLocation(Location loc) = 0;
+
+  /// Per-element stream `stream` (an index into `streams`): its lanes in
+  /// their storage type, and the store of such lanes.
+  virtual Value loadElements(unsigned stream) = 0;
+  virtual void storeElements(unsigned stream, Value value) = 0;
+  /// The number of launch-uniform values, and value `index` on every lane.
+  virtual unsigned getNumUniforms() = 0;
+  virtual Value uniform(unsigned index) = 0;
+  /// The decoded lanes of state `state` (index into getStates()), and their
+  /// encoding and store. Fail with an error emitted.
+  virtual FailureOr<Value> loadState(int state) = 0;
+  virtual LogicalResult storeState(int state, Value value) = 0;
+
+  /// The gradient widened to f32, times `invScale` (f32 lanes) rounded
+  /// through the gradient's type where the update unscales it.
+  virtual Value loadGrad(Value invScale);
+  /// The parameter as f32 (the master weight from its error bits where the
+  /// optimizer keeps one).
+  virtual Value loadParam();
+  /// The parameter rounded to its type, and its error bits.
+  virtual void storeParam(Value value);
+
+  /// Called after each op of the update is lowered, `mapping` holding its
+  /// results' lanes.
+  virtual void noteLowered(Operation &op, IRMapping &mapping) {}
+  /// Called once before the held-back stores are emitted, in their order.
+  virtual LogicalResult beginStores(ArrayRef<UpdateStore> stores) {
+    return success();
+  }
+
+protected:
+  unsigned streamIndex(StreamRole role, int state = -1) const {
+    return findStream(streams, role, state);
+  }
+
+  OptimizerOp optimizer;
+  ArrayRef<StreamInfo> streams;
+  ArrayRef<StateOp> states;
+};
+
+/// Lowers `target`'s optimizer's qopt.update onto `target`: loads, uniforms
+/// and arithmetic in the update's order, then beginStores and the stores in
+/// theirs. Fails, with a located error, on an op the lanes cannot run or a
+/// scalar that qopt-outline-uniforms has not outlined (qopt.hyper,
+/// qopt.step_count); a target's failure propagates.
+LogicalResult lowerUpdate(UpdateTarget &target, int64_t lanes);
+
+} // namespace mlir::qopt
+
+#endif // QOPT_CODEGEN_UPDATELOWERING_H

@@ -1,0 +1,113 @@
+//===- UpdateLowering.cpp - A qopt.update on lanes, for any target --------===//
+//
+// The walk of the update's ops and the hooks every target shares: the
+// gradient's and the parameter's loads and the parameter's store, which
+// differ between targets only in how elements reach memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/Codegen/UpdateLowering.h"
+
+#include "qopt/Codegen/StreamCodecs.h"
+
+using namespace mlir;
+using namespace mlir::qopt;
+
+unsigned mlir::qopt::findStream(ArrayRef<StreamInfo> streams, StreamRole role,
+                                int state) {
+  for (auto [i, s] : llvm::enumerate(streams))
+    if (s.role == role && (state < 0 || s.stateIndex == state))
+      return i;
+  llvm_unreachable("stream not in the ABI");
+}
+
+UpdateTarget::~UpdateTarget() = default;
+
+/// The index in `target`'s states of the state `ref` names.
+static int stateIndex(UpdateTarget &target, FlatSymbolRefAttr ref) {
+  auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+      target.getOptimizer(), ref);
+  return llvm::find(target.getStates(), state) - target.getStates().begin();
+}
+
+Value UpdateTarget::loadGrad(Value invScale) {
+  LaneMath &m = codecMath();
+  Value g = widenToF32(m, loadElements(streamIndex(StreamRole::Grad)));
+  if (invScale)
+    g = unscaleGrad(m, g, invScale, optimizer.getGradType());
+  return g;
+}
+
+Value UpdateTarget::loadParam() {
+  LaneMath &m = codecMath();
+  Value x16 = loadElements(streamIndex(StreamRole::Param));
+  if (optimizer.getMaster() == MasterFormat::none)
+    return widenToF32(m, x16);
+  Value rho = loadElements(streamIndex(StreamRole::ErrorBits));
+  return reconstructMaster(m, x16, rho, optimizer.getMaster());
+}
+
+void UpdateTarget::storeParam(Value value) {
+  LaneMath &m = codecMath();
+  Value x16 = narrowFromF32(m, value, optimizer.getParamType());
+  storeElements(streamIndex(StreamRole::Param), x16);
+  if (optimizer.getMaster() != MasterFormat::none)
+    storeElements(streamIndex(StreamRole::ErrorBits),
+                  splitMaster(m, value, x16, optimizer.getMaster()));
+}
+
+/// The op's lanes: a load, a uniform or the update's arithmetic.
+static FailureOr<Value> lowerValueOp(UpdateTarget &target, Operation &op,
+                                     IRMapping &mapping, int64_t lanes) {
+  if (auto loadGrad = dyn_cast<LoadGradOp>(op)) {
+    Value inv = loadGrad.getInvScale();
+    return target.loadGrad(inv ? mapping.lookup(inv) : Value());
+  }
+  if (isa<LoadParamOp>(op))
+    return target.loadParam();
+  if (auto loadState = dyn_cast<LoadStateOp>(op))
+    return target.loadState(stateIndex(target, loadState.getStateAttr()));
+  if (auto uniform = dyn_cast<UniformOp>(op)) {
+    uint64_t index = uniform.getIndex();
+    if (index >= target.getNumUniforms())
+      return uniform.emitOpError("reads uniform ")
+             << index << " but the optimizer yields only "
+             << target.getNumUniforms();
+    return target.uniform(index);
+  }
+  if (isa<HyperValueOp, StepCountOp>(op))
+    return op.emitOpError("must be outlined first: run qopt-outline-uniforms");
+  return vectorizeUpdateOp(target.updateMath(), &op, mapping, lanes);
+}
+
+LogicalResult mlir::qopt::lowerUpdate(UpdateTarget &target, int64_t lanes) {
+  IRMapping mapping;
+  SmallVector<UpdateStore> stores;
+  for (Operation &op : target.getOptimizer().getUpdate().getBody().front()) {
+    target.setLocation(op.getLoc());
+    if (isa<SkipIfOp>(op)) {
+      // The skip flag is tested once per launch (getSkipFlag).
+    } else if (auto store = dyn_cast<StoreStateOp>(op)) {
+      stores.push_back({&op, mapping.lookup(store.getValue()),
+                        stateIndex(target, store.getStateAttr())});
+    } else if (auto store = dyn_cast<StoreParamOp>(op)) {
+      stores.push_back({&op, mapping.lookup(store.getValue()), -1});
+    } else {
+      FailureOr<Value> value = lowerValueOp(target, op, mapping, lanes);
+      if (failed(value))
+        return failure();
+      mapping.map(op.getResult(0), *value);
+    }
+    target.noteLowered(op, mapping);
+  }
+  if (failed(target.beginStores(stores)))
+    return failure();
+  for (const UpdateStore &store : stores) {
+    target.setLocation(store.op->getLoc());
+    if (store.state < 0)
+      target.storeParam(store.value);
+    else if (failed(target.storeState(store.state, store.value)))
+      return failure();
+  }
+  return success();
+}
