@@ -8,6 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${QOPT_BUILD_DIR:-build}
 bash scripts/build.sh
+# The compiler's size limits (docs/architecture.md): no function in lib/ over
+# 150 lines, no file over 800.
+python3 scripts/check-sizes.py --top 0 lib
 cmake --build "$build" --target check-qopt
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
 # Python package: a python3 that has torch and pytest (Debian's python3-torch is

@@ -175,8 +175,8 @@ static Value splitMasterNVVM(LaneMath &m, Value x32, Value x16,
   // rounded to the nearest integer, ties away from zero. cvt.rni rounds ties
   // to even instead: the same where the tie's integer above is even, and the
   // only ties s reaches (s = 127 * j * 2^-16) are +-63.5, which go to +-64
-  // both ways. (For f16, s reaches k + 0.5 for every k.) One FMUL before the
-  // conversion, where the copysign and FMA before cvt.rzi took two. Checked
+  // both ways. (For f16, s reaches k + 0.5 for every k.) So one FMUL comes
+  // before the conversion, where the rounding of ties away needs two. Checked
   // on every float32: EccExhaustiveTest on the GPU, and the same arithmetic
   // as C++ floats against the reference.
   // Otherwise cvt.rzi of RN(s + copysign(0.5, s)). Both conversions saturate
