@@ -1,7 +1,7 @@
 """QoptOptimizer: the base class of the optimizers, a torch.optim.Optimizer whose step is one qopt
 kernel launch per parameter group and parameter dtype (the launches in _launch.py). It creates the
-kernel's state from the manifest's layout, checks and loads state dicts, and maps a group to the
-kernel's hyperparameters; the subclasses in optim.py name the spec and the state keys.
+kernel's state from the manifest's layout and maps a group to the kernel's hyperparameters (its
+state dicts are _checkpoint.py's); the subclasses in optim.py name the spec and the state keys.
 """
 
 from __future__ import annotations
@@ -18,22 +18,11 @@ import torch
 
 from . import _capi as C
 from . import _clip
-from . import _reshard
 from . import _runtime as R
+from ._checkpoint import _INITIAL_LR, _KERNEL_KEY, _Checkpoints
 from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _Launch,
                       _backend_of, _destroy_deferred, _destroy_handle_dict, _grad_of, _is_none,
                       _launch_all, _local, _size_error, _TrackedState)
-
-#: param group key of the lr a group had when it was added (decouple_lr's reference); torch's
-#: "initial_lr" is left to its schedulers
-_INITIAL_LR = "_qopt_initial_lr"
-
-#: param group key of the kernel's name (checked by load_state_dict, also where DCP dropped the
-#: state_dict's "qopt" record)
-_KERNEL_KEY = "_qopt_kernel"
-
-STATE_FORMAT = "qopt-optimizer-state"
-STATE_FORMAT_VERSION = 1
 
 #: torch >= 2.0's GradScaler hands an optimizer with this flag its scale and found_inf as the
 #: attributes ``grad_scale`` and ``found_inf`` (torch 1.x passed itself as a ``grad_scaler``
@@ -56,7 +45,7 @@ def _fill(t: torch.Tensor, bits: int) -> None:
 
 # ------------------------------------------------------------------------- the base class
 
-class QoptOptimizer(torch.optim.Optimizer):
+class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
     """Base class: a torch.optim.Optimizer whose step is one qopt kernel launch per group.
 
     Subclasses set the kernel (a spec stem, e.g. ``flash_adamw``), the names of the state keys and
@@ -565,185 +554,6 @@ class QoptOptimizer(torch.optim.Optimizer):
                                  f"default) {has}; {cls}._kernel_hypers gives "
                                  f"{', '.join(hv) or 'none'}; nothing was stepped")
             out[name] = default
-        return out
-
-    # ---- checkpoints
-    def state_dict(self) -> Dict[str, Any]:
-        """PyTorch's layout ({"state", "param_groups"}) plus a "qopt" record with the format
-        version and the kernel. The quantized state is kept as it is (codes, scales or absmax,
-        error bits, the codebook tables, the step); tensors are referenced, not copied."""
-        mapping: Dict[int, int] = {}
-        groups = []
-        start = 0
-        for g in self.param_groups:
-            packed = {k: v for k, v in g.items() if k != "params"}
-            for i, p in enumerate(g["params"], start):
-                mapping.setdefault(id(p), i)
-            packed["params"] = [mapping[id(p)] for p in g["params"]]
-            start += len(packed["params"])
-            groups.append(packed)
-        state = {}
-        for p, s in self.state.items():
-            if id(p) in mapping and s:
-                # a DTensor (FSDP2) parameter's state in the mesh-independent form, as DTensors
-                # like the parameter (DCP; _reshard.py)
-                state[mapping[id(p)]] = (_reshard.logical_state(self, p, s)
-                                         if _reshard.is_dtensor(p) else dict(s))
-        ks = self._kernel_spec(C.BACKEND_HOST)
-        return {"state": state, "param_groups": groups,
-                "qopt": {"format": STATE_FORMAT, "version": STATE_FORMAT_VERSION,
-                         "optimizer": type(self).__name__, "kernel": ks.kernel, "spec": self._spec}}
-
-    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        """Loads a state_dict of this optimizer class and kernel. Every state tensor must have the
-        shape and dtype the kernel expects; anything else is refused with a ValueError (nothing is
-        loaded then). Tensors are copied to the parameter's device; the dict is not modified."""
-        name = type(self).__name__
-        meta = state_dict.get("qopt") if isinstance(state_dict, dict) else None
-        ks_host = self._kernel_spec(C.BACKEND_HOST)
-        saved_groups = state_dict.get("param_groups") if isinstance(state_dict, dict) else None
-        marked = (isinstance(saved_groups, list) and saved_groups
-                  and all(isinstance(g, dict) and _KERNEL_KEY in g for g in saved_groups))
-        if meta is None and marked:
-            # through torch.distributed.checkpoint, which keeps "state" and "param_groups" only:
-            # the groups' kernel marker stands for the record
-            kernels = sorted({str(g[_KERNEL_KEY]) for g in saved_groups})
-            if kernels != [ks_host.kernel]:
-                raise ValueError(f"{name}.load_state_dict: the state was saved with kernel "
-                                 f"{', '.join(kernels)}, this optimizer uses kernel "
-                                 f"{ks_host.kernel}; their states differ")
-        else:
-            if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
-                raise ValueError(f"{name}.load_state_dict: not a qopt optimizer state (no 'qopt' "
-                                 f"record with format '{STATE_FORMAT}', nor param groups with "
-                                 f"'{_KERNEL_KEY}'); qopt loads only its own checkpoints")
-            if meta.get("version") != STATE_FORMAT_VERSION:
-                raise ValueError(f"{name}.load_state_dict: state format version "
-                                 f"{meta.get('version')} is not supported (this qopt reads version "
-                                 f"{STATE_FORMAT_VERSION})")
-            if meta.get("kernel") != ks_host.kernel:
-                raise ValueError(f"{name}.load_state_dict: the state was saved by "
-                                 f"{meta.get('optimizer')} with kernel {meta.get('kernel')}, this "
-                                 f"optimizer uses kernel {ks_host.kernel}; their states differ")
-        groups = self.param_groups
-        if len(groups) != len(saved_groups):
-            raise ValueError("loaded state dict has a different number of parameter groups")
-        for g, sg in zip(groups, saved_groups):
-            if len(g["params"]) != len(sg["params"]):
-                raise ValueError("loaded state dict contains a parameter group that doesn't match "
-                                 "the size of optimizer's group")
-        id_map = {}
-        for g, sg in zip(groups, saved_groups):
-            for p, i in zip(g["params"], sg["params"]):
-                id_map[i] = (p, sg)
-        new_state: Dict[torch.Tensor, Dict[str, Any]] = {}
-        for idx, saved in state_dict["state"].items():
-            if idx not in id_map:
-                raise ValueError(f"{name}.load_state_dict: state for parameter {idx}, which no "
-                                 f"parameter group lists")
-            p, g = id_map[idx]
-            new_state[p] = self._load_param_state(p, g, idx, saved)
-        # Everything checked: commit.
-        self.state.clear()
-        for p, st in new_state.items():
-            self.state[p] = self._new_param_state(st)
-        for g, sg in zip(groups, saved_groups):
-            for k, v in sg.items():
-                if k != "params":
-                    g[k] = v.clone() if isinstance(v, torch.Tensor) else v
-            if _INITIAL_LR not in sg and "initial_lr" in sg:
-                # saved by a qopt that kept decouple_lr's reference lr as "initial_lr"
-                v = sg["initial_lr"]
-                g[_INITIAL_LR] = v.clone() if isinstance(v, torch.Tensor) else v
-        self._cache.clear()
-        self._generation += 1
-
-    def _load_param_state(self, p, group, idx, saved: Dict[str, Any]) -> Dict[str, Any]:
-        where = (f"{type(self).__name__}.load_state_dict: parameter {idx} "
-                 f"(shape {list(_local(p).shape)})")
-        if _reshard.is_logical(self, p, saved):
-            # the mesh-independent form (state_dict of a DTensor parameter, DCP): this shard's
-            # elements, regrouped
-            saved = _reshard.local_state(self, p, saved, where)
-        return self._validated_state(p, group, saved, where, live=False)
-
-    def _validated_state(self, p, group, saved: Dict[str, Any], where: str,
-                         live: bool) -> Dict[str, Any]:
-        """One parameter's state `saved`, checked against what its kernel needs (every key present
-        and no unknown key, each tensor's dtype and shape, the codebook tables bit for bit, a
-        non-negative integer step): a ValueError naming `where` otherwise.
-
-        live=False (load_state_dict): the tensors are copied to the parameter's device. live=True
-        (a state found changed at a step, e.g. ``optimizer.state[p][k] = t``): the tensors are the
-        kernel's from now on, so each must already be on the parameter's device, contiguous and
-        16-byte aligned; a per-element tensor may have any shape of the parameter's number of
-        elements, and one of another number of elements is the parameter's size change
-        (RuntimeError). Tables and step are returned as the step keeps them."""
-        lp = _local(p)
-        ks = self._param_kernel_spec(p)
-        expected = self._expected_state(p, ks)
-        if not isinstance(saved, dict):
-            raise ValueError(f"{where}: the state is a {type(saved).__name__}, expected a dict")
-        if live:
-            for key, (_, _, b) in expected.items():
-                t = saved.get(key)
-                if (b.per == C.PER_ELEMENT and isinstance(t, torch.Tensor)
-                        and t.numel() != lp.numel()):
-                    raise _size_error(where, lp.numel(), t.numel())
-        table_keys = self._table_keys(ks)
-        allowed = set(expected) | set(table_keys) | {"step"}
-        unknown = sorted(set(saved) - allowed, key=str)
-        missing = sorted((set(expected) | {"step"}) - set(saved))
-        if unknown:
-            raise ValueError(f"{where}: unexpected state keys {unknown} for kernel {ks.kernel}")
-        if missing:
-            raise ValueError(f"{where}: missing state keys {missing} for kernel {ks.kernel}")
-        out: Dict[str, Any] = {}
-        for key, (shape, dtype, b) in expected.items():
-            t = saved[key]
-            if not isinstance(t, torch.Tensor):
-                raise ValueError(f"{where}: '{key}' is a {type(t).__name__}, expected a tensor")
-            flat = live and b.per == C.PER_ELEMENT
-            shape_ok = t.numel() == lp.numel() if flat else tuple(t.shape) == shape
-            if t.dtype != dtype or not shape_ok:
-                raise ValueError(f"{where}: '{key}' is {t.dtype} of shape {list(t.shape)}, the "
-                                 f"kernel {ks.kernel} needs {dtype} of shape {list(shape)}")
-            if not live:
-                out[key] = t.to(device=lp.device, copy=True).contiguous()
-                continue
-            if t.device != lp.device:
-                raise ValueError(f"{where}: '{key}' is on {t.device}, the parameter on "
-                                 f"{lp.device}; a state tensor must be on its parameter's device")
-            if t.numel() and (not t.is_contiguous() or t.data_ptr() % 16):
-                raise ValueError(f"{where}: '{key}' is not contiguous and 16-byte aligned; the "
-                                 f"kernel steps a state tensor in place")
-            out[key] = t
-        tables = self._device_tables(ks, lp.device)
-        for key, table in zip(table_keys, tables):
-            if key in saved and saved[key] is not table:
-                t = saved[key]
-                if (not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.numel() != 256
-                        or not torch.equal(t.detach().cpu().view(torch.int32),
-                                           table.detach().cpu().view(torch.int32))):
-                    raise ValueError(f"{where}: codebook table '{key}' differs from this "
-                                     f"optimizer's table (a checkpoint of another quantization map)")
-            out[key] = table
-        step = saved["step"]
-        try:
-            step_val = int(step.item()) if isinstance(step, torch.Tensor) else int(step)
-            bad = step_val < 0 or (isinstance(step, torch.Tensor) and float(step.item()) != step_val)
-        except (TypeError, ValueError, RuntimeError):
-            bad = True
-        if bad:
-            raise ValueError(f"{where}: step {step} is not a non-negative integer")
-        if live and isinstance(step, torch.Tensor) and step.dim() == 0 and (
-                (step.dtype == torch.int64 and step.device.type == "cpu")
-                or (step.dtype == torch.float32 and step.device == lp.device)):
-            out["step"] = step   # a host counter, or one on the device (capturable, GradScaler)
-        elif group.get("capturable", False):
-            out["step"] = torch.tensor(float(step_val), dtype=torch.float32, device=lp.device)
-        else:
-            out["step"] = torch.tensor(step_val, dtype=torch.int64)
         return out
 
     def __getstate__(self):

@@ -13,8 +13,9 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
 
-from ._base import (_INITIAL_LR, STATE_FORMAT, STATE_FORMAT_VERSION, QoptOptimizer, _check_betas,
-                    _check_eps, _check_lr, _check_wd)
+from ._base import _INITIAL_LR, QoptOptimizer, _check_betas, _check_eps, _check_lr, _check_wd
+# Re-exported: the checkpoint format's name and version, as qopt.optim has always given them.
+from ._checkpoint import STATE_FORMAT, STATE_FORMAT_VERSION  # noqa: F401
 # Re-exported: the names of the launch machinery tests and tools reach through qopt.optim.
 from ._launch import (PARAM_DTYPES, QOPT_DTYPES, TORCH_DTYPES, _backend_of,  # noqa: F401
                       _deferred_handles)
