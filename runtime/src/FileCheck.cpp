@@ -88,12 +88,6 @@ bool readAt(int fd, void *out, size_t n, uint64_t offset,
   return true;
 }
 
-/// The ELF fields the check needs, from either class.
-struct ElfLayout {
-  uint64_t phoff = 0, shoff = 0;
-  uint64_t phentsize = 0, shentsize = 0, phnum = 0, shnum = 0;
-};
-
 /// Fails unless [offset, offset + bytes) lies within `size`.
 void requireWithin(const std::string &path, uint64_t size, uint64_t offset,
                    uint64_t bytes, const char *what, uint64_t index) {
@@ -107,48 +101,53 @@ void requireWithin(const std::string &path, uint64_t size, uint64_t offset,
          " but the file has ", size, " bytes");
 }
 
+/// Checks an ELF header table (program or section headers, `table`): its
+/// `num` entries of `entsize` bytes at `offset` lie in the file, and so do the
+/// bytes each entry describes (`extent(entry, offset, bytes)` gives them, or
+/// returns false for an entry that takes none, named `entry` with its index).
+template <typename Entry, typename Extent>
+void checkHeaderTable(int fd, const std::string &path, uint64_t size,
+                      uint64_t offset, uint64_t num, uint64_t entsize,
+                      const char *table, const char *entry, Extent extent) {
+  if (entsize < sizeof(Entry))
+    fail(QOPT_ERROR_IO, "cannot load ", path, ": corrupt ELF header (", table,
+         " entries of ", entsize, " bytes)");
+  std::string headers = std::string(table) + "s";
+  requireWithin(path, size, offset, num * entsize, headers.c_str(), UINT64_MAX);
+  for (uint64_t i = 0; i < num; ++i) {
+    Entry e;
+    if (!readAt(fd, &e, sizeof e, offset + i * entsize, path))
+      fail(QOPT_ERROR_IO, "cannot read ", path,
+           ": the file shrank while it was read");
+    uint64_t at = 0, bytes = 0;
+    if (extent(e, at, bytes))
+      requireWithin(path, size, at, bytes, entry, i);
+  }
+}
+
 template <typename Ehdr, typename Phdr, typename Shdr>
 void checkElf(int fd, const std::string &path, uint64_t size) {
   Ehdr eh;
   requireWithin(path, size, 0, sizeof eh, "header", UINT64_MAX);
   if (!readAt(fd, &eh, sizeof eh, 0, path))
     fail(QOPT_ERROR_IO, "cannot read ", path, ": the file shrank while it was read");
-  ElfLayout l{eh.e_phoff, eh.e_shoff, eh.e_phentsize,
-              eh.e_shentsize, eh.e_phnum, eh.e_shnum};
-  if (l.phnum > 0) {
-    if (l.phentsize < sizeof(Phdr))
-      fail(QOPT_ERROR_IO, "cannot load ", path,
-           ": corrupt ELF header (program header entries of ", l.phentsize,
-           " bytes)");
-    requireWithin(path, size, l.phoff, l.phnum * l.phentsize,
-                  "program headers", UINT64_MAX);
-    for (uint64_t i = 0; i < l.phnum; ++i) {
-      Phdr ph;
-      if (!readAt(fd, &ph, sizeof ph, l.phoff + i * l.phentsize, path))
-        fail(QOPT_ERROR_IO, "cannot read ", path,
-             ": the file shrank while it was read");
-      if (ph.p_type == PT_NULL)
-        continue;
-      requireWithin(path, size, ph.p_offset, ph.p_filesz, "segment", i);
-    }
-  }
-  if (l.shoff != 0 && l.shnum > 0) {
-    if (l.shentsize < sizeof(Shdr))
-      fail(QOPT_ERROR_IO, "cannot load ", path,
-           ": corrupt ELF header (section header entries of ", l.shentsize,
-           " bytes)");
-    requireWithin(path, size, l.shoff, l.shnum * l.shentsize,
-                  "section headers", UINT64_MAX);
-    for (uint64_t i = 0; i < l.shnum; ++i) {
-      Shdr sh;
-      if (!readAt(fd, &sh, sizeof sh, l.shoff + i * l.shentsize, path))
-        fail(QOPT_ERROR_IO, "cannot read ", path,
-             ": the file shrank while it was read");
-      if (sh.sh_type == SHT_NOBITS || sh.sh_type == SHT_NULL)
-        continue;
-      requireWithin(path, size, sh.sh_offset, sh.sh_size, "section", i);
-    }
-  }
+  if (eh.e_phnum > 0)
+    checkHeaderTable<Phdr>(fd, path, size, eh.e_phoff, eh.e_phnum,
+                           eh.e_phentsize, "program header", "segment",
+                           [](const Phdr &ph, uint64_t &at, uint64_t &bytes) {
+                             at = ph.p_offset;
+                             bytes = ph.p_filesz;
+                             return ph.p_type != PT_NULL;
+                           });
+  if (eh.e_shoff != 0 && eh.e_shnum > 0)
+    checkHeaderTable<Shdr>(fd, path, size, eh.e_shoff, eh.e_shnum,
+                           eh.e_shentsize, "section header", "section",
+                           [](const Shdr &sh, uint64_t &at, uint64_t &bytes) {
+                             at = sh.sh_offset;
+                             bytes = sh.sh_size;
+                             return sh.sh_type != SHT_NOBITS &&
+                                    sh.sh_type != SHT_NULL;
+                           });
 }
 
 } // namespace

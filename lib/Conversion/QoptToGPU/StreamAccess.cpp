@@ -8,6 +8,8 @@
 
 #include "KernelEmitter.h"
 
+#include "qopt/Codegen/LaneAccess.h"
+
 using namespace mlir;
 using namespace mlir::qopt;
 
@@ -166,20 +168,8 @@ Value KernelEmitter::loadElements(TileContext &tile, unsigned stream) {
   if (tile.isFull())
     return load(vecType, threadPtr(tile, stream), align);
   Value addr = gep(streamPtr(tile.run, stream), elem, tile.base);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, tile.full,
-                                /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    scf::YieldOp::create(b, loc, load(vecType, addr, align));
-    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vecType));
-    Value masked =
-        LLVM::MaskedLoadOp::create(b, loc, vecType, addr, tile.laneMask, zero,
-                                   b.getI32IntegerAttr(align));
-    scf::YieldOp::create(b, loc, masked);
-  }
-  return ifOp.getResult(0);
+  return loadLanesGuarded(b, loc, vecType, addr, tile.full, tile.laneMask,
+                          align);
 }
 
 void KernelEmitter::storeElements(TileContext &tile, unsigned stream,

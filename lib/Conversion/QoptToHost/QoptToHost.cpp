@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "qopt/Codegen/LaneAccess.h"
 #include "qopt/Codegen/StreamCodecs.h"
 #include "qopt/Codegen/UpdateLowering.h"
 
@@ -258,20 +259,9 @@ Value HostKernelEmitter::loadElements(const ChunkContext &chunk,
   VectorType vecType = lanesOf(elem);
   unsigned align = vectorAlign(elem);
   Value addr = gep(chunk.tile.streamPtrs[stream], elem, chunk.base);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, chunk.full,
-                                /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    scf::YieldOp::create(b, loc, load(vecType, addr, align));
-    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vecType));
-    Value masked =
-        LLVM::MaskedLoadOp::create(b, loc, vecType, addr, chunk.laneMask, zero,
-                                   b.getI32IntegerAttr(align));
-    scf::YieldOp::create(b, loc, masked);
-  }
-  return fromMemory(ifOp.getResult(0), storage);
+  return fromMemory(loadLanesGuarded(b, loc, vecType, addr, chunk.full,
+                                     chunk.laneMask, align),
+                    storage);
 }
 
 void HostKernelEmitter::storeElements(const ChunkContext &chunk,
@@ -281,14 +271,7 @@ void HostKernelEmitter::storeElements(const ChunkContext &chunk,
   unsigned align = vectorAlign(elem);
   value = toMemory(value, storage);
   Value addr = gep(chunk.tile.streamPtrs[stream], elem, chunk.base);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, chunk.full,
-                                /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-  LLVM::StoreOp::create(b, loc, value, addr, align);
-  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-  LLVM::MaskedStoreOp::create(b, loc, value, addr, chunk.laneMask,
-                              b.getI32IntegerAttr(align));
+  storeLanesGuarded(b, loc, value, addr, chunk.full, chunk.laneMask, align);
 }
 
 Value HostKernelEmitter::loadPerGroup(const ChunkContext &chunk,

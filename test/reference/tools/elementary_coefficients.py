@@ -2,8 +2,8 @@
 """Prints the polynomial coefficients of docs/numerics.md, "Elementary functions" (strict mode), as C++
 hex-float literals: near-minimax (Chebyshev) fits computed with mpmath at 300 bits, each coefficient
 rounded to the nearest double, and the largest error of the rounded polynomial over 4001 points of its
-interval. lib/Codegen/ElementaryFunctions.cpp and test/reference/lib/Elementary.cpp hold the printed
-values; a changed fit changes both (and every kernel that uses the functions).
+interval. include/qopt/Numerics/ElementaryConstants.h holds the printed values for the compiler and the
+C++ reference; a changed fit changes both (and every kernel that uses the functions).
 
     python3 test/reference/tools/elementary_coefficients.py      # about a minute
 """
