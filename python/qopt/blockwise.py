@@ -22,22 +22,12 @@ from typing import Iterable, Optional, Tuple
 from ._base import QoptOptimizer, _check_betas, _check_eps, _check_lr, _check_wd
 from ._clip import check_max_grad_norm
 from ._policy import PolicyMixin
-from .optim import _init_state_policy, dynamic_map
+from .optim import _init_state_policy, _reject_bnb_options, dynamic_map
 
 __all__ = ["RMSprop8bit", "RMSprop32bit", "Adagrad8bit", "Adagrad32bit", "Lion8bit", "Lion32bit",
            "AdEMAMix8bit", "AdEMAMix32bit"]
 
 
-def _reject_bnb_options(cls: str, args, percentile_clipping, block_wise, is_paged) -> None:
-    """bitsandbytes' options no qopt kernel has: refused, never ignored."""
-    if args is not None:
-        raise ValueError(f"{cls}: args={args!r} is not supported (pass the options as arguments)")
-    if percentile_clipping != 100:
-        raise ValueError(f"{cls}: percentile_clipping={percentile_clipping} is not supported (100 only)")
-    if not block_wise:
-        raise ValueError(f"{cls}: block_wise=False is not supported")
-    if is_paged:
-        raise ValueError(f"{cls}: is_paged=True is not supported")
 
 
 class _Blockwise(PolicyMixin, QoptOptimizer):
@@ -61,7 +51,7 @@ class _Blockwise(PolicyMixin, QoptOptimizer):
 
     def _check_group_options(self, group):
         super()._check_group_options(group)
-        _reject_bnb_options(type(self).__name__, None, group.get("percentile_clipping", 100),
+        _reject_bnb_options(type(self).__name__, group.get("percentile_clipping", 100),
                             group.get("block_wise", True), group.get("is_paged", False))
         self._same_for_all(group, "min_8bit_size", self.min_8bit_size)
 
@@ -94,7 +84,7 @@ class RMSprop8bit(_Blockwise):
         defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                         capturable=capturable)
         self._validate_group(defaults)
-        _reject_bnb_options(cls, args, percentile_clipping, block_wise, False)
+        _reject_bnb_options(cls, percentile_clipping, block_wise, False, args=args)
         self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite, max_grad_norm)
         super().__init__(params, defaults, self._spec)
 
@@ -157,7 +147,7 @@ class Adagrad8bit(_Blockwise):
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, capturable=capturable)
         self._validate_group(defaults)
-        _reject_bnb_options(cls, args, percentile_clipping, block_wise, False)
+        _reject_bnb_options(cls, percentile_clipping, block_wise, False, args=args)
         self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite, max_grad_norm)
         super().__init__(params, defaults, self._spec)
 
@@ -206,7 +196,8 @@ class Lion8bit(_Blockwise):
                  max_grad_norm: Optional[float] = None):
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay, capturable=capturable)
         self._validate_group(defaults)
-        _reject_bnb_options(type(self).__name__, args, percentile_clipping, block_wise, is_paged)
+        _reject_bnb_options(type(self).__name__, percentile_clipping, block_wise, is_paged,
+                            args=args)
         self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite, max_grad_norm)
         super().__init__(params, defaults, self._spec)
 
@@ -257,7 +248,7 @@ class AdEMAMix8bit(_Blockwise):
         defaults = dict(lr=lr, betas=betas, alpha=alpha, t_alpha=t_alpha, t_beta3=t_beta3, eps=eps,
                         weight_decay=weight_decay, capturable=capturable)
         self._validate_group(defaults)
-        _reject_bnb_options(type(self).__name__, None, 100, True, is_paged)
+        _reject_bnb_options(type(self).__name__, 100, True, is_paged)
         self._init_blockwise(optim_bits, min_8bit_size, skip_nonfinite, max_grad_norm)
         super().__init__(params, defaults, self._spec)
 

@@ -311,7 +311,11 @@ class FlashLion(FlashOptimizer):
 _DYNAMIC_MAPS: Dict[bool, List[float]] = {}
 
 
-def _reject_bnb_flags(cls: str, amsgrad, percentile_clipping, block_wise, is_paged) -> None:
+def _reject_bnb_options(cls: str, percentile_clipping, block_wise, is_paged, *, amsgrad=False,
+                        args=None) -> None:
+    """bitsandbytes' options no qopt kernel has: refused, never ignored."""
+    if args is not None:
+        raise ValueError(f"{cls}: args={args!r} is not supported (pass the options as arguments)")
     if amsgrad:
         raise ValueError(f"{cls}: amsgrad=True is not supported")
     if percentile_clipping != 100:
@@ -357,7 +361,7 @@ class AdamW8bit(PolicyMixin, QoptOptimizer):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         capturable=capturable)
         _check_adam_group(defaults)
-        _reject_bnb_flags(cls, amsgrad, percentile_clipping, block_wise, is_paged)
+        _reject_bnb_options(cls, percentile_clipping, block_wise, is_paged, amsgrad=amsgrad)
         if block_size not in self._SPECS:
             raise ValueError(f"{cls}: block_size={block_size!r} is not supported; kernels exist "
                              f"for block sizes {sorted(self._SPECS)}")
@@ -375,9 +379,9 @@ class AdamW8bit(PolicyMixin, QoptOptimizer):
 
     def _check_group_options(self, group):
         super()._check_group_options(group)
-        _reject_bnb_flags(type(self).__name__, group.get("amsgrad", False),
-                          group.get("percentile_clipping", 100), group.get("block_wise", True),
-                          group.get("is_paged", False))
+        _reject_bnb_options(type(self).__name__, group.get("percentile_clipping", 100),
+                            group.get("block_wise", True), group.get("is_paged", False),
+                            amsgrad=group.get("amsgrad", False))
         self._same_for_all(group, "block_size", self.block_size)
         self._same_for_all(group, "min_8bit_size", self.min_8bit_size)
 
