@@ -75,7 +75,7 @@ class ManifestInfo(Structure):
                 ("num_streams", c_size_t), ("num_hypers", c_size_t), ("num_uniforms", c_size_t),
                 ("num_tables", c_size_t), ("num_args", c_size_t),
                 ("param_dtype", c_int32), ("grad_dtype", c_int32), ("error_bits_dtype", c_int32),
-                ("launch", LaunchInfo)]
+                ("launch", LaunchInfo), ("num_numerics_counters", c_int32)]
 
 
 class StreamInfo(Structure):
@@ -123,7 +123,13 @@ class Launch(Structure):
     """qopt_launch: one launch of qopt_step_many."""
     _fields_ = [("kernel", c_void_p), ("tensors", POINTER(TensorList)), ("hypers", POINTER(Hyper)),
                 ("num_hypers", c_size_t), ("step", c_int64), ("device_uniforms", c_void_p),
-                ("tables", POINTER(c_void_p)), ("num_tables", c_size_t)]
+                ("tables", POINTER(c_void_p)), ("num_tables", c_size_t),
+                ("numerics_counters", c_void_p)]
+
+
+# qopt_numerics_counter: the slots of a kernel's numerics counters (QOPT_NUMERICS_COUNTERS int64)
+NUMERICS_COUNTERS = 2
+COUNTER_SATURATED_GROUPS, COUNTER_NONFINITE_GROUPS = 0, 1
 
 
 _P = c_void_p
@@ -186,8 +192,9 @@ _lib: Optional[ctypes.CDLL] = None
 _lib_path: Optional[Path] = None
 
 # The runtime release whose structs the classes above mirror (QOPT_RUNTIME_VERSION / 100: while the
-# major version is 0 each minor release may change them; 0.3 added min_tiles_per_block, 0.4 qopt_launch).
-RUNTIME_ABI = 4
+# major version is 0 each minor release may change them; 0.3 added min_tiles_per_block, 0.4 qopt_launch,
+# 0.5 the numerics counters).
+RUNTIME_ABI = 5
 
 
 def library_path() -> Path:

@@ -286,6 +286,9 @@ qopt_status qopt_manifest_get_info(const qopt_manifest *manifest,
     i.grad_dtype = m.gradDtype;
     i.error_bits_dtype = m.eccDtype;
     i.launch = m.launch;
+    for (const ArgDesc &a : m.args)
+      if (a.kind == ArgDesc::Kind::NumericsCounters)
+        i.num_numerics_counters = QOPT_NUMERICS_COUNTERS;
     *info = i;
   });
 }
@@ -638,7 +641,7 @@ qopt_status qopt_validate(qopt_kernel *kernel, const qopt_tensor_list *tensors,
                           const void *const *tables, size_t num_tables) {
   return guard([&] {
     (void)need(kernel, "kernel")
-        ->impl->validate(tensors, tables, num_tables, nullptr);
+        ->impl->validate(tensors, tables, num_tables, StepBuffers{});
   });
 }
 
@@ -650,7 +653,7 @@ qopt_status qopt_step(qopt_kernel *kernel, const qopt_tensor_list *tensors,
     Kernel &k = *need(kernel, "kernel")->impl;
     std::vector<float> uniforms =
         evaluateUniforms(*k.manifest(), hypers, num_hypers, step);
-    k.step(tensors, &uniforms, nullptr, tables, num_tables, stream);
+    k.step(tensors, &uniforms, StepBuffers{}, tables, num_tables, stream);
   });
 }
 
@@ -667,7 +670,10 @@ qopt_status qopt_step_many(const qopt_launch *launches, size_t num_launches,
     };
     std::vector<Ready> ready(num_launches);
     size_t i = 0;
+    // One launch's message is qopt_step's; of several, it names the launch.
     auto prefixed = [&](const Error &e, const char *what) {
+      if (num_launches == 1)
+        return Error(e.status(), e.what());
       return Error(e.status(), cat("launch ", i, what, e.what()));
     };
     try {
@@ -680,8 +686,9 @@ qopt_status qopt_step_many(const qopt_launch *launches, size_t num_launches,
                                         l.num_hypers, l.step);
         r.kernel->requireUniforms(l.device_uniforms ? nullptr : &r.uniforms,
                                   l.device_uniforms);
-        r.checked = r.kernel->validate(l.tensors, l.tables, l.num_tables,
-                                       l.device_uniforms);
+        r.checked = r.kernel->validate(
+            l.tensors, l.tables, l.num_tables,
+            StepBuffers{l.device_uniforms, l.numerics_counters});
       }
     } catch (const Error &e) {
       throw prefixed(e, ": ");
@@ -692,7 +699,8 @@ qopt_status qopt_step_many(const qopt_launch *launches, size_t num_launches,
         Ready &r = ready[i];
         r.kernel->launch(l.tensors, *r.checked,
                          l.device_uniforms ? nullptr : &r.uniforms,
-                         l.device_uniforms, l.tables, stream);
+                         StepBuffers{l.device_uniforms, l.numerics_counters},
+                         l.tables, stream);
       }
     } catch (const Error &e) {
       throw prefixed(e, i ? " (launches before it were enqueued): " : ": ");
@@ -707,8 +715,8 @@ qopt_status qopt_step_device_uniforms(qopt_kernel *kernel,
                                       size_t num_tables, void *stream) {
   return guard([&] {
     need(kernel, "kernel")
-        ->impl->step(tensors, nullptr, device_uniforms, tables, num_tables,
-                     stream);
+        ->impl->step(tensors, nullptr, StepBuffers{device_uniforms, nullptr},
+                     tables, num_tables, stream);
   });
 }
 

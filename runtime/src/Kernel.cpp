@@ -382,27 +382,38 @@ void Kernel::requireUniforms(const std::vector<float> *hostUniforms,
 
 void Kernel::step(const qopt_tensor_list *t,
                   const std::vector<float> *hostUniforms,
-                  const float *deviceUniforms, const void *const *tables,
+                  const StepBuffers &extra, const void *const *tables,
                   size_t numTables, void *stream) {
-  requireUniforms(hostUniforms, deviceUniforms);
-  CheckedListPtr c = validate(t, tables, numTables, deviceUniforms);
-  launch(t, *c, hostUniforms, deviceUniforms, tables, stream);
+  requireUniforms(hostUniforms, extra.deviceUniforms);
+  CheckedListPtr c = validate(t, tables, numTables, extra);
+  launch(t, *c, hostUniforms, extra, tables, stream);
+}
+
+bool Kernel::takesCounters() const {
+  for (const ArgDesc &a : manifest_->args)
+    if (a.kind == ArgDesc::Kind::NumericsCounters)
+      return true;
+  return false;
 }
 
 void Kernel::launch(const qopt_tensor_list *t, const CheckedList &c,
                     const std::vector<float> *hostUniforms,
-                    const float *deviceUniforms, const void *const *tables,
+                    const StepBuffers &extra, const void *const *tables,
                     void *stream) {
   std::lock_guard<std::mutex> lock(mu_);
+  int64_t *counters = takesCounters() ? extra.counters : nullptr;
   if (ctx_->backend() == QOPT_BACKEND_HOST)
-    stepHost(t, c, hostUniforms ? hostUniforms->data() : deviceUniforms,
-             tables);
+    stepHost(t, c,
+             hostUniforms ? hostUniforms->data() : extra.deviceUniforms,
+             counters, tables);
   else
-    stepCuda(t, c, hostUniforms, deviceUniforms, tables, stream);
+    stepCuda(t, c, hostUniforms, {extra.deviceUniforms, counters}, tables,
+             stream);
 }
 
 void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,
-                      const float *uniforms, const void *const *tables) {
+                      const float *uniforms, int64_t *counters,
+                      const void *const *tables) {
   const Manifest &m = *manifest_;
   if (!hostFn_)
     fail(QOPT_ERROR_UNSUPPORTED, "kernel '", m.kernel,
@@ -436,16 +447,24 @@ void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,
   threads = std::max<int64_t>(
       1, std::min({threads, c.numTiles / kMinTiles, elements / kMinElements}));
   int64_t per = (c.numTiles + threads - 1) / threads;
+  // A kernel with numerics counters takes them last (its function is a
+  // qopt_host_counted_kernel_fn); they are added to atomically.
+  const bool counted = takesCounters();
+  auto run = [&, counters](int64_t begin, int64_t end) {
+    if (counted)
+      reinterpret_cast<qopt_host_counted_kernel_fn>(hostFn_)(
+          scratch_.data(), tileMap.data(), c.numTiles, u, tp, begin, end,
+          counters);
+    else
+      hostFn_(scratch_.data(), tileMap.data(), c.numTiles, u, tp, begin, end);
+  };
   std::vector<std::thread> workers;
   for (int64_t w = 1; w < threads; ++w) {
     int64_t begin = w * per, end = std::min(c.numTiles, begin + per);
     if (begin < end)
-      workers.emplace_back([=, &tileMap] {
-        hostFn_(scratch_.data(), tileMap.data(), c.numTiles, u, tp, begin, end);
-      });
+      workers.emplace_back([=] { run(begin, end); });
   }
-  hostFn_(scratch_.data(), tileMap.data(), c.numTiles, u, tp, 0,
-          std::min(per, c.numTiles));
+  run(0, std::min(per, c.numTiles));
   for (std::thread &worker : workers)
     worker.join();
 }
@@ -498,8 +517,9 @@ bool Kernel::slotIdle(Slot &s) {
 
 void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
                       const std::vector<float> *hostUniforms,
-                      const float *deviceUniforms, const void *const *tables,
+                      const StepBuffers &extra, const void *const *tables,
                       void *stream) {
+  const float *deviceUniforms = extra.deviceUniforms;
   const Manifest &m = *manifest_;
   if (c.numTiles == 0)
     return; // nothing to step; nothing launched
@@ -694,6 +714,7 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
     cu::CUdeviceptr dUniforms = hostUniforms
                                     ? s.dev + L.uniformOffset
                                     : reinterpret_cast<uintptr_t>(deviceUniforms);
+    cu::CUdeviceptr dNumerics = reinterpret_cast<uintptr_t>(extra.counters);
     int64_t numTiles = c.numTiles;
     std::vector<cu::CUdeviceptr> tablePtrs(m.tables.size());
     for (size_t i = 0; i < m.tables.size(); ++i)
@@ -718,6 +739,9 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
         break;
       case ArgDesc::Kind::WorkCounters:
         params.push_back(&dCounters);
+        break;
+      case ArgDesc::Kind::NumericsCounters:
+        params.push_back(&dNumerics);
         break;
       }
     }

@@ -46,6 +46,15 @@ struct Span {
   }
 };
 
+/// A step's buffers beside its tensors and tables: the uniforms in device
+/// memory (null: the runtime evaluates and uploads them) and the numerics
+/// counters (docs/abi.md; null: not counted, and ignored by a kernel that
+/// takes none).
+struct StepBuffers {
+  const float *deviceUniforms = nullptr;
+  int64_t *counters = nullptr;
+};
+
 /// The arrays of the last tensor list a kernel validated, compared with the
 /// next list's (Validation.cpp): an identical list is valid without a second
 /// look, one whose buffers moved is checked only where they moved.
@@ -56,6 +65,7 @@ struct ListSignature {
   std::vector<int32_t> dtypes;  ///< empty when the list gave none
   std::vector<const void *> tables;
   const float *deviceUniforms = nullptr;
+  const int64_t *counters = nullptr; ///< numerics counters (kernels that take them)
   size_t numStreams = 0;
   uint64_t allocationEpoch = 0; ///< AllocationCache::epoch() when checked
   bool valid = false;
@@ -64,14 +74,14 @@ struct ListSignature {
 
   /// Equal in every array but `data`.
   bool sameButPointers(const qopt_tensor_list *t, const void *const *tables,
-                       size_t numTables, const float *deviceUniforms,
+                       size_t numTables, const StepBuffers &extra,
                        uint64_t epoch) const;
   bool matches(const qopt_tensor_list *t, const void *const *tables,
-               size_t numTables, const float *deviceUniforms,
+               size_t numTables, const StepBuffers &extra,
                uint64_t epoch) const;
   bool sameNumels(const qopt_tensor_list *t) const;
   void assign(const qopt_tensor_list *t, const void *const *tables,
-              size_t numTables, const float *deviceUniforms, uint64_t epoch);
+              size_t numTables, const StepBuffers &extra, uint64_t epoch);
 };
 
 class Kernel {
@@ -97,12 +107,15 @@ public:
   /// A list equal to the last one this kernel accepted (every array
   /// element-wise) is accepted again without a second look.
   CheckedListPtr validate(const qopt_tensor_list *t, const void *const *tables,
-                          size_t numTables, const float *deviceUniforms) const;
+                          size_t numTables, const StepBuffers &extra) const;
 
-  /// One step; `hostUniforms` null means use `deviceUniforms`.
+  /// One step; `hostUniforms` null means use `extra.deviceUniforms`.
   void step(const qopt_tensor_list *t, const std::vector<float> *hostUniforms,
-            const float *deviceUniforms, const void *const *tables,
+            const StepBuffers &extra, const void *const *tables,
             size_t numTables, void *stream);
+
+  /// Whether the kernel takes numerics counters (the manifest's args).
+  bool takesCounters() const;
 
   /// Throws INVALID_ARGUMENT when neither uniform source is given to a
   /// kernel that reads uniforms.
@@ -114,7 +127,7 @@ public:
   /// before launching any.
   void launch(const qopt_tensor_list *t, const CheckedList &c,
               const std::vector<float> *hostUniforms,
-              const float *deviceUniforms, const void *const *tables,
+              const StepBuffers &extra, const void *const *tables,
               void *stream);
 
 private:
@@ -136,17 +149,18 @@ private:
   void loadImage(const ImageSource &src, std::string *jitLog);
   void finishCudaLoad();
   void stepHost(const qopt_tensor_list *t, const CheckedList &c,
-                const float *uniforms, const void *const *tables);
+                const float *uniforms, int64_t *counters,
+                const void *const *tables);
   void stepCuda(const qopt_tensor_list *t, const CheckedList &c,
                 const std::vector<float> *hostUniforms,
-                const float *deviceUniforms, const void *const *tables,
+                const StepBuffers &extra, const void *const *tables,
                 void *stream);
   bool slotIdle(Slot &s);
 
   // Validation.cpp.
   struct ListView;
   void checkBuffers(const ListView &v, const void *const *tables,
-                    const float *deviceUniforms, ListSignature &sig) const;
+                    const StepBuffers &extra, ListSignature &sig) const;
   void checkMoved(const ListView &v, ListSignature &sig) const;
   void checkPointer(const ListView &v, uint32_t index, const void *p,
                     uint64_t need) const;
@@ -164,7 +178,8 @@ private:
   qopt_binary_format format_ = QOPT_BINARY_AUTO;
   std::string arch_, origin_, jitLog_;
   int maxBlocks_ = 1;
-  // Host.
+  // Host: the function, of qopt_host_counted_kernel_fn's type where the
+  // kernel takes numerics counters.
   qopt_host_kernel_fn hostFn_ = nullptr;
   void *dlHandle_ = nullptr;
   // Launch state, guarded by mu_.

@@ -353,6 +353,14 @@ void parseStates(const Reader &r, const json &root, Manifest &m) {
               cat("unknown scheme \"", scheme,
                   "\" (expected plain, group or codebook)"));
     }
+    if (d.scheme != StateDesc::Scheme::Plain) {
+      std::string overflow = r.string(s, path, "overflow", false, "ieee");
+      if (overflow != "saturate" && overflow != "ieee")
+        r.error(Reader::join(path, "overflow"),
+                cat("unknown overflow policy \"", overflow,
+                    "\" (expected saturate or ieee)"));
+      d.saturates = overflow == "saturate";
+    }
     m.states.push_back(std::move(d));
   }
 }
@@ -406,9 +414,13 @@ void parseTables(const Reader &r, const json &root, Manifest &m) {
 }
 
 void parseArgs(const Reader &r, const json &root, Manifest &m) {
-  // A kernel with tile claims takes the work counters, last (docs/abi.md).
+  // A kernel with tile claims takes the work counters, and one with a
+  // saturating state the numerics counters, in that order, last
+  // (docs/abi.md).
   const json *launch = r.member(root, "", "launch", false);
   bool claims = launch && launch->is_object() && launch->contains("tile_claims");
+  bool numerics = std::any_of(m.states.begin(), m.states.end(),
+                              [](const StateDesc &s) { return s.saturates; });
   const json *j = r.member(root, "", "args", false);
   if (!j) {
     m.args = {{ArgDesc::Kind::Descriptors, 0},
@@ -419,6 +431,8 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
       m.args.push_back({ArgDesc::Kind::Table, t});
     if (claims)
       m.args.push_back({ArgDesc::Kind::WorkCounters, 0});
+    if (numerics)
+      m.args.push_back({ArgDesc::Kind::NumericsCounters, 0});
     return;
   }
   r.expectArray(*j, "args");
@@ -441,13 +455,16 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
       a.kind = ArgDesc::Kind::Uniforms;
     } else if (name == "work_counters") {
       a.kind = ArgDesc::Kind::WorkCounters;
+    } else if (name == "numerics_counters") {
+      a.kind = ArgDesc::Kind::NumericsCounters;
     } else {
       auto t = std::find_if(m.tables.begin(), m.tables.end(),
                             [&](const TableDesc &d) { return d.name == name; });
       if (t == m.tables.end())
         r.error(field, cat("unknown argument \"", name,
                            "\" (expected descriptors, tile_map, num_tiles, "
-                           "uniforms, work_counters or a table name)"));
+                           "uniforms, work_counters, numerics_counters or a "
+                           "table name)"));
       a.kind = ArgDesc::Kind::Table;
       a.table = static_cast<size_t>(t - m.tables.begin());
     }
@@ -457,6 +474,8 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
                                    "uniforms"};
   if (claims)
     need.push_back("work_counters");
+  if (numerics)
+    need.push_back("numerics_counters");
   for (const TableDesc &t : m.tables)
     need.push_back(t.name);
   for (const std::string &n : need)

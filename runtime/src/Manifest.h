@@ -47,6 +47,9 @@ struct StateDesc {
   int64_t group = 0;                          ///< group size
   int64_t block = 0;                          ///< codebook block size
   size_t table = 0;                           ///< codebook: index in tables
+  /// Group and codebook: "overflow" is "saturate" (the kernel keeps the
+  /// state finite and counts; docs/numerics.md). Absent: ieee.
+  bool saturates = false;
 };
 
 struct TableDesc {
@@ -69,8 +72,17 @@ struct HostDesc {
 
 /// One kernel argument, in the manifest's "args" order.
 struct ArgDesc {
-  /// WorkCounters: a kernel with tile claims (docs/abi.md), last.
-  enum class Kind { Descriptors, TileMap, NumTiles, Uniforms, Table, WorkCounters };
+  /// WorkCounters: a kernel with tile claims (docs/abi.md). NumericsCounters:
+  /// a kernel with a saturating state, QOPT_NUMERICS_COUNTERS int64 values.
+  enum class Kind {
+    Descriptors,
+    TileMap,
+    NumTiles,
+    Uniforms,
+    Table,
+    WorkCounters,
+    NumericsCounters
+  };
   Kind kind = Kind::Descriptors;
   size_t table = 0; ///< Table: index into tables
 };

@@ -60,10 +60,11 @@ bool ListSignature::sameNumels(const qopt_tensor_list *t) const {
 
 bool ListSignature::sameButPointers(const qopt_tensor_list *t,
                                     const void *const *tbls, size_t numTables,
-                                    const float *uniforms,
+                                    const StepBuffers &extra,
                                     uint64_t epoch) const {
   size_t n = t->num_tensors * t->num_streams;
-  return valid && numStreams == t->num_streams && deviceUniforms == uniforms &&
+  return valid && numStreams == t->num_streams &&
+         deviceUniforms == extra.deviceUniforms && counters == extra.counters &&
          allocationEpoch == epoch && data.size() == n &&
          sameArray(numels, t->numels, t->num_tensors) &&
          (t->bytes ? sameArray(bytes, t->bytes, n) : bytes.empty()) &&
@@ -72,15 +73,15 @@ bool ListSignature::sameButPointers(const qopt_tensor_list *t,
 }
 
 bool ListSignature::matches(const qopt_tensor_list *t, const void *const *tbls,
-                            size_t numTables, const float *uniforms,
+                            size_t numTables, const StepBuffers &extra,
                             uint64_t epoch) const {
-  return sameButPointers(t, tbls, numTables, uniforms, epoch) &&
+  return sameButPointers(t, tbls, numTables, extra, epoch) &&
          sameArray(data, const_cast<void **>(t->data),
                    t->num_tensors * t->num_streams);
 }
 
 void ListSignature::assign(const qopt_tensor_list *t, const void *const *tbls,
-                           size_t numTables, const float *uniforms,
+                           size_t numTables, const StepBuffers &extra,
                            uint64_t epoch) {
   size_t n = t->num_tensors * t->num_streams;
   numStreams = t->num_streams;
@@ -96,7 +97,8 @@ void ListSignature::assign(const qopt_tensor_list *t, const void *const *tbls,
   else
     dtypes.clear();
   tables.assign(tbls, tbls + numTables);
-  deviceUniforms = uniforms;
+  deviceUniforms = extra.deviceUniforms;
+  counters = extra.counters;
   valid = true;
 }
 
@@ -105,7 +107,8 @@ void ListSignature::assign(const qopt_tensor_list *t, const void *const *tbls,
 //===----------------------------------------------------------------------===//
 
 /// The buffers of one list and how to name them: index tensor * S + stream
-/// for a stream, then the tables, then the device uniforms.
+/// for a stream, then the tables, the device uniforms and the numerics
+/// counters.
 struct Kernel::ListView {
   const Manifest &m;
   const qopt_tensor_list *t;
@@ -117,16 +120,19 @@ struct Kernel::ListView {
                  m.streams[index % S].name, "'");
     if (index < numStreamBuffers + numTables)
       return cat("table '", m.tables[index - numStreamBuffers].name, "'");
-    return "uniforms";
+    if (index == numStreamBuffers + numTables)
+      return "uniforms";
+    return "numerics counters";
   }
 };
 
 void Kernel::checkBuffers(const ListView &v, const void *const *tables,
-                          const float *deviceUniforms,
+                          const StepBuffers &extra,
                           ListSignature &sig) const {
   const Manifest &m = v.m;
   const qopt_tensor_list *t = v.t;
-  sig.need.assign(v.numStreamBuffers + v.numTables + 1, 0);
+  const float *deviceUniforms = extra.deviceUniforms;
+  sig.need.assign(v.numStreamBuffers + v.numTables + 2, 0);
   std::vector<Span> &spans = sig.spans;
   spans.clear();
   spans.reserve(sig.need.size());
@@ -189,6 +195,18 @@ void Kernel::checkBuffers(const ListView &v, const void *const *tables,
                      address(deviceUniforms) + m.uniforms.size() * sizeof(float),
                      static_cast<uint32_t>(v.numStreamBuffers + v.numTables),
                      false});
+  }
+  // The kernel adds to its counters: written, 8-byte aligned int64s.
+  if (extra.counters && takesCounters()) {
+    const uint32_t index =
+        static_cast<uint32_t>(v.numStreamBuffers + v.numTables + 1);
+    if (address(extra.counters) % 8 != 0)
+      fail(QOPT_ERROR_VALIDATION, v.label(index), ": pointer ",
+           hexPtr(address(extra.counters)), " is not 8-byte aligned");
+    spans.push_back({address(extra.counters),
+                     address(extra.counters) +
+                         QOPT_NUMERICS_COUNTERS * sizeof(int64_t),
+                     index, true});
   }
   std::sort(spans.begin(), spans.end());
   checkOverlaps(v, spans);
@@ -327,7 +345,7 @@ void Kernel::checkDeviceMemory(const ListView &v,
 
 CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
                                 const void *const *tables, size_t numTables,
-                                const float *deviceUniforms) const {
+                                const StepBuffers &given) const {
   const Manifest &m = *manifest_;
   if (!t)
     fail(QOPT_ERROR_INVALID_ARGUMENT, "tensor list is NULL");
@@ -355,16 +373,20 @@ CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
   // The epoch is read before the checks: a forget() while they run makes the
   // next call check again. One list at a time per kernel: a second thread
   // validating for the same kernel waits.
+  // A kernel without counters ignores the pointer.
+  StepBuffers extra = given;
+  if (!takesCounters())
+    extra.counters = nullptr;
   const uint64_t epoch = ctx_->allocations().epoch();
   std::lock_guard<std::mutex> lock(listMu_);
-  if (lastList_.matches(t, tables, numTables, deviceUniforms, epoch))
+  if (lastList_.matches(t, tables, numTables, extra, epoch))
     return lastChecked_;
   ListView v{m, t, S, t->num_tensors * S, numTables};
   try {
-    if (lastList_.sameButPointers(t, tables, numTables, deviceUniforms, epoch))
+    if (lastList_.sameButPointers(t, tables, numTables, extra, epoch))
       checkMoved(v, lastList_);
     else
-      checkBuffers(v, tables, deviceUniforms, lastList_);
+      checkBuffers(v, tables, extra, lastList_);
   } catch (...) {
     lastList_.valid = false; // its spans may be half rebuilt
     throw;
@@ -380,7 +402,7 @@ CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
     c->tileGeneration = ++tileGenerations_;
     lastChecked_ = std::move(c);
   }
-  lastList_.assign(t, tables, numTables, deviceUniforms, epoch);
+  lastList_.assign(t, tables, numTables, extra, epoch);
   return lastChecked_;
 }
 

@@ -140,6 +140,89 @@ TEST_F(Validation, Misaligned) {
   expectRejected(f.list, "is not 16-byte aligned (address mod 16 = 4)");
 }
 
+/// What the counted kernel below was last called with.
+std::atomic<int64_t *> gCounters{nullptr};
+std::atomic<int> gCountedCalls{0};
+
+/// A host kernel that takes the numerics counters (qopt_host_counted_kernel_fn)
+/// and adds 1 to each per call.
+extern "C" void countedKernel(const void *d, const int32_t *m, int64_t n, const float *u,
+                              const float *const *t, int64_t b, int64_t e, int64_t *counters) {
+  (void)d, (void)m, (void)n, (void)u, (void)t, (void)b, (void)e;
+  ++gCountedCalls;
+  gCounters = counters;
+  if (counters)
+    for (int i = 0; i < QOPT_NUMERICS_COUNTERS; ++i)
+      __atomic_fetch_add(&counters[i], 1, __ATOMIC_RELAXED);
+}
+
+/// The flash manifest with a saturating group state: the kernel takes the
+/// numerics counters, last.
+std::string countedManifestJson() {
+  json j = json::parse(flashManifestJson());
+  j["states"][0]["overflow"] = "saturate";
+  j["args"].push_back("numerics_counters");
+  return j.dump();
+}
+
+/// One launch of `l` through qopt_step_many with `counters`.
+qopt_status stepCounted(qopt_kernel *k, const qopt_tensor_list &l, const void *const *tables,
+                        int64_t *counters) {
+  qopt_launch launch{};
+  launch.kernel = k;
+  launch.tensors = &l;
+  launch.step = 1;
+  launch.tables = tables;
+  launch.num_tables = 1;
+  launch.numerics_counters = counters;
+  return qopt_step_many(&launch, 1, nullptr);
+}
+
+TEST_F(Validation, NumericsCountersReachTheKernel) {
+  HostKernel counted(countedManifestJson(),
+                     reinterpret_cast<qopt_host_kernel_fn>(countedKernel));
+  FlashList f({500, 4096, 33});
+  alignas(16) int64_t counters[QOPT_NUMERICS_COUNTERS] = {};
+  int before = gCountedCalls;
+  ASSERT_EQ(stepCounted(counted.kernel, f.list, tables, counters), QOPT_SUCCESS)
+      << qopt_last_error();
+  EXPECT_EQ(gCounters.load(), counters);
+  int calls = gCountedCalls - before;
+  EXPECT_GE(calls, 1);
+  for (int64_t c : counters)
+    EXPECT_EQ(c, calls); // every call added to both, none reset them
+  // qopt_step passes none; a kernel without counters ignores them, even a
+  // pointer it would refuse.
+  ASSERT_EQ(qopt_step(counted.kernel, &f.list, nullptr, 0, 1, tables, 1, nullptr),
+            QOPT_SUCCESS)
+      << qopt_last_error();
+  EXPECT_EQ(gCounters.load(), nullptr);
+  int64_t *odd = reinterpret_cast<int64_t *>(reinterpret_cast<char *>(counters) + 4);
+  EXPECT_EQ(stepCounted(k.kernel, f.list, tables, odd), QOPT_SUCCESS) << qopt_last_error();
+}
+
+TEST_F(Validation, NumericsCountersAreCheckedAsAWrittenBuffer) {
+  HostKernel counted(countedManifestJson(),
+                     reinterpret_cast<qopt_host_kernel_fn>(countedKernel));
+  FlashList f({500, 4096, 33});
+  alignas(16) int64_t counters[QOPT_NUMERICS_COUNTERS + 1] = {};
+  int before = gCountedCalls;
+  int64_t *odd = reinterpret_cast<int64_t *>(reinterpret_cast<char *>(counters) + 4);
+  EXPECT_EQ(stepCounted(counted.kernel, f.list, tables, odd), QOPT_ERROR_VALIDATION);
+  EXPECT_NE(std::string(qopt_last_error()).find("numerics counters: pointer 0x"),
+            std::string::npos)
+      << qopt_last_error();
+  EXPECT_NE(std::string(qopt_last_error()).find("is not 8-byte aligned"), std::string::npos);
+  // Counters inside tensor 1's m3 (written by the kernel).
+  int64_t *inside = reinterpret_cast<int64_t *>(static_cast<char *>(f.data[1 * 8 + 7]) + 64);
+  EXPECT_EQ(stepCounted(counted.kernel, f.list, tables, inside), QOPT_ERROR_VALIDATION);
+  std::string msg = qopt_last_error();
+  EXPECT_NE(msg.find("overlapping buffers: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("numerics counters"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tensor 'layer1.w' (#1), stream 'm3'"), std::string::npos) << msg;
+  EXPECT_EQ(gCountedCalls, before) << "a rejected step must launch nothing";
+}
+
 TEST_F(Validation, WrongStreamCount) {
   FlashList f({500});
   f.list.num_streams = 7;

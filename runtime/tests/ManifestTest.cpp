@@ -114,6 +114,41 @@ TEST(Manifest, WorkCountersAreAnArgument) {
   // counters", "args repeat work counters").
 }
 
+TEST(Manifest, SaturatingStatesTakeTheNumericsCounters) {
+  // A group or codebook state with "overflow": "saturate" makes the kernel
+  // take the numerics counters, after the work counters (docs/abi.md); a
+  // manifest without "overflow" (one written before the policy) takes none.
+  json j = json::parse(flashManifestJson());
+  qopt_manifest_info info;
+  qopt_manifest *old = parseOrDie(j.dump());
+  ASSERT_NE(old, nullptr);
+  ASSERT_EQ(qopt_manifest_get_info(old, &info), QOPT_SUCCESS);
+  EXPECT_EQ(info.num_numerics_counters, 0);
+  qopt_manifest_destroy(old);
+
+  j["states"][0]["overflow"] = "saturate";
+  j["states"][1]["overflow"] = "ieee";
+  j["args"].push_back("work_counters");
+  j["args"].push_back("numerics_counters");
+  j["launch"]["tile_claims"] = {{"tiles", 1}, {"static_eighths", 5}};
+  qopt_manifest *m = parseOrDie(j.dump());
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(qopt_manifest_get_info(m, &info), QOPT_SUCCESS);
+  EXPECT_EQ(info.num_args, 7u);
+  EXPECT_EQ(info.num_numerics_counters, QOPT_NUMERICS_COUNTERS);
+  qopt_manifest_destroy(m);
+
+  // Without `args`: the tables, the work counters, the numerics counters.
+  json noArgs = j;
+  noArgs.erase("args");
+  qopt_manifest *d = parseOrDie(noArgs.dump());
+  ASSERT_NE(d, nullptr);
+  ASSERT_EQ(qopt_manifest_get_info(d, &info), QOPT_SUCCESS);
+  EXPECT_EQ(info.num_args, 7u);
+  EXPECT_EQ(info.num_numerics_counters, QOPT_NUMERICS_COUNTERS);
+  qopt_manifest_destroy(d);
+}
+
 TEST(Manifest, OptionalFieldsTakeTheirDefaults) {
   json j = json::parse(flashManifestJson());
   j.erase("tables");
@@ -288,6 +323,12 @@ const Malformed kMalformed[] = {
        j["args"].push_back("work_counters");
      },
      "args[6]", "\"work_counters\" repeats"},
+    {"args missing numerics counters",
+     [](json &j) { j["states"][1]["overflow"] = "saturate"; }, "args",
+     "missing \"numerics_counters\""},
+    {"unknown overflow policy",
+     [](json &j) { j["states"][0]["overflow"] = "wrap"; }, "states[0].overflow",
+     "unknown overflow policy \"wrap\" (expected saturate or ieee)"},
     {"no launch", [](json &j) { j.erase("launch"); }, "launch", "missing"},
     {"threads per block", [](json &j) { j["launch"]["threads_per_block"] = 2048; },
      "launch.threads_per_block", "2048 is out of range [1, 1024]"},

@@ -51,7 +51,7 @@ extern "C" {
 #endif
 
 /// Version of this library (major * 10000 + minor * 100 + patch).
-#define QOPT_RUNTIME_VERSION 400
+#define QOPT_RUNTIME_VERSION 500
 /// The manifest "version" this library reads.
 #define QOPT_MANIFEST_VERSION 1
 
@@ -141,6 +141,22 @@ typedef enum qopt_access {
   QOPT_ACCESS_READ = 1,
   QOPT_ACCESS_READ_WRITE = 2
 } qopt_access;
+
+/// The numerics counters (docs/abi.md, "Numerics counters"): a kernel whose
+/// manifest lists the argument `numerics_counters` (one with a state of
+/// overflow policy `saturate`, docs/numerics.md "Overflow") adds, with atomic
+/// adds, to QOPT_NUMERICS_COUNTERS int64 values in the caller's memory, one
+/// per group or codebook block that it stored saturated. The counters are
+/// never reset by a step: they count over every launch given them.
+#define QOPT_NUMERICS_COUNTERS 2
+typedef enum qopt_numerics_counter {
+  /// Groups and blocks whose absmax was finite but did not fit the scale's
+  /// type (a group scale above 65504 for f16): stored as its largest value.
+  QOPT_COUNTER_SATURATED_GROUPS = 0,
+  /// Groups and blocks holding a NaN or an infinity: stored saturated (a
+  /// codebook block with a NaN restarts from zero).
+  QOPT_COUNTER_NONFINITE_GROUPS = 1
+} qopt_numerics_counter;
 
 typedef enum qopt_backend {
   /// Host functions with the kernel ABI (see qopt_host_kernel_fn), loaded
@@ -274,6 +290,9 @@ typedef struct qopt_manifest_info {
   qopt_dtype grad_dtype;
   qopt_dtype error_bits_dtype; ///< QOPT_DTYPE_INVALID without error bits
   qopt_launch_info launch;
+  /// QOPT_NUMERICS_COUNTERS where the kernel takes numerics counters (its
+  /// args list `numerics_counters`), else 0.
+  int32_t num_numerics_counters;
 } qopt_manifest_info;
 
 typedef struct qopt_stream_info {
@@ -491,6 +510,15 @@ typedef void (*qopt_host_kernel_fn)(const void *descriptors,
                                     const float *uniforms,
                                     const float *const *tables,
                                     int64_t tile_begin, int64_t tile_end);
+/// The host function of a kernel that takes numerics counters (its
+/// manifest's args list `numerics_counters`): qopt_host_kernel_fn's
+/// arguments, then QOPT_NUMERICS_COUNTERS int64 values it adds to
+/// atomically (NULL: not counted). Given to qopt_kernel_create_host cast to
+/// qopt_host_kernel_fn; the runtime calls it with all eight arguments.
+typedef void (*qopt_host_counted_kernel_fn)(
+    const void *descriptors, const int32_t *tile_map, int64_t num_tiles,
+    const float *uniforms, const float *const *tables, int64_t tile_begin,
+    int64_t tile_end, int64_t *numerics_counters);
 
 /// Loads a kernel of the registry onto the context's device. CUDA: picks the
 /// binary for the device's architecture (cubin for the same sm, then a cubin
@@ -507,7 +535,9 @@ QOPT_RUNTIME_API qopt_status qopt_kernel_create_from_image(
     qopt_context *context, const qopt_manifest *manifest,
     qopt_binary_format format, const void *image, size_t image_size,
     qopt_kernel **out);
-/// Makes a host-backend kernel from a function with the ABI's signature.
+/// Makes a host-backend kernel from a function with the ABI's signature: a
+/// qopt_host_kernel_fn, or, for a manifest whose args list
+/// `numerics_counters`, a qopt_host_counted_kernel_fn cast to it.
 QOPT_RUNTIME_API qopt_status qopt_kernel_create_host(
     qopt_context *context, const qopt_manifest *manifest,
     qopt_host_kernel_fn function, qopt_kernel **out);
@@ -625,6 +655,8 @@ QOPT_RUNTIME_API qopt_status qopt_validate(qopt_kernel *kernel,
 /// otherwise QOPT_ERROR_CAPTURE. A replay re-reads the uniforms evaluated at
 /// capture: to replay with a new learning rate or step, capture
 /// qopt_step_device_uniforms instead.
+/// qopt_step and qopt_step_device_uniforms count nothing (numerics counters
+/// NULL); qopt_step_many takes them per launch.
 QOPT_RUNTIME_API qopt_status qopt_step(qopt_kernel *kernel,
                                        const qopt_tensor_list *tensors,
                                        const qopt_hyper *hypers,
@@ -644,7 +676,7 @@ QOPT_RUNTIME_API qopt_status qopt_step_device_uniforms(
 
 /// One launch of qopt_step_many: the arguments of qopt_step (when
 /// `device_uniforms` is NULL) or of qopt_step_device_uniforms (when it is
-/// not; `hypers` and `step` are then ignored).
+/// not; `hypers` and `step` are then ignored), and the numerics counters.
 typedef struct qopt_launch {
   qopt_kernel *kernel;
   const qopt_tensor_list *tensors;
@@ -654,13 +686,22 @@ typedef struct qopt_launch {
   const float *device_uniforms;
   const void *const *tables;
   size_t num_tables;
+  /// QOPT_NUMERICS_COUNTERS int64 values (device memory for CUDA, 8-byte
+  /// aligned) that a kernel taking numerics counters adds to (see
+  /// qopt_numerics_counter), or NULL: not counted. Validated as a written
+  /// buffer (alignment, device memory, no overlap with a stream); ignored by
+  /// a kernel that takes none. Several launches may share one buffer. A
+  /// trainer reads them without a host synchronization (a copy ordered after
+  /// the step) and resets them when it likes.
+  int64_t *numerics_counters;
 } qopt_launch;
 
 /// Several launches on one stream, in order (an optimizer step over several
 /// param groups or parameter dtypes): every launch is validated and its
 /// uniforms evaluated first, and only when all pass is any launched, so a
 /// refused launch leaves every tensor of every launch as it was. Errors are
-/// those of qopt_step, the message prefixed with "launch <i>: ". A driver
+/// those of qopt_step, the message prefixed with "launch <i>: " where there
+/// are two launches or more. A driver
 /// failure while launching launch i (after validation) leaves launches
 /// 0..i-1 enqueued; the message says so.
 QOPT_RUNTIME_API qopt_status qopt_step_many(const qopt_launch *launches,

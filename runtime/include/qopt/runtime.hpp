@@ -310,11 +310,22 @@ public:
     check(qopt_validate(h_, list.view(), tables.data(), tables.size()));
   }
   /// One step of every tensor in `list` on `stream` (a CUstream or nullptr).
+  /// `numericsCounters`: QOPT_NUMERICS_COUNTERS int64 values of the
+  /// context's memory the kernel adds its saturated and non-finite groups to
+  /// (qopt_launch.numerics_counters), or nullptr.
   void step(TensorList &list, const std::vector<qopt_hyper> &hypers,
             int64_t step, const std::vector<const void *> &tables = {},
-            void *stream = nullptr) {
-    check(qopt_step(h_, list.view(), hypers.data(), hypers.size(), step,
-                    tables.data(), tables.size(), stream));
+            void *stream = nullptr, int64_t *numericsCounters = nullptr) {
+    qopt_launch launch{};
+    launch.kernel = h_;
+    launch.tensors = list.view();
+    launch.hypers = hypers.data();
+    launch.num_hypers = hypers.size();
+    launch.step = step;
+    launch.tables = tables.data();
+    launch.num_tables = tables.size();
+    launch.numerics_counters = numericsCounters;
+    check(qopt_step_many(&launch, 1, stream));
   }
   /// One step reading the uniforms from a caller-owned device buffer.
   void stepDeviceUniforms(TensorList &list, const float *deviceUniforms,
