@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -34,7 +35,7 @@ static void checkBlock(int64_t n, int64_t block, const char *what) {
 }
 
 void codebookQuantize(const float *x, int64_t n, int64_t block, const float *qmap, uint8_t *codes,
-                      float *absmax) {
+                      float *absmax, Overflow overflow, NumericsCounts *counts) {
   checkBlock(n, block, "codebookQuantize");
   const std::array<float, 255> mid = codebookMidpoints(qmap);
   for (int64_t b = 0, begin = 0; begin < n; ++b, begin += block) {
@@ -51,6 +52,11 @@ void codebookQuantize(const float *x, int64_t n, int64_t block, const float *qma
     }
     if (nan)
       am = std::nanf("");
+    if (overflow == Overflow::Saturate && !std::isfinite(am)) {
+      if (counts)
+        ++counts->nonfinite;
+      am = nan ? 0.0f : std::numeric_limits<float>::max(); // NaN: restart from zero
+    }
     absmax[b] = am;
     // seed 000: c = xb / absmax.clamp(min=1e-30)  (clamp keeps a NaN)
     const float d = (std::isnan(am) || am >= 1e-30f) ? am : 1e-30f;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace qopt::ref {
@@ -30,6 +31,7 @@ GroupScheme GroupScheme::seed003(bool isSigned, Companding companding) {
   s.scaleDType = ScaleDType::F16;
   s.rounding = Rounding::HalfEven;
   s.divisor = ScaleDivisor::StoredScale;
+  s.overflow = Overflow::Ieee;
   return s;
 }
 
@@ -38,7 +40,8 @@ std::string GroupScheme::str() const {
   s += companding == Companding::Softsign ? "softsign" : companding == Companding::Sqrt ? "sqrt" : "linear";
   s += std::string(", scale=") + (scaleDType == ScaleDType::F16 ? "f16" : "f32");
   s += std::string(", round=") + (rounding == Rounding::HalfUp ? "half_up" : "half_even");
-  s += std::string(", divide=") + (divisor == ScaleDivisor::Absmax ? "absmax" : "stored_scale") + ">";
+  s += std::string(", divide=") + (divisor == ScaleDivisor::Absmax ? "absmax" : "stored_scale");
+  s += overflow == Overflow::Ieee ? ", overflow=ieee>" : ">";
   return s;
 }
 
@@ -73,7 +76,8 @@ static float roundCode(const GroupScheme &s, float r) {
   return s.rounding == Rounding::HalfUp ? std::floor(r + 0.5f) : roundHalfEven(r);
 }
 
-void groupQuantize(const GroupScheme &scheme, const float *x, int64_t n, void *codes, void *scales) {
+void groupQuantize(const GroupScheme &scheme, const float *x, int64_t n, void *codes, void *scales,
+                   NumericsCounts *counts) {
   scheme.validate();
   const bool sqrtC = scheme.companding == Companding::Sqrt;
   const bool softsign = scheme.companding == Companding::Softsign;
@@ -94,6 +98,21 @@ void groupQuantize(const GroupScheme &scheme, const float *x, int64_t n, void *c
     }
     if (nan)
       am = std::nanf("");
+    // docs/numerics.md "Overflow": an absmax the scale type cannot hold (or NaN) is stored as the
+    // type's largest finite value, and the codes clamp against it.
+    const bool saturate = scheme.overflow == Overflow::Saturate;
+    if (saturate) {
+      // f16: 65520 rounds to inf. f32: any finite absmax fits, but with sqrt companding the
+      // dequantized value is the scale squared, finite up to a scale of 2^64 (1 - 2^-24).
+      const bool f16 = scheme.scaleDType == ScaleDType::F16;
+      const float largest = f16 ? 65504.0f : sqrtC ? 0x1.fffffep63f : std::numeric_limits<float>::max();
+      const bool fits = f16 ? am < 65520.0f : sqrtC ? am < 0x1p64f : std::isfinite(am);
+      if (!fits) {
+        if (counts)
+          ++(std::isfinite(am) ? counts->saturated : counts->nonfinite);
+        am = largest;
+      }
+    }
     float sDiv;
     if (scheme.divisor == ScaleDivisor::Absmax) {
       // authors: s = max(absmax, 1e-12) in float32, divide by it, store it rounded
@@ -107,7 +126,9 @@ void groupQuantize(const GroupScheme &scheme, const float *x, int64_t n, void *c
     for (int64_t i = begin; i < end; ++i) {
       float r;
       if (scheme.isSigned) {
-        const float y = t(i) / sDiv;                                // y = m / s
+        float y = t(i) / sDiv;                                      // y = m / s
+        if (saturate && !std::isnan(y))
+          y = std::clamp(y, -1.0f, 1.0f);                           // inf: the extreme code
         const float z = softsign ? (2.0f * y) / (1.0f + std::fabs(y)) : y; // z = 2y / (1 + |y|)
         r = 127.0f * z;                                             // 127 * z
       } else if (scheme.divisor == ScaleDivisor::Absmax) {

@@ -308,7 +308,8 @@ std::vector<float> readState(const StepSpec &spec, const TensorBuffers &t, size_
   return out;
 }
 
-void writeState(const StepSpec &spec, TensorBuffers &t, size_t index, const std::vector<float> &x) {
+void writeState(const StepSpec &spec, TensorBuffers &t, size_t index, const std::vector<float> &x,
+                NumericsCounts *counts) {
   const StateScheme &s = spec.states.at(index);
   StateBuffers &b = t.states.at(index);
   if (static_cast<int64_t>(x.size()) != t.numel)
@@ -317,10 +318,11 @@ void writeState(const StepSpec &spec, TensorBuffers &t, size_t index, const std:
   case StateKind::PlainF32:
   case StateKind::PlainBF16: b.values = Buffer::fromFloats(s.valueDType(), x); break;
   case StateKind::Codebook:
-    codebookQuantize(x.data(), t.numel, s.block, s.qmap.data(), b.values.as<uint8_t>(), b.scales.as<float>());
+    codebookQuantize(x.data(), t.numel, s.block, s.qmap.data(), b.values.as<uint8_t>(),
+                     b.scales.as<float>(), s.overflow, counts);
     break;
   case StateKind::Group:
-    groupQuantize(s.group, x.data(), t.numel, b.values.data(), b.scales.data());
+    groupQuantize(s.group, x.data(), t.numel, b.values.data(), b.scales.data(), counts);
     break;
   }
 }
@@ -491,7 +493,7 @@ void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<f
   }
 }
 
-void step(const StepSpec &spec, TensorBuffers &t, int64_t stepIndex) {
+void step(const StepSpec &spec, TensorBuffers &t, int64_t stepIndex, NumericsCounts *counts) {
   checkTensor(spec, t);
   if (stepIndex < 1)
     throw std::invalid_argument("step: the step count is 1-based, got " + std::to_string(stepIndex));
@@ -506,13 +508,14 @@ void step(const StepSpec &spec, TensorBuffers &t, int64_t stepIndex) {
   updateElements(spec, stepIndex, n, p, std::move(g), st);
   // 3. store: requantize the states, split the master
   for (size_t k = 0; k < spec.states.size(); ++k)
-    writeState(spec, t, k, st[k]);
+    writeState(spec, t, k, st[k], counts);
   setMaster(spec, t, p);
 }
 
-void step(const StepSpec &spec, std::vector<TensorBuffers> &tensors, int64_t stepIndex) {
+void step(const StepSpec &spec, std::vector<TensorBuffers> &tensors, int64_t stepIndex,
+          NumericsCounts *counts) {
   for (TensorBuffers &t : tensors)
-    step(spec, t, stepIndex);
+    step(spec, t, stepIndex, counts);
 }
 
 } // namespace qopt::ref

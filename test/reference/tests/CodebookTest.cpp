@@ -186,6 +186,36 @@ TEST(CodebookTest, NanInBlockGivesNanAbsmaxAndTopCode) {
   EXPECT_EQ(qmap[codes[3]], 1.0f);
 }
 
+TEST(CodebookTest, SaturatedBlockRestartsOnNanAndSaturatesOnInfinity) {
+  // docs/numerics.md "Overflow": a NaN absmax is stored as 0 (the block dequantizes to zeros), an
+  // infinite one as FLT_MAX (+inf takes the top code); each such block is counted; a finite block
+  // is as under Ieee.
+  const std::vector<float> qmap = createDynamicMap(true);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {0.5f, std::nanf(""), -0.25f, inf, 3.0f, -1.5f};
+  std::vector<uint8_t> codes(6), ieeeCodes(6);
+  float absmax[3], ieeeAbsmax[3];
+  NumericsCounts counts;
+  codebookQuantize(x.data(), 6, 2, qmap.data(), codes.data(), absmax, Overflow::Saturate, &counts);
+  codebookQuantize(x.data(), 6, 2, qmap.data(), ieeeCodes.data(), ieeeAbsmax);
+  EXPECT_EQ(counts.nonfinite, 2);
+  EXPECT_EQ(counts.saturated, 0);
+  EXPECT_EQ(floatBits(absmax[0]), 0u);
+  EXPECT_EQ(absmax[1], std::numeric_limits<float>::max());
+  EXPECT_EQ(codes[3], 255); // inf / FLT_MAX = inf
+  EXPECT_EQ(qmap[codes[2]], 0.0f); // -0.25 / FLT_MAX rounds to the code of 0
+  EXPECT_EQ(absmax[2], 3.0f);
+  EXPECT_EQ(absmax[2], ieeeAbsmax[2]);
+  EXPECT_EQ(codes[4], ieeeCodes[4]);
+  EXPECT_EQ(codes[5], ieeeCodes[5]);
+  std::vector<float> back(6);
+  codebookDequantize(codes.data(), absmax, 6, 2, qmap.data(), back.data());
+  for (float v : back)
+    EXPECT_TRUE(std::isfinite(v));
+  EXPECT_EQ(back[0], 0.0f);
+  EXPECT_EQ(back[1], 0.0f);
+}
+
 TEST(CodebookTest, DynamicMapStructure) {
   // bitsandbytes' documented structure, checked without the generator's own arithmetic:
   // signed: 127 negative values, exact 0, 127 positive values ending at +1.0, no -1.0;

@@ -17,15 +17,17 @@ std::vector<GroupScheme> allSchemes() {
                                 std::pair{false, Companding::Sqrt}, std::pair{false, Companding::Linear}})
     for (ScaleDType sd : {ScaleDType::F16, ScaleDType::F32})
       for (Rounding r : {Rounding::HalfUp, Rounding::HalfEven})
-        for (ScaleDivisor dv : {ScaleDivisor::Absmax, ScaleDivisor::StoredScale}) {
-          GroupScheme s;
-          s.isSigned = isSigned;
-          s.companding = comp;
-          s.scaleDType = sd;
-          s.rounding = r;
-          s.divisor = dv;
-          out.push_back(s);
-        }
+        for (ScaleDivisor dv : {ScaleDivisor::Absmax, ScaleDivisor::StoredScale})
+          for (Overflow o : {Overflow::Saturate, Overflow::Ieee}) {
+            GroupScheme s;
+            s.isSigned = isSigned;
+            s.companding = comp;
+            s.scaleDType = sd;
+            s.rounding = r;
+            s.divisor = dv;
+            s.overflow = o;
+            out.push_back(s);
+          }
   return out;
 }
 
@@ -45,13 +47,14 @@ struct Quantized {
   }
 };
 
-Quantized roundTrip(const GroupScheme &s, const std::vector<float> &x) {
+Quantized roundTrip(const GroupScheme &s, const std::vector<float> &x,
+                    NumericsCounts *counts = nullptr) {
   const int64_t n = static_cast<int64_t>(x.size());
   Quantized q;
   q.codes.assign(x.size(), 0);
   q.scales.assign(static_cast<size_t>(s.numGroups(n)) * (s.scaleDType == ScaleDType::F16 ? 2 : 4), 0);
   q.back.assign(x.size(), 0.0f);
-  groupQuantize(s, x.data(), n, q.codes.data(), q.scales.data());
+  groupQuantize(s, x.data(), n, q.codes.data(), q.scales.data(), counts);
   groupDequantize(s, q.codes.data(), q.scales.data(), n, q.back.data());
   return q;
 }
@@ -183,16 +186,87 @@ TEST(GroupTest, CodesStayInRange) {
         ASSERT_NE(static_cast<int8_t>(c), -128) << s.str();
       }
     }
-    // The NaN's group codes are 0 (reference choice), other groups unaffected.
-    for (int i = 64; i < 96; ++i)
-      ASSERT_EQ(q.codes[i], 0) << s.str();
+    if (s.overflow == Overflow::Ieee) {
+      // The NaN's group codes are 0 (reference choice), other groups unaffected.
+      for (int i = 64; i < 96; ++i)
+        ASSERT_EQ(q.codes[i], 0) << s.str();
+    } else {
+      // Saturated: the NaN's code is 0, and every stored value finite.
+      ASSERT_EQ(q.codes[70], 0) << s.str();
+      for (float v : q.back)
+        ASSERT_TRUE(std::isfinite(v)) << s.str();
+    }
+  }
+}
+
+TEST(GroupTest, SaturatedScaleKeepsTheGroupFinite) {
+  // docs/numerics.md "Overflow": one group of each kind, for every scheme under Saturate:
+  // absmax 128000 (finite, above float16's 65504), a +inf, a NaN, and 65519 (rounds to 65504:
+  // no saturation). Expected values computed here from the rule: the scale is the largest
+  // finite value, a value beyond it takes the extreme code, a NaN code 0.
+  const float inf = std::numeric_limits<float>::infinity();
+  for (GroupScheme s : allSchemes()) {
+    if (s.overflow != Overflow::Saturate)
+      continue;
+    const bool f16 = s.scaleDType == ScaleDType::F16;
+    // ... value whose dequantized state is finite: with sqrt companding and an f32 scale the
+    // largest float below 2^64, as its square (2^128 - 2^105 + 2^80) is below FLT_MAX.
+    const bool sqrtF32 = !f16 && s.companding == Companding::Sqrt;
+    const float largest =
+        f16 ? 65504.0f : sqrtF32 ? std::nextafter(0x1p64f, 0.0f) : std::numeric_limits<float>::max();
+    std::vector<float> x(4 * 32, 0.0f);
+    for (int i = 0; i < 32; ++i) {
+      const float sign = s.isSigned && i % 2 ? -1.0f : 1.0f;
+      x[i] = sign * (i + 1) * 4000.0f;  // group 0: absmax 128000
+      x[32 + i] = sign * 1000.0f;       // group 1: one +inf
+      x[64 + i] = sign * 1000.0f;       // group 2: one NaN
+      x[96 + i] = sign * 65519.0f;      // group 3: absmax 65519 (sqrt: 65519^2)
+    }
+    x[32 + 7] = inf;
+    x[64 + 9] = std::nanf("");
+    if (s.companding == Companding::Sqrt)
+      for (int i = 0; i < 32; ++i) {
+        x[i] *= x[i];           // sqrt companding: the scale is the root's absmax
+        x[96 + i] *= x[96 + i];
+      }
+    NumericsCounts counts;
+    const Quantized q = roundTrip(s, x, &counts);
+    const int top = s.isSigned ? 127 : 255;
+    auto code = [&](int i) {
+      return s.isSigned ? int(static_cast<int8_t>(q.codes[size_t(i)])) : int(q.codes[size_t(i)]);
+    };
+    EXPECT_EQ(counts.nonfinite, 2) << s.str();
+    if (f16) {
+      EXPECT_EQ(counts.saturated, 1) << s.str();
+      EXPECT_EQ(q.scale(s, 0), largest) << s.str();
+      // Group 0's values beyond 65504 take the extreme code (x = 20000k for k >= 17).
+      for (int i = 16; i < 32; ++i)
+        EXPECT_EQ(std::abs(code(i)), top) << s.str() << " element " << i;
+    } else {
+      EXPECT_EQ(counts.saturated, 0) << s.str();
+      EXPECT_EQ(q.scale(s, 0), 128000.0f) << s.str();
+    }
+    EXPECT_EQ(q.scale(s, 1), largest) << s.str();
+    EXPECT_EQ(q.scale(s, 2), largest) << s.str();
+    EXPECT_EQ(code(32 + 7), top) << s.str() << ": +inf takes the top code";
+    EXPECT_EQ(code(64 + 9), 0) << s.str() << ": NaN takes code 0";
+    // 65519 rounds to 65504 in float16 without saturating: the scale is the rounded absmax
+    // (seed 003's divisor) or the absmax itself (the authors'), as under Ieee.
+    GroupScheme ieee = s;
+    ieee.overflow = Overflow::Ieee;
+    const Quantized qi = roundTrip(ieee, x);
+    for (int i = 96; i < 128; ++i)
+      EXPECT_EQ(q.codes[size_t(i)], qi.codes[size_t(i)]) << s.str() << " element " << i;
+    EXPECT_EQ(q.scale(s, 3), qi.scale(ieee, 3)) << s.str();
+    for (float v : q.back)
+      ASSERT_TRUE(std::isfinite(v)) << s.str();
   }
 }
 
 TEST(GroupTest, Float16ScaleRangeBehaviour) {
-  // numerics.md §2: a float16 scale cannot hold a group absmax above 65504 or below ~6e-8. The
-  // reference computes the formulas as written, so the product must not rely on it there; this
-  // test pins down what the formulas give (a product guard is checked against these values).
+  // numerics.md §2: a float16 scale cannot hold a group absmax above 65504 or below ~6e-8. Under
+  // Overflow::Ieee the reference computes the formulas as written (an infinite scale, FlashOptim's
+  // behaviour); this test pins down what they give (Saturate: SaturatedScaleKeepsTheGroupFinite).
   std::vector<float> big(32), small(32);
   std::mt19937_64 rng(23);
   for (int i = 0; i < 32; ++i) {
@@ -202,6 +276,7 @@ TEST(GroupTest, Float16ScaleRangeBehaviour) {
   for (ScaleDivisor dv : {ScaleDivisor::Absmax, ScaleDivisor::StoredScale}) {
     GroupScheme f16 = GroupScheme::momentum();
     f16.divisor = dv;
+    f16.overflow = Overflow::Ieee;
     GroupScheme f32 = f16;
     f32.scaleDType = ScaleDType::F32;
     const Quantized qb = roundTrip(f16, big), qs = roundTrip(f16, small);
@@ -227,4 +302,6 @@ TEST(GroupTest, InvalidSchemesAreRejected) {
   s.group = 0;
   EXPECT_THROW(s.validate(), std::invalid_argument);
   EXPECT_EQ(GroupScheme::momentum().str(), "group<i8, 32, softsign, scale=f16, round=half_up, divide=absmax>");
+  EXPECT_EQ(GroupScheme::seed003(false, Companding::Sqrt).str(),
+            "group<u8, 32, sqrt, scale=f16, round=half_even, divide=stored_scale, overflow=ieee>");
 }

@@ -391,12 +391,14 @@ TEST(StepTest, EveryDtypeAndSchemeCombinationTracksFloat32) {
     }
 }
 
-TEST(StepTest, NonFiniteGradientsPoisonTheirElementThenTheirGroups) {
-  // Reference behaviour, pinned down for the runtime (which must skip such steps, cf. found_inf):
-  // a NaN or inf gradient makes that element's parameter NaN at once, and its state groups' scales
-  // non-finite, so the next step turns every element of those groups NaN.
+TEST(StepTest, NonFiniteGradientsPoisonTheirElementThenTheirGroupsUnderIeee) {
+  // Reference behaviour under Overflow::Ieee (FlashOptim's): a NaN or inf gradient makes that
+  // element's parameter NaN at once, and its state groups' scales non-finite, so the next step
+  // turns every element of those groups NaN.
   std::mt19937_64 rng(44);
-  const StepSpec s = flashAdamW(Hyper(), Master::EccI8);
+  StepSpec s = flashAdamW(Hyper(), Master::EccI8);
+  for (StateScheme &st : s.states)
+    st.group.overflow = Overflow::Ieee;
   TensorBuffers t = makeTensor(s, 256);
   setMaster(s, t, randn(rng, 256, 0.5f));
   std::vector<float> g = randn(rng, 256, 0.1f);
@@ -412,4 +414,32 @@ TEST(StepTest, NonFiniteGradientsPoisonTheirElementThenTheirGroups) {
   p = readMaster(s, t);
   for (int i = 0; i < 256; ++i)
     EXPECT_EQ(!std::isfinite(p[static_cast<size_t>(i)]), i / 32 == 1 || i / 32 == 6) << i;
+}
+
+TEST(StepTest, NonFiniteGradientsPoisonOnlyTheirElementUnderSaturate) {
+  // The default (Overflow::Saturate): the element whose gradient is NaN or inf gets a NaN
+  // parameter (Adam's update inf / inf, as torch.optim.AdamW), its groups' scales saturate and are
+  // counted, every state stays finite, and the next steps leave every other element finite.
+  std::mt19937_64 rng(44);
+  const StepSpec s = flashAdamW(Hyper(), Master::EccI8);
+  TensorBuffers t = makeTensor(s, 256);
+  setMaster(s, t, randn(rng, 256, 0.5f));
+  std::vector<float> g = randn(rng, 256, 0.1f);
+  g[40] = std::nanf("");
+  g[200] = std::numeric_limits<float>::infinity();
+  setGrad(s, t, g);
+  NumericsCounts counts;
+  step(s, t, 1, &counts);
+  EXPECT_EQ(counts.nonfinite, 4); // m and v of groups 1 and 6
+  EXPECT_EQ(counts.saturated, 0);
+  for (int k = 2; k <= 4; ++k) {
+    setGrad(s, t, randn(rng, 256, 0.1f));
+    step(s, t, k, &counts);
+    const std::vector<float> p = readMaster(s, t);
+    for (int i = 0; i < 256; ++i)
+      EXPECT_EQ(std::isnan(p[static_cast<size_t>(i)]), i == 40 || i == 200) << i;
+    for (size_t st = 0; st < s.states.size(); ++st)
+      for (float v : readState(s, t, st))
+        ASSERT_TRUE(std::isfinite(v)) << "state " << st << " step " << k;
+  }
 }

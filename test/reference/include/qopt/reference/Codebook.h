@@ -7,6 +7,8 @@
 #ifndef QOPT_REFERENCE_CODEBOOK_H
 #define QOPT_REFERENCE_CODEBOOK_H
 
+#include "qopt/reference/Overflow.h"
+
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -26,9 +28,13 @@ uint8_t codebookCode(float c, const std::array<float, 255> &mid);
 ///   absmax = max |x|  (NaN if any |x| is NaN, as torch.amax)
 ///   c      = x / max(absmax, 1e-30f)      (float32 division; a NaN absmax stays NaN)
 ///   code   = codebookCode(c, mid)
-/// Writes n codes and ceil(n / block) absmax values.
+/// Writes n codes and ceil(n / block) absmax values. Under Overflow::Saturate (the product's
+/// default; docs/numerics.md "Overflow") a NaN absmax is stored, and divided by, as 0 (the block
+/// restarts from zero) and an infinite one as FLT_MAX, each such block counted in `counts` (when
+/// given); Overflow::Ieee (seed 000) stores it as it is.
 void codebookQuantize(const float *x, int64_t n, int64_t block, const float *qmap,
-                      uint8_t *codes, float *absmax);
+                      uint8_t *codes, float *absmax, Overflow overflow = Overflow::Ieee,
+                      NumericsCounts *counts = nullptr);
 
 /// x = qmap[code] * absmax[i / block] (one float32 multiply).
 void codebookDequantize(const uint8_t *codes, const float *absmax, int64_t n, int64_t block,

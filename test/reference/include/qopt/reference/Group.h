@@ -9,6 +9,8 @@
 #ifndef QOPT_REFERENCE_GROUP_H
 #define QOPT_REFERENCE_GROUP_H
 
+#include "qopt/reference/Overflow.h"
+
 #include <cstdint>
 #include <string>
 
@@ -32,6 +34,12 @@ enum class ScaleDivisor { Absmax, StoredScale };
 ///   unsigned, Absmax:      r = (255 * t) / s_div      (numerics.md §2 `255 * u / s`, left to right)
 ///   unsigned, StoredScale: r = (t / s_div) * 255      (seed 003 `y = g / safe; y * 255.0`)
 ///   q = clamp(round(r), -127..127 or 0..255); a NaN r gives q = 0 (reference choice: §2 is silent)
+/// Overflow::Saturate (the product's default; docs/numerics.md "Overflow"): an absmax that is NaN
+/// or does not fit the scale type (f16: absmax >= 65520, which rounds to inf; f32: inf; f32 with
+/// sqrt companding: >= 2^64, whose square is inf) is replaced by the largest value that does
+/// (65504, FLT_MAX, 2^64 (1 - 2^-24)) before the lines above, and a
+/// signed y is clamped to [-1, 1] (a NaN y stays NaN): an infinite value takes the extreme code.
+/// Overflow::Ieee: the lines above as they are (an absmax above 65504 stores inf; FlashOptim).
 /// Dequantize (the same for both divisors, numerics.md §2 inverse and seed 003 `dequantize`):
 ///   signed:   z = q / 127; y = softsign ? z / (2 - |z|) : z; x = y * s
 ///   unsigned: u = (q / 255) * s; x = sqrt-companded ? u * u : u
@@ -43,25 +51,30 @@ struct GroupScheme {
   ScaleDType scaleDType = ScaleDType::F16;
   Rounding rounding = Rounding::HalfUp;
   ScaleDivisor divisor = ScaleDivisor::Absmax;
+  Overflow overflow = Overflow::Saturate;
 
   /// FlashOptim's momentum: group<i8, 32, softsign> with the authors' defaults.
   static GroupScheme momentum();
   /// FlashOptim's variance: group<u8, 32, sqrt> with the authors' defaults.
   static GroupScheme variance();
-  /// Seed 003's options (round=half_even, divide=stored_scale, scale=f16) for a signed/unsigned,
+  /// Seed 003's options (round=half_even, divide=stored_scale, scale=f16, overflow=ieee: its
+  /// `scales.to(float16)` gives inf) for a signed/unsigned,
   /// softsign/sqrt/linear scheme: seed003(true, Softsign) is its `momentum_companded`.
   static GroupScheme seed003(bool isSigned, Companding companding);
 
   int64_t numGroups(int64_t n) const { return n == 0 ? 0 : (n + group - 1) / group; }
-  /// "group<i8, 32, softsign, scale=f16, round=half_up, divide=absmax>"
+  /// "group<i8, 32, softsign, scale=f16, round=half_up, divide=absmax>" (", overflow=ieee" before
+  /// the '>' under Ieee)
   std::string str() const;
   /// Throws std::invalid_argument for group < 1, signed+sqrt, unsigned+softsign.
   void validate() const;
 };
 
 /// Quantizes n float32 values. `codes` receives n int8 (signed) or uint8 (unsigned) values;
-/// `scales` receives numGroups(n) float16 bit patterns (uint16_t) or float32 values.
-void groupQuantize(const GroupScheme &scheme, const float *x, int64_t n, void *codes, void *scales);
+/// `scales` receives numGroups(n) float16 bit patterns (uint16_t) or float32 values. Under
+/// Overflow::Saturate each group it saturated is added to `counts` (when given).
+void groupQuantize(const GroupScheme &scheme, const float *x, int64_t n, void *codes, void *scales,
+                   NumericsCounts *counts = nullptr);
 
 /// Dequantizes n values from codes and scales laid out as groupQuantize writes them.
 void groupDequantize(const GroupScheme &scheme, const void *codes, const void *scales, int64_t n,

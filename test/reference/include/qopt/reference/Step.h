@@ -66,6 +66,7 @@ struct StateScheme {
   StateKind kind = StateKind::PlainF32;
   int64_t block = 2048;       ///< Codebook block size
   std::vector<float> qmap;    ///< Codebook table (256 ascending float32), an input of the step
+  Overflow overflow = Overflow::Saturate; ///< Codebook: its absmax's overflow policy
   GroupScheme group;          ///< Group options
 
   static StateScheme plainF32(std::string name);
@@ -173,13 +174,17 @@ void setGrad(const StepSpec &spec, TensorBuffers &t, const std::vector<float> &g
 std::vector<float> readMaster(const StepSpec &spec, const TensorBuffers &t);
 /// Reads state `index` dequantized to float32.
 std::vector<float> readState(const StepSpec &spec, const TensorBuffers &t, size_t index);
-/// Replaces state `index` with float32 values (quantized per its scheme).
-void writeState(const StepSpec &spec, TensorBuffers &t, size_t index, const std::vector<float> &x);
+/// Replaces state `index` with float32 values (quantized per its scheme), adding the groups and
+/// blocks it saturated to `counts` (when given).
+void writeState(const StepSpec &spec, TensorBuffers &t, size_t index, const std::vector<float> &x,
+                NumericsCounts *counts = nullptr);
 
-/// One optimizer step (`step` >= 1, the 1-based step count) on one tensor, in place.
-void step(const StepSpec &spec, TensorBuffers &t, int64_t step);
+/// One optimizer step (`step` >= 1, the 1-based step count) on one tensor, in place; the groups
+/// and blocks of its states that saturated are added to `counts` (when given).
+void step(const StepSpec &spec, TensorBuffers &t, int64_t step, NumericsCounts *counts = nullptr);
 /// One step on a list of tensors (each independently, as one launch does).
-void step(const StepSpec &spec, std::vector<TensorBuffers> &tensors, int64_t step);
+void step(const StepSpec &spec, std::vector<TensorBuffers> &tensors, int64_t step,
+          NumericsCounts *counts = nullptr);
 
 /// The float32 update of step 2 alone, for whole arrays (p, g, states in and out). Exposed for tests.
 void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<float> &p,
