@@ -78,6 +78,22 @@ static Value quantizationDivisor(LaneMath &m, GroupSchemeAttr scheme,
                   m.constF(storedScale, 1.0), storedScale);
 }
 
+/// Under overflow = saturate, y = x / divisor clamped to [-1, 1] before
+/// softsign's 2y / (1 + |y|), which is NaN for an infinite y: an infinite x
+/// then takes the extreme code, as a finite one beyond the divisor does. For
+/// a finite y the code does not change: softsign is increasing and maps ±1
+/// to ±1 exactly, so |y| > 1 rounds to a code the clamp takes to ±range
+/// anyway. A NaN y stays NaN (code 0).
+static Value clampSoftsignArgument(LaneMath &m, GroupSchemeAttr scheme,
+                                   Value y) {
+  if (scheme.getOverflow() != Overflow::saturate)
+    return y;
+  Value one = m.constF(y, 1.0), minusOne = m.constF(y, -1.0);
+  return m.select(m.cmp(arith::CmpFPredicate::OGT, y, one), one,
+                  m.select(m.cmp(arith::CmpFPredicate::OLT, y, minusOne),
+                           minusOne, y));
+}
+
 /// t, the value whose rounding is the code: 127 * softsign(x / s),
 /// 255 * sqrt(x) / s, ... (numerics.md §2), in `m`'s arithmetic.
 static Value codeArgument(LaneMath &m, GroupSchemeAttr scheme, Value x,
@@ -87,9 +103,11 @@ static Value codeArgument(LaneMath &m, GroupSchemeAttr scheme, Value x,
     // Authors: signed: 127 * z with z = softsign(m/s); unsigned: 255 * u / s.
     if (scheme.getStorage().isSigned()) {
       Value z = m.div(x, divisor);
-      if (scheme.getCompanding() == Companding::softsign)
+      if (scheme.getCompanding() == Companding::softsign) {
+        z = clampSoftsignArgument(m, scheme, z);
         z = m.div(m.mul(m.constF(z, 2.0), z),
                   m.add(m.constF(z, 1.0), m.abs(z)));
+      }
       return m.mul(m.constF(z, range), z);
     }
     Value u = scheme.getCompanding() == Companding::sqrt ? m.sqrt(x) : x;
@@ -98,8 +116,10 @@ static Value codeArgument(LaneMath &m, GroupSchemeAttr scheme, Value x,
   // Seed 003: y = g / safe, softsign 2y / (1 + |y|), then y * 127 (or * 255).
   Value u = scheme.getCompanding() == Companding::sqrt ? m.sqrt(x) : x;
   Value y = m.div(u, divisor);
-  if (scheme.getCompanding() == Companding::softsign)
+  if (scheme.getCompanding() == Companding::softsign) {
+    y = clampSoftsignArgument(m, scheme, y);
     y = m.div(m.mul(m.constF(y, 2.0), y), m.add(m.constF(y, 1.0), m.abs(y)));
+  }
   return m.mul(y, m.constF(y, range));
 }
 
@@ -324,9 +344,16 @@ static Value checkedRoundCode(LaneMath &m, GroupSchemeAttr scheme, Value x,
     all = arith::AndIOp::create(b, loc, all, inRange);
   }
   // The divisor is the same for all lanes: its range is checked once, for
-  // the thread here and for each lane's own check in the fallback.
+  // the thread here and for each lane's own check in the fallback. Under
+  // overflow = saturate a group of an f16 scale whose divisor is 65504 (the
+  // saturated scale, whose lanes may lie far beyond it, where div.approx
+  // does not hold, or an absmax of exactly 65504) takes the IEEE chain and
+  // its clamp; with an f32 scale the saturated divisor is above 2^100.
   Value absDivisor = m.abs(vector::ExtractOp::create(b, loc, divisor, 0));
-  Value belowHi = cmpConst(arith::CmpFPredicate::OLE, absDivisor, 0x1p100);
+  Value belowHi =
+      scheme.getOverflow() == Overflow::saturate && scheme.getScale().isF16()
+          ? cmpConst(arith::CmpFPredicate::OLT, absDivisor, 65504.0)
+          : cmpConst(arith::CmpFPredicate::OLE, absDivisor, 0x1p100);
   all = arith::AndIOp::create(b, loc, all, belowHi);
   Value aboveLo = cmpConst(arith::CmpFPredicate::OGE, absDivisor, 0x1p-40);
   all = arith::AndIOp::create(b, loc, all, aboveLo);

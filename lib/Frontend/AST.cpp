@@ -72,6 +72,16 @@ llvm::StringRef mlir::qopt::frontend::stringifyScaleDivisor(ScaleDivisor d) {
   return "";
 }
 
+llvm::StringRef mlir::qopt::frontend::stringifyOverflow(Overflow o) {
+  switch (o) {
+  case Overflow::Saturate:
+    return "saturate";
+  case Overflow::Ieee:
+    return "ieee";
+  }
+  return "";
+}
+
 llvm::StringRef mlir::qopt::frontend::stringifyBinaryOp(BinaryOp op) {
   switch (op) {
   case BinaryOp::Add:
@@ -214,14 +224,20 @@ void SpecPrinter::printScheme(const StateScheme &scheme) {
     os << stringifyFloatType(scheme.plainType);
     return;
   case SchemeKind::Codebook:
-    os << "codebook<" << scheme.blockSize << ">";
+    os << "codebook<" << scheme.blockSize;
+    if (scheme.overflow != Overflow::Saturate)
+      os << ", overflow = " << stringifyOverflow(scheme.overflow);
+    os << ">";
     return;
   case SchemeKind::Group:
     os << "group<" << (scheme.isSigned ? "i8" : "u8") << ", "
        << scheme.groupSize << ", " << stringifyCompanding(scheme.companding)
        << ", scale = " << stringifyFloatType(scheme.scaleType)
        << ", round = " << stringifyRounding(scheme.rounding)
-       << ", divide = " << stringifyScaleDivisor(scheme.divisor) << ">";
+       << ", divide = " << stringifyScaleDivisor(scheme.divisor);
+    if (scheme.overflow != Overflow::Saturate)
+      os << ", overflow = " << stringifyOverflow(scheme.overflow);
+    os << ">";
     return;
   }
 }

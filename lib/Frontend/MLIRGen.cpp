@@ -106,12 +106,15 @@ mlir::FloatType MLIRGenImpl::getFloatType(frontend::FloatType type) {
 }
 
 Attribute MLIRGenImpl::getScheme(const StateScheme &scheme) {
+  qopt::Overflow overflow = scheme.overflow == frontend::Overflow::Ieee
+                                ? qopt::Overflow::ieee
+                                : qopt::Overflow::saturate;
   switch (scheme.kind) {
   case SchemeKind::Plain:
     return PlainSchemeAttr::get(&context, getFloatType(scheme.plainType));
   case SchemeKind::Codebook:
-    return CodebookSchemeAttr::get(&context,
-                                   static_cast<int64_t>(scheme.blockSize));
+    return CodebookSchemeAttr::get(
+        &context, static_cast<int64_t>(scheme.blockSize), overflow);
   case SchemeKind::Group: {
     auto storage = IntegerType::get(&context, 8,
                                     scheme.isSigned ? IntegerType::Signed
@@ -130,7 +133,7 @@ Attribute MLIRGenImpl::getScheme(const StateScheme &scheme) {
             : qopt::ScaleDivisor::absmax;
     return GroupSchemeAttr::get(
         &context, storage, static_cast<int64_t>(scheme.groupSize), companding,
-        getFloatType(scheme.scaleType), rounding, divisor);
+        getFloatType(scheme.scaleType), rounding, divisor, overflow);
   }
   }
   llvm_unreachable("unknown scheme kind");

@@ -349,7 +349,7 @@ bool Parser::parseSize(uint64_t &value, Loc &loc, llvm::StringRef what) {
 }
 
 /// scheme ::= 'f32' | 'bf16'
-///          | 'codebook' '<' INT '>'
+///          | 'codebook' '<' INT (',' overflow-opt)? '>'
 ///          | 'group' '<' ('i8' | 'u8') ',' INT (',' group-opt)* '>'
 bool Parser::parseScheme(StateScheme &scheme) {
   scheme.loc = tok.loc;
@@ -362,9 +362,17 @@ bool Parser::parseScheme(StateScheme &scheme) {
   if (tok.isWord("codebook")) {
     consume();
     scheme.kind = SchemeKind::Codebook;
-    return expect(TokenKind::Less, "after 'codebook'") &&
-           parseSize(scheme.blockSize, scheme.sizeLoc, "the block size") &&
-           expect(TokenKind::Greater, "after the block size");
+    if (!expect(TokenKind::Less, "after 'codebook'") ||
+        !parseSize(scheme.blockSize, scheme.sizeLoc, "the block size"))
+      return false;
+    if (consumeIf(TokenKind::Comma)) {
+      if (!tok.isWord("overflow"))
+        return errorHere("unknown codebook option " + describeCurrent() +
+                         "; expected overflow = saturate|ieee");
+      if (!parseOverflowOption(scheme))
+        return false;
+    }
+    return expect(TokenKind::Greater, "at the end of the codebook scheme");
   }
   if (!tok.isWord("group"))
     return errorHere("unknown state scheme " + describeCurrent() +
@@ -396,8 +404,15 @@ bool Parser::parseScheme(StateScheme &scheme) {
 ///             | 'scale' '=' ('f16' | 'f32')
 ///             | 'round' '=' ('half_up' | 'half_even')
 ///             | 'divide' '=' ('absmax' | 'stored_scale')
+///             | overflow-opt
 bool Parser::parseGroupOption(StateScheme &scheme, unsigned &seenOptions) {
-  enum : unsigned { kCompanding = 1, kScale = 2, kRound = 4, kDivide = 8 };
+  enum : unsigned {
+    kCompanding = 1,
+    kScale = 2,
+    kRound = 4,
+    kDivide = 8,
+    kOverflow = 16
+  };
   Loc optLoc = tok.loc;
   auto markSeen = [&](unsigned bit, llvm::StringRef what) {
     if (seenOptions & bit)
@@ -471,10 +486,31 @@ bool Parser::parseGroupOption(StateScheme &scheme, unsigned &seenOptions) {
     return true;
   }
 
+  if (tok.isWord("overflow"))
+    return markSeen(kOverflow, "option 'overflow'") &&
+           parseOverflowOption(scheme);
+
   return errorHere("unknown group option " + describeCurrent() +
                    "; expected softsign, sqrt, linear, scale = f16|f32, "
-                   "round = half_up|half_even or divide = "
-                   "absmax|stored_scale");
+                   "round = half_up|half_even, divide = "
+                   "absmax|stored_scale or overflow = saturate|ieee");
+}
+
+/// overflow-opt ::= 'overflow' '=' ('saturate' | 'ieee')
+bool Parser::parseOverflowOption(StateScheme &scheme) {
+  consume(); // 'overflow'
+  if (!expect(TokenKind::Equal, "after 'overflow'"))
+    return false;
+  if (tok.isWord("saturate"))
+    scheme.overflow = Overflow::Saturate;
+  else if (tok.isWord("ieee"))
+    scheme.overflow = Overflow::Ieee;
+  else
+    return errorHere("expected an overflow policy ('saturate' or 'ieee'), "
+                     "found " +
+                     describeCurrent());
+  consume();
+  return true;
 }
 
 /// update ::= 'update' '{' stmt* '}'

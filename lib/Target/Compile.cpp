@@ -147,13 +147,20 @@ static bool isHostEmit(EmitKind emit) {
          emit == EmitKind::HostLibrary;
 }
 
-/// The spec's variant (another parameter type, fused grad scaling) with its
-/// uniforms outlined, unless the input already has them.
+/// The spec's variant (another parameter type, fused grad scaling, another
+/// overflow policy) with its uniforms outlined, unless the input already has
+/// them.
 static LogicalResult prepareModule(ModuleOp module,
                                    const CompileRequest &request) {
   MLIRContext *context = module.getContext();
-  if (!request.paramType.empty() || request.gradScaling) {
+  if (!request.paramType.empty() || request.gradScaling ||
+      !request.overflow.empty()) {
     PassManager pm(context);
+    if (!request.overflow.empty()) {
+      SetOverflowOptions overflow;
+      overflow.policy = request.overflow;
+      pm.addPass(createSetOverflow(overflow));
+    }
     if (!request.paramType.empty()) {
       RetypeParamOptions retype;
       retype.type = request.paramType;

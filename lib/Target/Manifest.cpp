@@ -103,6 +103,7 @@ static json::Object stateObject(StateOp state) {
   } else if (auto codebook = dyn_cast<CodebookSchemeAttr>(scheme)) {
     object["scheme"] = "codebook";
     object["block"] = codebook.getBlock();
+    object["overflow"] = stringifyOverflow(codebook.getOverflow()).str();
   } else if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
     object["scheme"] = "group";
     object["storage"] = dtypeName(group.getStorage());
@@ -111,6 +112,7 @@ static json::Object stateObject(StateOp state) {
     object["scale_dtype"] = dtypeName(group.getScale());
     object["rounding"] = stringifyRounding(group.getRounding()).str();
     object["scale_divisor"] = stringifyScaleDivisor(group.getDivisor()).str();
+    object["overflow"] = stringifyOverflow(group.getOverflow()).str();
   }
   return object;
 }
@@ -186,6 +188,8 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
 
     if (plan.getClaimTiles() > 0)
       args.push_back("work_counters");
+    if (countsNumerics(optimizer))
+      args.push_back("numerics_counters");
     json::Array argArray;
     for (const std::string &a : args)
       argArray.push_back(a);

@@ -5,7 +5,10 @@
 // for several steps on the GPU; the C++ reference (test/reference), which
 // shares no code with the compiler, steps copies of the same buffers. Every
 // byte of every stream (parameter, error bits, codes, scales, absmax) must
-// agree after every step.
+// agree after every step, and the numerics counters (saturated and
+// non-finite groups, docs/abi.md) the reference's counts; a gradient spike
+// (1e6, 1e10, infinities) leaves every state and the parameters finite
+// (docs/numerics.md "Overflow").
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,14 +79,18 @@ bool bothNaN(ref::DType dtype, const uint8_t *a, const uint8_t *b) {
 /// every byte of every stream must agree after every step. `prepare(k, t)`,
 /// where given, sets up tensor k's buffers before the first step (states
 /// other than their initial zeros). Where `nanMatchesNaN`, two NaN elements
-/// of a float stream agree whatever their bits.
+/// of a float stream agree whatever their bits. The kernel's numerics
+/// counters must equal the reference's counts after every step; `counts`
+/// and `last`, where given, receive the counts and the reference's tensors
+/// after the last step.
 void expectStepsMatchReference(
     const std::string &kernelName, const ref::StepSpec &spec,
     const std::vector<qopt_hyper> &hypers, const std::vector<int64_t> &sizes,
     int64_t steps, std::mt19937 &rng,
     const std::function<std::vector<float>(int64_t, size_t, int64_t)> &grads,
     const std::function<void(size_t, ref::TensorBuffers &)> &prepare = {},
-    bool nanMatchesNaN = false) {
+    bool nanMatchesNaN = false, ref::NumericsCounts *counts = nullptr,
+    std::vector<ref::TensorBuffers> *last = nullptr) {
   qopt_context *ctx = nullptr;
   ASSERT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx), QOPT_SUCCESS) << qopt_last_error();
   // The test's own allocations use the device's primary context, as PyTorch's do.
@@ -150,6 +157,11 @@ void expectStepsMatchReference(
   list.num_streams = info.num_streams;
   list.numels = sizes.data();
   list.data = pointers.data();
+  DeviceBuffer counters;
+  counters.bytes = QOPT_NUMERICS_COUNTERS * sizeof(int64_t);
+  CU_CHECK(cu::driver().cuMemAlloc(&counters.ptr, counters.bytes));
+  CU_CHECK(cu::driver().cuMemsetD8(counters.ptr, 0, counters.bytes));
+  ref::NumericsCounts refCounts;
 
   const int gradStream = spec.master == ref::Master::None ? 1 : 2;
   for (int64_t step = 1; step <= steps; ++step) {
@@ -158,12 +170,24 @@ void expectStepsMatchReference(
       ref::setGrad(spec, tensors[k], grads(step, k, sizes[k]));
       upload(k, gradStream);
     }
-    ref::step(spec, tensors, step);
-    ASSERT_EQ(qopt_step(kernel, &list, hypers.data(), hypers.size(), step,
-                        tablePointers.data(), tablePointers.size(), nullptr),
-              QOPT_SUCCESS)
-        << qopt_last_error();
+    ref::step(spec, tensors, step, &refCounts);
+    qopt_launch launch{};
+    launch.kernel = kernel;
+    launch.tensors = &list;
+    launch.hypers = hypers.data();
+    launch.num_hypers = hypers.size();
+    launch.step = step;
+    launch.tables = tablePointers.data();
+    launch.num_tables = tablePointers.size();
+    launch.numerics_counters = reinterpret_cast<int64_t *>(counters.ptr);
+    ASSERT_EQ(qopt_step_many(&launch, 1, nullptr), QOPT_SUCCESS) << qopt_last_error();
     CU_CHECK(cu::driver().cuCtxSynchronize());
+    int64_t gotCounts[QOPT_NUMERICS_COUNTERS] = {};
+    CU_CHECK(cu::driver().cuMemcpyDtoH(gotCounts, counters.ptr, counters.bytes));
+    EXPECT_EQ(gotCounts[QOPT_COUNTER_SATURATED_GROUPS], refCounts.saturated)
+        << kernelName << ": saturated groups";
+    EXPECT_EQ(gotCounts[QOPT_COUNTER_NONFINITE_GROUPS], refCounts.nonfinite)
+        << kernelName << ": non-finite groups";
     for (size_t k = 0; k < sizes.size(); ++k) {
       std::vector<ref::Buffer *> streams = tensors[k].streams();
       std::vector<std::string> names = tensors[k].streamNames(spec);
@@ -204,6 +228,10 @@ void expectStepsMatchReference(
     if (::testing::Test::HasFailure())
       break;
   }
+  if (counts)
+    *counts = refCounts;
+  if (last)
+    *last = tensors;
 
   device.clear();
   tables.clear();
@@ -240,6 +268,72 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
                                 v = scale * normal(rng);
                               return g;
                             });
+}
+
+TEST_P(KernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
+  // docs/numerics.md "Overflow" (issue 26: one step of FlashAdamW with gradients of scale 1e6
+  // made every float16 scale of m infinite and, three steps later, every parameter NaN). One step
+  // whose gradients are N(0, 1) times 1e6 or 1e10, or hold +-inf at every 97th element, then
+  // three ordinary steps: byte for byte the reference, the counters its counts, every state
+  // finite, and every parameter finite but those whose gradient was infinite (AdamW's update is
+  // then inf / inf, NaN, as torch.optim.AdamW's; SGD's infinite).
+  std::string why;
+  if (!haveGpu(why))
+    GTEST_SKIP() << "GPU test skipped: " << why;
+  const Case &c = GetParam();
+  const ref::StepSpec spec = c.make();
+  const float inf = std::numeric_limits<float>::infinity();
+  bool quantized = false, f16Scales = false;
+  for (const ref::StateScheme &st : spec.states) {
+    quantized |= st.kind == ref::StateKind::Codebook ||
+                 (st.kind == ref::StateKind::Group && st.group.overflow == ref::Overflow::Saturate);
+    f16Scales |= st.kind == ref::StateKind::Group &&
+                 st.group.overflow == ref::Overflow::Saturate &&
+                 st.group.scaleDType == ref::ScaleDType::F16;
+  }
+  auto spikedElement = [](int64_t i) { return i % 97 == 5; };
+  // Partial tiles and groups, and runs of whole (staged) tiles.
+  const std::vector<int64_t> sizes = {300, 4096 + 100, 70001};
+  for (float spike : {1e6f, 1e10f, inf}) {
+    SCOPED_TRACE("spike " + std::to_string(spike));
+    std::mt19937 rng(77);
+    ref::NumericsCounts counts;
+    std::vector<ref::TensorBuffers> last;
+    expectStepsMatchReference(
+        c.spec, spec, c.hypers, sizes, 4, rng,
+        [&](int64_t step, size_t, int64_t n) {
+          std::normal_distribution<float> normal(0.0f, 1.0f);
+          std::vector<float> g(n);
+          for (int64_t i = 0; i < n; ++i) {
+            g[i] = 1e-2f * normal(rng);
+            if (step == 1 && !std::isinf(spike))
+              g[i] = spike * normal(rng);
+            else if (step == 1 && spikedElement(i))
+              g[i] = i % 2 ? -inf : inf;
+          }
+          return g;
+        },
+        {}, /*nanMatchesNaN=*/true, &counts, &last);
+    if (HasFailure())
+      return;
+    for (ref::TensorBuffers &t : last) {
+      for (size_t st = 0; st < spec.states.size(); ++st) {
+        std::vector<float> values = ref::readState(spec, t, st);
+        for (size_t i = 0; i < values.size(); ++i)
+          ASSERT_TRUE(std::isfinite(values[i]))
+              << "state " << spec.states[st].name << " element " << i << " is " << values[i];
+      }
+      std::vector<float> p = ref::readMaster(spec, t);
+      for (int64_t i = 0; i < t.numel; ++i)
+        if (!(std::isinf(spike) && spikedElement(i)))
+          ASSERT_TRUE(std::isfinite(p[size_t(i)]))
+              << "parameter element " << i << " is " << p[size_t(i)];
+    }
+    if (std::isinf(spike))
+      EXPECT_EQ(counts.nonfinite > 0, quantized);
+    if (spike == 1e10f)
+      EXPECT_EQ(counts.saturated > 0, f16Scales);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ShippedSpecs, KernelNumerics, ::testing::ValuesIn(cases()),

@@ -13,7 +13,11 @@
 // parameter and gradient of that type, no error bits for f32), and for the
 // grad-scaling variants (<spec>[.f16|.f32].scaled): the fused unscale equals
 // GradScaler.unscale_ (written out here) followed by the reference's step,
-// and found_inf leaves every stream byte-identical.
+// and found_inf leaves every stream byte-identical. The numerics counters
+// (saturated and non-finite groups, docs/abi.md) equal the reference's
+// counts after every step, and a gradient spike (1e6, 1e10, infinities)
+// leaves every state and the parameters finite (docs/numerics.md
+// "Overflow").
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +31,7 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -60,7 +65,8 @@ struct Case {
 using namespace qopt::test;
 
 /// test/host/specs/adamw_seed003.qopt: seed 003's group options on groups
-/// of 8 and 64, an f16 parameter with int16 error bits, an f32 gradient.
+/// of 8 (overflow = ieee) and 64 (overflow = saturate, f32 scales), an f16
+/// parameter with int16 error bits, an f32 gradient.
 ref::StepSpec seed003Groups() {
   ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI16);
   s.param = ref::DType::F16;
@@ -70,6 +76,7 @@ ref::StepSpec seed003Groups() {
   s.states[1].group = ref::GroupScheme::seed003(/*isSigned=*/false, ref::Companding::Sqrt);
   s.states[1].group.group = 64;
   s.states[1].group.scaleDType = ref::ScaleDType::F32;
+  s.states[1].group.overflow = ref::Overflow::Saturate;
   return s;
 }
 
@@ -177,7 +184,8 @@ protected:
     qopt_context_destroy(ctx);
   }
 
-  /// Steps `tensors` with the host kernel `k` (default: the registry's).
+  /// Steps `tensors` with the host kernel `k` (default: the registry's),
+  /// adding its saturated and non-finite groups to `counters`.
   void hostStep(std::vector<ref::TensorBuffers> &tensors, int64_t step,
                 qopt_kernel *k = nullptr) {
     std::vector<int64_t> numels;
@@ -197,10 +205,24 @@ protected:
     list.data = pointers.data();
     std::vector<qopt_hyper> hypers = GetParam().hypers;
     hypers.insert(hypers.end(), extraHypers.begin(), extraHypers.end());
-    ASSERT_EQ(qopt_step(k ? k : kernel, &list, hypers.data(), hypers.size(), step,
-                        tables.data(), tables.size(), nullptr),
-              QOPT_SUCCESS)
-        << qopt_last_error();
+    qopt_launch launch{};
+    launch.kernel = k ? k : kernel;
+    launch.tensors = &list;
+    launch.hypers = hypers.data();
+    launch.num_hypers = hypers.size();
+    launch.step = step;
+    launch.tables = tables.data();
+    launch.num_tables = tables.size();
+    launch.numerics_counters = counters.data();
+    ASSERT_EQ(qopt_step_many(&launch, 1, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  }
+
+  /// Expects the kernel's counters to equal the reference's counts.
+  void compareCounters() {
+    EXPECT_EQ(counters[QOPT_COUNTER_SATURATED_GROUPS], refCounts.saturated)
+        << "saturated groups";
+    EXPECT_EQ(counters[QOPT_COUNTER_NONFINITE_GROUPS], refCounts.nonfinite)
+        << "non-finite groups";
   }
 
   /// Four steps of the reference and of the host kernel from `initial`.
@@ -215,14 +237,16 @@ protected:
           poke(i, want[i].grad);
         got[i].grad = want[i].grad;
       }
-      ref::step(spec, want, step);
+      ref::step(spec, want, step, &refCounts);
       hostStep(got, step, k);
       if (HasFatalFailure())
         return;
       compare(got, want);
+      compareCounters();
       if (HasFailure())
         return;
     }
+    lastStepped = got;
   }
 
   /// Adds a failure per stream whose bytes differ, with a few examples.
@@ -281,6 +305,11 @@ protected:
   ref::StepSpec spec;
   /// Hyperparameters given to the kernel after the case's (grad scaling).
   std::vector<qopt_hyper> extraHypers;
+  /// The kernel's numerics counters, and the reference's counts of run().
+  std::array<int64_t, QOPT_NUMERICS_COUNTERS> counters{};
+  ref::NumericsCounts refCounts;
+  /// The host kernel's tensors after run()'s last step.
+  std::vector<ref::TensorBuffers> lastStepped;
   std::string manifestPath;
   qopt_context *ctx = nullptr;
   qopt_manifest *manifest = nullptr;
@@ -409,6 +438,64 @@ TEST_P(HostKernelNumerics, NearFloat16AndBFloat16Limits) {
   });
 }
 
+TEST_P(HostKernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
+  // docs/numerics.md "Overflow" (issue 26: one step of FlashAdamW with gradients of scale 1e6
+  // made every float16 scale of m infinite and, three steps later, every parameter NaN). One step
+  // whose gradients are N(0, 1) times 1e6 or 1e10, or hold +-inf at every 97th element, then
+  // three ordinary steps: byte for byte the reference, the counters its counts, every state
+  // finite, and every parameter finite but those whose gradient was infinite (AdamW's update is
+  // then inf / inf, NaN, as torch.optim.AdamW's; SGD's infinite).
+  if (spec.param == ref::DType::F16 || spec.grad == ref::DType::F16)
+    GTEST_SKIP() << "an f16 gradient cannot hold the spike (it rounds to inf), and an SGD step "
+                    "of 1e-3 * 1e10 overflows an f16 parameter itself";
+  const float inf = std::numeric_limits<float>::infinity();
+  bool quantized = false, f16Scales = false;
+  for (const ref::StateScheme &st : spec.states) {
+    quantized |= st.kind == ref::StateKind::Codebook ||
+                 (st.kind == ref::StateKind::Group && st.group.overflow == ref::Overflow::Saturate);
+    f16Scales |= st.kind == ref::StateKind::Group &&
+                 st.group.overflow == ref::Overflow::Saturate &&
+                 st.group.scaleDType == ref::ScaleDType::F16;
+  }
+  auto spikedElement = [](int64_t i) { return i % 97 == 5; };
+  for (float spike : {1e6f, 1e10f, inf}) {
+    SCOPED_TRACE("spike " + std::to_string(spike));
+    counters = {};
+    refCounts = {};
+    run(randomTensors({4096 + 100, 300}), [&](int64_t step, size_t, int64_t n) {
+      std::vector<float> g(n);
+      for (int64_t i = 0; i < n; ++i) {
+        g[i] = 1e-2f * normal(rng);
+        if (step == 1 && !std::isinf(spike))
+          g[i] = spike * normal(rng);
+        else if (step == 1 && spikedElement(i))
+          g[i] = i % 2 ? -inf : inf;
+      }
+      return g;
+    });
+    if (HasFailure())
+      return;
+    for (ref::TensorBuffers &t : lastStepped) {
+      for (size_t st = 0; st < spec.states.size(); ++st) {
+        std::vector<float> values = ref::readState(spec, t, st);
+        for (size_t i = 0; i < values.size(); ++i)
+          ASSERT_TRUE(std::isfinite(values[i]))
+              << "state " << spec.states[st].name << " element " << i << " is " << values[i];
+      }
+      std::vector<float> p = ref::readMaster(spec, t);
+      for (int64_t i = 0; i < t.numel; ++i)
+        if (!(std::isinf(spike) && spikedElement(i)))
+          ASSERT_TRUE(std::isfinite(p[size_t(i)])) << "parameter element " << i << " is " << p[size_t(i)];
+    }
+    // The reference's counts are what the counters were compared with; that they count what
+    // the spike did: an infinity in every saturating state, a 1e10 spike beyond f16 scales.
+    if (std::isinf(spike))
+      EXPECT_EQ(refCounts.nonfinite > 0, quantized);
+    if (spike == 1e10f)
+      EXPECT_EQ(refCounts.saturated > 0, f16Scales);
+  }
+}
+
 /// The host function of the kernel under test, for the splitting trampoline.
 qopt_host_kernel_fn gHostFunction = nullptr;
 
@@ -423,6 +510,18 @@ void splitTiles(const void *descs, const int32_t *tileMap, int64_t numTiles,
   second.join();
 }
 
+/// The same for a kernel that takes numerics counters: both halves add to
+/// them at once.
+void splitCountedTiles(const void *descs, const int32_t *tileMap, int64_t numTiles,
+                       const float *uniforms, const float *const *tables, int64_t begin,
+                       int64_t end, int64_t *counters) {
+  auto fn = reinterpret_cast<qopt_host_counted_kernel_fn>(gHostFunction);
+  int64_t mid = begin + (end - begin) / 2;
+  std::thread second(fn, descs, tileMap, numTiles, uniforms, tables, mid, end, counters);
+  fn(descs, tileMap, numTiles, uniforms, tables, begin, mid, counters);
+  second.join();
+}
+
 TEST_P(HostKernelNumerics, TileRangeSplitAcrossThreads) {
   std::string library = kernelDir(GetParam().shipped) + "/" + GetParam().spec + ".so";
   void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -431,13 +530,18 @@ TEST_P(HostKernelNumerics, TileRangeSplitAcrossThreads) {
   gHostFunction = reinterpret_cast<qopt_host_kernel_fn>(dlsym(handle, symbol.c_str()));
   ASSERT_NE(gHostFunction, nullptr) << symbol << " not in " << library;
   qopt_kernel *split = nullptr;
-  ASSERT_EQ(qopt_kernel_create_host(ctx, manifest, splitTiles, &split), QOPT_SUCCESS)
+  qopt_host_kernel_fn trampoline =
+      info.num_numerics_counters ? reinterpret_cast<qopt_host_kernel_fn>(splitCountedTiles)
+                                 : splitTiles;
+  ASSERT_EQ(qopt_kernel_create_host(ctx, manifest, trampoline, &split), QOPT_SUCCESS)
       << qopt_last_error();
+  // Gradients that saturate some groups in each half: the counters are
+  // added to from both threads.
   run(randomTensors({31, 4097, 70001}),
-      [&](int64_t, size_t, int64_t n) {
+      [&](int64_t step, size_t, int64_t n) {
         std::vector<float> g(n);
         for (float &v : g)
-          v = 1e-2f * normal(rng);
+          v = (step == 2 ? 1e7f : 1e-2f) * normal(rng);
         return g;
       },
       nullptr, split);

@@ -131,6 +131,13 @@ struct CompileOptions {
                "hyperparameters grad_scale and found_inf, a kernel renamed "
                "<name>_scaled (qopt-fuse-grad-scaling)"),
       cl::init(false), cl::cat(compileCategory)};
+  cl::opt<std::string> overflow{
+      "overflow",
+      cl::desc("Overflow policy of every quantized state: saturate (a scale "
+               "that does not fit its type stores the largest finite value, "
+               "counted) or ieee (the authors' infinity), default: the "
+               "spec's (qopt-set-overflow; docs/numerics.md \"Overflow\")"),
+      cl::value_desc("policy"), cl::init(""), cl::cat(compileCategory)};
   cl::opt<bool> codebookBuckets{
       "codebook-buckets",
       cl::desc("Codebook codes from one entry of a table of buckets of "
@@ -179,6 +186,7 @@ static CompileRequest makeRequest(const CompileOptions &opts) {
   request.emit = opts.emitKind;
   request.paramType = opts.paramType;
   request.gradScaling = opts.gradScaling;
+  request.overflow = opts.overflow;
 
   KernelOptions &kernel = request.kernel;
   kernel.chip = opts.arch;
@@ -218,6 +226,13 @@ static LogicalResult checkFlags(const CompileOptions &opts,
     llvm::errs() << "qopt-opt: error: --param-type must be bf16, f16 or f32, "
                     "got '"
                  << opts.paramType << "'\n";
+    return failure();
+  }
+  if (!opts.overflow.empty() && opts.overflow != "saturate" &&
+      opts.overflow != "ieee") {
+    llvm::errs() << "qopt-opt: error: --overflow must be saturate or ieee, "
+                    "got '"
+                 << opts.overflow << "'\n";
     return failure();
   }
   if (opts.tileClaims < -1 || opts.tileClaimsStaticEighths < 0 ||

@@ -4,8 +4,10 @@
 // into float32 and back, shared by the GPU and host lowerings:
 // FloatCodecs.cpp (bf16/fp16 widening and rounding), MasterWeights.cpp (the
 // error-correction split of the master weight), GroupQuantization.cpp (group
-// (companded) quantization and checked rounding) and UpdateVectorizer.cpp
-// (the update's arith/math ops on lanes, the skip flag). Each function
+// (companded) quantization and checked rounding), Overflow.cpp (the
+// overflow policy of quantized states: saturated scales and the numerics
+// counters) and UpdateVectorizer.cpp (the update's arith/math ops on lanes,
+// the skip flag). Each function
 // follows the formulas of numerics.md in their order of operations; strict
 // mode adds no fast-math flags.
 //
@@ -60,14 +62,39 @@ Value dequantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value codes,
 Value groupMagnitude(LaneMath &m, GroupSchemeAttr scheme, Value x);
 /// The scale stored for a group whose absmax is `absmax` (f32, scalar).
 Value groupStoredScale(LaneMath &m, GroupSchemeAttr scheme, Value absmax);
-/// numerics.md §2: quantize `x` given the group's absmax (broadcast f32 lanes)
-/// and the stored scale widened back to f32; returns i8 lanes.
+/// numerics.md §2: quantize `x` given the group's absmax (broadcast f32 lanes,
+/// saturateGroupAbsmax's under overflow = saturate) and the stored scale
+/// widened back to f32; returns i8 lanes. Under overflow = saturate a value
+/// beyond the divisor takes the extreme code (an infinite one too) and a NaN
+/// code 0; for finite values these are the codes of ieee.
 /// `checkedRounding` (strict NVVM vectors only): round through approximate
 /// division and square root where a margin proves the code equal to the IEEE
 /// chain's, the IEEE chain elsewhere (same codes, bit for bit).
 Value quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
                     Value absmax, Value storedScale,
                     bool checkedRounding = false);
+
+/// docs/numerics.md "Overflow": a group's absmax (f32 scalar) as its scheme
+/// stores and divides by it. Under overflow = saturate an absmax that is NaN
+/// or at least the smallest float32 the scale type rounds to infinity
+/// (65520 for f16; +inf for f32) becomes the type's largest finite value
+/// (65504; 3.40282347e38); with sqrt companding and an f32 scale, whose
+/// dequantized value is the scale's square, the bound is 2^64 and the value
+/// 2^64 (1 - 2^-24). Otherwise, and under ieee, it is `absmax`.
+Value saturateGroupAbsmax(LaneMath &m, GroupSchemeAttr scheme, Value absmax);
+/// The same for a codebook block's float32 absmax: under overflow =
+/// saturate a NaN absmax becomes 0 (the block restarts from zero) and +inf
+/// the largest finite float32; otherwise it is `absmax`.
+Value saturateCodebookAbsmax(LaneMath &m, CodebookSchemeAttr scheme,
+                             Value absmax);
+/// Counts one group or block of a saturating `scheme` (GroupSchemeAttr or
+/// CodebookSchemeAttr) whose absmax before saturation is `absmax` (f32
+/// scalar): where it saturated, adds 1 to `counters`[NumericsCounter] (an
+/// LLVM pointer to kNumNumericsCounters int64 values; nothing where it is
+/// null) by an atomic add, in a branch the usual group does not take.
+/// Emits nothing for a plain or ieee scheme or a null `counters` value.
+void countSaturation(LaneMath &m, Attribute scheme, Value absmax,
+                     Value counters);
 
 } // namespace mlir::qopt
 

@@ -50,6 +50,10 @@ enum class Rounding { HalfUp, HalfEven };
 /// Which scale a group scheme divides by when it quantizes.
 enum class ScaleDivisor { Absmax, StoredScale };
 
+/// What a quantized state stores when a scale does not fit its type:
+/// saturate to the largest finite value (the default), or IEEE's infinity.
+enum class Overflow { Saturate, Ieee };
+
 /// `f32`, `bf16`, `f16`.
 llvm::StringRef stringifyFloatType(FloatType type);
 /// `none`, `ecc<i8>`, `ecc<i16>`.
@@ -60,6 +64,8 @@ llvm::StringRef stringifyCompanding(Companding companding);
 llvm::StringRef stringifyRounding(Rounding rounding);
 /// `absmax`, `stored_scale`.
 llvm::StringRef stringifyScaleDivisor(ScaleDivisor divisor);
+/// `saturate`, `ieee`.
+llvm::StringRef stringifyOverflow(Overflow overflow);
 
 /// The number of elements in one tile. Every group and block size must divide
 /// it (docs/abi.md), so groups and blocks never straddle two tiles.
@@ -107,6 +113,8 @@ struct StateScheme {
   FloatType scaleType = FloatType::F16;
   Rounding rounding = Rounding::HalfUp;
   ScaleDivisor divisor = ScaleDivisor::Absmax;
+  /// Group and codebook: the overflow policy.
+  Overflow overflow = Overflow::Saturate;
 
   Loc loc;           ///< The scheme's first word.
   Loc sizeLoc;       ///< The block or group size.

@@ -42,6 +42,7 @@ private:
   bool parseMaster(ParamDecl &param);
   bool parseScheme(StateScheme &scheme);
   bool parseGroupOption(StateScheme &scheme, unsigned &seenOptions);
+  bool parseOverflowOption(StateScheme &scheme);
   bool parseSize(uint64_t &value, Loc &loc, llvm::StringRef what);
   bool parseUpdate(Spec &spec);
   bool parseStmt(Spec &spec);

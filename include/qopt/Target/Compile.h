@@ -44,6 +44,8 @@ struct CompileRequest {
   std::string paramType;
   /// qopt-fuse-grad-scaling, and the kernel renamed <name>_scaled.
   bool gradScaling = false;
+  /// qopt-set-overflow's policy (saturate or ieee), empty for the spec's.
+  std::string overflow;
   KernelOptions kernel;
   HostOptions host;
 };

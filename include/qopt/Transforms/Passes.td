@@ -118,6 +118,35 @@ def RetypeParam : Pass<"qopt-retype-param", "::mlir::ModuleOp"> {
   ];
 }
 
+def SetOverflow : Pass<"qopt-set-overflow", "::mlir::ModuleOp"> {
+  let summary = "Give every quantized state one overflow policy";
+  let description = [{
+    Sets the `overflow` parameter of every `#qopt.group` and `#qopt.codebook`
+    state scheme of every `qopt.optimizer` to `policy` (`saturate` or
+    `ieee`), whatever the spec wrote (qopt-opt --overflow). `ieee` keeps the
+    authors' behaviour, an infinite float16 scale, for bit-exact comparisons
+    with them; `saturate` keeps every stored state finite and counts the
+    groups it saturated (docs/numerics.md, "Overflow"). Plain states and the
+    kernel's name do not change.
+
+    ```mlir
+    qopt.state @m : #qopt.group<storage = si8, group_size = 32,
+        companding = softsign, scale = f16, rounding = half_up,
+        divisor = absmax>
+    ```
+    with `policy=ieee` becomes
+    ```mlir
+    qopt.state @m : #qopt.group<storage = si8, group_size = 32,
+        companding = softsign, scale = f16, rounding = half_up,
+        divisor = absmax, overflow = ieee>
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "The overflow policy: saturate or ieee">
+  ];
+}
+
 def FuseGradScaling : Pass<"qopt-fuse-grad-scaling", "::mlir::ModuleOp"> {
   let summary = "Unscale the gradient and skip a step with non-finite gradients, in the kernel";
   let description = [{

@@ -54,6 +54,10 @@ struct KernelContext {
   gpu::GPUFuncOp func;
   Block *entry = nullptr;
   Value descs, tileMap, numTiles; ///< numTiles: 0 for a skipped step
+  Value workCounters;             ///< with tile claims, else null
+  /// The numerics counters (the last argument; null where no state
+  /// saturates).
+  Value numericsCounters;
   std::string prefix;             ///< of the kernel's shared symbols
   SmallVector<int> codebookStates;
   Value block, grid, chunk;       ///< i64; chunk = ceil(numTiles / grid)
@@ -233,8 +237,11 @@ private:
   void flushStores(TileContext &tile);
   Value loadPerGroup(const TileContext &tile, unsigned stream,
                      int64_t groupSize);
+  /// Stores a group's scalar from the thread that leads the group, which
+  /// then runs `inLeader` (if given) in the same branch.
   void storePerGroup(const TileContext &tile, unsigned stream,
-                     int64_t groupSize, Value value);
+                     int64_t groupSize, Value value,
+                     llvm::function_ref<void()> inLeader = nullptr);
 
   // Async copies (TileCopies.cpp): a full tile copied into stage
   // `stageIndex`, and a staged stream read back.

@@ -35,7 +35,8 @@ KernelEmitter::createKernelFunction(gpu::GPUModuleOp module) {
   kernel.module = module;
   kernel.prefix = ("__qopt_" + optimizer.getSymName()).str();
   // Signature: descriptors, tile map, tile count, uniforms, one qmap per
-  // codebook state, and with tile claims the work counters (docs/abi.md).
+  // codebook state, with tile claims the work counters, and where a state
+  // saturates the numerics counters (docs/abi.md).
   SmallVector<Type> args = {globalPtr(), globalPtr(), i64(), globalPtr()};
   for (auto [i, state] : llvm::enumerate(states))
     if (isa<CodebookSchemeAttr>(state.getScheme())) {
@@ -43,6 +44,8 @@ KernelEmitter::createKernelFunction(gpu::GPUModuleOp module) {
       args.push_back(globalPtr());
     }
   if (claims.enabled())
+    args.push_back(globalPtr());
+  if (countsNumerics(optimizer))
     args.push_back(globalPtr());
   b.setInsertionPointToEnd(module.getBody());
   auto func = gpu::GPUFuncOp::create(b, loc, optimizer.getSymName(),
@@ -59,6 +62,12 @@ KernelEmitter::createKernelFunction(gpu::GPUModuleOp module) {
   kernel.descs = kernel.entry->getArgument(0);
   kernel.tileMap = kernel.entry->getArgument(1);
   kernel.numTiles = kernel.entry->getArgument(2);
+  // The work counters, then the numerics counters, last.
+  unsigned next = 4 + kernel.codebookStates.size();
+  if (claims.enabled())
+    kernel.workCounters = kernel.entry->getArgument(next++);
+  if (countsNumerics(optimizer))
+    kernel.numericsCounters = kernel.entry->getArgument(next++);
   return kernel;
 }
 
@@ -160,7 +169,7 @@ ClaimContext KernelEmitter::emitTileRanges(KernelContext &kernel) {
       kernel.grid);
   ClaimContext claim;
   if (claims.enabled()) {
-    claim.workCounters = kernel.entry->getArguments().back();
+    claim.workCounters = kernel.workCounters;
     claim.slots = sharedArray(kernel.module, kernel.prefix + "_claim", 2, i64());
     Value first = arith::DivUIOp::create(
         b, loc,

@@ -197,7 +197,8 @@ Value KernelEmitter::loadPerGroup(const TileContext &tile, unsigned stream,
 }
 
 void KernelEmitter::storePerGroup(const TileContext &tile, unsigned stream,
-                                  int64_t groupSize, Value value) {
+                                  int64_t groupSize, Value value,
+                                  llvm::function_ref<void()> inLeader) {
   Type elem = memoryType(streams[stream].storage);
   // A tile holds whole groups: in a full one the thread's place in the tile
   // says whether it leads its group.
@@ -218,4 +219,6 @@ void KernelEmitter::storePerGroup(const TileContext &tile, unsigned stream,
           : gep(streamPtr(tile.run, stream), elem,
                 arith::DivUIOp::create(b, loc, tile.base, constI64(groupSize)));
   LLVM::StoreOp::create(b, loc, value, addr, elem.getIntOrFloatBitWidth() / 8);
+  if (inLeader)
+    inLeader();
 }

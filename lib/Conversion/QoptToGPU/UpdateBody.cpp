@@ -97,6 +97,8 @@ LogicalResult KernelEmitter::emitStoreState(TileContext &tile, int index,
       absmax = reduceGroupMax(tile, math.laneMaximum(magnitude),
                               group.getGroupSize());
     }
+    Value rawAbsmax = absmax;
+    absmax = saturateGroupAbsmax(math, group, absmax);
     Value stored = groupStoredScale(math, group, absmax);
     Value storedF32 = widenToF32(math, stored);
     Value codes = quantizeGroup(
@@ -106,7 +108,10 @@ LogicalResult KernelEmitter::emitStoreState(TileContext &tile, int index,
         checkedRounding);
     storeElements(tile, streamIndex(StreamRole::StateCodes, index), codes);
     storePerGroup(tile, streamIndex(StreamRole::StateScales, index),
-                  group.getGroupSize(), stored);
+                  group.getGroupSize(), stored, [&] {
+                    countSaturation(math, group, rawAbsmax,
+                                    tile.kernel.numericsCounters);
+                  });
     return success();
   }
   auto codebook = cast<CodebookSchemeAttr>(scheme);
@@ -116,11 +121,16 @@ LogicalResult KernelEmitter::emitStoreState(TileContext &tile, int index,
   if (!absmax)
     absmax = reduceGroupMax(tile, lanesAbsMax(tile, value), codebook.getBlock(),
                             /*magnitudes=*/true);
+  Value rawAbsmax = absmax;
+  absmax = saturateCodebookAbsmax(math, codebook, absmax);
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
   Value codes = codebookCodes(tile, index, value, divisor, absmax);
   storeElements(tile, streamIndex(StreamRole::StateCodes, index), codes);
   storePerGroup(tile, streamIndex(StreamRole::StateAbsmax, index),
-                codebook.getBlock(), absmax);
+                codebook.getBlock(), absmax, [&] {
+                  countSaturation(math, codebook, rawAbsmax,
+                                  tile.kernel.numericsCounters);
+                });
   return success();
 }
 

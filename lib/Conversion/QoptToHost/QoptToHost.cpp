@@ -7,10 +7,10 @@
 // update chunk by chunk (a masked last chunk), stores the parameter and plain
 // states, and keeps the new values of each group or codebook state in a
 // tile-sized stack buffer. Phase 2 reduces each group's or block's absmax
-// from the buffer, then quantizes and stores codes and scale. A chunk's update
-// is lowerUpdate's walk (qopt/Codegen/UpdateLowering.h) over ChunkUpdate;
-// the per-element arithmetic is StreamCodecs' (the GPU kernel's), in the
-// same order.
+// from the buffer, then quantizes and stores codes and scale (and counts a
+// saturated one). A chunk's update is lowerUpdate's walk
+// (qopt/Codegen/UpdateLowering.h) over ChunkUpdate; the per-element
+// arithmetic is StreamCodecs' (the GPU kernel's), in the same order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +42,7 @@ struct FunctionContext {
   llvm::DenseMap<int, Value> buffers;     ///< per quantized state: a tile of f32
   llvm::DenseMap<int, Value> qmaps, mids; ///< per codebook state
   Value iota;                             ///< vector<lanes x i64>: 0, 1, ...
+  Value numericsCounters;                 ///< null where no state saturates
 };
 
 /// One tile: its first element in its tensor and its element count (i64),
@@ -381,13 +382,18 @@ void HostKernelEmitter::emitRequantize(const FunctionContext &function,
   absmax = math.select(math.cmp(arith::CmpFPredicate::UNO, absmax, absmax),
                        qnan, absmax);
 
+  countSaturation(math, state.getScheme(), absmax,
+                  function.numericsCounters);
   Value stored, absmaxLanes, storedLanes, divisorLanes;
   if (group) {
+    absmax = saturateGroupAbsmax(math, group, absmax);
     stored = groupStoredScale(math, group, absmax);
     absmaxLanes = broadcast(absmax);
     storedLanes = broadcast(widenToF32(math, stored));
   } else {
     // Seed 000: c = x / max(absmax, 1e-30), the max keeping a NaN.
+    absmax = saturateCodebookAbsmax(
+        math, cast<CodebookSchemeAttr>(state.getScheme()), absmax);
     stored = absmax;
     divisorLanes =
         broadcast(math.maxKeepNaN(absmax, math.constF(absmax, 1e-30)));
@@ -504,11 +510,14 @@ TileContext HostKernelEmitter::emitTileStart(Value descs, Value tileMap,
 
 LogicalResult HostKernelEmitter::emit(ModuleOp module) {
   // qopt_host_kernel_fn: descriptors, tile map, tile count, uniforms, tables,
-  // tile_begin, tile_end.
+  // tile_begin, tile_end; where a state saturates, the numerics counters
+  // (qopt_host_counted_kernel_fn).
   b.setInsertionPointToEnd(module.getBody());
+  SmallVector<Type> params = {ptr(), ptr(), i64(), ptr(), ptr(), i64(), i64()};
+  if (countsNumerics(optimizer))
+    params.push_back(ptr());
   auto fnType = LLVM::LLVMFunctionType::get(
-      LLVM::LLVMVoidType::get(b.getContext()),
-      {ptr(), ptr(), i64(), ptr(), ptr(), i64(), i64()});
+      LLVM::LLVMVoidType::get(b.getContext()), params);
   auto func = LLVM::LLVMFuncOp::create(
       b, loc, (optimizer.getSymName() + "_host").str(), fnType);
   func.setPassthroughAttr(b.getArrayAttr({b.getStringAttr("nounwind")}));
@@ -518,6 +527,8 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
   Value uniformsPtr = entry->getArgument(3), tables = entry->getArgument(4);
   Value tileBegin = entry->getArgument(5), tileEnd = entry->getArgument(6);
   FunctionContext function;
+  if (countsNumerics(optimizer))
+    function.numericsCounters = entry->getArgument(7);
   if (failed(emitEntry(function, tables, uniformsPtr, tileBegin, tileEnd)))
     return failure();
 

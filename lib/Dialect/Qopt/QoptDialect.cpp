@@ -55,7 +55,7 @@ PlainSchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult
 CodebookSchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                           int64_t block) {
+                           int64_t block, Overflow) {
   if (!isPowerOfTwo(block) || block < 32 || block > kTileElements)
     return emitError() << "codebook block must be a power of two in [32, "
                        << kTileElements << "], got " << block;
@@ -66,7 +66,7 @@ LogicalResult
 GroupSchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         IntegerType storage, int64_t groupSize,
                         Companding companding, FloatType scale,
-                        Rounding rounding, ScaleDivisor divisor) {
+                        Rounding rounding, ScaleDivisor divisor, Overflow) {
   if (storage.getWidth() != 8 || storage.isSignless())
     return emitError() << "group storage must be si8 or ui8, got " << storage;
   if (!isPowerOfTwo(groupSize) || groupSize < 2 || groupSize > kTileElements)

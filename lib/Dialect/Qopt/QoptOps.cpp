@@ -143,6 +143,20 @@ int64_t mlir::qopt::getReductionSize(StateOp state) {
   return 0;
 }
 
+std::optional<Overflow> mlir::qopt::getOverflow(StateOp state) {
+  if (auto group = dyn_cast<GroupSchemeAttr>(state.getScheme()))
+    return group.getOverflow();
+  if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
+    return codebook.getOverflow();
+  return std::nullopt;
+}
+
+bool mlir::qopt::countsNumerics(OptimizerOp optimizer) {
+  return llvm::any_of(getStates(optimizer), [](StateOp state) {
+    return getOverflow(state) == Overflow::saturate;
+  });
+}
+
 LogicalResult mlir::qopt::verifyTileShape(OptimizerOp optimizer,
                                           int64_t threads, int64_t lanes) {
   int64_t tile = threads * lanes;

@@ -91,12 +91,15 @@
 // The thread's scale within the word: the group index's low bit.
 // CHECK: arith.andi %{{.+}}, %c1_i64{{.*}} : i64
 // CHECK: llvm.load %{{.+}} {alignment = 2 : i64} : !llvm.ptr<3> -> f16
-// The stores go to the thread pointers: a group's leader its scale, then the
-// codes and p.
+// The stores go to the thread pointers: a group's leader its scale (and,
+// where it saturated, its count: docs/abi.md), then the codes and p.
 // CHECK-NOT: !llvm.ptr<1> -> !llvm.ptr<1>
 // CHECK: llvm.store %{{.+}}, %[[MS]] {alignment = 2 : i64} : f16, !llvm.ptr<1>
+// CHECK: llvm.atomicrmw add
 // CHECK-NOT: !llvm.ptr<1> -> !llvm.ptr<1>
 // CHECK: llvm.store %{{.+}}, %[[VS]] {alignment = 2 : i64} : f16, !llvm.ptr<1>
+// CHECK: llvm.atomicrmw add
+// CHECK-NEXT: }
 // CHECK-NEXT: }
 // CHECK-NEXT: llvm.store %{{.+}}, %[[MC]] {alignment = 8 : i64} : vector<8xi8>, !llvm.ptr<1>
 // CHECK-NEXT: llvm.store %{{.+}}, %[[VC]] {alignment = 8 : i64} : vector<8xi8>, !llvm.ptr<1>

@@ -10,7 +10,8 @@
 // away from half integers round(t') is floor(t' + 0.5)), every lane's t'
 // lies within
 // the code range widened by 1/2 (so the code needs no clamp), and the
-// divisor is in [2^-40, 2^100]; otherwise each lane keeps its code where its
+// divisor is in [2^-40, 2^100] (below 65504 for a saturating f16 scale: a
+// saturated group takes the IEEE chain); otherwise each lane keeps its code where its
 // own check holds, and a loop gives the lanes that fail, one at a time, the
 // IEEE chain and its clamp. A linear code (one IEEE division) keeps the IEEE chain
 // alone.
@@ -43,7 +44,9 @@
 // CHECK-NEXT: arith.constant
 // CHECK-NEXT: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK-NOT: arith.maximumf
-// CHECK: arith.cmpf ole, %{{.+}}, %{{.+}} : f32
+// Below 65504 (the saturated scale, docs/numerics.md "Overflow"), at least 2^-40.
+// CHECK: arith.constant 6.550400e+04 : f32
+// CHECK-NEXT: arith.cmpf olt, %{{.+}}, %{{.+}} : f32
 // CHECK: arith.cmpf oge, %{{.+}}, %{{.+}} : f32
 // CHECK: %[[ALL:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
 // CHECK: scf.if %[[ALL]] -> (vector<8xf32>) {
@@ -92,6 +95,10 @@
 // CHECK-NEXT: arith.constant dense<0x4B400000>
 // CHECK-NEXT: llvm.intr.fma(%{{.+}}, %[[KV]], %{{.+}})
 // CHECK: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
+// CHECK-NEXT: vector.extract
+// CHECK-NEXT: llvm.call_intrinsic "llvm.fabs"
+// CHECK-NEXT: arith.constant 6.550400e+04 : f32
+// CHECK-NEXT: arith.cmpf olt
 // CHECK-NOT: arith.cmpf olt, %{{.+}}, %cst{{.*}} : f32
 // CHECK: scf.if
 // CHECK: } else {

@@ -12,11 +12,13 @@
 // stages, the most that keep it and the static tables within 99 KiB
 // (chooseStagingSharedLimit), where four would fit the 160 KiB of group-state
 // kernels.
+// No work counters: no atomic add to an argument (the numerics counters'
+// adds go to an element of them).
 // CHECK-LABEL: gpu.func @TwoStates
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32
-// CHECK-NOT: llvm.atomicrmw
+// CHECK-NOT: llvm.atomicrmw add %arg
 // CHECK: nvvm.cp.async.shared.global
-// CHECK-NOT: llvm.atomicrmw
+// CHECK-NOT: llvm.atomicrmw add %arg
 // CHECK: gpu.return
 
 // MANIFEST: "elements_per_thread": 8,

@@ -157,8 +157,12 @@
 // within 2^-24 of 0, where every c has one code), then per lane |c|
 // clamped below to 2^-24, its bucket in its sign's half, one load, and the
 // entry plus c's low 16 bits (complemented where negative), whose bits
-// 16..23 are the code. The block's reciprocal where d is computed.
-// CHECK: %[[D:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
+// 16..23 are the code. The block's reciprocal where d is computed (from the
+// absmax saturated as docs/numerics.md "Overflow" says).
+// CHECK: arith.constant 3.40282347E+38 : f32
+// CHECK: arith.constant 1.000000e-30 : f32
+// CHECK-NEXT: arith.cmpf olt
+// CHECK-NEXT: %[[D:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
 // CHECK-NEXT: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"(%[[D]])
 // CHECK: llvm.intr.fma
 // CHECK: llvm.intr.fma

@@ -4,16 +4,19 @@
 
 // A staged kernel (async copies: group states, a 16-bit parameter) never
 // claims tiles, even when asked: its copy pipeline (and with bulk copies its
-// stages' barrier phases) runs within one run of tiles. No work counters.
+// stages' barrier phases) runs within one run of tiles. No work counters
+// (the last argument is the numerics counters, docs/abi.md; no atomic add to
+// an argument).
 // CHECK-LABEL: gpu.func @Staged
-// CHECK-SAME: %arg3: !llvm.ptr<1>) kernel
-// CHECK-NOT: llvm.atomicrmw
+// CHECK-SAME: %arg3: !llvm.ptr<1>, %arg4: !llvm.ptr<1>) kernel
+// CHECK-NOT: llvm.atomicrmw add %arg
 // CHECK: nvvm.cp.async.shared.global
-// CHECK-NOT: llvm.atomicrmw
+// CHECK-NOT: llvm.atomicrmw add %arg
 // CHECK: gpu.return
 
 // MANIFEST: "args": [
-// MANIFEST: "uniforms"
+// MANIFEST: "uniforms",
+// MANIFEST-NEXT: "numerics_counters"
 // MANIFEST-NEXT: ],
 // MANIFEST-NOT: work_counters
 // MANIFEST-NOT: tile_claims

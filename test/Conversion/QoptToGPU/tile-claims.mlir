@@ -8,7 +8,8 @@
 // Tile claims (chooseTileClaims: an unstaged kernel with a codebook state whose
 // block of 2048 elements crosses warps): each block first steps its static
 // range of 5/8 of the tiles over the grid, then claims two tiles at a time
-// from the work counters, its last argument. (Smaller codebook blocks:
+// from the work counters, the argument before the numerics counters (the
+// last: its states saturate, docs/abi.md). (Smaller codebook blocks:
 // tile-claims-small-block.mlir.)
 // Thread 0 adds to the claimed count at a claim's start and, after the
 // claim's runs, hands grid * first plus the old count to the block through
@@ -18,7 +19,7 @@
 
 // CHECK-LABEL: gpu.func @Claims
 // CHECK-SAME: %[[NTILES:arg2]]: i64
-// CHECK-SAME: %[[WORK:arg[0-9]+]]: !llvm.ptr<1>) kernel
+// CHECK-SAME: %[[WORK:arg[0-9]+]]: !llvm.ptr<1>, %{{arg[0-9]+}}: !llvm.ptr<1>) kernel
 // CHECK: %[[GDIM:.+]] = gpu.grid_dim x
 // CHECK-NEXT: %[[GRID:.+]] = arith.index_castui %[[GDIM]] : index to i64
 // ceil(numTiles / grid): the static ranges' size without claims.
@@ -72,26 +73,31 @@
 // THREE: llvm.atomicrmw add %arg6, %c3_i64{{.*}} monotonic
 // THREE: arith.addi %{{.+}}, %c3_i64{{.*}} : i64
 
-// Without claims: no work counters, one static range per block.
+// Without claims: no work counters (the numerics counters follow the
+// qmaps), one static range per block: no atomic add but the numerics
+// counters' (to an element, not to an argument).
 // STATIC-LABEL: gpu.func @Claims
-// STATIC-SAME: %arg5: !llvm.ptr<1>) kernel
-// STATIC-NOT: llvm.atomicrmw
+// STATIC-SAME: %arg5: !llvm.ptr<1>, %arg6: !llvm.ptr<1>) kernel
+// STATIC-NOT: llvm.atomicrmw add %arg
 // STATIC-NOT: atom.acq_rel
 // STATIC: gpu.return
 
-// Seven parameters: descriptors, tile map, tile count, uniforms, two qmaps,
-// the work counters.
+// Eight parameters: descriptors, tile map, tile count, uniforms, two qmaps,
+// the work counters, the numerics counters.
 // PTX: .entry Claims(
 // PTX: .param .u64 .ptr .global .align 1 Claims_param_5,
-// PTX-NEXT: .param .u64 .ptr .global .align 1 Claims_param_6
+// PTX-NEXT: .param .u64 .ptr .global .align 1 Claims_param_6,
+// PTX-NEXT: .param .u64 .ptr .global .align 1 Claims_param_7
 // PTX-NEXT: )
 // PTX: atom.global.add.u64 {{.+}}, [{{%rd[0-9]+}}], 2;
 // PTX: bar.sync 0;
 // PTX: atom.acq_rel.gpu.global.add.u64
-// The manifest lists the counters last and says how tiles are claimed.
+// The manifest lists the work counters, then the numerics counters, last and
+// says how tiles are claimed.
 // MANIFEST: "args": [
 // MANIFEST: "v.qmap",
-// MANIFEST-NEXT: "work_counters"
+// MANIFEST-NEXT: "work_counters",
+// MANIFEST-NEXT: "numerics_counters"
 // MANIFEST-NEXT: ],
 // MANIFEST: "tile_claims": {
 // MANIFEST-NEXT: "static_eighths": 5,

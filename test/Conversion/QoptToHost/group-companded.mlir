@@ -2,12 +2,13 @@
 // RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="target=host elements-per-thread=16" --convert-qopt-to-host=mode=fast | FileCheck %s --check-prefix=FAST
 
 // A companded group-32 momentum and a bf16 parameter with int8 error bits:
-// qopt_host_kernel_fn's signature, a loop over [tile_begin, tile_end), the
+// qopt_host_counted_kernel_fn's signature (the numerics counters last: the
+// state saturates, overflow.mlir), a loop over [tile_begin, tile_end), the
 // update 16 lanes at a time (masked in a partial chunk) into a stack buffer,
 // then per group of 32 the absmax (a NaN absmax becomes 0x7FC00000), the f16
 // scale and the codes (floor without a libm call: truncate, adjust, sign).
 
-// CHECK: llvm.func @Momentum_host(%{{.+}}: !llvm.ptr, %[[MAP:[^:]+]]: !llvm.ptr, %{{[^:]+}}: i64, %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %[[BEGIN:[^:]+]]: i64, %[[END:[^:]+]]: i64)
+// CHECK: llvm.func @Momentum_host(%{{.+}}: !llvm.ptr, %[[MAP:[^:]+]]: !llvm.ptr, %{{[^:]+}}: i64, %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %[[BEGIN:[^:]+]]: i64, %[[END:[^:]+]]: i64, %{{[^:]+}}: !llvm.ptr)
 // CHECK: %[[BUF:.+]] = llvm.alloca %{{.+}} x f32 {alignment = 64 : i64} : (i64) -> !llvm.ptr
 // CHECK: llvm.load %{{.+}} {alignment = 4 : i64} : !llvm.ptr -> f32
 // CHECK: scf.for %[[T:.+]] = %[[BEGIN]] to %[[END]] step %{{.+}} : i64 {

@@ -120,3 +120,16 @@ func.func @skip_outside_an_update(%f: f32) {
   qopt.skip_if %f : f32
   return
 }
+
+// -----
+
+qopt.optimizer @BadOverflow param "p" : f32 master none grad "g" : f32 {
+  // expected-error @+2 {{expected one of [saturate, ieee] for what a quantized state stores when a scale does not fit its storage type, got: wrap}}
+  // expected-error @+1 {{failed to parse Qopt_CodebookSchemeAttr parameter 'overflow'}}
+  qopt.state @m : #qopt.codebook<block = 256, overflow = wrap>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_state @m, %g : f32
+    qopt.store_param %g : f32
+  }
+}

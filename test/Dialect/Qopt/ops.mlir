@@ -61,3 +61,26 @@ qopt.optimizer @Scaled param "p" : f16 master none grad "g" : f16 {
     qopt.store_param %d : f32
   }
 }
+
+// The overflow policy of group and codebook states: saturate, the default,
+// is not printed; ieee is.
+// CHECK-LABEL: qopt.optimizer @Overflow
+// CHECK: qopt.state @a : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
+// CHECK: qopt.state @b : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_up, divisor = absmax, overflow = ieee>
+// CHECK: qopt.state @c : #qopt.codebook<block = 256>
+// CHECK: qopt.state @d : #qopt.codebook<block = 256, overflow = ieee>
+qopt.optimizer @Overflow param "p" : bf16 master none grad "g" : bf16 {
+  qopt.state @a : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax, overflow = saturate>
+  qopt.state @b : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_up, divisor = absmax, overflow = ieee>
+  qopt.state @c : #qopt.codebook<block = 256>
+  qopt.state @d : #qopt.codebook<block = 256, overflow = ieee>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    qopt.store_state @a, %g : f32
+    qopt.store_state @b, %g : f32
+    qopt.store_state @c, %g : f32
+    qopt.store_state @d, %g : f32
+    qopt.store_param %p : f32
+  }
+}

@@ -46,6 +46,14 @@ def Qopt_ScaleDivisor : I32EnumAttr<"ScaleDivisor",
   let genSpecializedAttr = 0;
 }
 
+def Qopt_Overflow : I32EnumAttr<"Overflow",
+    "what a quantized state stores when a scale does not fit its storage type", [
+      I32EnumAttrCase<"saturate", 0>,
+      I32EnumAttrCase<"ieee", 1>]> {
+  let cppNamespace = "::mlir::qopt";
+  let genSpecializedAttr = 0;
+}
+
 def Qopt_MasterFormatAttr : EnumAttr<Qopt_Dialect, Qopt_MasterFormat, "master">;
 
 class Qopt_Attr<string name, string attrMnemonic, list<Trait> traits = []>
@@ -69,9 +77,15 @@ def Qopt_CodebookSchemeAttr : Qopt_Attr<"CodebookScheme", "codebook"> {
     `#qopt.codebook<block = 2048>`: a uint8 code per element, a float32 absmax
     per block of `block` elements and a 256-entry ascending float32 table
     (`qmap`) given at launch. Requantization takes the nearest table entry by
-    midpoints, the lower code on a tie.
+    midpoints, the lower code on a tie. `overflow` (default `saturate`,
+    elided): a block whose absmax is NaN or infinite stores the largest
+    finite float32 as its absmax and codes relative to it, NaN elements the
+    code of 0 (docs/numerics.md, "Overflow"); `ieee` stores the absmax as
+    it is (seed 000).
   }];
-  let parameters = (ins "int64_t":$block);
+  let parameters = (ins "int64_t":$block,
+    DefaultValuedParameter<"::mlir::qopt::Overflow",
+                           "::mlir::qopt::Overflow::saturate">:$overflow);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -82,7 +96,12 @@ def Qopt_GroupSchemeAttr : Qopt_Attr<"GroupScheme", "group"> {
     `#qopt.group<storage = si8, group_size = 32, companding = softsign,
     scale = f16, rounding = half_up, divisor = absmax>`: one scale per group of
     `group_size` consecutive elements, stored as `scale`; codes are si8 in
-    [-127, 127] or ui8 in [0, 255].
+    [-127, 127] or ui8 in [0, 255]. `overflow` (default `saturate`, elided):
+    a group whose scale does not fit `scale` (absmax at or above the value
+    that rounds to infinity, or NaN) stores the type's largest finite value
+    and its codes clamped against it, NaN elements code 0
+    (docs/numerics.md, "Overflow"); `ieee` stores the rounded scale as it is
+    (the authors' kernel: infinity).
   }];
   let parameters = (ins
     "::mlir::IntegerType":$storage,
@@ -90,7 +109,9 @@ def Qopt_GroupSchemeAttr : Qopt_Attr<"GroupScheme", "group"> {
     EnumParameter<Qopt_Companding>:$companding,
     "::mlir::FloatType":$scale,
     EnumParameter<Qopt_Rounding>:$rounding,
-    EnumParameter<Qopt_ScaleDivisor>:$divisor);
+    EnumParameter<Qopt_ScaleDivisor>:$divisor,
+    DefaultValuedParameter<"::mlir::qopt::Overflow",
+                           "::mlir::qopt::Overflow::saturate">:$overflow);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -13,6 +13,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "qopt/Dialect/Qopt/QoptDialect.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::qopt {
@@ -65,6 +66,25 @@ int64_t getReductionSize(StateOp state);
 /// error on the offending state otherwise.
 LogicalResult verifyTileShape(OptimizerOp optimizer, int64_t threads,
                               int64_t lanes);
+
+/// The overflow policy of a quantized state (group or codebook), or
+/// std::nullopt for a plain state.
+std::optional<Overflow> getOverflow(StateOp state);
+
+/// Whether the kernel of `optimizer` counts its saturated and non-finite
+/// groups (docs/abi.md, "Numerics counters"): some state saturates.
+bool countsNumerics(OptimizerOp optimizer);
+
+/// The slots of the numerics counters: int64 values a kernel adds to.
+enum class NumericsCounter : int64_t {
+  /// Groups and blocks whose finite scale did not fit its type and
+  /// saturated.
+  SaturatedGroups = 0,
+  /// Groups and blocks holding a NaN or an infinity, stored saturated.
+  NonfiniteGroups = 1,
+};
+/// The number of numerics counters a kernel takes.
+inline constexpr int64_t kNumNumericsCounters = 2;
 
 /// The smallest group or block size of the optimizer's states (4096 if none).
 int64_t getMinGroupSize(OptimizerOp optimizer);
