@@ -582,6 +582,43 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
         self._generation = getattr(self, "_generation", 0) + 1
         self._tables_host = None
 
+    # ---- numerics counters (docs/abi.md, "Numerics counters")
+    def _numerics_counters(self, device) -> torch.Tensor:
+        """The int64 counters (C.NUMERICS_COUNTERS) on `device` that this optimizer's kernels add
+        to; made at the first launch there and kept, so a captured step keeps its pointer."""
+        table = self.__dict__.setdefault("_counters_dev", {})
+        key = str(device)
+        t = table.get(key)
+        if t is None:
+            t = torch.zeros(C.NUMERICS_COUNTERS, dtype=torch.int64, device=device)
+            table[key] = t
+        return t
+
+    def _numerics_counter(self, slot: int) -> Optional[torch.Tensor]:
+        tensors = list(self.__dict__.get("_counters_dev", {}).values())
+        if not tensors:
+            return None
+        if len(tensors) == 1:
+            return tensors[0][slot]
+        # parameters on several devices: the sum on the first (device copies, no host sync)
+        first = tensors[0].device
+        return torch.stack([t[slot].to(first) for t in tensors]).sum()
+
+    @property
+    def saturated_groups(self) -> Optional[torch.Tensor]:
+        """Quantization groups (and codebook blocks) whose scale did not fit its type and was
+        stored saturated (a float16 scale above 65504: docs/numerics.md, "Overflow"), counted over
+        every step since the first, by the kernels on the device: a 0-dim int64 tensor on the
+        parameters' device (None before the first step; a view of the counters, which
+        ``.zero_()`` resets, where all parameters are on one device). Reading its value syncs."""
+        return self._numerics_counter(C.COUNTER_SATURATED_GROUPS)
+
+    @property
+    def nonfinite_groups(self) -> Optional[torch.Tensor]:
+        """Groups and codebook blocks whose new state held a NaN or an infinity (a NaN or infinite
+        gradient that was not skipped): stored saturated, as ``saturated_groups`` says."""
+        return self._numerics_counter(C.COUNTER_NONFINITE_GROUPS)
+
     # ---- accounting
     def state_bytes(self) -> int:
         """Bytes of optimizer state (per-parameter tensors; shared codebook tables counted once)."""

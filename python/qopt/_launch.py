@@ -190,6 +190,9 @@ class _Launch:
         self.entry.tensors = ctypes.pointer(self.list)
         self.entry.tables = self.table_ptrs
         self.entry.num_tables = len(self.tables)
+        # the optimizer's numerics counters on this device (kept for its life: a captured step
+        # keeps the pointer); a kernel without them ignores it
+        self.entry.numerics_counters = opt._numerics_counters(self.device_obj).data_ptr()
 
     def _snapshot(self) -> None:
         """Records what the launch's pointers were taken from: every value of every parameter's

@@ -153,6 +153,17 @@ int runSteps(const Options &o) {
   } catch (const qopt::Error &e) {
     fail("copying the tables: ", e.what());
   }
+  // The numerics counters of a kernel that saturates (docs/abi.md), zero at
+  // the first step, added to by every step.
+  int64_t *counters = nullptr;
+  if (k.info.num_numerics_counters > 0) {
+    try {
+      counters = static_cast<int64_t *>(
+          upload(std::vector<uint8_t>(QOPT_NUMERICS_COUNTERS * sizeof(int64_t), 0)));
+    } catch (const qopt::Error &e) {
+      fail("allocating the numerics counters: ", e.what());
+    }
+  }
 
   for (int64_t step = o.stepStart; step < o.stepStart + o.steps; ++step) {
     qopt::TensorList list(k.streams.size());
@@ -171,7 +182,7 @@ int runSteps(const Options &o) {
       list.add(t.name, t.numel, data, bytes, dtypes);
     }
     try {
-      kernel->step(list, hypers, step, tablePtrs, nullptr);
+      kernel->step(list, hypers, step, tablePtrs, nullptr, counters);
     } catch (const qopt::Error &e) {
       fail("step ", step, ": ", e.what());
     }
@@ -196,6 +207,14 @@ int runSteps(const Options &o) {
     }
   } catch (const qopt::Error &e) {
     fail("copying the results back: ", e.what());
+  }
+  int64_t counts[QOPT_NUMERICS_COUNTERS] = {};
+  if (counters) {
+    try {
+      qopt::check(qopt_buffer_download(ctx->get(), counts, counters, sizeof counts));
+    } catch (const qopt::Error &e) {
+      fail("copying the numerics counters back: ", e.what());
+    }
   }
   putTables(out, tables);
   out.metadata()["qopt.kernel"] = rk.name;
@@ -229,6 +248,17 @@ int runSteps(const Options &o) {
                 << " initialized";
     std::cout << " -> " << o.output << "\n";
   }
+  // Saturated groups are a warning about the run, not part of the summary:
+  // printed under --quiet too.
+  int64_t saturated = counts[QOPT_COUNTER_SATURATED_GROUPS];
+  int64_t nonfinite = counts[QOPT_COUNTER_NONFINITE_GROUPS];
+  if (saturated || nonfinite)
+    std::cerr << "qopt-step: warning: " << saturated << " group"
+              << (saturated == 1 ? "" : "s")
+              << " saturated (a scale too large for its type) and " << nonfinite
+              << " group" << (nonfinite == 1 ? "" : "s")
+              << " held NaN or infinity; their states were stored finite "
+                 "(docs/numerics.md, \"Overflow\")\n";
   return 0;
 }
 

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -352,6 +353,53 @@ TEST_P(QoptStep, ThreeStepsWithAGradientPerStepMatchTheReference) {
   expectOutput(dir + "/out.safetensors", want);
   st::File out = st::File::load(dir + "/out.safetensors");
   EXPECT_EQ(out.meta("qopt.last_step"), "3");
+}
+
+TEST_P(QoptStep, ASpikeIsStoredFiniteAndWarnedAbout) {
+  // docs/numerics.md "Overflow": a step of gradients 1e10 N(0, 1) with an infinity, then one of
+  // 1e-2: the reference's bytes, and under --quiet one warning line with the reference's counts
+  // of saturated and non-finite groups (none for a kernel without quantized states).
+  writeState(dir + "/state.safetensors", tensors);
+  st::File grads;
+  std::vector<ref::TensorBuffers> want = tensors;
+  ref::NumericsCounts counts;
+  for (int64_t step = 1; step <= 2; ++step) {
+    std::vector<ref::Buffer> g = randomGrads(step == 1 ? 1e10f : 1e-2f);
+    if (step == 1) {
+      ref::TensorBuffers t = want[0];
+      std::vector<float> v = g[0].toFloats();
+      v[3] = std::numeric_limits<float>::infinity();
+      ref::setGrad(spec, t, v);
+      g[0] = t.grad;
+    }
+    for (size_t k = 0; k < kShapes.size(); ++k) {
+      grads.put(kShapes[k].name + "/g@" + std::to_string(step), toTensor(g[k], kShapes[k].dims));
+      want[k].grad = g[k];
+    }
+    ref::step(spec, want, step, &counts);
+  }
+  grads.save(dir + "/grads.safetensors");
+  std::vector<std::string> args = baseArgs();
+  append(args, {"--steps", "2", "--in", (dir + "/state.safetensors"), "--in",
+                (dir + "/grads.safetensors"), "--out", (dir + "/out.safetensors")});
+  Result r = runStep(args);
+  ASSERT_EQ(r.status, 0) << r.output;
+  expectOutput(dir + "/out.safetensors", want);
+  std::string expected;
+  if (counts.saturated || counts.nonfinite)
+    expected = "qopt-step: warning: " + std::to_string(counts.saturated) +
+               (counts.saturated == 1 ? " group" : " groups") +
+               " saturated (a scale too large for its type) and " +
+               std::to_string(counts.nonfinite) + (counts.nonfinite == 1 ? " group" : " groups") +
+               " held NaN or infinity; their states were stored finite (docs/numerics.md, "
+               "\"Overflow\")\n";
+  EXPECT_EQ(r.output, expected);
+  bool quantized = std::any_of(spec.states.begin(), spec.states.end(),
+                               [](const ref::StateScheme &s) {
+                                 return s.kind == ref::StateKind::Codebook ||
+                                        s.kind == ref::StateKind::Group;
+                               });
+  EXPECT_EQ(counts.nonfinite > 0, quantized);
 }
 
 TEST_P(QoptStep, OneGradientForEveryStepFromALaterStepStart) {
