@@ -208,7 +208,8 @@ struct TensorSet {
   DeviceMem meta;
   /// work_counters: zero, and left zero by each launch (docs/abi.md); a
   /// set's launches run one at a time on the bench's stream.
-  cu::CUdeviceptr descs = 0, tiles = 0, workCounters = 0;
+  /// numerics_counters: QOPT_NUMERICS_COUNTERS int64s that the kernels add to (docs/abi.md).
+  cu::CUdeviceptr descs = 0, tiles = 0, workCounters = 0, numericsCounters = 0;
   int64_t numTiles = 0;
   std::vector<void *> voidPtrs;
 };
@@ -274,13 +275,15 @@ void fillSet(const Spec &spec, const std::vector<int64_t> &numels, TensorSet &se
   }
   size_t tileOff = (descBytes + 255) / 256 * 256;
   size_t counterOff = (tileOff + tileMap.size() * 4 + 255) / 256 * 256;
-  set.meta = DeviceMem(counterOff + 16);
+  size_t numericsOff = counterOff + 256;
+  set.meta = DeviceMem(numericsOff + 8 * QOPT_NUMERICS_COUNTERS);
   BCU(d.cuMemcpyHtoD(set.meta.ptr, desc.data(), descBytes));
   BCU(d.cuMemcpyHtoD(set.meta.ptr + tileOff, tileMap.data(), tileMap.size() * 4));
-  BCU(d.cuMemsetD8(set.meta.ptr + counterOff, 0, 16));
+  BCU(d.cuMemsetD8(set.meta.ptr + counterOff, 0, numericsOff - counterOff + 8 * QOPT_NUMERICS_COUNTERS));
   set.descs = set.meta.ptr;
   set.tiles = set.meta.ptr + tileOff;
   set.workCounters = set.meta.ptr + counterOff;
+  set.numericsCounters = set.meta.ptr + numericsOff;
   set.numTiles = numTiles;
   set.voidPtrs = set.arena.voidPtrs();
 }
@@ -292,6 +295,7 @@ struct Launcher {
   void operator()(const TensorSet &set, cu::CUdeviceptr uniforms, unsigned grid,
                   cu::CUstream stream) const {
     cu::CUdeviceptr descs = set.descs, tiles = set.tiles, counters = set.workCounters;
+    cu::CUdeviceptr numerics = set.numericsCounters;
     int64_t numTiles = set.numTiles;
     std::vector<cu::CUdeviceptr> tbl = tables;
     std::vector<void *> params;
@@ -306,6 +310,8 @@ struct Launcher {
         params.push_back(&uniforms);
       else if (a == "work_counters")
         params.push_back(&counters);
+      else if (a == "numerics_counters")
+        params.push_back(&numerics);
       else {
         size_t i = 0;
         while (i < spec.tables.size() && spec.tables[i].name != a)

@@ -282,6 +282,9 @@ TEST_P(KernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
     GTEST_SKIP() << "GPU test skipped: " << why;
   const Case &c = GetParam();
   const ref::StepSpec spec = c.make();
+  if (spec.param == ref::DType::F16 || spec.grad == ref::DType::F16)
+    GTEST_SKIP() << "an f16 gradient cannot hold the spike (it rounds to inf), and an SGD step "
+                    "of 1e-3 * 1e10 overflows an f16 parameter itself";
   const float inf = std::numeric_limits<float>::infinity();
   bool quantized = false, f16Scales = false;
   for (const ref::StateScheme &st : spec.states) {
@@ -318,6 +321,11 @@ TEST_P(KernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
       return;
     for (ref::TensorBuffers &t : last) {
       for (size_t st = 0; st < spec.states.size(); ++st) {
+        // A plain float state holds what the update computed, an infinity included, as
+        // torch.optim's states do; the policy is about quantized states.
+        if (std::isinf(spike) && (spec.states[st].kind == ref::StateKind::PlainF32 ||
+                                   spec.states[st].kind == ref::StateKind::PlainBF16))
+          continue;
         std::vector<float> values = ref::readState(spec, t, st);
         for (size_t i = 0; i < values.size(); ++i)
           ASSERT_TRUE(std::isfinite(values[i]))
