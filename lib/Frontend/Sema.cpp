@@ -546,6 +546,11 @@ void SemaChecker::checkRoundsToF32(const Expr &operand, bool perElement) {
               " is too large for float32, in which it meets per-element "
               "values: it rounds to " +
               (f.isNegative() ? "-inf" : "+inf"));
+  else if (f.isZero() && *value != 0)
+    error(operand.getLoc(),
+          "the constant " + formatNumber(*value) +
+              " is too small for float32, in which it meets per-element "
+              "values: it rounds to 0");
 }
 
 void SemaChecker::checkName(NameExpr &e) {
