@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GpuTestUtil.h"
+#include "GradientSpike.h"
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Float.h"
 #include "qopt/reference/Step.h"
@@ -271,33 +272,18 @@ TEST_P(KernelNumerics, StrictKernelMatchesReferenceByteForByte) {
 }
 
 TEST_P(KernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
-  // docs/numerics.md "Overflow" (issue 26: one step of FlashAdamW with gradients of scale 1e6
-  // made every float16 scale of m infinite and, three steps later, every parameter NaN). One step
-  // whose gradients are N(0, 1) times 1e6 or 1e10, or hold +-inf at every 97th element, then
-  // three ordinary steps: byte for byte the reference, the counters its counts, every state
-  // finite, and every parameter finite but those whose gradient was infinite (AdamW's update is
-  // then inf / inf, NaN, as torch.optim.AdamW's; SGD's infinite).
+  // GradientSpike.h: one spike step, three ordinary ones; byte for byte the reference, the
+  // counters its counts, every state finite and every parameter but the infinite spike's.
   std::string why;
   if (!haveGpu(why))
     GTEST_SKIP() << "GPU test skipped: " << why;
   const Case &c = GetParam();
   const ref::StepSpec spec = c.make();
-  if (spec.param == ref::DType::F16 || spec.grad == ref::DType::F16)
-    GTEST_SKIP() << "an f16 gradient cannot hold the spike (it rounds to inf), and an SGD step "
-                    "of 1e-3 * 1e10 overflows an f16 parameter itself";
-  const float inf = std::numeric_limits<float>::infinity();
-  bool quantized = false, f16Scales = false;
-  for (const ref::StateScheme &st : spec.states) {
-    quantized |= st.kind == ref::StateKind::Codebook ||
-                 (st.kind == ref::StateKind::Group && st.group.overflow == ref::Overflow::Saturate);
-    f16Scales |= st.kind == ref::StateKind::Group &&
-                 st.group.overflow == ref::Overflow::Saturate &&
-                 st.group.scaleDType == ref::ScaleDType::F16;
-  }
-  auto spikedElement = [](int64_t i) { return i % 97 == 5; };
+  if (std::string skip = qopt::test::spikeSkipReason(spec); !skip.empty())
+    GTEST_SKIP() << skip;
   // Partial tiles and groups, and runs of whole (staged) tiles.
   const std::vector<int64_t> sizes = {300, 4096 + 100, 70001};
-  for (float spike : {1e6f, 1e10f, inf}) {
+  for (float spike : qopt::test::gradientSpikes()) {
     SCOPED_TRACE("spike " + std::to_string(spike));
     std::mt19937 rng(77);
     ref::NumericsCounts counts;
@@ -305,42 +291,14 @@ TEST_P(KernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
     expectStepsMatchReference(
         c.spec, spec, c.hypers, sizes, 4, rng,
         [&](int64_t step, size_t, int64_t n) {
-          std::normal_distribution<float> normal(0.0f, 1.0f);
-          std::vector<float> g(n);
-          for (int64_t i = 0; i < n; ++i) {
-            g[i] = 1e-2f * normal(rng);
-            if (step == 1 && !std::isinf(spike))
-              g[i] = spike * normal(rng);
-            else if (step == 1 && spikedElement(i))
-              g[i] = i % 2 ? -inf : inf;
-          }
-          return g;
+          return qopt::test::spikeGradient(step, n, spike, rng);
         },
         {}, /*nanMatchesNaN=*/true, &counts, &last);
     if (HasFailure())
       return;
-    for (ref::TensorBuffers &t : last) {
-      for (size_t st = 0; st < spec.states.size(); ++st) {
-        // A plain float state holds what the update computed, an infinity included, as
-        // torch.optim's states do; the policy is about quantized states.
-        if (std::isinf(spike) && (spec.states[st].kind == ref::StateKind::PlainF32 ||
-                                   spec.states[st].kind == ref::StateKind::PlainBF16))
-          continue;
-        std::vector<float> values = ref::readState(spec, t, st);
-        for (size_t i = 0; i < values.size(); ++i)
-          ASSERT_TRUE(std::isfinite(values[i]))
-              << "state " << spec.states[st].name << " element " << i << " is " << values[i];
-      }
-      std::vector<float> p = ref::readMaster(spec, t);
-      for (int64_t i = 0; i < t.numel; ++i)
-        if (!(std::isinf(spike) && spikedElement(i)))
-          ASSERT_TRUE(std::isfinite(p[size_t(i)]))
-              << "parameter element " << i << " is " << p[size_t(i)];
-    }
-    if (std::isinf(spike))
-      EXPECT_EQ(counts.nonfinite > 0, quantized);
-    if (spike == 1e10f)
-      EXPECT_EQ(counts.saturated > 0, f16Scales);
+    for (const ref::TensorBuffers &t : last)
+      ASSERT_TRUE(qopt::test::finiteAfterSpike(spec, t, spike));
+    qopt::test::expectSpikeCounted(spec, spike, counts);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Float.h"
 #include "qopt/reference/Step.h"
+#include "GradientSpike.h"
 #include "ShippedSpecCases.h"
 #include "qopt/runtime.h"
 
@@ -439,65 +440,23 @@ TEST_P(HostKernelNumerics, NearFloat16AndBFloat16Limits) {
 }
 
 TEST_P(HostKernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
-  // docs/numerics.md "Overflow" (issue 26: one step of FlashAdamW with gradients of scale 1e6
-  // made every float16 scale of m infinite and, three steps later, every parameter NaN). One step
-  // whose gradients are N(0, 1) times 1e6 or 1e10, or hold +-inf at every 97th element, then
-  // three ordinary steps: byte for byte the reference, the counters its counts, every state
-  // finite, and every parameter finite but those whose gradient was infinite (AdamW's update is
-  // then inf / inf, NaN, as torch.optim.AdamW's; SGD's infinite).
-  if (spec.param == ref::DType::F16 || spec.grad == ref::DType::F16)
-    GTEST_SKIP() << "an f16 gradient cannot hold the spike (it rounds to inf), and an SGD step "
-                    "of 1e-3 * 1e10 overflows an f16 parameter itself";
-  const float inf = std::numeric_limits<float>::infinity();
-  bool quantized = false, f16Scales = false;
-  for (const ref::StateScheme &st : spec.states) {
-    quantized |= st.kind == ref::StateKind::Codebook ||
-                 (st.kind == ref::StateKind::Group && st.group.overflow == ref::Overflow::Saturate);
-    f16Scales |= st.kind == ref::StateKind::Group &&
-                 st.group.overflow == ref::Overflow::Saturate &&
-                 st.group.scaleDType == ref::ScaleDType::F16;
-  }
-  auto spikedElement = [](int64_t i) { return i % 97 == 5; };
-  for (float spike : {1e6f, 1e10f, inf}) {
+  // GradientSpike.h: one spike step, three ordinary ones; byte for byte the reference, the
+  // counters its counts, every state finite and every parameter but the infinite spike's.
+  if (std::string skip = qopt::test::spikeSkipReason(spec); !skip.empty())
+    GTEST_SKIP() << skip;
+  for (float spike : qopt::test::gradientSpikes()) {
     SCOPED_TRACE("spike " + std::to_string(spike));
     counters = {};
     refCounts = {};
     run(randomTensors({4096 + 100, 300}), [&](int64_t step, size_t, int64_t n) {
-      std::vector<float> g(n);
-      for (int64_t i = 0; i < n; ++i) {
-        g[i] = 1e-2f * normal(rng);
-        if (step == 1 && !std::isinf(spike))
-          g[i] = spike * normal(rng);
-        else if (step == 1 && spikedElement(i))
-          g[i] = i % 2 ? -inf : inf;
-      }
-      return g;
+      return qopt::test::spikeGradient(step, n, spike, rng);
     });
     if (HasFailure())
       return;
-    for (ref::TensorBuffers &t : lastStepped) {
-      for (size_t st = 0; st < spec.states.size(); ++st) {
-        // A plain float state holds what the update computed, an infinity included, as
-        // torch.optim's states do; the policy is about quantized states.
-        if (std::isinf(spike) && (spec.states[st].kind == ref::StateKind::PlainF32 ||
-                                   spec.states[st].kind == ref::StateKind::PlainBF16))
-          continue;
-        std::vector<float> values = ref::readState(spec, t, st);
-        for (size_t i = 0; i < values.size(); ++i)
-          ASSERT_TRUE(std::isfinite(values[i]))
-              << "state " << spec.states[st].name << " element " << i << " is " << values[i];
-      }
-      std::vector<float> p = ref::readMaster(spec, t);
-      for (int64_t i = 0; i < t.numel; ++i)
-        if (!(std::isinf(spike) && spikedElement(i)))
-          ASSERT_TRUE(std::isfinite(p[size_t(i)])) << "parameter element " << i << " is " << p[size_t(i)];
-    }
-    // The reference's counts are what the counters were compared with; that they count what
-    // the spike did: an infinity in every saturating state, a 1e10 spike beyond f16 scales.
-    if (std::isinf(spike))
-      EXPECT_EQ(refCounts.nonfinite > 0, quantized);
-    if (spike == 1e10f)
-      EXPECT_EQ(refCounts.saturated > 0, f16Scales);
+    for (const ref::TensorBuffers &t : lastStepped)
+      ASSERT_TRUE(qopt::test::finiteAfterSpike(spec, t, spike));
+    // The reference's counts are what the counters were compared with.
+    qopt::test::expectSpikeCounted(spec, spike, refCounts);
   }
 }
 
