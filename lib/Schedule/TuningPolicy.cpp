@@ -71,9 +71,12 @@ int64_t mlir::qopt::chooseElementsPerThread(OptimizerOp optimizer,
   SmallVector<StateOp> states = getStates(optimizer);
   for (StateOp state : states)
     maxGroup = std::max(maxGroup, getReductionSize(state));
-  // docs/tuning.md#lanes
-  int64_t preferred =
-      !prefersStagedTiles(optimizer) && states.size() <= 1 ? 16 : 8;
+  // docs/tuning.md#lanes: one state and no staging, 16 lanes, but for a
+  // codebook state, whose kernels are built for 64 registers a thread.
+  int64_t preferred = !prefersStagedTiles(optimizer) && states.size() <= 1 &&
+                              !hasStateOf<CodebookSchemeAttr>(optimizer)
+                          ? 16
+                          : 8;
   int64_t lanes = std::min<int64_t>(preferred, minGroup);
   while (threads > 0 && (threads * lanes) % maxGroup != 0 && lanes < 16 &&
          lanes * 2 <= minGroup)
@@ -169,7 +172,7 @@ TileClaims mlir::qopt::chooseTileClaims(OptimizerOp optimizer, bool staged,
   for (StateOp state : getStates(optimizer))
     if (auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme()))
       largestBlock = std::max(largestBlock, codebook.getBlock());
-  return largestBlock >= 1024 ? TileClaims{2, share(5)}
+  return largestBlock >= 1024 ? TileClaims{3, share(5)}
                               : TileClaims{1, share(6)};
 }
 
@@ -197,6 +200,12 @@ bool mlir::qopt::chooseScaledRangeChecks(OptimizerOp optimizer,
                                          bool runPointers) {
   // docs/tuning.md#zero-shortcut
   return runPointers;
+}
+
+bool mlir::qopt::chooseEarlySaturationCounts(OptimizerOp optimizer,
+                                             bool staged) {
+  // docs/tuning.md#counters
+  return !staged && hasStateOf<CodebookSchemeAttr>(optimizer);
 }
 
 int64_t mlir::qopt::chooseMinBlocksPerSM(OptimizerOp optimizer,
@@ -245,7 +254,8 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
         /*l2_prefetch_tiles=*/0, /*claim_tiles=*/0,
         /*claim_static_eighths=*/0, /*min_blocks_per_sm=*/0,
         /*zero_shortcut_lane_divisors=*/false,
-        /*scaled_range_checks=*/false, waves, minTiles,
+        /*scaled_range_checks=*/false, /*early_saturation_counts=*/false,
+        waves, minTiles,
         chooseSuggestedBlocksPerSM(0));
 
   TileStaging staging = chooseAsyncCopy(optimizer, request.asyncCopy)
@@ -277,6 +287,7 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
       claims.tiles, claims.staticEighths,
       chooseMinBlocksPerSM(optimizer, shape->threads, sharedBytes),
       chooseZeroShortcutLaneDivisors(optimizer, runPointers),
-      chooseScaledRangeChecks(optimizer, runPointers), waves, minTiles,
+      chooseScaledRangeChecks(optimizer, runPointers),
+      chooseEarlySaturationCounts(optimizer, staged), waves, minTiles,
       chooseSuggestedBlocksPerSM(sharedBytes));
 }

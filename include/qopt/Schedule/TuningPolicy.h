@@ -144,6 +144,12 @@ bool chooseZeroShortcutLaneDivisors(OptimizerOp optimizer, bool runPointers);
 /// staged ones, with registers to spare). docs/tuning.md#zero-shortcut
 bool chooseScaledRangeChecks(OptimizerOp optimizer, bool runPointers);
 
+/// Whether saturating codebook blocks are counted where their absmax is
+/// reduced, and the code search takes the saturated absmax as finite: in
+/// unstaged kernels with a codebook state, whose 64 registers the raw
+/// absmax held to the store spilled. docs/tuning.md#counters
+bool chooseEarlySaturationCounts(OptimizerOp optimizer, bool staged);
+
 /// The blocks per multiprocessor a kernel's registers are bounded for
 /// (nvvm.minctasm), 0 for no bound: codebook kernels as many as fit the
 /// shared memory and 64 (80 for an f32 parameter with large codebook blocks

@@ -355,16 +355,24 @@ Value KernelEmitter::codebookCodes(const TileContext &tile, int stateIndex,
   };
   if (!codebookBuckets)
     return fullSearch(exactNormalized());
-  // absmax < inf (not NaN) and d in [2^-30, 2^60] (d >= 1e-30 > 0).
+  // d in [2^-30, 2^60] (d >= 1e-30 > 0), and absmax < inf (not NaN).
   Value belowMax = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE,
                                          divisor, math.constF(divisor, 0x1p60));
   Value aboveMin = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE,
                                          divisor, math.constF(divisor, 0x1p-30));
   Value divisorOk = arith::AndIOp::create(b, loc, aboveMin, belowMax);
-  Value finite = arith::CmpFOp::create(
-      b, loc, arith::CmpFPredicate::OLT, absmax,
-      math.constF(absmax, std::numeric_limits<double>::infinity()));
-  Value inRange = arith::AndIOp::create(b, loc, finite, divisorOk);
+  // A saturated absmax (overflow = saturate) is finite already: NaN became
+  // 0 and +inf the largest float32, both outside the divisor's range. The
+  // plan's early_saturation_counts leaves the check out then.
+  Value inRange = divisorOk;
+  if (!plan.getEarlySaturationCounts() ||
+      cast<CodebookSchemeAttr>(states[stateIndex].getScheme()).getOverflow() !=
+          Overflow::saturate) {
+    Value finite = arith::CmpFOp::create(
+        b, loc, arith::CmpFPredicate::OLT, absmax,
+        math.constF(absmax, std::numeric_limits<double>::infinity()));
+    inRange = arith::AndIOp::create(b, loc, finite, divisorOk);
+  }
   auto ifOp = scf::IfOp::create(
       b, loc, TypeRange{codeType},
       arith::AndIOp::create(b, loc, kernel.bucketsFit.lookup(stateIndex),

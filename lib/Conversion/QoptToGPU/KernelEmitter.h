@@ -237,11 +237,21 @@ private:
   void flushStores(TileContext &tile);
   Value loadPerGroup(const TileContext &tile, unsigned stream,
                      int64_t groupSize);
+  /// Whether this thread leads its group of `groupSize` elements (i1): its
+  /// first element starts the group, and it is active.
+  Value leadsGroup(const TileContext &tile, int64_t groupSize);
   /// Stores a group's scalar from the thread that leads the group, which
   /// then runs `inLeader` (if given) in the same branch.
   void storePerGroup(const TileContext &tile, unsigned stream,
                      int64_t groupSize, Value value,
                      llvm::function_ref<void()> inLeader = nullptr);
+  /// Counts the saturated ones among groups or blocks of `groupSize`
+  /// elements (each state's scheme and raw absmax; lib/Codegen/Overflow.cpp)
+  /// from the thread that leads them, in one branch, where the raw absmaxes
+  /// are known: they then live no longer than their saturation (the plan's
+  /// early_saturation_counts, docs/tuning.md#counters).
+  void countSaturatedGroups(const TileContext &tile, int64_t groupSize,
+                            ArrayRef<std::pair<Attribute, Value>> rawAbsmaxes);
 
   // Async copies (TileCopies.cpp): a full tile copied into stage
   // `stageIndex`, and a staged stream read back.

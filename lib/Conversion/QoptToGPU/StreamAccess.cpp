@@ -196,20 +196,24 @@ Value KernelEmitter::loadPerGroup(const TileContext &tile, unsigned stream,
   return widenToF32(math, scalar);
 }
 
-void KernelEmitter::storePerGroup(const TileContext &tile, unsigned stream,
-                                  int64_t groupSize, Value value,
-                                  llvm::function_ref<void()> inLeader) {
-  Type elem = memoryType(streams[stream].storage);
+Value KernelEmitter::leadsGroup(const TileContext &tile, int64_t groupSize) {
   // A tile holds whole groups: in a full one the thread's place in the tile
   // says whether it leads its group.
   Value rem = arith::RemUIOp::create(
       b, loc, tile.isFull() ? threadBase(tile.kernel) : tile.base,
       constI64(groupSize));
-  Value leader = arith::AndIOp::create(
+  return arith::AndIOp::create(
       b, loc, tile.active,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem,
                             constI64(0)));
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, leader,
+}
+
+void KernelEmitter::storePerGroup(const TileContext &tile, unsigned stream,
+                                  int64_t groupSize, Value value,
+                                  llvm::function_ref<void()> inLeader) {
+  Type elem = memoryType(streams[stream].storage);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{},
+                                leadsGroup(tile, groupSize),
                                 /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -221,4 +225,18 @@ void KernelEmitter::storePerGroup(const TileContext &tile, unsigned stream,
   LLVM::StoreOp::create(b, loc, value, addr, elem.getIntOrFloatBitWidth() / 8);
   if (inLeader)
     inLeader();
+}
+
+void KernelEmitter::countSaturatedGroups(
+    const TileContext &tile, int64_t groupSize,
+    ArrayRef<std::pair<Attribute, Value>> rawAbsmaxes) {
+  if (!tile.kernel.numericsCounters || rawAbsmaxes.empty())
+    return;
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{},
+                                leadsGroup(tile, groupSize),
+                                /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  for (auto [scheme, rawAbsmax] : rawAbsmaxes)
+    countSaturation(math, scheme, rawAbsmax, tile.kernel.numericsCounters);
 }

@@ -7,6 +7,8 @@
 
 #include "KernelEmitter.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::qopt;
 
@@ -117,10 +119,16 @@ LogicalResult KernelEmitter::emitStoreState(TileContext &tile, int index,
   auto codebook = cast<CodebookSchemeAttr>(scheme);
   // Seed 000: absmax over the block; c = x / max(absmax, 1e-30); the code is
   // the number of midpoints strictly below c (torch.bucketize, right=False).
+  // With early counts a block is counted where its absmax is known: a block
+  // reduced across warps with the tile's others (TileUpdate::beginStores).
+  bool early = plan.getEarlySaturationCounts();
   Value absmax = tile.codebookAbsmax.lookup(index);
-  if (!absmax)
+  if (!absmax) {
     absmax = reduceGroupMax(tile, lanesAbsMax(tile, value), codebook.getBlock(),
                             /*magnitudes=*/true);
+    if (early)
+      countSaturatedGroups(tile, codebook.getBlock(), {{codebook, absmax}});
+  }
   Value rawAbsmax = absmax;
   absmax = saturateCodebookAbsmax(math, codebook, absmax);
   Value divisor = math.maxKeepNaN(absmax, math.constF(absmax, 1e-30));
@@ -128,8 +136,9 @@ LogicalResult KernelEmitter::emitStoreState(TileContext &tile, int index,
   storeElements(tile, streamIndex(StreamRole::StateCodes, index), codes);
   storePerGroup(tile, streamIndex(StreamRole::StateAbsmax, index),
                 codebook.getBlock(), absmax, [&] {
-                  countSaturation(math, codebook, rawAbsmax,
-                                  tile.kernel.numericsCounters);
+                  if (!early)
+                    countSaturation(math, codebook, rawAbsmax,
+                                    tile.kernel.numericsCounters);
                 });
   return success();
 }
@@ -179,7 +188,20 @@ LogicalResult KernelEmitter::TileUpdate::beginStores(
       e.loc = store.op->getLoc();
       lanesMax.push_back({store.state, e.lanesAbsMax(tile, store.value)});
     }
-  if (!lanesMax.empty())
-    e.reduceCodebookAbsmaxes(tile, lanesMax);
+  if (lanesMax.empty())
+    return success();
+  e.reduceCodebookAbsmaxes(tile, lanesMax);
+  if (!e.plan.getEarlySaturationCounts())
+    return success();
+  // Their saturation counts, one branch per block size, before any state's
+  // codes: a raw absmax lives no longer than its saturation.
+  std::map<int64_t, SmallVector<std::pair<Attribute, Value>>> byBlock;
+  for (auto [index, value] : lanesMax) {
+    auto codebook = cast<CodebookSchemeAttr>(e.states[index].getScheme());
+    byBlock[codebook.getBlock()].push_back(
+        {codebook, tile.codebookAbsmax.lookup(index)});
+  }
+  for (auto &[block, raw] : byBlock)
+    e.countSaturatedGroups(tile, block, raw);
   return success();
 }

@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=elements-per-thread=16 --convert-qopt-to-gpu | FileCheck %s
 
 // A codebook state whose qmap has no entry below zero (Adam's v with
 // bitsandbytes' unsigned map) is nonnegative where its block's absmax is:

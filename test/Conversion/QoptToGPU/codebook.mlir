@@ -1,12 +1,12 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=codebook-buckets=false --convert-qopt-to-gpu=guarded-ieee=false | FileCheck %s --check-prefix=FULL
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOASYNC
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=l2-prefetch=false --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOPF
-// RUN: qopt-opt %s --emit=gpu --arch=sm_80 | FileCheck %s --check-prefix=NOPF
-// RUN: qopt-opt %s --emit=gpu --arch=sm_90 | FileCheck %s --check-prefix=PF
-// RUN: qopt-opt %s --emit=ptx -o %t.ptx
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=elements-per-thread=16 --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="codebook-buckets=false elements-per-thread=16" --convert-qopt-to-gpu=guarded-ieee=false | FileCheck %s --check-prefix=FULL
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=elements-per-thread=16 --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOASYNC
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="l2-prefetch=false elements-per-thread=16" --convert-qopt-to-gpu | FileCheck %s --check-prefix=NOPF
+// RUN: qopt-opt %s --emit=gpu --elements-per-thread=16 --arch=sm_80 | FileCheck %s --check-prefix=NOPF
+// RUN: qopt-opt %s --emit=gpu --elements-per-thread=16 --arch=sm_90 | FileCheck %s --check-prefix=PF
+// RUN: qopt-opt %s --emit=ptx --elements-per-thread=16 -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
-// RUN: qopt-opt %s --emit=ptx --codebook-buckets=false -o %t.off.ptx
+// RUN: qopt-opt %s --emit=ptx --elements-per-thread=16 --codebook-buckets=false -o %t.off.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST-OFF --input-file=%t.off.manifest.json
 
 // Codebook states take no async copies by default (chooseAsyncCopy: measured
@@ -166,12 +166,12 @@
 // CHECK-NEXT: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"(%[[D]])
 // CHECK: llvm.intr.fma
 // CHECK: llvm.intr.fma
-// CHECK: arith.cmpf ole, %[[D]], %cst
-// CHECK: arith.cmpf oge, %[[D]], %cst
-// CHECK: %[[INF:.+]] = arith.constant 0x7F800000 : f32
-// CHECK: %[[FINITE:.+]] = arith.cmpf olt, %{{.+}}, %[[INF]] : f32
-// CHECK: %[[RANGE:.+]] = arith.andi %[[FINITE]]
-// CHECK: %[[FAST:.+]] = arith.andi %[[FIT]], %[[RANGE]] : i1
+// The saturated absmax is finite (the plan's early_saturation_counts): the
+// divisor's range alone.
+// CHECK: %[[BELOW:.+]] = arith.cmpf ole, %[[D]], %cst
+// CHECK: %[[ABOVE:.+]] = arith.cmpf oge, %[[D]], %cst
+// CHECK-NEXT: %[[RANGE:.+]] = arith.andi %[[ABOVE]], %[[BELOW]] : i1
+// CHECK-NEXT: %[[FAST:.+]] = arith.andi %[[FIT]], %[[RANGE]] : i1
 // CHECK: scf.if %[[FAST]] -> (vector<16xi8>) {
 // CHECK-NOT: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
 // CHECK: arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>

@@ -7,7 +7,7 @@
 
 // Tile claims (chooseTileClaims: an unstaged kernel with a codebook state whose
 // block of 2048 elements crosses warps): each block first steps its static
-// range of 5/8 of the tiles over the grid, then claims two tiles at a time
+// range of 5/8 of the tiles over the grid, then claims three tiles at a time
 // from the work counters, the argument before the numerics counters (the
 // last: its states saturate, docs/abi.md). (Smaller codebook blocks:
 // tile-claims-small-block.mlir.)
@@ -38,7 +38,7 @@
 // CHECK: } do {
 // CHECK: %[[LEADER:.+]] = arith.andi %{{.+}}, %[[CLAIMING]] : i1
 // CHECK: %[[OLD:.+]] = scf.if %[[LEADER]] -> (i64) {
-// CHECK: llvm.atomicrmw add %[[WORK]], %c2_i64{{.*}} monotonic : !llvm.ptr<1>, i64
+// CHECK: llvm.atomicrmw add %[[WORK]], %c3_i64{{.*}} monotonic : !llvm.ptr<1>, i64
 // The block's runs over [claim, end).
 // CHECK: scf.while (%{{.+}} = %[[C]]) : (i64) -> i64 {
 // CHECK: arith.cmpi slt, %{{.+}}, %[[E]] : i64
@@ -53,7 +53,7 @@
 // CHECK: scf.yield %[[LOADED]] : i64
 // CHECK: } else {
 // CHECK: scf.yield %[[NTILES]] : i64
-// CHECK: %[[GOTEND:.+]] = arith.addi %[[GOT]], %c2_i64{{.*}} : i64
+// CHECK: %[[GOTEND:.+]] = arith.addi %[[GOT]], %c3_i64{{.*}} : i64
 // CHECK: %[[END:.+]] = arith.minsi %[[GOTEND]], %[[NTILES]] : i64
 // CHECK: %[[FLIP:.+]] = arith.xori %[[PAR]], %c1_i32{{.*}} : i32
 // CHECK: scf.yield %[[GOT]], %[[END]], %[[FLIP]] : i64, i64, i32
@@ -89,7 +89,7 @@
 // PTX-NEXT: .param .u64 .ptr .global .align 1 Claims_param_6,
 // PTX-NEXT: .param .u64 .ptr .global .align 1 Claims_param_7
 // PTX-NEXT: )
-// PTX: atom.global.add.u64 {{.+}}, [{{%rd[0-9]+}}], 2;
+// PTX: atom.global.add.u64 {{.+}}, [{{%rd[0-9]+}}], 3;
 // PTX: bar.sync 0;
 // PTX: atom.acq_rel.gpu.global.add.u64
 // The manifest lists the work counters, then the numerics counters, last and
@@ -101,7 +101,7 @@
 // MANIFEST-NEXT: ],
 // MANIFEST: "tile_claims": {
 // MANIFEST-NEXT: "static_eighths": 5,
-// MANIFEST-NEXT: "tiles": 2
+// MANIFEST-NEXT: "tiles": 3
 
 qopt.optimizer @Claims param "p" : bf16 master none grad "g" : f32 {
   qopt.state @m : #qopt.codebook<block = 2048>

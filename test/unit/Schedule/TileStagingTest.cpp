@@ -259,6 +259,9 @@ TEST(TileStagingTest, MeasuredDefaultsPerSpec) {
     /// an f32 parameter; the shortcut everywhere but in the unstaged
     /// codebook kernels of a 16-bit parameter.
     bool invariantDescriptors, zeroShortcut;
+    /// Saturation counts at the absmax (docs/tuning.md#counters): the
+    /// unstaged codebook kernels.
+    bool earlyCounts;
   };
   // bench/NOTES.md (fourth session): staged at 512 x 8 for group states with
   // a 16-bit parameter; f32 parameters unstaged, in the shapes measured
@@ -267,20 +270,25 @@ TEST(TileStagingTest, MeasuredDefaultsPerSpec) {
   // blocks of 2048 unstaged at 256 x 8 (512 x 8: the main job's list
   // slower, seventh session; block2048.f32 slower on realistic gradients).
   const Expected expected[] = {
-      {"flash_adamw", "", true, 512, 8, false, true},
-      {"flash_adamw", "f16", true, 512, 8, false, true},
-      {"flash_adamw", "f32", false, 512, 8, true, true},
-      {"flash_adamw_ecc16", "", true, 512, 8, false, true},
-      {"flash_lion", "", true, 512, 8, false, true},
-      {"flash_lion", "f32", false, 256, 16, false, true},
-      {"flash_sgd", "f16", true, 512, 8, false, true},
-      {"flash_sgd", "f32", false, 256, 16, false, true},
-      {"adamw8bit_block2048", "", false, 256, 8, true, false},
-      {"adamw8bit_block2048", "f16", false, 256, 8, true, false},
-      {"adamw8bit_block2048", "f32", false, 256, 8, false, true},
-      {"adamw8bit_block256", "", true, 256, 8, false, true},
-      {"adamw8bit_block256", "f16", true, 256, 8, false, true},
-      {"adamw8bit_block256", "f32", false, 512, 8, false, true},
+      {"flash_adamw", "", true, 512, 8, false, true, false},
+      {"flash_adamw", "f16", true, 512, 8, false, true, false},
+      {"flash_adamw", "f32", false, 512, 8, true, true, false},
+      {"flash_adamw_ecc16", "", true, 512, 8, false, true, false},
+      {"flash_lion", "", true, 512, 8, false, true, false},
+      {"flash_lion", "f32", false, 256, 16, false, true, false},
+      {"flash_sgd", "f16", true, 512, 8, false, true, false},
+      {"flash_sgd", "f32", false, 256, 16, false, true, false},
+      {"adamw8bit_block2048", "", false, 256, 8, true, false, true},
+      {"adamw8bit_block2048", "f16", false, 256, 8, true, false, true},
+      {"adamw8bit_block2048", "f32", false, 256, 8, false, true, true},
+      {"adamw8bit_block256", "", true, 256, 8, false, true, false},
+      {"adamw8bit_block256", "f16", true, 256, 8, false, true, false},
+      {"adamw8bit_block256", "f32", false, 512, 8, false, true, true},
+      // One codebook state (2026-12-03): 8 lanes, not the 16 of other
+      // one-state updates, which spilled under the 64-register bound.
+      {"lion8bit", "", false, 256, 8, false, false, true},
+      {"adagrad8bit", "", false, 256, 8, false, false, true},
+      {"rmsprop8bit", "f32", false, 256, 8, false, true, true},
   };
   for (const Expected &e : expected) {
     SpecModule spec(e.stem, e.paramType);
@@ -312,6 +320,7 @@ TEST(TileStagingTest, MeasuredDefaultsPerSpec) {
     EXPECT_EQ(plan->getScaledRangeChecks(), e.async) << where;
     EXPECT_EQ(plan->getInvariantDescriptors(), e.invariantDescriptors) << where;
     EXPECT_EQ(plan->getZeroShortcutLaneDivisors(), e.zeroShortcut) << where;
+    EXPECT_EQ(plan->getEarlySaturationCounts(), e.earlyCounts) << where;
   }
 }
 

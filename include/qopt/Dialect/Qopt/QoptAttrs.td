@@ -134,7 +134,8 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
         run_pointers = true, invariant_descriptors = false,
         l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0,
         min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true,
-        scaled_range_checks = true, waves = 4, min_tiles_per_block = 128,
+        scaled_range_checks = true, early_saturation_counts = false,
+        waves = 4, min_tiles_per_block = 128,
         suggested_blocks_per_sm = 1>} { ... }
     ```
 
@@ -151,7 +152,10 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     registers (`nvvm.minctasm`, 0: none). Guarded IEEE division tries the
     all-zero shortcut for lane divisors too with
     `zero_shortcut_lane_divisors`, and checks a scaled numerator's range
-    through its base with `scaled_range_checks`. `waves`,
+    through its base with `scaled_range_checks`. With
+    `early_saturation_counts` a saturating codebook block is counted where
+    its absmax is reduced (not where it is stored), and the code search takes
+    the saturated absmax as finite. `waves`,
     `min_tiles_per_block` and `suggested_blocks_per_sm` are the manifest's
     launch fields.
   }];
@@ -170,6 +174,7 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     "int64_t":$min_blocks_per_sm,
     "bool":$zero_shortcut_lane_divisors,
     "bool":$scaled_range_checks,
+    "bool":$early_saturation_counts,
     "int64_t":$waves,
     "int64_t":$min_tiles_per_block,
     "int64_t":$suggested_blocks_per_sm);
