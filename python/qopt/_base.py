@@ -560,7 +560,8 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
         d = super().__getstate__()
         d = dict(self.__dict__) if d is None else dict(d)
         for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size", "quantize",
-                  "min_8bit_size", "check_numerics", "fused", "compress_state_dict"):
+                  "min_8bit_size", "check_numerics", "fused", "compress_state_dict",
+                  "stochastic_rounding", "seed", "bf16_stochastic_round", "_SPECS"):
             if k in self.__dict__:
                 d[k] = self.__dict__[k]
         # (per-parameter overrides are kept by parameter identity, which a copy does not keep)
