@@ -292,6 +292,8 @@ struct Launcher {
   void operator()(const TensorSet &set, cu::CUdeviceptr uniforms, unsigned grid,
                   cu::CUstream stream) const {
     cu::CUdeviceptr descs = set.descs, tiles = set.tiles, counters = set.workCounters;
+    // numerics_counters: null counts nothing (docs/abi.md).
+    cu::CUdeviceptr noNumerics = 0;
     int64_t numTiles = set.numTiles;
     std::vector<cu::CUdeviceptr> tbl = tables;
     std::vector<void *> params;
@@ -306,6 +308,8 @@ struct Launcher {
         params.push_back(&uniforms);
       else if (a == "work_counters")
         params.push_back(&counters);
+      else if (a == "numerics_counters")
+        params.push_back(&noNumerics);
       else {
         size_t i = 0;
         while (i < spec.tables.size() && spec.tables[i].name != a)
