@@ -121,6 +121,7 @@ DType StepSpec::eccDType() const {
   case Master::EccI8: return DType::I8;
   case Master::EccI16: return DType::I16;
   case Master::Stochastic: return DType::None;
+  case Master::KahanBF16: return DType::BF16;
   }
   return DType::None;
 }
@@ -135,6 +136,8 @@ void StepSpec::validate() const {
     fail(std::string("gradient dtype must be f32, bf16 or f16, got ") + dtypeName(grad));
   if (eccDType() != DType::None && param == DType::F32)
     fail("an f32 parameter takes no error-correction bits (master must be none)");
+  if (master == Master::KahanBF16 && param != DType::BF16)
+    fail("a Kahan compensation needs a bf16 parameter");
   if (master == Master::Stochastic && param != DType::BF16)
     fail("stochastic rounding needs a bf16 parameter");
   if (master == Master::Stochastic &&
@@ -203,7 +206,7 @@ std::vector<std::string> TensorBuffers::streamNames(const StepSpec &spec, const 
                                                     const std::string &gradName) const {
   std::vector<std::string> out{paramName};
   if (spec.eccDType() != DType::None)
-    out.push_back(paramName + ".ecc");
+    out.push_back(paramName + (spec.master == Master::KahanBF16 ? ".kahan" : ".ecc"));
   out.push_back(gradName);
   for (const StateScheme &s : spec.states) {
     switch (s.kind) {
@@ -277,8 +280,10 @@ void setMaster(const StepSpec &spec, TensorBuffers &t, const std::vector<float> 
   if (static_cast<int64_t>(x32.size()) != t.numel)
     throw std::invalid_argument("setMaster: " + std::to_string(x32.size()) + " values for " +
                                 std::to_string(t.numel) + " elements");
-  if (spec.eccDType() == DType::None) {
+  if (spec.eccDType() == DType::None || spec.master == Master::KahanBF16) {
     t.param = Buffer::fromFloats(spec.param, x32); // one rounding to nearest even
+    if (spec.master == Master::KahanBF16)
+      t.ecc = Buffer(DType::BF16, t.numel); // a zero compensation
     return;
   }
   t.param = Buffer(spec.param, t.numel);
@@ -294,7 +299,7 @@ void setGrad(const StepSpec &spec, TensorBuffers &t, const std::vector<float> &g
 }
 
 std::vector<float> readMaster(const StepSpec &spec, const TensorBuffers &t) {
-  if (spec.eccDType() == DType::None)
+  if (spec.eccDType() == DType::None || spec.master == Master::KahanBF16)
     return t.param.toFloats();
   std::vector<float> out(static_cast<size_t>(t.numel));
   eccDecode(t.param.as<uint16_t>(), t.ecc.data(), t.numel, spec.param, spec.eccDType(), out.data());
@@ -512,6 +517,7 @@ void step(const StepSpec &spec, TensorBuffers &t, int64_t stepIndex, NumericsCou
   const int64_t n = t.numel;
   // 1. load: the float32 master, the gradient, the dequantized states
   std::vector<float> p = readMaster(spec, t);
+  const std::vector<float> p0 = p;
   std::vector<float> g = t.grad.toFloats();
   std::vector<std::vector<float>> st;
   for (size_t k = 0; k < spec.states.size(); ++k)
@@ -521,6 +527,18 @@ void step(const StepSpec &spec, TensorBuffers &t, int64_t stepIndex, NumericsCou
   // 3. store: requantize the states, split the master
   for (size_t k = 0; k < spec.states.size(); ++k)
     writeState(spec, t, k, st[k], counts);
+  if (spec.master == Master::KahanBF16) {
+    // optimi's kahan_sum: the change joins the compensation, the sum is rounded to the
+    // parameter, what the rounding lost is the new compensation.
+    std::vector<float> c = t.ecc.toFloats();
+    for (int64_t i = 0; i < n; ++i) {
+      const float s = c[i] + (p[i] - p0[i]);
+      const uint16_t x16 = floatToBf16Bits(p0[i] + s);
+      t.param.as<uint16_t>()[i] = x16;
+      t.ecc.as<uint16_t>()[i] = floatToBf16Bits(s - (bf16BitsToFloat(x16) - p0[i]));
+    }
+    return;
+  }
   if (spec.master != Master::Stochastic) {
     setMaster(spec, t, p);
     return;

@@ -59,7 +59,10 @@ enum class ScalarDivision { Ieee, ReciprocalF64, ReciprocalF32 };
 
 /// Stochastic: no error bits; the bf16 parameter is rounded stochastically (Philox.h,
 /// stochasticRoundBF16) keyed by Hyper::seed, the step and the element's global index.
-enum class Master { None, EccI8, EccI16, Stochastic };
+/// KahanBF16: a bf16 compensation c per element (stream `<param>.kahan`, the ecc buffer), as
+/// optimi's kahan_sum: with p the bf16 parameter as float32 and x the update's float32 result,
+///   s = c + (x - p); p' = bf16(p + s); c' = bf16(s - (p' - p))     (each op one f32 rounding)
+enum class Master { None, EccI8, EccI16, Stochastic, KahanBF16 };
 
 enum class StateKind { PlainF32, PlainBF16, Codebook, Group };
 
