@@ -55,6 +55,22 @@ void UpdateTarget::storeParam(Value value, ArrayRef<Value> key) {
                                       globalIndex()));
     return;
   }
+  if (hasCompensation(optimizer.getMaster())) {
+    // numerics.md, "Kahan summation": the update's change joins the
+    // compensation, the sum is rounded to the parameter, and what the
+    // rounding lost is the new compensation.
+    unsigned paramStream = streamIndex(StreamRole::Param);
+    unsigned compStream = streamIndex(StreamRole::ErrorBits);
+    Value old = widenToF32(m, loadElements(paramStream));
+    Value comp = widenToF32(m, loadElements(compStream));
+    Value sum = m.add(comp, m.sub(value, old));
+    Value x16 = narrowFromF32(m, m.add(old, sum), optimizer.getParamType());
+    Value lost = m.sub(sum, m.sub(widenToF32(m, x16), old));
+    storeElements(paramStream, x16);
+    storeElements(compStream,
+                  narrowFromF32(m, lost, BFloat16Type::get(m.builder().getContext())));
+    return;
+  }
   Value x16 = narrowFromF32(m, value, optimizer.getParamType());
   storeElements(streamIndex(StreamRole::Param), x16);
   if (hasErrorBits(optimizer.getMaster()))

@@ -38,6 +38,8 @@ llvm::StringRef mlir::qopt::frontend::stringifyMasterFormat(MasterFormat m) {
     return "ecc<i16>";
   case MasterFormat::Stochastic:
     return "stochastic";
+  case MasterFormat::KahanBF16:
+    return "kahan<bf16>";
   }
   return "";
 }

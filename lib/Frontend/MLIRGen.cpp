@@ -158,6 +158,8 @@ OwningOpRef<ModuleOp> MLIRGenImpl::run() {
     master = qopt::MasterFormat::ecc_i16;
   else if (spec.param->master == frontend::MasterFormat::Stochastic)
     master = qopt::MasterFormat::stochastic;
+  else if (spec.param->master == frontend::MasterFormat::KahanBF16)
+    master = qopt::MasterFormat::kahan_bf16;
   auto optimizer =
       OptimizerOp::create(builder, loc(spec.loc), spec.name, spec.param->name,
                           getFloatType(spec.param->dtype), master,

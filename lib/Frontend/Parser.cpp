@@ -249,6 +249,7 @@ bool Parser::parseFloatType(FloatType &type, llvm::StringRef what) {
 }
 
 /// master ::= 'none' | 'ecc' '<' ('i8' | 'i16') '>' | 'stochastic' '<' IDENT '>'
+///            | 'kahan' '<' 'bf16' '>'
 bool Parser::parseMaster(ParamDecl &param) {
   param.masterLoc = tok.loc;
   if (tok.isWord("none")) {
@@ -264,9 +265,20 @@ bool Parser::parseMaster(ParamDecl &param) {
                       "the seed's hyperparameter") &&
            expect(TokenKind::Greater, "after the seed's hyperparameter");
   }
+  if (tok.isWord("kahan")) {
+    consume();
+    param.master = MasterFormat::KahanBF16;
+    if (!expect(TokenKind::Less, "after 'kahan'"))
+      return false;
+    if (!tok.isWord("bf16"))
+      return errorHere("expected the compensation's type ('bf16'), found " +
+                       describeCurrent());
+    consume();
+    return expect(TokenKind::Greater, "after the compensation's type");
+  }
   if (!tok.isWord("ecc"))
     return errorHere("expected a master format ('none', 'ecc<i8>', "
-                     "'ecc<i16>' or 'stochastic<seed>'), found " +
+                     "'ecc<i16>', 'stochastic<seed>' or 'kahan<bf16>'), found " +
                      describeCurrent());
   consume();
   if (!expect(TokenKind::Less, "after 'ecc'"))

@@ -193,12 +193,18 @@ void SemaChecker::checkDeclarations() {
 
   if (spec.param && spec.param->master != MasterFormat::None &&
       spec.param->master != MasterFormat::Stochastic &&
+      spec.param->master != MasterFormat::KahanBF16 &&
       spec.param->dtype == FloatType::F32)
     error(spec.param->masterLoc,
           "error-correction bits need a 16-bit parameter (bf16 or f16); an "
           "f32 parameter is its own master weight");
   if (spec.param && spec.param->master == MasterFormat::Stochastic)
     checkStochasticMaster(*spec.param);
+  if (spec.param && spec.param->master == MasterFormat::KahanBF16 &&
+      spec.param->dtype != FloatType::BF16)
+    error(spec.param->masterLoc,
+          "a Kahan compensation needs a bf16 parameter, found " +
+              stringifyFloatType(spec.param->dtype));
 
   for (const StateDecl &state : spec.states)
     checkScheme(state);

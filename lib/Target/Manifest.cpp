@@ -205,6 +205,7 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     case MasterFormat::ecc_i8: masterName = "ecc_int8"; break;
     case MasterFormat::ecc_i16: masterName = "ecc_int16"; break;
     case MasterFormat::stochastic: masterName = "stochastic"; break;
+    case MasterFormat::kahan_bf16: masterName = "kahan_bf16"; break;
     }
     json::Object kernel{
         {"format", "qopt-manifest"},

@@ -49,6 +49,9 @@ struct RetypeParamPass : public qopt::impl::RetypeParamBase<RetypeParamPass> {
       // Stochastic rounding is defined for bf16: an f32 parameter needs
       // none, an f16 one rounds to nearest (numerics.md, "Stochastic
       // rounding").
+      // A Kahan compensation is bf16's too: the others round to nearest.
+      if (hasCompensation(optimizer.getMaster()))
+        optimizer.setMaster(MasterFormat::none);
       if (optimizer.getMaster() == MasterFormat::stochastic) {
         optimizer.setMaster(MasterFormat::none);
         optimizer.getUpdate().walk([](StoreParamOp store) {

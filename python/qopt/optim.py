@@ -111,13 +111,19 @@ class FlashAdamW(FlashOptimizer):
     the element (docs/numerics.md, "Stochastic rounding"): the same bits on the GPU and the host
     for the same launch. fp16 and fp32 parameters round to nearest (their variants have no
     stochastic rounding).
+
+    ``kahan_sum=True`` (only with ``master_weight_bits=None``; kernel ``flash_adamw_kahan``):
+    optimi's Kahan summation: a bf16 compensation buffer (state key ``kahan_comp``, 2 B/param)
+    keeps what rounding the bf16 parameter loses and adds it back at the next step
+    (docs/numerics.md, "Kahan summation"). fp16 and fp32 parameters round to nearest.
     """
 
     STREAM_KEYS = _FLASH_ADAM_KEYS
     STREAM_KEYS32 = _FLASH_ADAM_KEYS32
     _SPECS = {24: "flash_adamw", 32: "flash_adamw_ecc16", None: "flash_adamw_bf16"}
-    #: the kernel of stochastic_rounding=True (None: the option is refused)
+    #: the kernels of stochastic_rounding=True and kahan_sum=True (None: refused)
     _SR_SPEC: Optional[str] = "flash_adamw_sr"
+    _KAHAN_SPEC: Optional[str] = "flash_adamw_kahan"
     _MIN_STEP_RELATIVE_TO_LR = 0.1   # FlashOptim's Adam heuristic (check_numerics)
     _DECOUPLED = True
 
@@ -128,7 +134,7 @@ class FlashAdamW(FlashOptimizer):
                  fused: bool = True, *, capturable: bool = False, min_8bit_size: int = 0,
                  skip_nonfinite: bool = False,
                  max_grad_norm: Optional[float] = None, stochastic_rounding: bool = False,
-                 seed: int = 0):
+                 seed: int = 0, kahan_sum: bool = False):
         cls = type(self).__name__
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         capturable=capturable)
@@ -140,10 +146,15 @@ class FlashAdamW(FlashOptimizer):
         self.stochastic_rounding = _check_stochastic(cls, stochastic_rounding, seed,
                                                      master_weight_bits, self._SR_SPEC)
         self.seed = int(seed)
+        self.kahan_sum = _check_kahan(cls, kahan_sum, stochastic_rounding, master_weight_bits,
+                                      self._KAHAN_SPEC)
         self.master_weight_bits = master_weight_bits
         self._decouple_lr = decouple_lr
         if self.stochastic_rounding:
             self._SPECS = {None: self._SR_SPEC}
+        if self.kahan_sum:
+            self._SPECS = {None: self._KAHAN_SPEC}
+            self.STREAM_KEYS = dict(self.STREAM_KEYS, **{"p.kahan": "kahan_comp"})
         self._spec = self._SPECS[master_weight_bits]
         _init_state_policy(self, quantize, min_8bit_size)
         self._init_flash(check_numerics, fused, compress_state_dict)
@@ -187,12 +198,29 @@ def _check_stochastic(cls: str, stochastic_rounding, seed, master_weight_bits,
     return stochastic_rounding
 
 
+def _check_kahan(cls: str, kahan_sum, stochastic_rounding, master_weight_bits,
+                 spec: Optional[str]) -> bool:
+    """kahan_sum, checked: a bool, no master weight, not with stochastic rounding."""
+    if not isinstance(kahan_sum, bool):
+        raise ValueError(f"{cls}: kahan_sum={kahan_sum!r}; True or False")
+    if kahan_sum and spec is None:
+        raise ValueError(f"{cls}: kahan_sum=True is not supported")
+    if kahan_sum and master_weight_bits is not None:
+        raise ValueError(f"{cls}: kahan_sum=True replaces the master weight; pass "
+                         f"master_weight_bits=None (got {master_weight_bits!r})")
+    if kahan_sum and stochastic_rounding:
+        raise ValueError(f"{cls}: kahan_sum and stochastic_rounding are two ways to keep small "
+                         f"updates; choose one")
+    return kahan_sum
+
+
 class FlashAdam(FlashAdamW):
     """Adam with L2 weight decay (``grad += weight_decay * param``), FlashOptim's compressed state
     (kernels ``flash_adam``, ``flash_adam_ecc16``, ``flash_adam_bf16`` by ``master_weight_bits``)."""
 
     _SPECS = {24: "flash_adam", 32: "flash_adam_ecc16", None: "flash_adam_bf16"}
     _SR_SPEC = None
+    _KAHAN_SPEC = None
     _DECOUPLED = False
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
@@ -225,6 +253,7 @@ class AdamW4bit(FlashAdamW):
 
     _SPECS = {None: "adamw4bit"}
     _SR_SPEC = "adamw4bit_sr"
+    _KAHAN_SPEC = None
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,

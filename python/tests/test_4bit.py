@@ -193,3 +193,45 @@ def test_options_are_checked():
         qopt.AdamW4bit(p, block_size=64)
     with pytest.raises(ValueError, match="amsgrad"):
         qopt.AdamW4bit(p, amsgrad=True)
+
+
+def test_kahan_first_step_matches_torch_formula():
+    """optimi's Kahan summation in float32 (docs/numerics.md, "Kahan summation"), one step from
+    zero states and a zero compensation: s = (x - p), p' = bf16(p + s), c = bf16(s - (p' - p))."""
+    if not backend_available("cpu"):
+        pytest.skip("no host backend")
+    params, gen = make(2)
+    opt = qopt.FlashAdamW(params, **HP, master_weight_bits=None, kahan_sum=True)
+    grads = [(1e-2 * torch.randn(p.shape, generator=gen)).to(torch.bfloat16) for p in params]
+    p0 = [p.detach().clone() for p in params]
+    for p, g in zip(params, grads):
+        p.grad = g
+    opt.step()
+    for p, start, g in zip(params, p0, grads):
+        old = start.float()
+        x, _, _ = adamw_step(old, g.float(), torch.zeros(old.shape), torch.zeros(old.shape), 1, HP)
+        s = torch.zeros(old.shape) + (x - old)
+        want_p = (old + s).to(torch.bfloat16)
+        want_c = (s - (want_p.float() - old)).to(torch.bfloat16)
+        assert torch.equal(p.detach().view(torch.int16), want_p.view(torch.int16))
+        assert torch.equal(opt.state[p]["kahan_comp"].reshape(p.shape).view(torch.int16),
+                           want_c.view(torch.int16))
+
+
+def test_kahan_options_are_checked():
+    p = [torch.nn.Parameter(torch.zeros(4, dtype=torch.bfloat16))]
+    with pytest.raises(ValueError, match="master_weight_bits=None"):
+        qopt.FlashAdamW(p, kahan_sum=True)
+    with pytest.raises(ValueError, match="choose one"):
+        qopt.FlashAdamW(p, master_weight_bits=None, kahan_sum=True, stochastic_rounding=True)
+
+
+def test_kahan_fp32_parameter_takes_the_variant_without_compensation():
+    if not backend_available("cpu"):
+        pytest.skip("no host backend")
+    p = torch.nn.Parameter(torch.ones(300))
+    opt = qopt.FlashAdamW([p], **HP, master_weight_bits=None, kahan_sum=True)
+    p.grad = torch.full((300,), 0.5)
+    opt.step()
+    assert "kahan_comp" not in opt.state[p]
+    assert bool((p.detach() < 1).all())

@@ -158,7 +158,8 @@ std::vector<StreamDesc> expectedStreams(const Manifest &m) {
   add(m.paramName, "", QOPT_ROLE_PARAM, m.paramDtype, QOPT_PER_ELEMENT, 1,
       QOPT_ACCESS_READ_WRITE);
   if (m.eccDtype != QOPT_DTYPE_INVALID)
-    add(m.paramName + ".ecc", "", QOPT_ROLE_ERROR_BITS, m.eccDtype,
+    add(m.paramName + (m.kahan ? ".kahan" : ".ecc"), "", QOPT_ROLE_ERROR_BITS,
+        m.eccDtype,
         QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE);
   add(m.gradName, "", QOPT_ROLE_GRAD, m.gradDtype, QOPT_PER_ELEMENT, 1,
       QOPT_ACCESS_READ);
@@ -629,12 +630,18 @@ ManifestPtr parseManifest(std::string_view text, const std::string &source) {
     m->eccDtype = QOPT_DTYPE_INT16;
   else if (master == "stochastic")
     m->stochastic = true;
+  else if (master == "kahan_bf16") {
+    m->eccDtype = QOPT_DTYPE_BF16;
+    m->kahan = true;
+  }
   else if (master != "none")
     r.error("param.master",
             cat("unknown value \"", master,
-                "\" (expected none, ecc_int8, ecc_int16 or stochastic)"));
+                "\" (expected none, ecc_int8, ecc_int16, stochastic or kahan_bf16)"));
   if (m->stochastic && m->paramDtype != QOPT_DTYPE_BF16)
     r.error("param.master", "stochastic rounding needs a bf16 param");
+  if (m->kahan && m->paramDtype != QOPT_DTYPE_BF16)
+    r.error("param.master", "a Kahan compensation needs a bf16 param");
   if (m->eccDtype != QOPT_DTYPE_INVALID && m->paramDtype == QOPT_DTYPE_F32)
     r.error("param.master", "error bits need a bf16 or f16 param, not f32");
 

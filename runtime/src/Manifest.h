@@ -98,6 +98,9 @@ struct Manifest {
   qopt_dtype eccDtype = QOPT_DTYPE_INVALID; ///< INVALID without error bits
   /// param.master "stochastic": the bf16 param is rounded stochastically.
   bool stochastic = false;
+  /// param.master "kahan_bf16": the error-bits stream `<param>.kahan` is a
+  /// bf16 Kahan compensation (eccDtype BF16).
+  bool kahan = false;
   std::vector<HyperDesc> hypers;
   std::vector<StateDesc> states;
   std::vector<StreamDesc> streams;

@@ -28,6 +28,8 @@
 // RUN: qopt-opt %specs/flash_adamw_sr.qopt --emit=ptx --arch=sm_90 -o %t.flash_adamw_sr.sm_90.ptx && %ptxas -arch=sm_90 %t.flash_adamw_sr.sm_90.ptx -o %t.flash_adamw_sr.sm_90.cubin
 // RUN: qopt-opt %specs/flash_adamw4bit.qopt --emit=ptx --arch=sm_80 -o %t.flash_adamw4bit.sm_80.ptx && %ptxas -arch=sm_80 %t.flash_adamw4bit.sm_80.ptx -o %t.flash_adamw4bit.sm_80.cubin
 // RUN: qopt-opt %specs/flash_adamw4bit.qopt --emit=ptx --arch=sm_90 -o %t.flash_adamw4bit.sm_90.ptx && %ptxas -arch=sm_90 %t.flash_adamw4bit.sm_90.ptx -o %t.flash_adamw4bit.sm_90.cubin
+// RUN: qopt-opt %specs/flash_adamw_kahan.qopt --emit=ptx --arch=sm_80 -o %t.flash_adamw_kahan.sm_80.ptx && %ptxas -arch=sm_80 %t.flash_adamw_kahan.sm_80.ptx -o %t.flash_adamw_kahan.sm_80.cubin
+// RUN: qopt-opt %specs/flash_adamw_kahan.qopt --emit=ptx --arch=sm_90 -o %t.flash_adamw_kahan.sm_90.ptx && %ptxas -arch=sm_90 %t.flash_adamw_kahan.sm_90.ptx -o %t.flash_adamw_kahan.sm_90.cubin
 // RUN: FileCheck %s --input-file=%t.flash_adamw.sm_90.ptx
 // CHECK: .target sm_90
 // CHECK: .visible .entry FlashAdamW(

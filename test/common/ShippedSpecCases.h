@@ -220,6 +220,10 @@ inline ref::StepSpec flashAdamW4bit() {
   }
   return s;
 }
+/// FlashAdamW with optimi's Kahan-compensated bf16 parameter.
+inline ref::StepSpec flashAdamWKahan() {
+  return ref::flashAdamW(adamHyper(), ref::Master::KahanBF16);
+}
 inline std::vector<qopt_hyper> withSeed(std::vector<qopt_hyper> hypers) {
   hypers.push_back({"seed", 1234});
   return hypers;
@@ -263,6 +267,7 @@ inline std::vector<SpecCase> shippedSpecCases() {
       {"adamw4bit_sr", [] { return adamW4bit(true); }, withSeed(kAdamHypers)},
       {"flash_adamw_sr", flashAdamWStochastic, withSeed(kAdamHypers)},
       {"flash_adamw4bit", flashAdamW4bit, kAdamHypers},
+      {"flash_adamw_kahan", flashAdamWKahan, kAdamHypers},
   };
 }
 
@@ -274,7 +279,8 @@ inline std::vector<SpecCase> fastModeSpecCases() {
   for (const SpecCase &c : shippedSpecCases()) {
     // 4-bit codes are left out: one code of a 4-bit grid is up to a quarter of the group's
     // absmax, past the tolerance's bound on a dequantized state.
-    bool quantized = true;
+    // A Kahan compensation has no stated tolerance either.
+    bool quantized = c.make().master != ref::Master::KahanBF16;
     for (const ref::StateScheme &st : c.make().states)
       quantized &= st.kind == ref::StateKind::Codebook ||
                    (st.kind == ref::StateKind::Group && st.group.bits == 8);

@@ -96,8 +96,10 @@ ref::StepSpec plainStates() {
 ref::StepSpec retyped(ref::StepSpec s, ref::DType t) {
   s.param = t;
   s.grad = t;
-  // Stochastic rounding is bf16's: the f16 variant rounds to nearest.
-  if (t == ref::DType::F32 || s.master == ref::Master::Stochastic)
+  // Stochastic rounding and the Kahan compensation are bf16's: the f16
+  // variant rounds to nearest.
+  if (t == ref::DType::F32 || s.master == ref::Master::Stochastic ||
+      s.master == ref::Master::KahanBF16)
     s.master = ref::Master::None;
   return s;
 }

@@ -36,7 +36,7 @@ namespace mlir::qopt::frontend {
 enum class FloatType { F32, BF16, F16 };
 
 /// How the float32 master weight is kept beside a 16-bit parameter.
-enum class MasterFormat { None, EccI8, EccI16, Stochastic };
+enum class MasterFormat { None, EccI8, EccI16, Stochastic, KahanBF16 };
 
 /// The storage scheme family of a state.
 enum class SchemeKind { Plain, Codebook, Group };
@@ -58,7 +58,7 @@ enum class Overflow { Saturate, Ieee };
 
 /// `f32`, `bf16`, `f16`.
 llvm::StringRef stringifyFloatType(FloatType type);
-/// `none`, `ecc<i8>`, `ecc<i16>`, `stochastic`.
+/// `none`, `ecc<i8>`, `ecc<i16>`, `stochastic`, `kahan<bf16>`.
 llvm::StringRef stringifyMasterFormat(MasterFormat master);
 /// `linear`, `softsign`, `sqrt`, `dynamic`, `nonzero`.
 llvm::StringRef stringifyCompanding(Companding companding);

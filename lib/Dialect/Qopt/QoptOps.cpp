@@ -66,6 +66,9 @@ SmallVector<StreamInfo> mlir::qopt::getStreams(OptimizerOp optimizer) {
                        IntegerType::get(ctx, width, IntegerType::Signed), 1,
                        true, -1});
   }
+  if (hasCompensation(optimizer.getMaster()))
+    streams.push_back({param + ".kahan", StreamRole::ErrorBits,
+                       BFloat16Type::get(ctx), 1, true, -1});
   streams.push_back({optimizer.getGradName().str(), StreamRole::Grad,
                      optimizer.getGradType(), 1, false, -1});
   int index = 0;
@@ -210,6 +213,9 @@ LogicalResult OptimizerOp::verify() {
            << getParamType();
   if (getMaster() == MasterFormat::stochastic && !getParamType().isBF16())
     return emitOpError("stochastic rounding needs a bf16 parameter, got ")
+           << getParamType();
+  if (hasCompensation(getMaster()) && !getParamType().isBF16())
+    return emitOpError("a Kahan compensation needs a bf16 parameter, got ")
            << getParamType();
 
   unsigned numUpdates = 0, numUniforms = 0;

@@ -167,3 +167,13 @@ qopt.optimizer @O param "p" : bf16 master stochastic grad "g" : bf16 {
     qopt.store_param %p : f32
   }
 }
+
+// -----
+
+// expected-error @+1 {{a Kahan compensation needs a bf16 parameter, got 'f32'}}
+qopt.optimizer @O param "p" : f32 master kahan_bf16 grad "g" : f32 {
+  qopt.update {
+    %p = qopt.load_param : f32
+    qopt.store_param %p : f32
+  }
+}

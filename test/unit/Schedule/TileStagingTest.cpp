@@ -42,7 +42,7 @@ const char *const kShippedSpecs[] = {
     "flash_sgdw",          "adam_atan2",         "adam_atan2_bf16",
     "ademamix8bit",        "adagrad8bit",        "lion8bit",
     "rmsprop8bit",         "adamw4bit",          "adamw4bit_sr",
-    "flash_adamw_sr",      "flash_adamw4bit"};
+    "flash_adamw_sr",      "flash_adamw4bit",    "flash_adamw_kahan"};
 
 /// One shipped spec as a verified qopt module, its parameter retyped to
 /// `paramType` (qopt-retype-param) unless that is empty.

@@ -17,7 +17,8 @@ def Qopt_MasterFormat : I32EnumAttr<"MasterFormat",
       I32EnumAttrCase<"none", 0>,
       I32EnumAttrCase<"ecc_i8", 1>,
       I32EnumAttrCase<"ecc_i16", 2>,
-      I32EnumAttrCase<"stochastic", 3>]> {
+      I32EnumAttrCase<"stochastic", 3>,
+      I32EnumAttrCase<"kahan_bf16", 4>]> {
   let cppNamespace = "::mlir::qopt";
   let genSpecializedAttr = 0;
 }

@@ -54,6 +54,11 @@ struct StreamInfo {
 inline bool hasErrorBits(MasterFormat master) {
   return master == MasterFormat::ecc_i8 || master == MasterFormat::ecc_i16;
 }
+/// Whether `master` keeps a bf16 Kahan compensation beside the parameter
+/// (its stream `<param>.kahan`, role ErrorBits).
+inline bool hasCompensation(MasterFormat master) {
+  return master == MasterFormat::kahan_bf16;
+}
 /// Whether a group scheme's codes are 4 bits, two per byte.
 inline bool isPacked(GroupSchemeAttr scheme) {
   return scheme.getStorage().getWidth() == 4;
