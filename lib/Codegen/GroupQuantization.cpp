@@ -19,11 +19,15 @@ using namespace mlir;
 using namespace mlir::qopt;
 
 static double codeRange(GroupSchemeAttr scheme) {
+  if (isPacked(scheme))
+    return scheme.getStorage().isSigned() ? 7.0 : 15.0;
   return scheme.getStorage().isSigned() ? 127.0 : 255.0;
 }
 
 Value mlir::qopt::dequantizeGroup(LaneMath &m, GroupSchemeAttr scheme,
                                   Value codes, Value scale) {
+  if (isCodeTable(scheme.getCompanding()))
+    return dequantizeTable(m, scheme, codes, scale);
   OpBuilder &b = m.builder();
   Location loc = m.location();
   Type f32 = withElement(codes.getType(), b.getF32Type());
@@ -44,8 +48,11 @@ Value mlir::qopt::dequantizeGroup(LaneMath &m, GroupSchemeAttr scheme,
   }
   case Companding::linear:
     return m.mul(z, scale);
+  case Companding::dynamic:
+  case Companding::nonzero:
+    break;
   }
-  llvm_unreachable("unknown companding");
+  llvm_unreachable("a table's codes are dequantized by dequantizeTable");
 }
 
 Value mlir::qopt::groupMagnitude(LaneMath &m, GroupSchemeAttr scheme,
@@ -425,13 +432,15 @@ Value mlir::qopt::quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
   OpBuilder &b = m.builder();
   Location loc = m.location();
   Value divisor = quantizationDivisor(m, scheme, absmax, storedScale);
+  if (isCodeTable(scheme.getCompanding()))
+    return quantizeTable(m, scheme, x, divisor);
   Type i32 = withElement(x.getType(), b.getI32Type());
   Type i8 = withElement(x.getType(), b.getI8Type());
   // Linear codes have one IEEE division: the check costs more than it
   // saves. docs/tuning.md#checked-rounding
   if (checkedRounding && !m.isFast() &&
       m.getTarget() == LaneMath::Target::NVVM &&
-      isa<VectorType>(x.getType()) &&
+      isa<VectorType>(x.getType()) && !isPacked(scheme) &&
       scheme.getCompanding() != Companding::linear)
     return arith::TruncIOp::create(
         b, loc, i8,

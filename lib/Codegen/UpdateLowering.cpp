@@ -41,17 +41,39 @@ Value UpdateTarget::loadGrad(Value invScale) {
 Value UpdateTarget::loadParam() {
   LaneMath &m = codecMath();
   Value x16 = loadElements(streamIndex(StreamRole::Param));
-  if (optimizer.getMaster() == MasterFormat::none)
+  if (!hasErrorBits(optimizer.getMaster()))
     return widenToF32(m, x16);
   Value rho = loadElements(streamIndex(StreamRole::ErrorBits));
   return reconstructMaster(m, x16, rho, optimizer.getMaster());
 }
 
-void UpdateTarget::storeParam(Value value) {
+void UpdateTarget::storeParam(Value value, ArrayRef<Value> key) {
   LaneMath &m = codecMath();
+  if (optimizer.getMaster() == MasterFormat::stochastic) {
+    storeElements(streamIndex(StreamRole::Param),
+                  stochasticRoundBF16(m, value, key[0], key[1],
+                                      globalIndex()));
+    return;
+  }
+  if (hasCompensation(optimizer.getMaster())) {
+    // numerics.md, "Kahan summation": the update's change joins the
+    // compensation, the sum is rounded to the parameter, and what the
+    // rounding lost is the new compensation.
+    unsigned paramStream = streamIndex(StreamRole::Param);
+    unsigned compStream = streamIndex(StreamRole::ErrorBits);
+    Value old = widenToF32(m, loadElements(paramStream));
+    Value comp = widenToF32(m, loadElements(compStream));
+    Value sum = m.add(comp, m.sub(value, old));
+    Value x16 = narrowFromF32(m, m.add(old, sum), optimizer.getParamType());
+    Value lost = m.sub(sum, m.sub(widenToF32(m, x16), old));
+    storeElements(paramStream, x16);
+    storeElements(compStream,
+                  narrowFromF32(m, lost, BFloat16Type::get(m.builder().getContext())));
+    return;
+  }
   Value x16 = narrowFromF32(m, value, optimizer.getParamType());
   storeElements(streamIndex(StreamRole::Param), x16);
-  if (optimizer.getMaster() != MasterFormat::none)
+  if (hasErrorBits(optimizer.getMaster()))
     storeElements(streamIndex(StreamRole::ErrorBits),
                   splitMaster(m, value, x16, optimizer.getMaster()));
 }
@@ -89,9 +111,12 @@ LogicalResult mlir::qopt::lowerUpdate(UpdateTarget &target, int64_t lanes) {
       // The skip flag is tested once per launch (getSkipFlag).
     } else if (auto store = dyn_cast<StoreStateOp>(op)) {
       stores.push_back({&op, mapping.lookup(store.getValue()),
-                        stateIndex(target, store.getStateAttr())});
+                        stateIndex(target, store.getStateAttr()), {}});
     } else if (auto store = dyn_cast<StoreParamOp>(op)) {
-      stores.push_back({&op, mapping.lookup(store.getValue()), -1});
+      UpdateStore pending{&op, mapping.lookup(store.getValue()), -1, {}};
+      for (Value k : store.getKey())
+        pending.key.push_back(mapping.lookup(k));
+      stores.push_back(std::move(pending));
     } else {
       FailureOr<Value> value = lowerValueOp(target, op, mapping, lanes);
       if (failed(value))
@@ -105,7 +130,7 @@ LogicalResult mlir::qopt::lowerUpdate(UpdateTarget &target, int64_t lanes) {
   for (const UpdateStore &store : stores) {
     target.setLocation(store.op->getLoc());
     if (store.state < 0)
-      target.storeParam(store.value);
+      target.storeParam(store.value, store.key);
     else if (failed(target.storeState(store.state, store.value)))
       return failure();
   }

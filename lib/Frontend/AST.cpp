@@ -36,6 +36,10 @@ llvm::StringRef mlir::qopt::frontend::stringifyMasterFormat(MasterFormat m) {
     return "ecc<i8>";
   case MasterFormat::EccI16:
     return "ecc<i16>";
+  case MasterFormat::Stochastic:
+    return "stochastic";
+  case MasterFormat::KahanBF16:
+    return "kahan<bf16>";
   }
   return "";
 }
@@ -48,6 +52,10 @@ llvm::StringRef mlir::qopt::frontend::stringifyCompanding(Companding c) {
     return "softsign";
   case Companding::Sqrt:
     return "sqrt";
+  case Companding::Dynamic:
+    return "dynamic";
+  case Companding::NonZero:
+    return "nonzero";
   }
   return "";
 }
@@ -230,7 +238,7 @@ void SpecPrinter::printScheme(const StateScheme &scheme) {
     os << ">";
     return;
   case SchemeKind::Group:
-    os << "group<" << (scheme.isSigned ? "i8" : "u8") << ", "
+    os << "group<" << (scheme.isSigned ? "i" : "u") << scheme.bits << ", "
        << scheme.groupSize << ", " << stringifyCompanding(scheme.companding)
        << ", scale = " << stringifyFloatType(scheme.scaleType)
        << ", round = " << stringifyRounding(scheme.rounding)
@@ -320,7 +328,11 @@ void SpecPrinter::print(const Spec &spec) {
   if (spec.param)
     os << "  param " << spec.param->name << " : "
        << stringifyFloatType(spec.param->dtype)
-       << ", master = " << stringifyMasterFormat(spec.param->master) << "\n";
+       << ", master = " << stringifyMasterFormat(spec.param->master);
+  if (spec.param && spec.param->master == MasterFormat::Stochastic)
+    os << "<" << spec.param->seedName << ">";
+  if (spec.param)
+    os << "\n";
   if (spec.grad)
     os << "  grad " << spec.grad->name << " : "
        << stringifyFloatType(spec.grad->dtype) << "\n";

@@ -116,7 +116,7 @@ Attribute MLIRGenImpl::getScheme(const StateScheme &scheme) {
     return CodebookSchemeAttr::get(
         &context, static_cast<int64_t>(scheme.blockSize), overflow);
   case SchemeKind::Group: {
-    auto storage = IntegerType::get(&context, 8,
+    auto storage = IntegerType::get(&context, scheme.bits,
                                     scheme.isSigned ? IntegerType::Signed
                                                     : IntegerType::Unsigned);
     qopt::Companding companding = qopt::Companding::linear;
@@ -124,6 +124,10 @@ Attribute MLIRGenImpl::getScheme(const StateScheme &scheme) {
       companding = qopt::Companding::softsign;
     else if (scheme.companding == frontend::Companding::Sqrt)
       companding = qopt::Companding::sqrt;
+    else if (scheme.companding == frontend::Companding::Dynamic)
+      companding = qopt::Companding::dynamic;
+    else if (scheme.companding == frontend::Companding::NonZero)
+      companding = qopt::Companding::nonzero;
     qopt::Rounding rounding = scheme.rounding == frontend::Rounding::HalfEven
                                   ? qopt::Rounding::half_even
                                   : qopt::Rounding::half_up;
@@ -152,6 +156,10 @@ OwningOpRef<ModuleOp> MLIRGenImpl::run() {
     master = qopt::MasterFormat::ecc_i8;
   else if (spec.param->master == frontend::MasterFormat::EccI16)
     master = qopt::MasterFormat::ecc_i16;
+  else if (spec.param->master == frontend::MasterFormat::Stochastic)
+    master = qopt::MasterFormat::stochastic;
+  else if (spec.param->master == frontend::MasterFormat::KahanBF16)
+    master = qopt::MasterFormat::kahan_bf16;
   auto optimizer =
       OptimizerOp::create(builder, loc(spec.loc), spec.name, spec.param->name,
                           getFloatType(spec.param->dtype), master,
@@ -181,7 +189,19 @@ OwningOpRef<ModuleOp> MLIRGenImpl::run() {
   // Every store after every load: a state's new value is an SSA value, so
   // deferring its store changes nothing else.
   for (const PendingStore &store : stores) {
-    if (store.state < 0)
+    if (store.state < 0 && master == qopt::MasterFormat::stochastic) {
+      // The rounding's key: the seed and the step, each a float32 uniform.
+      Location l = loc(spec.param->masterLoc);
+      Type f32 = builder.getF32Type();
+      Value seed = arith::TruncFOp::create(
+          builder, l, f32,
+          HyperValueOp::create(builder, l, builder.getF64Type(),
+                               spec.param->seedName));
+      Value step = arith::TruncFOp::create(builder, l, f32,
+                                           StepCountOp::create(builder, l));
+      StoreParamOp::create(builder, store.loc, store.value,
+                           ValueRange{seed, step});
+    } else if (store.state < 0)
       StoreParamOp::create(builder, store.loc, store.value);
     else
       StoreStateOp::create(builder, store.loc, spec.states[store.state].name,

@@ -12,7 +12,7 @@ using namespace mlir::qopt::frontend;
 
 /// scheme ::= 'f32' | 'bf16'
 ///          | 'codebook' '<' INT (',' overflow-opt)? '>'
-///          | 'group' '<' ('i8' | 'u8') ',' INT (',' group-opt)* '>'
+///          | 'group' '<' ('i8' | 'u8' | 'i4' | 'u4') ',' INT (',' group-opt)* '>'
 bool Parser::parseScheme(StateScheme &scheme) {
   scheme.loc = tok.loc;
   if (tok.isWord("f32") || tok.isWord("bf16")) {
@@ -43,14 +43,15 @@ bool Parser::parseScheme(StateScheme &scheme) {
   scheme.kind = SchemeKind::Group;
   if (!expect(TokenKind::Less, "after 'group'"))
     return false;
-  if (tok.isWord("i8"))
+  if (tok.isWord("i8") || tok.isWord("i4"))
     scheme.isSigned = true;
-  else if (tok.isWord("u8"))
+  else if (tok.isWord("u8") || tok.isWord("u4"))
     scheme.isSigned = false;
   else
-    return errorHere("expected the code type of the group ('i8' or 'u8'), "
-                     "found " +
+    return errorHere("expected the code type of the group ('i8', 'u8', 'i4' "
+                     "or 'u4'), found " +
                      describeCurrent());
+  scheme.bits = tok.isWord("i4") || tok.isWord("u4") ? 4 : 8;
   consume();
   if (!expect(TokenKind::Comma, "after the code type") ||
       !parseSize(scheme.groupSize, scheme.sizeLoc, "the group size"))
@@ -62,7 +63,7 @@ bool Parser::parseScheme(StateScheme &scheme) {
   return expect(TokenKind::Greater, "at the end of the group scheme");
 }
 
-/// group-opt ::= 'softsign' | 'sqrt' | 'linear'
+/// group-opt ::= 'softsign' | 'sqrt' | 'linear' | 'dynamic' | 'nonzero'
 ///             | 'scale' '=' ('f16' | 'f32')
 ///             | 'round' '=' ('half_up' | 'half_even')
 ///             | 'divide' '=' ('absmax' | 'stored_scale')
@@ -83,11 +84,14 @@ bool Parser::parseGroupOption(StateScheme &scheme, unsigned &seenOptions) {
     return true;
   };
 
-  if (tok.isWord("softsign") || tok.isWord("sqrt") || tok.isWord("linear")) {
+  if (tok.isWord("softsign") || tok.isWord("sqrt") || tok.isWord("linear") ||
+      tok.isWord("dynamic") || tok.isWord("nonzero")) {
     if (!markSeen(kCompanding, "the companding"))
       return false;
     scheme.companding = tok.isWord("softsign") ? Companding::Softsign
                         : tok.isWord("sqrt")   ? Companding::Sqrt
+                        : tok.isWord("dynamic") ? Companding::Dynamic
+                        : tok.isWord("nonzero") ? Companding::NonZero
                                                : Companding::Linear;
     scheme.compandingLoc = optLoc;
     consume();
@@ -153,7 +157,8 @@ bool Parser::parseGroupOption(StateScheme &scheme, unsigned &seenOptions) {
            parseOverflowOption(scheme);
 
   return errorHere("unknown group option " + describeCurrent() +
-                   "; expected softsign, sqrt, linear, scale = f16|f32, "
+                   "; expected softsign, sqrt, linear, dynamic, nonzero, "
+                   "scale = f16|f32, "
                    "round = half_up|half_even, divide = "
                    "absmax|stored_scale or overflow = saturate|ieee");
 }

@@ -248,7 +248,8 @@ bool Parser::parseFloatType(FloatType &type, llvm::StringRef what) {
   return true;
 }
 
-/// master ::= 'none' | 'ecc' '<' ('i8' | 'i16') '>'
+/// master ::= 'none' | 'ecc' '<' ('i8' | 'i16') '>' | 'stochastic' '<' IDENT '>'
+///            | 'kahan' '<' 'bf16' '>'
 bool Parser::parseMaster(ParamDecl &param) {
   param.masterLoc = tok.loc;
   if (tok.isWord("none")) {
@@ -256,9 +257,28 @@ bool Parser::parseMaster(ParamDecl &param) {
     param.master = MasterFormat::None;
     return true;
   }
+  if (tok.isWord("stochastic")) {
+    consume();
+    param.master = MasterFormat::Stochastic;
+    return expect(TokenKind::Less, "after 'stochastic'") &&
+           expectName(param.seedName, param.seedLoc,
+                      "the seed's hyperparameter") &&
+           expect(TokenKind::Greater, "after the seed's hyperparameter");
+  }
+  if (tok.isWord("kahan")) {
+    consume();
+    param.master = MasterFormat::KahanBF16;
+    if (!expect(TokenKind::Less, "after 'kahan'"))
+      return false;
+    if (!tok.isWord("bf16"))
+      return errorHere("expected the compensation's type ('bf16'), found " +
+                       describeCurrent());
+    consume();
+    return expect(TokenKind::Greater, "after the compensation's type");
+  }
   if (!tok.isWord("ecc"))
-    return errorHere("expected a master format ('none' or 'ecc<i8>' or "
-                     "'ecc<i16>'), found " +
+    return errorHere("expected a master format ('none', 'ecc<i8>', "
+                     "'ecc<i16>', 'stochastic<seed>' or 'kahan<bf16>'), found " +
                      describeCurrent());
   consume();
   if (!expect(TokenKind::Less, "after 'ecc'"))

@@ -70,6 +70,7 @@ private:
   void declare(llvm::StringRef name, RefKind kind, unsigned index, Loc loc);
   void checkDeclarations();
   void checkScheme(const StateDecl &state);
+  void checkStochasticMaster(const ParamDecl &param);
   void checkStatement(Stmt &stmt, unsigned index);
   void checkAssignment(Stmt &stmt);
 
@@ -191,13 +192,44 @@ void SemaChecker::checkDeclarations() {
     declare(d.name, d.kind, d.index, d.loc);
 
   if (spec.param && spec.param->master != MasterFormat::None &&
+      spec.param->master != MasterFormat::Stochastic &&
+      spec.param->master != MasterFormat::KahanBF16 &&
       spec.param->dtype == FloatType::F32)
     error(spec.param->masterLoc,
           "error-correction bits need a 16-bit parameter (bf16 or f16); an "
           "f32 parameter is its own master weight");
+  if (spec.param && spec.param->master == MasterFormat::Stochastic)
+    checkStochasticMaster(*spec.param);
+  if (spec.param && spec.param->master == MasterFormat::KahanBF16 &&
+      spec.param->dtype != FloatType::BF16)
+    error(spec.param->masterLoc,
+          "a Kahan compensation needs a bf16 parameter, found " +
+              stringifyFloatType(spec.param->dtype));
 
   for (const StateDecl &state : spec.states)
     checkScheme(state);
+}
+
+void SemaChecker::checkStochasticMaster(const ParamDecl &param) {
+  const HyperDecl *seed = nullptr;
+  for (const HyperDecl &hyper : spec.hypers)
+    if (hyper.name == param.seedName)
+      seed = &hyper;
+  // The seed reaches the kernel as a float32 uniform: an integer below 2^24
+  // is exact there.
+  if (!seed)
+    error(param.seedLoc, "'" + param.seedName +
+                             "' is not a hyperparameter; stochastic<...> "
+                             "names the hyperparameter of its seed");
+  else if (seed->isBool || !(seed->defaultValue >= 0) ||
+           seed->defaultValue >= 16777216.0 ||
+           seed->defaultValue != std::floor(seed->defaultValue))
+    error(seed->loc, "the seed '" + seed->name +
+                         "' must default to an integer in [0, 2^24)");
+  if (param.dtype != FloatType::BF16)
+    error(param.masterLoc,
+          "stochastic rounding needs a bf16 parameter, found " +
+              stringifyFloatType(param.dtype));
 }
 
 void SemaChecker::checkScheme(const StateDecl &state) {
@@ -231,6 +263,14 @@ void SemaChecker::checkScheme(const StateDecl &state) {
       error(scheme.compandingLoc,
             "'softsign' companding needs a signed group (i8); an unsigned "
             "group (u8) uses 'sqrt' or 'linear'");
+    if (scheme.companding == Companding::Dynamic &&
+        (!scheme.isSigned || scheme.bits != 4))
+      error(scheme.compandingLoc,
+            "'dynamic' (torchao's 4-bit map) needs a signed 4-bit group (i4)");
+    if (scheme.companding == Companding::NonZero &&
+        (scheme.isSigned || scheme.bits != 4))
+      error(scheme.compandingLoc, "'nonzero' (torchao's (k + 1) / 16 map) "
+                                  "needs an unsigned 4-bit group (u4)");
     return;
   }
 }

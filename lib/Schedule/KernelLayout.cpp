@@ -28,7 +28,8 @@ TileStaging mlir::qopt::getStageLayout(OptimizerOp optimizer,
     read.set(i);
   TileStaging staging;
   for (auto [i, s] : llvm::enumerate(streams)) {
-    if (!read.test(i))
+    // Packed 4-bit codes load directly: a thread's lanes / 2 bytes.
+    if (!read.test(i) || s.packed)
       continue;
     int64_t elementBytes = s.storage.getIntOrFloatBitWidth() / 8;
     int64_t bytes = s.perElements == 1 ? shape.lanes * elementBytes

@@ -106,7 +106,13 @@ static json::Object stateObject(StateOp state) {
     object["overflow"] = stringifyOverflow(codebook.getOverflow()).str();
   } else if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
     object["scheme"] = "group";
-    object["storage"] = dtypeName(group.getStorage());
+    IntegerType storage = group.getStorage();
+    // A 4-bit code's signedness as its 8-bit type's, and its width: its
+    // stream holds two codes a byte (docs/abi.md).
+    object["storage"] = dtypeName(IntegerType::get(
+        storage.getContext(), 8, storage.getSignedness()));
+    if (isPacked(group))
+      object["bits"] = int64_t(4);
     object["group"] = group.getGroupSize();
     object["companding"] = stringifyCompanding(group.getCompanding()).str();
     object["scale_dtype"] = dtypeName(group.getScale());
@@ -193,11 +199,14 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     json::Array argArray;
     for (const std::string &a : args)
       argArray.push_back(a);
-    std::string masterName =
-        optimizer.getMaster() == MasterFormat::none
-            ? "none"
-            : (optimizer.getMaster() == MasterFormat::ecc_i8 ? "ecc_int8"
-                                                             : "ecc_int16");
+    std::string masterName;
+    switch (optimizer.getMaster()) {
+    case MasterFormat::none: masterName = "none"; break;
+    case MasterFormat::ecc_i8: masterName = "ecc_int8"; break;
+    case MasterFormat::ecc_i16: masterName = "ecc_int16"; break;
+    case MasterFormat::stochastic: masterName = "stochastic"; break;
+    case MasterFormat::kahan_bf16: masterName = "kahan_bf16"; break;
+    }
     json::Object kernel{
         {"format", "qopt-manifest"},
         {"version", 1},

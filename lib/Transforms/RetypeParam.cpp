@@ -44,8 +44,20 @@ struct RetypeParamPass : public qopt::impl::RetypeParamBase<RetypeParamPass> {
       optimizer.setParamType(newType);
       optimizer.setGradType(newType);
       // An f32 parameter is its own master weight (numerics.md §3).
-      if (newType.isF32())
+      if (newType.isF32() && hasErrorBits(optimizer.getMaster()))
         optimizer.setMaster(MasterFormat::none);
+      // Stochastic rounding is defined for bf16: an f32 parameter needs
+      // none, an f16 one rounds to nearest (numerics.md, "Stochastic
+      // rounding").
+      // A Kahan compensation is bf16's too: the others round to nearest.
+      if (hasCompensation(optimizer.getMaster()))
+        optimizer.setMaster(MasterFormat::none);
+      if (optimizer.getMaster() == MasterFormat::stochastic) {
+        optimizer.setMaster(MasterFormat::none);
+        optimizer.getUpdate().walk([](StoreParamOp store) {
+          store.getKeyMutable().clear();
+        });
+      }
       std::string name = (optimizer.getSymName() + "_" + type).str();
       if (SymbolTable::lookupSymbolIn(module, name)) {
         optimizer.emitError("qopt-retype-param: cannot rename @")

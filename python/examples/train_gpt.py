@@ -13,6 +13,10 @@ Runs (--runs):
   torch_fp32  torch.optim.AdamW on a float32 copy of the model run under bf16 autocast: the usual
               mixed-precision setup with float32 master weights and float32 moments (the quality
               reference, 4x the optimizer memory).
+  qopt_4bit   qopt.AdamW4bit (torchao's layout: 4-bit moments, groups of 128) on the bf16 model,
+              rounded to nearest, no master weight.
+  qopt_4bit_sr  the same with bf16_stochastic_round=True (Philox stochastic rounding, no master).
+  qopt_sr     qopt.FlashAdamW(master_weight_bits=None, stochastic_rounding=True) on the bf16 model.
 
 Writes <out>/loss_curves.csv, <out>/loss_curves.png (if matplotlib is there), <out>/summary.json and
 <out>/summary.md.
@@ -167,6 +171,10 @@ def run(kind: str, args, data_train, data_val, device, log):
     hp = dict(lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
     if kind == "qopt":
         opt = qopt.FlashAdamW(groups, **hp)
+    elif kind in ("qopt_4bit", "qopt_4bit_sr"):
+        opt = qopt.AdamW4bit(groups, bf16_stochastic_round=kind == "qopt_4bit_sr", **hp)
+    elif kind == "qopt_sr":
+        opt = qopt.FlashAdamW(groups, master_weight_bits=None, stochastic_rounding=True, **hp)
     else:
         fused = args.torch_fused and device.type == "cuda"
         opt = torch.optim.AdamW(groups, fused=fused, **hp) if fused else torch.optim.AdamW(groups, **hp)
@@ -354,6 +362,10 @@ def write_results(results, args, raw, nfiles, device, out, log):
     if "qopt" in results and "torch_fp32" in results:
         a, b = results["qopt"]["final_val_loss"], results["torch_fp32"]["final_val_loss"]
         summary["qopt_vs_torch_fp32_final_val_rel_diff"] = (a - b) / b
+    for k in kinds:
+        if k not in ("qopt", "torch_fp32") and "torch_fp32" in results:
+            a, b = results[k]["final_val_loss"], results["torch_fp32"]["final_val_loss"]
+            summary[f"{k}_vs_torch_fp32_final_val_rel_diff"] = (a - b) / b
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
 
     lines = ["| run | optimizer | params | final val loss | mean train loss (last 100) | "
@@ -367,8 +379,8 @@ def write_results(results, args, raw, nfiles, device, out, log):
                      f"{r['param_bytes_per_param']:.0f} | {r['optimizer_step_ms_median']:.3f} ms | "
                      f"{r['optimizer_step_host_ms_median']:.3f} ms | {r['iteration_ms_median']:.2f} ms | "
                      + (f"{r['peak_memory_bytes'] / 2**20:.1f} MiB |" if r["peak_memory_bytes"] else "- |"))
-    for key in ("qopt_vs_torch_bf16_final_val_rel_diff", "qopt_vs_torch_fp32_final_val_rel_diff"):
-        if key in summary:
+    for key in summary:
+        if key.endswith("_final_val_rel_diff"):
             lines.append(f"\n{key}: {100 * summary[key]:+.2f}%")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))

@@ -213,13 +213,15 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
         """Manifest stream name -> state key, for the kernel's streams other than the parameter
         and the gradient (STREAM_KEYS, else the stream's own name). A STREAM_KEYS key that names
         none of them is a ValueError (it would be ignored silently otherwise), except the
-        parameter's error-bits stream ``<param>.ecc``, which a variant without a master weight (an
-        fp32 parameter, ``master_weight_bits=None``) does not have."""
+        parameter's error-bits stream ``<param>.ecc`` (or Kahan compensation ``<param>.kahan``),
+        which a variant without a master weight (an fp32 parameter, ``master_weight_bits=None``)
+        does not have."""
         names = [s.name for s in ks.streams if s.role not in (C.ROLE_PARAM, C.ROLE_GRAD)]
         keys = self._stream_key_table(ks)
         if any(k not in names for k in keys):
-            ecc = ks.streams[ks.param_stream].name + ".ecc"
-            unknown = [k for k in keys if k not in names and k != ecc]
+            param = ks.streams[ks.param_stream].name
+            unknown = [k for k in keys if k not in names and k not in (param + ".ecc",
+                                                                        param + ".kahan")]
             if unknown:
                 raise ValueError(
                     f"{type(self).__name__}.STREAM_KEYS: {', '.join(map(repr, unknown))} "
@@ -560,7 +562,9 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
         d = super().__getstate__()
         d = dict(self.__dict__) if d is None else dict(d)
         for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size", "quantize",
-                  "min_8bit_size", "check_numerics", "fused", "compress_state_dict"):
+                  "min_8bit_size", "check_numerics", "fused", "compress_state_dict",
+                  "stochastic_rounding", "seed", "bf16_stochastic_round", "_SPECS",
+                  "kahan_sum", "STREAM_KEYS"):
             if k in self.__dict__:
                 d[k] = self.__dict__[k]
         # (per-parameter overrides are kept by parameter identity, which a copy does not keep)

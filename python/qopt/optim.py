@@ -25,7 +25,7 @@ from .flash import FlashOptimizer
 from .codebook import create_dynamic_map
 
 __all__ = ["QoptOptimizer", "FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion",
-           "AdamW8bit", "STATE_FORMAT", "STATE_FORMAT_VERSION"]
+           "AdamW8bit", "AdamW4bit", "STATE_FORMAT", "STATE_FORMAT_VERSION"]
 
 
 
@@ -104,11 +104,26 @@ class FlashAdamW(FlashOptimizer):
     ``flash_adamw_bf16``); fp16 and fp32 parameters use the spec's ``.f16`` / ``.f32`` variant. ``capturable`` (as torch.optim.AdamW): the step counter lives on the
     device and the per-step scalars are computed there, so the step can be captured in a CUDA
     graph; a tensor ``lr`` takes the same path (no host sync).
+
+    ``stochastic_rounding=True`` (only with ``master_weight_bits=None``; kernel
+    ``flash_adamw_sr``): a bf16 parameter is rounded stochastically from the float32 result
+    instead of to nearest, with Philox4x32-10 keyed by ``seed`` (an int in [0, 2^24)), the step and
+    the element (docs/numerics.md, "Stochastic rounding"): the same bits on the GPU and the host
+    for the same launch. fp16 and fp32 parameters round to nearest (their variants have no
+    stochastic rounding).
+
+    ``kahan_sum=True`` (only with ``master_weight_bits=None``; kernel ``flash_adamw_kahan``):
+    optimi's Kahan summation: a bf16 compensation buffer (state key ``kahan_comp``, 2 B/param)
+    keeps what rounding the bf16 parameter loses and adds it back at the next step
+    (docs/numerics.md, "Kahan summation"). fp16 and fp32 parameters round to nearest.
     """
 
     STREAM_KEYS = _FLASH_ADAM_KEYS
     STREAM_KEYS32 = _FLASH_ADAM_KEYS32
     _SPECS = {24: "flash_adamw", 32: "flash_adamw_ecc16", None: "flash_adamw_bf16"}
+    #: the kernels of stochastic_rounding=True and kahan_sum=True (None: refused)
+    _SR_SPEC: Optional[str] = "flash_adamw_sr"
+    _KAHAN_SPEC: Optional[str] = "flash_adamw_kahan"
     _MIN_STEP_RELATIVE_TO_LR = 0.1   # FlashOptim's Adam heuristic (check_numerics)
     _DECOUPLED = True
 
@@ -118,7 +133,8 @@ class FlashAdamW(FlashOptimizer):
                  master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
                  fused: bool = True, *, capturable: bool = False, min_8bit_size: int = 0,
                  skip_nonfinite: bool = False,
-                 max_grad_norm: Optional[float] = None):
+                 max_grad_norm: Optional[float] = None, stochastic_rounding: bool = False,
+                 seed: int = 0, kahan_sum: bool = False):
         cls = type(self).__name__
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         capturable=capturable)
@@ -127,8 +143,18 @@ class FlashAdamW(FlashOptimizer):
         if master_weight_bits not in self._SPECS:
             raise ValueError(f"{cls}: master_weight_bits={master_weight_bits!r} is not supported; "
                              f"this optimizer has kernels for {sorted(self._SPECS, key=str)}")
+        self.stochastic_rounding = _check_stochastic(cls, stochastic_rounding, seed,
+                                                     master_weight_bits, self._SR_SPEC)
+        self.seed = int(seed)
+        self.kahan_sum = _check_kahan(cls, kahan_sum, stochastic_rounding, master_weight_bits,
+                                      self._KAHAN_SPEC)
         self.master_weight_bits = master_weight_bits
         self._decouple_lr = decouple_lr
+        if self.stochastic_rounding:
+            self._SPECS = {None: self._SR_SPEC}
+        if self.kahan_sum:
+            self._SPECS = {None: self._KAHAN_SPEC}
+            self.STREAM_KEYS = dict(self.STREAM_KEYS, **{"p.kahan": "kahan_comp"})
         self._spec = self._SPECS[master_weight_bits]
         _init_state_policy(self, quantize, min_8bit_size)
         self._init_flash(check_numerics, fused, compress_state_dict)
@@ -148,7 +174,44 @@ class FlashAdamW(FlashOptimizer):
     def _kernel_hypers(self, group):
         b1, b2 = group["betas"]
         wd = _wd_for_kernel(group, self._decouple_lr) if self._DECOUPLED else group["weight_decay"]
-        return {"lr": group["lr"], "beta1": b1, "beta2": b2, "eps": group["eps"], "weight_decay": wd}
+        hypers = {"lr": group["lr"], "beta1": b1, "beta2": b2, "eps": group["eps"],
+                  "weight_decay": wd}
+        if getattr(self, "stochastic_rounding", False):
+            hypers["seed"] = float(self.seed)
+        return hypers
+
+
+def _check_stochastic(cls: str, stochastic_rounding, seed, master_weight_bits,
+                      spec: Optional[str]) -> bool:
+    """stochastic_rounding and seed, checked: a bool, no master weight, an int seed that a
+    float32 uniform holds exactly."""
+    if not isinstance(stochastic_rounding, bool):
+        raise ValueError(f"{cls}: stochastic_rounding={stochastic_rounding!r}; True or False")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 24:
+        raise ValueError(f"{cls}: seed={seed!r}; an int in [0, 2^24) (a float32 uniform of the "
+                         f"kernel holds it exactly)")
+    if stochastic_rounding and spec is None:
+        raise ValueError(f"{cls}: stochastic_rounding=True is not supported")
+    if stochastic_rounding and master_weight_bits is not None:
+        raise ValueError(f"{cls}: stochastic_rounding=True replaces the master weight; pass "
+                         f"master_weight_bits=None (got {master_weight_bits!r})")
+    return stochastic_rounding
+
+
+def _check_kahan(cls: str, kahan_sum, stochastic_rounding, master_weight_bits,
+                 spec: Optional[str]) -> bool:
+    """kahan_sum, checked: a bool, no master weight, not with stochastic rounding."""
+    if not isinstance(kahan_sum, bool):
+        raise ValueError(f"{cls}: kahan_sum={kahan_sum!r}; True or False")
+    if kahan_sum and spec is None:
+        raise ValueError(f"{cls}: kahan_sum=True is not supported")
+    if kahan_sum and master_weight_bits is not None:
+        raise ValueError(f"{cls}: kahan_sum=True replaces the master weight; pass "
+                         f"master_weight_bits=None (got {master_weight_bits!r})")
+    if kahan_sum and stochastic_rounding:
+        raise ValueError(f"{cls}: kahan_sum and stochastic_rounding are two ways to keep small "
+                         f"updates; choose one")
+    return kahan_sum
 
 
 class FlashAdam(FlashAdamW):
@@ -156,6 +219,8 @@ class FlashAdam(FlashAdamW):
     (kernels ``flash_adam``, ``flash_adam_ecc16``, ``flash_adam_bf16`` by ``master_weight_bits``)."""
 
     _SPECS = {24: "flash_adam", 32: "flash_adam_ecc16", None: "flash_adam_bf16"}
+    _SR_SPEC = None
+    _KAHAN_SPEC = None
     _DECOUPLED = False
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
@@ -171,6 +236,46 @@ class FlashAdam(FlashAdamW):
                          fused=fused, capturable=capturable, min_8bit_size=min_8bit_size,
                          skip_nonfinite=skip_nonfinite,
                          max_grad_norm=max_grad_norm)
+
+
+class AdamW4bit(FlashAdamW):
+    """torchao's ``AdamW4bit`` (``torchao.optim``): AdamW with 4-bit states in groups of 128
+    with float32 scales, the first moment on torchao's signed 4-bit dynamic map, the second on its
+    unsigned map (k + 1) / 16 (no zero), two codes a byte (kernel ``adamw4bit``); the parameter in
+    its own dtype, no master weight. torchao's arguments and defaults; ``block_size`` must be 128
+    (the spec's group). ``bf16_stochastic_round=True`` rounds a bf16 parameter stochastically
+    (kernel ``adamw4bit_sr``, Philox4x32-10 keyed by ``seed``, the step and the element; torchao
+    draws from torch's generator). Unlike torchao, every parameter is quantized, whatever its size
+    (torchao keeps parameters under 4096 elements, or not a multiple of the block, in float32).
+    ``amsgrad=True`` is refused. State keys: FlashAdamW's (``exp_avg::quantized`` holds the packed
+    bytes, ``exp_avg::scales`` the float32 scales).
+    """
+
+    _SPECS = {None: "adamw4bit"}
+    _SR_SPEC = "adamw4bit_sr"
+    _KAHAN_SPEC = None
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 block_size: int = 128, bf16_stochastic_round: bool = False, seed: int = 0,
+                 capturable: bool = False, skip_nonfinite: bool = False,
+                 max_grad_norm: Optional[float] = None):
+        cls = type(self).__name__
+        if amsgrad:
+            raise ValueError(f"{cls}: amsgrad=True is not supported")
+        if block_size != 128:
+            raise ValueError(f"{cls}: block_size={block_size!r}; the 4-bit kernels have groups "
+                             f"of 128")
+        self.block_size = block_size
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         master_weight_bits=None, capturable=capturable,
+                         skip_nonfinite=skip_nonfinite, max_grad_norm=max_grad_norm,
+                         stochastic_rounding=bf16_stochastic_round, seed=seed)
+        self.bf16_stochastic_round = bf16_stochastic_round
+
+    def _new_param_state(self, st):
+        # The states are 4-bit: FlashState's dequantized views read 8-bit codes.
+        return dict(st)
 
 
 class FlashSGD(FlashOptimizer):

@@ -158,7 +158,8 @@ std::vector<StreamDesc> expectedStreams(const Manifest &m) {
   add(m.paramName, "", QOPT_ROLE_PARAM, m.paramDtype, QOPT_PER_ELEMENT, 1,
       QOPT_ACCESS_READ_WRITE);
   if (m.eccDtype != QOPT_DTYPE_INVALID)
-    add(m.paramName + ".ecc", "", QOPT_ROLE_ERROR_BITS, m.eccDtype,
+    add(m.paramName + (m.kahan ? ".kahan" : ".ecc"), "", QOPT_ROLE_ERROR_BITS,
+        m.eccDtype,
         QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE);
   add(m.gradName, "", QOPT_ROLE_GRAD, m.gradDtype, QOPT_PER_ELEMENT, 1,
       QOPT_ACCESS_READ);
@@ -169,8 +170,13 @@ std::vector<StreamDesc> expectedStreams(const Manifest &m) {
           QOPT_ACCESS_READ_WRITE);
       break;
     case StateDesc::Scheme::Group:
-      add(s.name + ".codes", s.name, QOPT_ROLE_STATE_CODES, s.dtype,
-          QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE);
+      // 4-bit codes: a uint8 byte per two elements (docs/abi.md).
+      if (s.bits == 4)
+        add(s.name + ".codes", s.name, QOPT_ROLE_STATE_CODES, QOPT_DTYPE_UINT8,
+            QOPT_PER_GROUP, 2, QOPT_ACCESS_READ_WRITE);
+      else
+        add(s.name + ".codes", s.name, QOPT_ROLE_STATE_CODES, s.dtype,
+            QOPT_PER_ELEMENT, 1, QOPT_ACCESS_READ_WRITE);
       add(s.name + ".scales", s.name, QOPT_ROLE_STATE_SCALES, s.scaleDtype,
           QOPT_PER_GROUP, s.group, QOPT_ACCESS_READ_WRITE);
       break;
@@ -332,6 +338,10 @@ void parseStates(const Reader &r, const json &root, Manifest &m) {
       d.dtype = r.dtype(s, path, "storage", true,
                         {QOPT_DTYPE_INT8, QOPT_DTYPE_UINT8}, "group codes");
       d.group = r.integer(s, path, "group", true, 0, 1, INT64_MAX);
+      d.bits = static_cast<int>(r.integer(s, path, "bits", false, 8, 4, 8));
+      if (d.bits != 4 && d.bits != 8)
+        r.error(Reader::join(path, "bits"),
+                cat(d.bits, " (expected 8, or 4: two codes a byte)"));
       d.scaleDtype = r.dtype(s, path, "scale_dtype", false,
                              {QOPT_DTYPE_F16, QOPT_DTYPE_F32}, "group scales",
                              QOPT_DTYPE_F16);
@@ -618,9 +628,20 @@ ManifestPtr parseManifest(std::string_view text, const std::string &source) {
     m->eccDtype = QOPT_DTYPE_INT8;
   else if (master == "ecc_int16")
     m->eccDtype = QOPT_DTYPE_INT16;
+  else if (master == "stochastic")
+    m->stochastic = true;
+  else if (master == "kahan_bf16") {
+    m->eccDtype = QOPT_DTYPE_BF16;
+    m->kahan = true;
+  }
   else if (master != "none")
-    r.error("param.master", cat("unknown value \"", master,
-                                "\" (expected none, ecc_int8 or ecc_int16)"));
+    r.error("param.master",
+            cat("unknown value \"", master,
+                "\" (expected none, ecc_int8, ecc_int16, stochastic or kahan_bf16)"));
+  if (m->stochastic && m->paramDtype != QOPT_DTYPE_BF16)
+    r.error("param.master", "stochastic rounding needs a bf16 param");
+  if (m->kahan && m->paramDtype != QOPT_DTYPE_BF16)
+    r.error("param.master", "a Kahan compensation needs a bf16 param");
   if (m->eccDtype != QOPT_DTYPE_INVALID && m->paramDtype == QOPT_DTYPE_F32)
     r.error("param.master", "error bits need a bf16 or f16 param, not f32");
 

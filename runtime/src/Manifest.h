@@ -45,6 +45,7 @@ struct StateDesc {
   qopt_dtype dtype = QOPT_DTYPE_INVALID;      ///< plain dtype or code storage
   qopt_dtype scaleDtype = QOPT_DTYPE_INVALID; ///< group scales
   int64_t group = 0;                          ///< group size
+  int bits = 8; ///< group: bits per code; 4 packs two codes a byte
   int64_t block = 0;                          ///< codebook block size
   size_t table = 0;                           ///< codebook: index in tables
   /// Group and codebook: "overflow" is "saturate" (the kernel keeps the
@@ -95,6 +96,11 @@ struct Manifest {
   qopt_dtype paramDtype = QOPT_DTYPE_INVALID;
   qopt_dtype gradDtype = QOPT_DTYPE_INVALID;
   qopt_dtype eccDtype = QOPT_DTYPE_INVALID; ///< INVALID without error bits
+  /// param.master "stochastic": the bf16 param is rounded stochastically.
+  bool stochastic = false;
+  /// param.master "kahan_bf16": the error-bits stream `<param>.kahan` is a
+  /// bf16 Kahan compensation (eccDtype BF16).
+  bool kahan = false;
   std::vector<HyperDesc> hypers;
   std::vector<StateDesc> states;
   std::vector<StreamDesc> streams;

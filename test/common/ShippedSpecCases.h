@@ -188,6 +188,47 @@ inline ref::StepSpec ademamix(bool state32) {
                    {"m1", "m2", "nu"}, {true, true, false}, state32);
 }
 
+/// AdamW4bit (torchao's layout): m on the signed 4-bit dynamic table, v on the unsigned
+/// (k + 1) / 16 table, groups of 128 with float32 scales, a bf16 parameter; with
+/// `stochastic` the parameter is rounded stochastically (seed 1234: off its default).
+inline ref::StepSpec adamW4bit(bool stochastic) {
+  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::None);
+  for (ref::StateScheme &st : s.states) {
+    st.group.bits = 4;
+    st.group.group = 128;
+    st.group.scaleDType = ref::ScaleDType::F32;
+    st.group.companding = st.group.isSigned ? ref::Companding::Dynamic : ref::Companding::NonZero;
+  }
+  if (stochastic) {
+    s.master = ref::Master::Stochastic;
+    s.hyper.seed = 1234;
+  }
+  return s;
+}
+/// FlashAdamW with stochastic rounding in place of a master weight.
+inline ref::StepSpec flashAdamWStochastic() {
+  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::Stochastic);
+  s.hyper.seed = 1234;
+  return s;
+}
+/// FlashAdamW's companding on 4-bit codes in groups of 128 (float16 scales).
+inline ref::StepSpec flashAdamW4bit() {
+  ref::StepSpec s = ref::flashAdamW(adamHyper(), ref::Master::EccI8);
+  for (ref::StateScheme &st : s.states) {
+    st.group.bits = 4;
+    st.group.group = 128;
+  }
+  return s;
+}
+/// FlashAdamW with optimi's Kahan-compensated bf16 parameter.
+inline ref::StepSpec flashAdamWKahan() {
+  return ref::flashAdamW(adamHyper(), ref::Master::KahanBF16);
+}
+inline std::vector<qopt_hyper> withSeed(std::vector<qopt_hyper> hypers) {
+  hypers.push_back({"seed", 1234});
+  return hypers;
+}
+
 /// Every shipped spec.
 inline std::vector<SpecCase> shippedSpecCases() {
   return {
@@ -222,18 +263,27 @@ inline std::vector<SpecCase> shippedSpecCases() {
       {"adam_atan2_bf16", [] { return adamAtan2(true); }, kAdamAtan2Hypers},
       {"ademamix8bit", [] { return ademamix(false); }, ademamixHypers(true)},
       {"ademamix_state32", [] { return ademamix(true); }, ademamixHypers(false)},
+      {"adamw4bit", [] { return adamW4bit(false); }, kAdamHypers},
+      {"adamw4bit_sr", [] { return adamW4bit(true); }, withSeed(kAdamHypers)},
+      {"flash_adamw_sr", flashAdamWStochastic, withSeed(kAdamHypers)},
+      {"flash_adamw4bit", flashAdamW4bit, kAdamHypers},
+      {"flash_adamw_kahan", flashAdamWKahan, kAdamHypers},
   };
 }
 
 /// The shipped specs the fast-mode suites measure: those whose states are
-/// all quantized (their tolerance, FastModeTolerance.h, bounds codes, scales
+/// all quantized to 8 bits (their tolerance, FastModeTolerance.h, bounds codes, scales
 /// and dequantized states; it states none for a plain float32 or bf16 state).
 inline std::vector<SpecCase> fastModeSpecCases() {
   std::vector<SpecCase> out;
   for (const SpecCase &c : shippedSpecCases()) {
-    bool quantized = true;
+    // 4-bit codes are left out: one code of a 4-bit grid is up to a quarter of the group's
+    // absmax, past the tolerance's bound on a dequantized state.
+    // A Kahan compensation has no stated tolerance either.
+    bool quantized = c.make().master != ref::Master::KahanBF16;
     for (const ref::StateScheme &st : c.make().states)
-      quantized &= st.kind == ref::StateKind::Codebook || st.kind == ref::StateKind::Group;
+      quantized &= st.kind == ref::StateKind::Codebook ||
+                   (st.kind == ref::StateKind::Group && st.group.bits == 8);
     if (quantized)
       out.push_back(c);
   }

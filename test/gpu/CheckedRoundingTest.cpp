@@ -179,7 +179,7 @@ void CheckedRounding::compareBuilds(bool crowded, std::optional<double> beta2) {
       tablePointers.push_back(reinterpret_cast<void *>(tables.back().ptr));
     }
 
-  const int gradStream = spec.master == ref::Master::None ? 1 : 2;
+  const int gradStream = spec.eccDType() == ref::DType::None ? 1 : 2;
   size_t comparedBytes = 0;
   for (int64_t step = 1; step <= 3; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));

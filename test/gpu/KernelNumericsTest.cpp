@@ -85,13 +85,14 @@ bool bothNaN(ref::DType dtype, const uint8_t *a, const uint8_t *b) {
 /// and `last`, where given, receive the counts and the reference's tensors
 /// after the last step.
 void expectStepsMatchReference(
-    const std::string &kernelName, const ref::StepSpec &spec,
+    const std::string &kernelName, const ref::StepSpec &given,
     const std::vector<qopt_hyper> &hypers, const std::vector<int64_t> &sizes,
     int64_t steps, std::mt19937 &rng,
     const std::function<std::vector<float>(int64_t, size_t, int64_t)> &grads,
     const std::function<void(size_t, ref::TensorBuffers &)> &prepare = {},
     bool nanMatchesNaN = false, ref::NumericsCounts *counts = nullptr,
     std::vector<ref::TensorBuffers> *last = nullptr) {
+  ref::StepSpec spec = given;
   qopt_context *ctx = nullptr;
   ASSERT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx), QOPT_SUCCESS) << qopt_last_error();
   // The test's own allocations use the device's primary context, as PyTorch's do.
@@ -105,6 +106,8 @@ void expectStepsMatchReference(
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   const qopt_manifest_info &info = loaded->info;
   qopt_kernel *kernel = loaded->kernel;
+  // A launch's tensors lie at their first tiles (stochastic rounding's index).
+  spec.tileElements = info.launch.tile_elements;
 
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<ref::TensorBuffers> tensors;
@@ -164,7 +167,7 @@ void expectStepsMatchReference(
   CU_CHECK(cu::driver().cuMemsetD8(counters.ptr, 0, counters.bytes));
   ref::NumericsCounts refCounts;
 
-  const int gradStream = spec.master == ref::Master::None ? 1 : 2;
+  const int gradStream = spec.eccDType() == ref::DType::None ? 1 : 2;
   for (int64_t step = 1; step <= steps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     for (size_t k = 0; k < sizes.size(); ++k) {

@@ -15,11 +15,13 @@
 namespace {
 
 TEST(ShippedKernels, EverySpecIsEmbeddedAndRegisters) {
-  // 44 specs (10; FlashAdam/SGD/SGDW/Lion with 32-bit and no masters; the float32-state
+  // 49 specs (10; FlashAdam/SGD/SGDW/Lion with 32-bit and no masters; the float32-state
   // specs of the Python package: flash_*_state32,
   // adamw_state32; RMSprop, Adagrad, Lion and AdEMAMix 8-bit and float32, AdamAtan2 with
-  // float32 and bf16 states), each also as .f16, .f32, .scaled, .f16.scaled, .f32.scaled.
-  ASSERT_EQ(qopt_shipped_kernel_count(), 264u);
+  // float32 and bf16 states; AdamW4bit with and without stochastic rounding, FlashAdamW
+  // with stochastic rounding, with 4-bit codes and with a Kahan compensation), each also
+  // as .f16, .f32, .scaled, .f16.scaled, .f32.scaled.
+  ASSERT_EQ(qopt_shipped_kernel_count(), 294u);
   std::set<std::string> specs;
   for (size_t i = 0; i < qopt_shipped_kernel_count(); ++i)
     specs.insert(qopt_shipped_kernel_spec(i));
@@ -27,13 +29,14 @@ TEST(ShippedKernels, EverySpecIsEmbeddedAndRegisters) {
   EXPECT_TRUE(specs.count("adamw8bit_block2048"));
   EXPECT_TRUE(specs.count("flash_adamw.f32"));
   EXPECT_TRUE(specs.count("adamw8bit_block256.f16.scaled"));
+  EXPECT_TRUE(specs.count("adamw4bit_sr.f32"));
   EXPECT_EQ(qopt_shipped_kernel_spec(qopt_shipped_kernel_count()), nullptr);
 
   qopt_registry *registry = nullptr;
   ASSERT_EQ(qopt_registry_create(&registry), QOPT_SUCCESS);
   size_t added = 0;
   ASSERT_EQ(qopt_registry_add_shipped(registry, &added), QOPT_SUCCESS) << qopt_last_error();
-  EXPECT_EQ(added, 264u);
+  EXPECT_EQ(added, 294u);
   qopt_manifest *manifest = nullptr;
   ASSERT_EQ(qopt_registry_get_manifest(registry, "FlashAdamW", &manifest), QOPT_SUCCESS)
       << qopt_last_error();

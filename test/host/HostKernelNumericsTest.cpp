@@ -97,7 +97,10 @@ ref::StepSpec plainStates() {
 ref::StepSpec retyped(ref::StepSpec s, ref::DType t) {
   s.param = t;
   s.grad = t;
-  if (t == ref::DType::F32)
+  // Stochastic rounding and the Kahan compensation are bf16's: the f16
+  // variant rounds to nearest.
+  if (t == ref::DType::F32 || s.master == ref::Master::Stochastic ||
+      s.master == ref::Master::KahanBF16)
     s.master = ref::Master::None;
   return s;
 }
@@ -164,6 +167,8 @@ protected:
     ASSERT_EQ(qopt_manifest_load(manifestPath.c_str(), &manifest), QOPT_SUCCESS)
         << qopt_last_error();
     ASSERT_EQ(qopt_manifest_get_info(manifest, &info), QOPT_SUCCESS);
+    // A launch's tensors lie at their first tiles (stochastic rounding's index).
+    spec.tileElements = info.launch.tile_elements;
     ASSERT_EQ(qopt_registry_create(&registry), QOPT_SUCCESS);
     ASSERT_EQ(qopt_registry_add_manifest_file(registry, manifestPath.c_str()),
               QOPT_SUCCESS)

@@ -378,7 +378,13 @@ int makeExample(const Options &o) {
       t.data = std::move(bytes);
       out.put(name + "/" + stream, std::move(t));
     };
-    if (k.info.error_bits_dtype != QOPT_DTYPE_INVALID) {
+    if (k.info.error_bits_dtype == QOPT_DTYPE_BF16) {
+      // A Kahan compensation (master kahan_bf16) starts at zero.
+      put(ps.name, ps.dtype, shape, floatsAs(ps.dtype, master));
+      for (const qopt_stream_info &s : k.streams)
+        if (s.role == QOPT_ROLE_ERROR_BITS)
+          put(s.name, s.dtype, shape, std::vector<uint8_t>(static_cast<size_t>(n) * 2, 0));
+    } else if (k.info.error_bits_dtype != QOPT_DTYPE_INVALID) {
       std::vector<uint8_t> p(static_cast<size_t>(n) * dtypeBytes(ps.dtype));
       std::vector<uint8_t> ecc(static_cast<size_t>(n) * dtypeBytes(k.info.error_bits_dtype));
       qopt::check(qopt_error_bits_init(ps.dtype, k.info.error_bits_dtype, master.data(), n,

@@ -74,6 +74,34 @@ Value quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
                     Value absmax, Value storedScale,
                     bool checkedRounding = false);
 
+/// PackedCodes.cpp: the 16 float32 entries, ascending, of a 4-bit table
+/// (`dynamic`, `nonzero`; empty for a companding), and whether it is one.
+ArrayRef<float> getCodeTable(Companding companding);
+bool isCodeTable(Companding companding);
+/// A table scheme's x = table[code] * scale (codes: i8 lanes holding the
+/// index 0..15; scale: f32 lanes).
+Value dequantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value codes,
+                      Value scale);
+/// A table scheme's code (i8 lanes): the number of midpoints of the table
+/// strictly below x / divisor; a NaN takes the entry nearest 0.
+Value quantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value x,
+                    Value divisor);
+/// docs/abi.md "Packed 4-bit codes": the bytes' mask of a vector of lanes
+/// (lane 2j's bit for byte j), the codes (i8 lanes, sign-extended where
+/// `isSigned`) of `bytes` (i8, half as many), and the bytes of `codes` with
+/// the lanes outside `laneMask` (null: none) stored as 0.
+Value packedByteMask(OpBuilder &b, Location loc, Value laneMask);
+Value unpackNibbles(LaneMath &m, Value bytes, bool isSigned);
+Value packNibbles(LaneMath &m, Value codes, Value laneMask);
+
+/// Philox.cpp, numerics.md "Stochastic rounding": `x` (f32 lanes) rounded
+/// to bf16 lanes stochastically, keyed by `seed` and `step` (f32 lanes of a
+/// launch uniform, integers below 2^24) and lane 0's global element index
+/// `globalIndex` (i64 scalar, a multiple of the lanes; lane k is element
+/// globalIndex + k).
+Value stochasticRoundBF16(LaneMath &m, Value x, Value seed, Value step,
+                          Value globalIndex);
+
 /// docs/numerics.md "Overflow": a group's absmax (f32 scalar) as its scheme
 /// stores and divides by it. Under overflow = saturate an absmax that is NaN
 /// or at least the smallest float32 the scale type rounds to infinity

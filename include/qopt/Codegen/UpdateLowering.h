@@ -29,6 +29,9 @@ struct UpdateStore {
   Operation *op; ///< its qopt.store_state or qopt.store_param
   Value value;   ///< the stored value's f32 lanes
   int state;     ///< index into getStates(); -1 for the parameter
+  /// The parameter's store under master = stochastic: the seed's and the
+  /// step's lanes (f32); else empty.
+  SmallVector<Value, 2> key;
 };
 
 /// What a lowering provides for the update of one vector of lanes. The
@@ -72,8 +75,15 @@ public:
   /// The parameter as f32 (the master weight from its error bits where the
   /// optimizer keeps one).
   virtual Value loadParam();
-  /// The parameter rounded to its type, and its error bits.
-  virtual void storeParam(Value value);
+  /// The parameter rounded to its type, and its error bits; under master =
+  /// stochastic rounded stochastically with `key` (the seed's and the step's
+  /// f32 lanes) and globalIndex().
+  virtual void storeParam(Value value, ArrayRef<Value> key);
+  /// The launch's global index (i64 scalar) of lane 0's element: the tile's
+  /// index in the launch times the tile's elements, plus the element's
+  /// offset in its tile. The lanes are consecutive elements. Only targets of
+  /// optimizers with master = stochastic need it.
+  virtual Value globalIndex() { llvm_unreachable("no global index"); }
 
   /// Called after each op of the update is lowered, `mapping` holding its
   /// results' lanes.

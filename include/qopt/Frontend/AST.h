@@ -36,13 +36,15 @@ namespace mlir::qopt::frontend {
 enum class FloatType { F32, BF16, F16 };
 
 /// How the float32 master weight is kept beside a 16-bit parameter.
-enum class MasterFormat { None, EccI8, EccI16 };
+enum class MasterFormat { None, EccI8, EccI16, Stochastic, KahanBF16 };
 
 /// The storage scheme family of a state.
 enum class SchemeKind { Plain, Codebook, Group };
 
 /// The companding function of a group scheme.
-enum class Companding { Linear, Softsign, Sqrt };
+/// `Dynamic` and `NonZero` are 4-bit tables (torchao's signed dynamic map and
+/// its unsigned (k + 1) / 16 map), only for 4-bit groups.
+enum class Companding { Linear, Softsign, Sqrt, Dynamic, NonZero };
 
 /// How a group scheme rounds a scaled value to an integer code.
 enum class Rounding { HalfUp, HalfEven };
@@ -56,9 +58,9 @@ enum class Overflow { Saturate, Ieee };
 
 /// `f32`, `bf16`, `f16`.
 llvm::StringRef stringifyFloatType(FloatType type);
-/// `none`, `ecc<i8>`, `ecc<i16>`.
+/// `none`, `ecc<i8>`, `ecc<i16>`, `stochastic`, `kahan<bf16>`.
 llvm::StringRef stringifyMasterFormat(MasterFormat master);
-/// `linear`, `softsign`, `sqrt`.
+/// `linear`, `softsign`, `sqrt`, `dynamic`, `nonzero`.
 llvm::StringRef stringifyCompanding(Companding companding);
 /// `half_up`, `half_even`.
 llvm::StringRef stringifyRounding(Rounding rounding);
@@ -86,8 +88,11 @@ struct ParamDecl {
   std::string name;
   FloatType dtype = FloatType::F32;
   MasterFormat master = MasterFormat::None;
+  /// `master = stochastic<seed>`: the hyperparameter that keys the rounding.
+  std::string seedName;
   Loc loc;       ///< The name.
   Loc masterLoc; ///< The master format, when one is written.
+  Loc seedLoc;   ///< The seed's name, when one is written.
 };
 
 /// `grad g : bf16;`
@@ -105,8 +110,10 @@ struct StateScheme {
   FloatType plainType = FloatType::F32;
   /// Codebook: elements per float32 absmax block.
   uint64_t blockSize = 0;
-  /// Group: signed int8 codes (`i8`) or unsigned uint8 codes (`u8`).
+  /// Group: signed codes (`i8`, `i4`) or unsigned codes (`u8`, `u4`).
   bool isSigned = true;
+  /// Group: bits per code, 8 or 4 (two codes per byte).
+  unsigned bits = 8;
   /// Group: elements per scale.
   uint64_t groupSize = 0;
   Companding companding = Companding::Linear;

@@ -233,6 +233,13 @@ private:
   }
   Value loadElements(TileContext &tile, unsigned stream);
   void storeElements(TileContext &tile, unsigned stream, Value value);
+  /// A packed 4-bit code stream's bytes of the thread's lanes (lanes / 2
+  /// i8), masked as the lanes are in a partial tile; its store is
+  /// storeElements' of such bytes (docs/abi.md, "Packed 4-bit codes").
+  Value loadPackedBytes(TileContext &tile, unsigned stream);
+  /// The launch's index of the thread's first element (i64): the tile's
+  /// index times the tile's elements plus the thread's offset in it.
+  Value globalIndex(const TileContext &tile);
   void preloadElements(TileContext &tile, ArrayRef<unsigned> streamIds);
   void flushStores(TileContext &tile);
   Value loadPerGroup(const TileContext &tile, unsigned stream,
@@ -464,6 +471,7 @@ public:
   LogicalResult storeState(int state, Value value) override {
     return e.emitStoreState(tile, state, value);
   }
+  Value globalIndex() override { return e.globalIndex(tile); }
   /// A value stored into a codebook state is one whose maximum of
   /// magnitudes the tile takes (LaneFacts::magnitudeMaxima).
   void noteLowered(Operation &op, IRMapping &mapping) override {

@@ -123,21 +123,36 @@ void KernelEmitter::preloadElements(TileContext &tile,
     tile.preloaded[stream] = ifOp.getResult(i);
 }
 
+/// Where a partial tile's thread accesses `stream`: its lanes' first
+/// element, or for packed codes its first byte.
+static Value partialIndex(OpBuilder &b, Location loc, const StreamInfo &info,
+                          Value base) {
+  if (!info.packed)
+    return base;
+  return arith::DivUIOp::create(
+      b, loc, base, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(2)));
+}
+
 void KernelEmitter::flushStores(TileContext &tile) {
   if (tile.pendingStores.empty())
     return;
   SmallVector<Value> addrs;
   for (auto &[stream, value] : tile.pendingStores)
-    addrs.push_back(tile.isFull()
-                        ? threadPtr(tile, stream)
-                        : gep(streamPtr(tile.run, stream),
-                              memoryType(streams[stream].storage), tile.base));
+    addrs.push_back(
+        tile.isFull()
+            ? threadPtr(tile, stream)
+            : gep(streamPtr(tile.run, stream),
+                  memoryType(streams[stream].storage),
+                  partialIndex(b, loc, streams[stream], tile.base)));
+  // A packed stream's thread stores lanes / 2 bytes.
+  auto alignOf = [&](unsigned stream) {
+    return vectorAlignment(memoryType(streams[stream].storage),
+                           streams[stream].packed ? lanes / 2 : lanes);
+  };
   auto storeAll = [&] {
-    for (auto [i, entry] : llvm::enumerate(tile.pendingStores)) {
-      Type elem = memoryType(streams[entry.first].storage);
+    for (auto [i, entry] : llvm::enumerate(tile.pendingStores))
       LLVM::StoreOp::create(b, loc, entry.second, addrs[i],
-                            vectorAlignment(elem, lanes));
-    }
+                            alignOf(entry.first));
   };
   if (tile.isFull()) {
     storeAll();
@@ -151,12 +166,34 @@ void KernelEmitter::flushStores(TileContext &tile) {
   storeAll();
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   for (auto [i, entry] : llvm::enumerate(tile.pendingStores)) {
-    Type elem = memoryType(streams[entry.first].storage);
-    LLVM::MaskedStoreOp::create(
-        b, loc, entry.second, addrs[i], tile.laneMask,
-        b.getI32IntegerAttr(vectorAlignment(elem, lanes)));
+    Value mask = streams[entry.first].packed
+                     ? packedByteMask(b, loc, tile.laneMask)
+                     : tile.laneMask;
+    LLVM::MaskedStoreOp::create(b, loc, entry.second, addrs[i], mask,
+                                b.getI32IntegerAttr(alignOf(entry.first)));
   }
   tile.pendingStores.clear();
+}
+
+Value KernelEmitter::loadPackedBytes(TileContext &tile, unsigned stream) {
+  Type i8 = b.getI8Type();
+  auto type = VectorType::get({lanes / 2}, i8);
+  unsigned align = vectorAlignment(i8, lanes / 2);
+  if (tile.isFull())
+    return load(type, threadPtr(tile, stream), align);
+  Value addr = gep(streamPtr(tile.run, stream), i8,
+                   partialIndex(b, loc, streams[stream], tile.base));
+  return loadLanesGuarded(b, loc, type, addr, tile.full,
+                          packedByteMask(b, loc, tile.laneMask), align);
+}
+
+Value KernelEmitter::globalIndex(const TileContext &tile) {
+  Value t = tile.index;
+  if (!t.getType().isInteger(64))
+    t = arith::ExtUIOp::create(b, loc, i64(), t);
+  return arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, t, constI64(this->tile)),
+      threadBase(tile.kernel));
 }
 
 Value KernelEmitter::loadElements(TileContext &tile, unsigned stream) {

@@ -18,7 +18,15 @@ FailureOr<Value> KernelEmitter::emitLoadState(TileContext &tile, int index) {
     return widenToF32(math,
                       loadElements(tile, streamIndex(StreamRole::State, index)));
   if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
-    Value codes = loadElements(tile, streamIndex(StreamRole::StateCodes, index));
+    unsigned codesStream = streamIndex(StreamRole::StateCodes, index);
+    // A table's nibble is an index; other 4-bit codes are two's complement
+    // where the storage is signed.
+    Value codes =
+        isPacked(group)
+            ? unpackNibbles(math, loadPackedBytes(tile, codesStream),
+                            group.getStorage().isSigned() &&
+                                !isCodeTable(group.getCompanding()))
+            : loadElements(tile, codesStream);
     Value scale = loadPerGroup(tile, streamIndex(StreamRole::StateScales, index),
                                group.getGroupSize());
     Value scaleLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), scale);
@@ -108,6 +116,8 @@ LogicalResult KernelEmitter::emitStoreState(TileContext &tile, int index,
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax),
         vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32),
         checkedRounding);
+    if (isPacked(group))
+      codes = packNibbles(math, codes, tile.isFull() ? Value() : tile.laneMask);
     storeElements(tile, streamIndex(StreamRole::StateCodes, index), codes);
     storePerGroup(tile, streamIndex(StreamRole::StateScales, index),
                   group.getGroupSize(), stored, [&] {

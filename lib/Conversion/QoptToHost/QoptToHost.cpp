@@ -49,6 +49,7 @@ struct FunctionContext {
 /// and its tensor's stream pointers.
 struct TileContext {
   Value start, count;
+  Value index; ///< i64: the tile's index in the launch
   SmallVector<Value> streamPtrs;
 };
 
@@ -131,6 +132,11 @@ private:
                          const TileContext &tile, Value offset);
   Value loadElements(const ChunkContext &chunk, unsigned stream);
   void storeElements(const ChunkContext &chunk, unsigned stream, Value value);
+  /// A packed 4-bit code stream's bytes of the chunk (lanes / 2 i8), and
+  /// their store, masked as the chunk's lanes are (docs/abi.md).
+  Value loadPackedBytes(const ChunkContext &chunk, unsigned stream);
+  void storePackedBytes(const ChunkContext &chunk, unsigned stream,
+                        Value bytes);
   Value loadPerGroup(const ChunkContext &chunk, unsigned stream, int64_t size);
   void storePerGroup(const TileContext &tile, unsigned stream, int64_t size,
                      Value first, Value value);
@@ -183,6 +189,13 @@ public:
   LogicalResult storeState(int state, Value value) override {
     e.emitStoreState(chunk, state, value);
     return success();
+  }
+  Value globalIndex() override {
+    return arith::AddIOp::create(
+        e.b, e.loc,
+        arith::MulIOp::create(e.b, e.loc, chunk.tile.index,
+                              e.constI64(e.tile)),
+        chunk.offset);
   }
 
 private:
@@ -275,6 +288,29 @@ void HostKernelEmitter::storeElements(const ChunkContext &chunk,
   storeLanesGuarded(b, loc, value, addr, chunk.full, chunk.laneMask, align);
 }
 
+Value HostKernelEmitter::loadPackedBytes(const ChunkContext &chunk,
+                                         unsigned stream) {
+  Type i8 = b.getI8Type();
+  auto type = VectorType::get({lanes / 2}, i8);
+  Value byte = arith::DivUIOp::create(b, loc, chunk.base, constI64(2));
+  Value addr = gep(chunk.tile.streamPtrs[stream], i8, byte);
+  int64_t bytes = lanes / 2;
+  return loadLanesGuarded(b, loc, type, addr, chunk.full,
+                          packedByteMask(b, loc, chunk.laneMask),
+                          std::min<int64_t>(16, bytes & -bytes));
+}
+
+void HostKernelEmitter::storePackedBytes(const ChunkContext &chunk,
+                                         unsigned stream, Value bytes) {
+  Type i8 = b.getI8Type();
+  Value byte = arith::DivUIOp::create(b, loc, chunk.base, constI64(2));
+  Value addr = gep(chunk.tile.streamPtrs[stream], i8, byte);
+  int64_t count = lanes / 2;
+  storeLanesGuarded(b, loc, bytes, addr, chunk.full,
+                    packedByteMask(b, loc, chunk.laneMask),
+                    std::min<int64_t>(16, count & -count));
+}
+
 Value HostKernelEmitter::loadPerGroup(const ChunkContext &chunk,
                                       unsigned stream, int64_t size) {
   Type storage = streams[stream].storage;
@@ -302,14 +338,22 @@ Value HostKernelEmitter::emitLoadState(const ChunkContext &chunk, int index) {
   if (isa<PlainSchemeAttr>(scheme))
     return widenToF32(
         math, loadElements(chunk, streamIndex(StreamRole::State, index)));
-  Value codes =
-      loadElements(chunk, streamIndex(StreamRole::StateCodes, index));
+  unsigned codesStream = streamIndex(StreamRole::StateCodes, index);
   if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
+    // A table's nibble is an index; other 4-bit codes are two's complement
+    // where the storage is signed.
+    Value codes =
+        isPacked(group)
+            ? unpackNibbles(math, loadPackedBytes(chunk, codesStream),
+                            group.getStorage().isSigned() &&
+                                !isCodeTable(group.getCompanding()))
+            : loadElements(chunk, codesStream);
     Value scale = loadPerGroup(chunk,
                                streamIndex(StreamRole::StateScales, index),
                                group.getGroupSize());
     return dequantizeGroup(math, group, codes, broadcast(scale));
   }
+  Value codes = loadElements(chunk, codesStream);
   auto codebook = cast<CodebookSchemeAttr>(scheme);
   Value absmax = loadPerGroup(chunk,
                               streamIndex(StreamRole::StateAbsmax, index),
@@ -426,7 +470,12 @@ void HostKernelEmitter::emitRequantize(const FunctionContext &function,
       }
       codes = arith::TruncIOp::create(b, loc, lanesOf(b.getI8Type()), pos);
     }
-    storeElements(chunk, streamIndex(StreamRole::StateCodes, index), codes);
+    unsigned codesStream = streamIndex(StreamRole::StateCodes, index);
+    if (group && isPacked(group))
+      storePackedBytes(chunk, codesStream,
+                       packNibbles(math, codes, chunk.laneMask));
+    else
+      storeElements(chunk, codesStream, codes);
   }
   storePerGroup(tile,
                 streamIndex(group ? StreamRole::StateScales
@@ -490,6 +539,7 @@ LogicalResult HostKernelEmitter::emitEntry(FunctionContext &function,
 TileContext HostKernelEmitter::emitTileStart(Value descs, Value tileMap,
                                              Value t) {
   TileContext tileContext;
+  tileContext.index = t;
   Value tensor = arith::ExtSIOp::create(
       b, loc, i64(), load(i32(), gep(tileMap, i32(), t), 4));
   int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());

@@ -67,8 +67,10 @@ GroupSchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         IntegerType storage, int64_t groupSize,
                         Companding companding, FloatType scale,
                         Rounding rounding, ScaleDivisor divisor, Overflow) {
-  if (storage.getWidth() != 8 || storage.isSignless())
-    return emitError() << "group storage must be si8 or ui8, got " << storage;
+  if ((storage.getWidth() != 8 && storage.getWidth() != 4) ||
+      storage.isSignless())
+    return emitError() << "group storage must be si8, ui8, si4 or ui4, got "
+                       << storage;
   if (!isPowerOfTwo(groupSize) || groupSize < 2 || groupSize > kTileElements)
     return emitError() << "group_size must be a power of two in [2, "
                        << kTileElements << "], got " << groupSize;
@@ -76,6 +78,12 @@ GroupSchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "softsign companding needs signed (si8) storage";
   if (companding == Companding::sqrt && !storage.isUnsigned())
     return emitError() << "sqrt companding needs unsigned (ui8) storage";
+  if (companding == Companding::dynamic &&
+      !(storage.isSigned() && storage.getWidth() == 4))
+    return emitError() << "the dynamic table needs si4 storage";
+  if (companding == Companding::nonzero &&
+      !(storage.isUnsigned() && storage.getWidth() == 4))
+    return emitError() << "the nonzero table needs ui4 storage";
   if (!scale.isF16() && !scale.isF32())
     return emitError() << "group scale must be f16 or f32, got " << scale;
   return success();

@@ -60,12 +60,15 @@ SmallVector<StreamInfo> mlir::qopt::getStreams(OptimizerOp optimizer) {
   std::string param = optimizer.getParamName().str();
   streams.push_back({param, StreamRole::Param, optimizer.getParamType(), 1,
                      true, -1});
-  if (optimizer.getMaster() != MasterFormat::none) {
+  if (hasErrorBits(optimizer.getMaster())) {
     unsigned width = optimizer.getMaster() == MasterFormat::ecc_i8 ? 8 : 16;
     streams.push_back({param + ".ecc", StreamRole::ErrorBits,
                        IntegerType::get(ctx, width, IntegerType::Signed), 1,
                        true, -1});
   }
+  if (hasCompensation(optimizer.getMaster()))
+    streams.push_back({param + ".kahan", StreamRole::ErrorBits,
+                       BFloat16Type::get(ctx), 1, true, -1});
   streams.push_back({optimizer.getGradName().str(), StreamRole::Grad,
                      optimizer.getGradType(), 1, false, -1});
   int index = 0;
@@ -83,8 +86,13 @@ SmallVector<StreamInfo> mlir::qopt::getStreams(OptimizerOp optimizer) {
                          Float32Type::get(ctx), codebook.getBlock(), true,
                          index});
     } else if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
-      streams.push_back({name + ".codes", StreamRole::StateCodes,
-                         group.getStorage(), 1, true, index});
+      if (isPacked(group))
+        streams.push_back({name + ".codes", StreamRole::StateCodes,
+                           IntegerType::get(ctx, 8, IntegerType::Unsigned), 2,
+                           true, index, /*packed=*/true});
+      else
+        streams.push_back({name + ".codes", StreamRole::StateCodes,
+                           group.getStorage(), 1, true, index});
       streams.push_back({name + ".scales", StreamRole::StateScales,
                          group.getScale(), group.getGroupSize(), true, index});
     }
@@ -166,6 +174,12 @@ LogicalResult mlir::qopt::verifyTileShape(OptimizerOp optimizer,
       return state.emitError("group or block of ")
              << size << " elements does not divide the tile of " << tile
              << " elements into vectors of " << lanes;
+    // A thread's lanes are whole bytes of packed codes.
+    auto group = dyn_cast<GroupSchemeAttr>(state.getScheme());
+    if (group && isPacked(group) && lanes % 2 != 0)
+      return state.emitError("4-bit codes need an even number of lanes, "
+                             "found ")
+             << lanes;
   }
   return success();
 }
@@ -193,9 +207,15 @@ LogicalResult OptimizerOp::verify() {
   if (!isStreamFloat(getGradType()))
     return emitOpError("gradient type must be f32, bf16 or f16, got ")
            << getGradType();
-  if (getMaster() != MasterFormat::none && getParamType().isF32())
+  if (hasErrorBits(getMaster()) && getParamType().isF32())
     return emitOpError("error-correction bits need a bf16 or f16 parameter, "
                        "got ")
+           << getParamType();
+  if (getMaster() == MasterFormat::stochastic && !getParamType().isBF16())
+    return emitOpError("stochastic rounding needs a bf16 parameter, got ")
+           << getParamType();
+  if (hasCompensation(getMaster()) && !getParamType().isBF16())
+    return emitOpError("a Kahan compensation needs a bf16 parameter, got ")
            << getParamType();
 
   unsigned numUpdates = 0, numUniforms = 0;
@@ -215,12 +235,22 @@ LogicalResult OptimizerOp::verify() {
   // Every state is requantized exactly once and the parameter is stored once.
   llvm::DenseMap<StringAttr, unsigned> stores;
   unsigned paramStores = 0;
+  LogicalResult keyError = success();
   getUpdate().walk([&](Operation *op) {
     if (auto store = dyn_cast<StoreStateOp>(op))
       ++stores[store.getStateAttr().getAttr()];
-    else if (isa<StoreParamOp>(op))
+    else if (auto store = dyn_cast<StoreParamOp>(op)) {
       ++paramStores;
+      size_t want = getMaster() == MasterFormat::stochastic ? 2 : 0;
+      if (store.getKey().size() != want)
+        keyError = store.emitOpError("takes ")
+                   << want << " key values (seed, step) with master "
+                   << stringifyMasterFormat(getMaster()) << ", found "
+                   << store.getKey().size();
+    }
   });
+  if (failed(keyError))
+    return failure();
   for (StateOp state : getStates(*this)) {
     unsigned count = stores.lookup(state.getSymNameAttr());
     if (count != 1)

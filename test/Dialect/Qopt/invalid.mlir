@@ -133,3 +133,47 @@ qopt.optimizer @BadOverflow param "p" : f32 master none grad "g" : f32 {
     qopt.store_param %g : f32
   }
 }
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  // expected-error @+1 {{group storage must be si8, ui8, si4 or ui4, got 'si16'}}
+  qopt.state @m : #qopt.group<storage = si16, group_size = 32, companding = linear, scale = f16, rounding = half_up, divisor = absmax>
+}
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master none grad "g" : bf16 {
+  // expected-error @+1 {{the dynamic table needs si4 storage}}
+  qopt.state @m : #qopt.group<storage = si8, group_size = 128, companding = dynamic, scale = f32, rounding = half_up, divisor = absmax>
+}
+
+// -----
+
+// expected-error @+1 {{stochastic rounding needs a bf16 parameter, got 'f16'}}
+qopt.optimizer @O param "p" : f16 master stochastic grad "g" : f16 {
+  qopt.update {
+    %p = qopt.load_param : f32
+    qopt.store_param %p : f32
+  }
+}
+
+// -----
+
+qopt.optimizer @O param "p" : bf16 master stochastic grad "g" : bf16 {
+  qopt.update {
+    %p = qopt.load_param : f32
+    // expected-error @+1 {{takes 2 key values (seed, step) with master stochastic, found 0}}
+    qopt.store_param %p : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{a Kahan compensation needs a bf16 parameter, got 'f32'}}
+qopt.optimizer @O param "p" : f32 master kahan_bf16 grad "g" : f32 {
+  qopt.update {
+    %p = qopt.load_param : f32
+    qopt.store_param %p : f32
+  }
+}

@@ -84,3 +84,22 @@ qopt.optimizer @Overflow param "p" : bf16 master none grad "g" : bf16 {
     qopt.store_param %p : f32
   }
 }
+
+// -----
+
+// 4-bit group states and a stochastically rounded parameter keyed by two f32 values.
+// CHECK-LABEL: qopt.optimizer @FourBit
+// CHECK: #qopt.group<storage = si4, group_size = 128, companding = dynamic, scale = f32
+// CHECK: #qopt.group<storage = ui4, group_size = 128, companding = nonzero, scale = f32
+// CHECK: qopt.store_param %{{.*}} key(%{{.*}}, %{{.*}}) : f32
+qopt.optimizer @FourBit param "p" : bf16 master stochastic grad "g" : bf16 {
+  qopt.state @m : #qopt.group<storage = si4, group_size = 128, companding = dynamic, scale = f32, rounding = half_up, divisor = absmax>
+  qopt.state @v : #qopt.group<storage = ui4, group_size = 128, companding = nonzero, scale = f32, rounding = half_up, divisor = absmax>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_state @m, %g : f32
+    qopt.store_state @v, %g : f32
+    %s = arith.constant 1.0 : f32
+    qopt.store_param %g key(%s, %s) : f32
+  }
+}

@@ -5,6 +5,7 @@
 #include "qopt/reference/Ecc.h"
 #include "qopt/reference/Elementary.h"
 #include "qopt/reference/Float.h"
+#include "qopt/reference/Philox.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -62,9 +63,13 @@ DType StateScheme::valueDType() const {
   case StateKind::PlainF32: return DType::F32;
   case StateKind::PlainBF16: return DType::BF16;
   case StateKind::Codebook: return DType::U8;
-  case StateKind::Group: return group.isSigned ? DType::I8 : DType::U8;
+  case StateKind::Group: return group.isSigned && group.bits == 8 ? DType::I8 : DType::U8;
   }
   return DType::None;
+}
+
+int64_t StateScheme::valueCount(int64_t n) const {
+  return kind == StateKind::Group ? group.codeBytes(n) : n;
 }
 
 DType StateScheme::scaleDType() const {
@@ -115,6 +120,8 @@ DType StepSpec::eccDType() const {
   case Master::None: return DType::None;
   case Master::EccI8: return DType::I8;
   case Master::EccI16: return DType::I16;
+  case Master::Stochastic: return DType::None;
+  case Master::KahanBF16: return DType::BF16;
   }
   return DType::None;
 }
@@ -127,8 +134,15 @@ void StepSpec::validate() const {
     fail(std::string("parameter dtype must be f32, bf16 or f16, got ") + dtypeName(param));
   if (!isFloatDType(grad))
     fail(std::string("gradient dtype must be f32, bf16 or f16, got ") + dtypeName(grad));
-  if (master != Master::None && param == DType::F32)
+  if (eccDType() != DType::None && param == DType::F32)
     fail("an f32 parameter takes no error-correction bits (master must be none)");
+  if (master == Master::KahanBF16 && param != DType::BF16)
+    fail("a Kahan compensation needs a bf16 parameter");
+  if (master == Master::Stochastic && param != DType::BF16)
+    fail("stochastic rounding needs a bf16 parameter");
+  if (master == Master::Stochastic &&
+      !(hyper.seed >= 0 && hyper.seed < 16777216.0 && hyper.seed == std::floor(hyper.seed)))
+    fail("the stochastic rounding's seed must be an integer in [0, 2^24)");
   const bool sgdWithoutBuffer = optimizer == Optimizer::SGD && hyper.momentum == 0.0 && states.empty();
   if (states.size() != expectedStates() && !sgdWithoutBuffer)
     fail("needs " + std::to_string(expectedStates()) + " state(s)" +
@@ -191,8 +205,8 @@ std::vector<Buffer *> TensorBuffers::streams() {
 std::vector<std::string> TensorBuffers::streamNames(const StepSpec &spec, const std::string &paramName,
                                                     const std::string &gradName) const {
   std::vector<std::string> out{paramName};
-  if (spec.master != Master::None)
-    out.push_back(paramName + ".ecc");
+  if (spec.eccDType() != DType::None)
+    out.push_back(paramName + (spec.master == Master::KahanBF16 ? ".kahan" : ".ecc"));
   out.push_back(gradName);
   for (const StateScheme &s : spec.states) {
     switch (s.kind) {
@@ -224,7 +238,7 @@ static void checkTensor(const StepSpec &spec, const TensorBuffers &t) {
   if (t.numel < 0)
     fail("negative element count");
   expect(t.param, spec.param, t.numel, "parameter");
-  if (spec.master != Master::None)
+  if (spec.eccDType() != DType::None)
     expect(t.ecc, spec.eccDType(), t.numel, "error-bits");
   else if (!t.ecc.empty())
     fail("error-bits stream given but master is none");
@@ -234,7 +248,7 @@ static void checkTensor(const StepSpec &spec, const TensorBuffers &t) {
          std::to_string(spec.states.size()));
   for (size_t k = 0; k < spec.states.size(); ++k) {
     const StateScheme &s = spec.states[k];
-    expect(t.states[k].values, s.valueDType(), t.numel, "state '" + s.name + "' value/code");
+    expect(t.states[k].values, s.valueDType(), s.valueCount(t.numel), "state '" + s.name + "' value/code");
     if (s.scaleDType() != DType::None)
       expect(t.states[k].scales, s.scaleDType(), s.numScales(t.numel), "state '" + s.name + "' scale");
   }
@@ -245,12 +259,12 @@ TensorBuffers makeTensor(const StepSpec &spec, int64_t n) {
   TensorBuffers t;
   t.numel = n;
   t.param = Buffer(spec.param, n);
-  if (spec.master != Master::None)
+  if (spec.eccDType() != DType::None)
     t.ecc = Buffer(spec.eccDType(), n);
   t.grad = Buffer(spec.grad, n);
   for (const StateScheme &s : spec.states) {
     StateBuffers b;
-    b.values = Buffer(s.valueDType(), n);
+    b.values = Buffer(s.valueDType(), s.valueCount(n));
     const uint8_t zc = s.zeroCode();
     if (zc != 0)
       for (int64_t i = 0; i < n; ++i)
@@ -266,8 +280,10 @@ void setMaster(const StepSpec &spec, TensorBuffers &t, const std::vector<float> 
   if (static_cast<int64_t>(x32.size()) != t.numel)
     throw std::invalid_argument("setMaster: " + std::to_string(x32.size()) + " values for " +
                                 std::to_string(t.numel) + " elements");
-  if (spec.master == Master::None) {
+  if (spec.eccDType() == DType::None || spec.master == Master::KahanBF16) {
     t.param = Buffer::fromFloats(spec.param, x32); // one rounding to nearest even
+    if (spec.master == Master::KahanBF16)
+      t.ecc = Buffer(DType::BF16, t.numel); // a zero compensation
     return;
   }
   t.param = Buffer(spec.param, t.numel);
@@ -283,7 +299,7 @@ void setGrad(const StepSpec &spec, TensorBuffers &t, const std::vector<float> &g
 }
 
 std::vector<float> readMaster(const StepSpec &spec, const TensorBuffers &t) {
-  if (spec.master == Master::None)
+  if (spec.eccDType() == DType::None || spec.master == Master::KahanBF16)
     return t.param.toFloats();
   std::vector<float> out(static_cast<size_t>(t.numel));
   eccDecode(t.param.as<uint16_t>(), t.ecc.data(), t.numel, spec.param, spec.eccDType(), out.data());
@@ -493,13 +509,15 @@ void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<f
   }
 }
 
-void step(const StepSpec &spec, TensorBuffers &t, int64_t stepIndex, NumericsCounts *counts) {
+void step(const StepSpec &spec, TensorBuffers &t, int64_t stepIndex, NumericsCounts *counts,
+          int64_t firstElement) {
   checkTensor(spec, t);
   if (stepIndex < 1)
     throw std::invalid_argument("step: the step count is 1-based, got " + std::to_string(stepIndex));
   const int64_t n = t.numel;
   // 1. load: the float32 master, the gradient, the dequantized states
   std::vector<float> p = readMaster(spec, t);
+  const std::vector<float> p0 = p;
   std::vector<float> g = t.grad.toFloats();
   std::vector<std::vector<float>> st;
   for (size_t k = 0; k < spec.states.size(); ++k)
@@ -509,13 +527,37 @@ void step(const StepSpec &spec, TensorBuffers &t, int64_t stepIndex, NumericsCou
   // 3. store: requantize the states, split the master
   for (size_t k = 0; k < spec.states.size(); ++k)
     writeState(spec, t, k, st[k], counts);
-  setMaster(spec, t, p);
+  if (spec.master == Master::KahanBF16) {
+    // optimi's kahan_sum: the change joins the compensation, the sum is rounded to the
+    // parameter, what the rounding lost is the new compensation.
+    std::vector<float> c = t.ecc.toFloats();
+    for (int64_t i = 0; i < n; ++i) {
+      const float s = c[i] + (p[i] - p0[i]);
+      const uint16_t x16 = floatToBf16Bits(p0[i] + s);
+      t.param.as<uint16_t>()[i] = x16;
+      t.ecc.as<uint16_t>()[i] = floatToBf16Bits(s - (bf16BitsToFloat(x16) - p0[i]));
+    }
+    return;
+  }
+  if (spec.master != Master::Stochastic) {
+    setMaster(spec, t, p);
+    return;
+  }
+  // The seed and the step as the kernel reads them: float32 uniforms, exact integers.
+  const auto seed = static_cast<uint32_t>(static_cast<float>(spec.hyper.seed));
+  const auto stepKey = static_cast<uint32_t>(static_cast<float>(stepIndex));
+  for (int64_t i = 0; i < n; ++i)
+    t.param.as<uint16_t>()[i] =
+        stochasticRoundBF16(p[i], seed, stepKey, static_cast<uint64_t>(firstElement + i));
 }
 
 void step(const StepSpec &spec, std::vector<TensorBuffers> &tensors, int64_t stepIndex,
           NumericsCounts *counts) {
-  for (TensorBuffers &t : tensors)
-    step(spec, t, stepIndex, counts);
+  int64_t firstTile = 0;
+  for (TensorBuffers &t : tensors) {
+    step(spec, t, stepIndex, counts, firstTile * spec.tileElements);
+    firstTile += (t.numel + spec.tileElements - 1) / spec.tileElements;
+  }
 }
 
 } // namespace qopt::ref

@@ -207,6 +207,23 @@ struct Shape {
 const std::vector<Shape> kShapes = {
     {"wte", {7, 10001}}, {"h.0/attn/w", {4097}}, {"b", {31}}, {"one", {1}}, {"empty", {0}}};
 
+/// The reference's step of `tensors` (kShapes' order) as qopt-step launches them: one list in the
+/// order of their names, which places each tensor's elements for stochastic rounding.
+void stepInLaunchOrder(const ref::StepSpec &spec, std::vector<ref::TensorBuffers> &tensors,
+                       int64_t step, ref::NumericsCounts *counts = nullptr) {
+  std::vector<size_t> order(tensors.size());
+  for (size_t k = 0; k < order.size(); ++k)
+    order[k] = k;
+  std::sort(order.begin(), order.end(),
+            [](size_t a, size_t b) { return kShapes[a].name < kShapes[b].name; });
+  std::vector<ref::TensorBuffers> launch;
+  for (size_t k : order)
+    launch.push_back(tensors[k]);
+  ref::step(spec, launch, step, counts);
+  for (size_t i = 0; i < order.size(); ++i)
+    tensors[order[i]] = launch[i];
+}
+
 class QoptStep : public ::testing::TestWithParam<Case> {
 protected:
   void SetUp() override {
@@ -340,7 +357,7 @@ TEST_P(QoptStep, ThreeStepsWithAGradientPerStepMatchTheReference) {
       grads.put(kShapes[k].name + "/g@" + std::to_string(step), toTensor(g[k], kShapes[k].dims));
       want[k].grad = g[k];
     }
-    ref::step(spec, want, step);
+    stepInLaunchOrder(spec, want, step);
   }
   grads.save(dir + "/grads.safetensors");
 
@@ -376,7 +393,7 @@ TEST_P(QoptStep, ASpikeIsStoredFiniteAndWarnedAbout) {
       grads.put(kShapes[k].name + "/g@" + std::to_string(step), toTensor(g[k], kShapes[k].dims));
       want[k].grad = g[k];
     }
-    ref::step(spec, want, step, &counts);
+    stepInLaunchOrder(spec, want, step, &counts);
   }
   grads.save(dir + "/grads.safetensors");
   std::vector<std::string> args = baseArgs();
@@ -412,8 +429,8 @@ TEST_P(QoptStep, OneGradientForEveryStepFromALaterStepStart) {
     want[k].grad = g[k];
   }
   grads.save(dir + "/grads.safetensors");
-  ref::step(spec, want, 5);
-  ref::step(spec, want, 6);
+  stepInLaunchOrder(spec, want, 5);
+  stepInLaunchOrder(spec, want, 6);
 
   std::vector<std::string> args = baseArgs();
   append(args, {"--step-start=5", "--steps=2", "--in", (dir + "/state.safetensors"),
@@ -439,8 +456,8 @@ TEST_P(QoptStep, InitMissingStateStartsFromTheZeroState) {
     want[k].grad = g[k];
   }
   grads.save(dir + "/grads.safetensors");
-  ref::step(spec, want, 1);
-  ref::step(spec, want, 2);
+  stepInLaunchOrder(spec, want, 1);
+  stepInLaunchOrder(spec, want, 2);
 
   std::vector<std::string> args = baseArgs();
   append(args, {"--steps=2", "--in", (dir + "/params.safetensors"), "--in",

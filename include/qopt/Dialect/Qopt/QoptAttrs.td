@@ -16,16 +16,20 @@ def Qopt_MasterFormat : I32EnumAttr<"MasterFormat",
     "how the float32 master weight is kept beside a 16-bit parameter", [
       I32EnumAttrCase<"none", 0>,
       I32EnumAttrCase<"ecc_i8", 1>,
-      I32EnumAttrCase<"ecc_i16", 2>]> {
+      I32EnumAttrCase<"ecc_i16", 2>,
+      I32EnumAttrCase<"stochastic", 3>,
+      I32EnumAttrCase<"kahan_bf16", 4>]> {
   let cppNamespace = "::mlir::qopt";
   let genSpecializedAttr = 0;
 }
 
 def Qopt_Companding : I32EnumAttr<"Companding",
-    "the companding function applied before linear 8-bit quantization", [
+    "the companding function of a group's codes, or its 4-bit table", [
       I32EnumAttrCase<"linear", 0>,
       I32EnumAttrCase<"softsign", 1>,
-      I32EnumAttrCase<"sqrt", 2>]> {
+      I32EnumAttrCase<"sqrt", 2>,
+      I32EnumAttrCase<"dynamic", 3>,
+      I32EnumAttrCase<"nonzero", 4>]> {
   let cppNamespace = "::mlir::qopt";
   let genSpecializedAttr = 0;
 }
@@ -91,12 +95,15 @@ def Qopt_CodebookSchemeAttr : Qopt_Attr<"CodebookScheme", "codebook"> {
 }
 
 def Qopt_GroupSchemeAttr : Qopt_Attr<"GroupScheme", "group"> {
-  let summary = "group-wise linear 8-bit codes with optional companding (FlashOptim)";
+  let summary = "group-wise 8- or 4-bit codes with optional companding (FlashOptim)";
   let description = [{
     `#qopt.group<storage = si8, group_size = 32, companding = softsign,
     scale = f16, rounding = half_up, divisor = absmax>`: one scale per group of
     `group_size` consecutive elements, stored as `scale`; codes are si8 in
-    [-127, 127] or ui8 in [0, 255]. `overflow` (default `saturate`, elided):
+    [-127, 127] or ui8 in [0, 255], si4 in [-7, 7] or ui4 in [0, 15] (two
+    codes a byte, the even element's in the low nibble). `dynamic` (si4) and
+    `nonzero` (ui4) are 16-entry tables instead of a companding: the code is
+    the index of the nearest entry to x / divisor (docs/numerics.md). `overflow` (default `saturate`, elided):
     a group whose scale does not fit `scale` (absmax at or above the value
     that rounds to infinity, or NaN) stores the type's largest finite value
     and its codes clamped against it, NaN elements code 0

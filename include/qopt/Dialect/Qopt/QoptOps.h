@@ -41,10 +41,28 @@ struct StreamInfo {
   std::string name;   ///< `p`, `p.ecc`, `g`, `m.codes`, `m.scales`, ...
   StreamRole role;
   Type storage;       ///< bf16, f16, f32, si8, ui8 or si16.
-  int64_t perElements;///< 1 for per-element streams, else the group/block size.
+  /// 1 for per-element streams, else the group/block size; 2 for packed
+  /// 4-bit codes (a ui8 byte holds two elements' codes).
+  int64_t perElements;
   bool written;       ///< read-write (param, error bits, states) or read-only.
   int stateIndex;     ///< index into getStates(), or -1.
+  /// Two 4-bit codes per byte, the even element's in the low nibble.
+  bool packed = false;
 };
+
+/// Whether `master` keeps error-correction bits beside the parameter.
+inline bool hasErrorBits(MasterFormat master) {
+  return master == MasterFormat::ecc_i8 || master == MasterFormat::ecc_i16;
+}
+/// Whether `master` keeps a bf16 Kahan compensation beside the parameter
+/// (its stream `<param>.kahan`, role ErrorBits).
+inline bool hasCompensation(MasterFormat master) {
+  return master == MasterFormat::kahan_bf16;
+}
+/// Whether a group scheme's codes are 4 bits, two per byte.
+inline bool isPacked(GroupSchemeAttr scheme) {
+  return scheme.getStorage().getWidth() == 4;
+}
 
 /// The streams of `optimizer` in ABI order.
 llvm::SmallVector<StreamInfo> getStreams(OptimizerOp optimizer);

@@ -241,9 +241,16 @@ def Qopt_StoreParamOp : Qopt_Op<"store_param"> {
   let description = [{
     Rounds to the 16-bit parameter (nearest even) and, with error-correction
     bits, stores `rho` (numerics.md §3); an f32 parameter is stored as it is.
+    With `master = stochastic` the bf16 parameter is rounded stochastically
+    and `key` holds the seed and the step count, two launch-uniform f32
+    values (numerics.md, "Stochastic rounding"); otherwise `key` is empty.
   }];
-  let arguments = (ins F32:$value);
-  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let arguments = (ins F32:$value, Variadic<F32>:$key);
+  let assemblyFormat =
+      "$value (`key` `(` $key^ `)`)? attr-dict `:` type($value)";
+  let builders = [OpBuilder<(ins "Value":$value), [{
+    build($_builder, $_state, value, ValueRange{});
+  }]>];
 }
 
 #endif // QOPT_DIALECT_QOPT_QOPTOPS_TD

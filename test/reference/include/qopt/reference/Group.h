@@ -13,10 +13,14 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace qopt::ref {
 
-enum class Companding { Linear, Softsign, Sqrt };
+/// Dynamic and NonZero are 4-bit tables (bits == 4 only): torchao's signed dynamic map
+/// (create_dynamic_map(signed=True, max_exponent_bits=3, total_bits=4)) and its unsigned map
+/// (k + 1) / 16; the code is the index of the nearest entry (fourBitTable).
+enum class Companding { Linear, Softsign, Sqrt, Dynamic, NonZero };
 enum class ScaleDType { F16, F32 };
 /// HalfUp = floorf(x + 0.5f) in float32 (authors' kernel); HalfEven = torch.round (seed 003).
 enum class Rounding { HalfUp, HalfEven };
@@ -46,6 +50,11 @@ enum class ScaleDivisor { Absmax, StoredScale };
 /// with s = float32(stored scale). Every operation one float32 rounding, in this order.
 struct GroupScheme {
   bool isSigned = true;
+  /// 8, or 4: codes in [-7, 7] / [0, 15] (r = 7 * z, 15 * u / s), two a byte, element 2j in the
+  /// low nibble of byte j, an odd count's last high nibble 0 (docs/abi.md). A table's code is
+  /// c = x / s_div's count of table midpoints (e_k + e_k+1) * 0.5f strictly below c, a NaN c the
+  /// index of the entry nearest 0; its value table[q] * s.
+  int bits = 8;
   int64_t group = 32;
   Companding companding = Companding::Linear;
   ScaleDType scaleDType = ScaleDType::F16;
@@ -63,12 +72,19 @@ struct GroupScheme {
   static GroupScheme seed003(bool isSigned, Companding companding);
 
   int64_t numGroups(int64_t n) const { return n == 0 ? 0 : (n + group - 1) / group; }
+  /// Bytes of codes for n elements: n, or ceil(n / 2) with 4-bit codes.
+  int64_t codeBytes(int64_t n) const { return bits == 4 ? (n + 1) / 2 : n; }
+  bool isTable() const { return companding == Companding::Dynamic || companding == Companding::NonZero; }
   /// "group<i8, 32, softsign, scale=f16, round=half_up, divide=absmax>" (", overflow=ieee" before
   /// the '>' under Ieee)
   std::string str() const;
   /// Throws std::invalid_argument for group < 1, signed+sqrt, unsigned+softsign.
   void validate() const;
 };
+
+/// The 16 ascending entries of a 4-bit table (Dynamic, NonZero), built from torchao's
+/// definition in float64 and rounded to float32 once.
+std::vector<float> fourBitTable(Companding companding);
 
 /// Quantizes n float32 values. `codes` receives n int8 (signed) or uint8 (unsigned) values;
 /// `scales` receives numGroups(n) float16 bit patterns (uint16_t) or float32 values. Under

@@ -15,6 +15,7 @@
 #include "qopt/reference/Float.h"
 #include "qopt/reference/Group.h"
 #include "qopt/reference/Overflow.h"
+#include "qopt/reference/Philox.h"
 #include "qopt/reference/Step.h"
 
 #endif // QOPT_REFERENCE_REFERENCE_H

@@ -44,6 +44,7 @@ struct Hyper {
   double beta3 = 0.9999;  ///< AdEMAMix: the slow EMA's decay
   double tAlpha = 0.0;    ///< AdEMAMix: alpha's warm-up steps (0: none)
   double tBeta3 = 0.0;    ///< AdEMAMix: beta3's warm-up steps (0: none)
+  double seed = 0.0;      ///< Master::Stochastic: the rounding's seed (an integer below 2^24)
 };
 
 /// How `float32 tensor / uniform` is evaluated (AdamW's `v_new / bc2`, the only such division):
@@ -56,7 +57,12 @@ struct Hyper {
 ///    kernel's documented behaviour; kept to show that it does NOT match the H200 run).
 enum class ScalarDivision { Ieee, ReciprocalF64, ReciprocalF32 };
 
-enum class Master { None, EccI8, EccI16 };
+/// Stochastic: no error bits; the bf16 parameter is rounded stochastically (Philox.h,
+/// stochasticRoundBF16) keyed by Hyper::seed, the step and the element's global index.
+/// KahanBF16: a bf16 compensation c per element (stream `<param>.kahan`, the ecc buffer), as
+/// optimi's kahan_sum: with p the bf16 parameter as float32 and x the update's float32 result,
+///   s = c + (x - p); p' = bf16(p + s); c' = bf16(s - (p' - p))     (each op one f32 rounding)
+enum class Master { None, EccI8, EccI16, Stochastic, KahanBF16 };
 
 enum class StateKind { PlainF32, PlainBF16, Codebook, Group };
 
@@ -81,6 +87,8 @@ struct StateScheme {
   int64_t numScales(int64_t n) const;
   /// The value of a zero state's per-element stream (codes of 0; for a codebook, the code nearest 0).
   uint8_t zeroCode() const;
+  /// Entries of the per-element stream for n elements (ceil(n / 2) bytes of 4-bit codes).
+  int64_t valueCount(int64_t n) const;
 };
 
 /// One optimizer step specification: what a .qopt spec pins down.
@@ -127,6 +135,9 @@ struct StepSpec {
   DType grad = DType::BF16;  ///< f32, bf16 or f16
   std::vector<StateScheme> states;
   ScalarDivision scalarDivision = ScalarDivision::Ieee;
+  /// The launch's tile (the manifest's launch.tile_elements): a list of tensors places tensor k
+  /// at global element firstTile_k * tileElements (docs/abi.md), which keys stochastic rounding.
+  int64_t tileElements = 4096;
 
   /// Throws std::invalid_argument with a message naming the problem.
   void validate() const;
@@ -181,8 +192,11 @@ void writeState(const StepSpec &spec, TensorBuffers &t, size_t index, const std:
 
 /// One optimizer step (`step` >= 1, the 1-based step count) on one tensor, in place; the groups
 /// and blocks of its states that saturated are added to `counts` (when given).
-void step(const StepSpec &spec, TensorBuffers &t, int64_t step, NumericsCounts *counts = nullptr);
-/// One step on a list of tensors (each independently, as one launch does).
+/// `firstElement` is the tensor's first element's global index in its launch (0 alone).
+void step(const StepSpec &spec, TensorBuffers &t, int64_t step, NumericsCounts *counts = nullptr,
+          int64_t firstElement = 0);
+/// One step on a list of tensors (each independently, as one launch does; tensor k's first
+/// element is global element firstTile_k * spec.tileElements).
 void step(const StepSpec &spec, std::vector<TensorBuffers> &tensors, int64_t step,
           NumericsCounts *counts = nullptr);
 
