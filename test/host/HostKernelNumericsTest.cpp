@@ -103,7 +103,10 @@ ref::StepSpec retyped(ref::StepSpec s, ref::DType t) {
 
 /// Every shipped spec as `<spec>.<suffix>` in parameter type `t`.
 void addVariants(std::vector<Case> &all, const std::string &suffix, ref::DType t) {
-  for (const SpecCase &c : shippedSpecCases()) {
+  std::vector<SpecCase> specs = shippedSpecCases();
+  for (const SpecCase &c : reductionSpecCases())
+    specs.push_back(c);
+  for (const SpecCase &c : specs) {
     std::function<ref::StepSpec()> make = c.make;
     all.push_back({c.spec + "." + suffix, [make, t] { return retyped(make(), t); }, c.hypers});
   }
@@ -112,6 +115,8 @@ void addVariants(std::vector<Case> &all, const std::string &suffix, ref::DType t
 std::vector<Case> cases() {
   std::vector<Case> all;
   for (const SpecCase &c : shippedSpecCases())
+    all.push_back({c.spec, c.make, c.hypers});
+  for (const SpecCase &c : reductionSpecCases())
     all.push_back({c.spec, c.make, c.hypers});
   addVariants(all, "f16", ref::DType::F16);
   addVariants(all, "f32", ref::DType::F32);
@@ -575,7 +580,10 @@ INSTANTIATE_TEST_SUITE_P(Specs, HostKernelNumerics, ::testing::ValuesIn(cases())
 /// The scaled variant of every shipped spec in every parameter type.
 std::vector<Case> scaledCases() {
   std::vector<Case> all;
-  for (const SpecCase &c : shippedSpecCases()) {
+  std::vector<SpecCase> specs = shippedSpecCases();
+  for (const SpecCase &c : reductionSpecCases())
+    specs.push_back(c);
+  for (const SpecCase &c : specs) {
     all.push_back({c.spec + ".scaled", c.make, c.hypers});
     std::function<ref::StepSpec()> make = c.make;
     for (auto [suffix, t] : {std::pair{"f16", ref::DType::F16}, std::pair{"f32", ref::DType::F32}})
