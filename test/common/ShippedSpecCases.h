@@ -258,6 +258,13 @@ inline ref::Hyper stableAdamWHyper() {
 inline const std::vector<qopt_hyper> kStableAdamWHypers = {
     {"lr", 2e-3}, {"beta1", 0.85}, {"beta2", 0.98}, {"weight_decay", 0.05}, {"eps", 1e-5}};
 
+/// Whether the step of `s` reads a per-tensor reduction (so that a host
+/// function's tile range must hold whole tensors).
+inline bool readsReductions(const ref::StepSpec &s) {
+  return s.optimizer == ref::Optimizer::LAMB || s.optimizer == ref::Optimizer::LARS ||
+         s.optimizer == ref::Optimizer::StableAdamW;
+}
+
 inline std::vector<SpecCase> reductionSpecCases() {
   return {
       {"lamb8bit",

@@ -508,13 +508,30 @@ TEST_P(HostKernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
 
 /// The host function of the kernel under test, for the splitting trampoline.
 qopt_host_kernel_fn gHostFunction = nullptr;
+/// Where the kernel reads per-tensor reductions, a part of the range holds
+/// whole tensors (docs/abi.md, "Reductions"): the descriptors' size, to find
+/// the first tile of the tensor in the middle; 0 splits anywhere.
+int64_t gDescriptorBytes = 0;
+
+/// The middle of [begin, end), moved to its tensor's first tile where the
+/// kernel needs whole tensors.
+int64_t splitPoint(const void *descs, const int32_t *tileMap, int64_t begin, int64_t end) {
+  int64_t mid = begin + (end - begin) / 2;
+  if (gDescriptorBytes == 0 || mid >= end)
+    return mid;
+  int64_t first = 0;
+  std::memcpy(&first,
+              static_cast<const char *>(descs) + tileMap[mid] * gDescriptorBytes + 8,
+              sizeof first);
+  return std::max(first, begin);
+}
 
 /// Calls the host function on two halves of the tile range, from two threads
 /// at once, as a runtime may.
 void splitTiles(const void *descs, const int32_t *tileMap, int64_t numTiles,
                 const float *uniforms, const float *const *tables, int64_t begin,
                 int64_t end) {
-  int64_t mid = begin + (end - begin) / 2;
+  int64_t mid = splitPoint(descs, tileMap, begin, end);
   std::thread second(gHostFunction, descs, tileMap, numTiles, uniforms, tables, mid, end);
   gHostFunction(descs, tileMap, numTiles, uniforms, tables, begin, mid);
   second.join();
@@ -526,7 +543,7 @@ void splitCountedTiles(const void *descs, const int32_t *tileMap, int64_t numTil
                        const float *uniforms, const float *const *tables, int64_t begin,
                        int64_t end, int64_t *counters) {
   auto fn = reinterpret_cast<qopt_host_counted_kernel_fn>(gHostFunction);
-  int64_t mid = begin + (end - begin) / 2;
+  int64_t mid = splitPoint(descs, tileMap, begin, end);
   std::thread second(fn, descs, tileMap, numTiles, uniforms, tables, mid, end, counters);
   fn(descs, tileMap, numTiles, uniforms, tables, begin, mid, counters);
   second.join();
@@ -539,6 +556,7 @@ TEST_P(HostKernelNumerics, TileRangeSplitAcrossThreads) {
   std::string symbol = std::string(info.kernel) + "_host";
   gHostFunction = reinterpret_cast<qopt_host_kernel_fn>(dlsym(handle, symbol.c_str()));
   ASSERT_NE(gHostFunction, nullptr) << symbol << " not in " << library;
+  gDescriptorBytes = readsReductions(spec) ? 16 + 8 * int64_t(info.num_streams) : 0;
   qopt_kernel *split = nullptr;
   qopt_host_kernel_fn trampoline =
       info.num_numerics_counters ? reinterpret_cast<qopt_host_kernel_fn>(splitCountedTiles)

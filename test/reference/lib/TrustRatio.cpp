@@ -33,6 +33,8 @@ void updateTrustRatio(const StepSpec &spec, int64_t step, int64_t n, std::vector
                       const std::vector<float> &g, std::vector<std::vector<float>> &st) {
   const Hyper &h = spec.hyper;
   const double t = static_cast<double>(step);
+  if (n == 0)
+    return;
   switch (spec.optimizer) {
   case Optimizer::LAMB: {
     // u = (m' / f32(bc1)) / (sqrt(v' / f32(bc2)) + eps); p' = (p - s * (lr * u)) * (1 - lr*wd).
@@ -66,7 +68,8 @@ void updateTrustRatio(const StepSpec &spec, int64_t step, int64_t n, std::vector
   }
   case Optimizer::StableAdamW: {
     // optimi: debiased betas b^ = (b^t - b) / (b^t - 1); m' = m + (1 - b1^)(g - m);
-    // v' = b2^ v + (1 - b2^)(g*g); lr' = lr / max(1, sqrt(mean(g*g / max(v', eps^2))));
+    // v' = b2^ v + (1 - b2^)(g*g); rms = sqrt(mean(g*g / max(v', eps^2)));
+    // lr' = lr / (rms > 1 ? rms : 1) (Python's max(1, rms), which keeps lr for a NaN rms);
     // p' = p * (1 - lr' * wd) - lr' * (m' / (sqrt(v') + eps)).
     const double b1hat = (std::pow(h.beta1, t) - h.beta1) / (std::pow(h.beta1, t) - 1.0);
     const double b2hat = (std::pow(h.beta2, t) - h.beta2) / (std::pow(h.beta2, t) - 1.0);
@@ -78,7 +81,8 @@ void updateTrustRatio(const StepSpec &spec, int64_t step, int64_t n, std::vector
       v[i] = b2 * v[i] + omb2 * (g[i] * g[i]);
       r[i] = g[i] * g[i] / maximumF32(v[i], epsSq);
     }
-    const float lr = toF32(h.lr) / maximumF32(1.0f, std::sqrt(reduce(Reduction::Mean, r)));
+    const float rms = std::sqrt(reduce(Reduction::Mean, r));
+    const float lr = toF32(h.lr) / (rms > 1.0f ? rms : 1.0f); // Python's max(1, rms)
     for (int64_t i = 0; i < n; ++i)
       p[i] = p[i] * (1.0f - lr * wd) - lr * (m[i] / (std::sqrt(v[i]) + eps));
     return;

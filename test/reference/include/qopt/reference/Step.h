@@ -130,7 +130,7 @@ struct StateScheme {
 ///    buf' = step == 1 ? d : f32(momentum)*buf + d; s as LAMB's with buf'; p' = p - s * (f32(lr) * buf')
 ///  StableAdamW (optimi, specs/reductions/stable_adamw.qopt; states m, v): b^ = (b^t - b) / (b^t - 1),
 ///    m' = m + f32(1-b1^)*(g - m); v' = f32(b2^)*v + f32(1-b2^)*(g*g);
-///    lr' = f32(lr) / max(1, sqrt(mean(g*g / max(v', f32(eps*eps)))));
+///    r = sqrt(mean(g*g / max(v', f32(eps*eps)))); lr' = f32(lr) / (r > 1 ? r : 1);
 ///    p' = p * (1 - lr' * f32(wd)) - lr' * (m' / (sqrt(v') + f32(eps)))
 struct StepSpec {
   Optimizer optimizer = Optimizer::AdamW;
