@@ -262,7 +262,8 @@ inline const std::vector<qopt_hyper> kStableAdamWHypers = {
 /// function's tile range must hold whole tensors).
 inline bool readsReductions(const ref::StepSpec &s) {
   return s.optimizer == ref::Optimizer::LAMB || s.optimizer == ref::Optimizer::LARS ||
-         s.optimizer == ref::Optimizer::StableAdamW;
+         s.optimizer == ref::Optimizer::StableAdamW ||
+         s.optimizer == ref::Optimizer::ReductionProbe;
 }
 
 inline std::vector<SpecCase> reductionSpecCases() {

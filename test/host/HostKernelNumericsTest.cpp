@@ -90,6 +90,15 @@ ref::StepSpec plainStates() {
   return s;
 }
 
+/// test/host/specs/reduction_probe.qopt: every reduction of the gradient.
+ref::StepSpec reductionProbe() {
+  ref::StepSpec s = plainBf16(ref::Optimizer::ReductionProbe, ref::Hyper(),
+                              {"a", "b", "c", "d"}, {}, /*state32=*/true);
+  s.param = ref::DType::F32;
+  s.grad = ref::DType::F32;
+  return s;
+}
+
 /// A shipped spec's --param-type variant (specs/CMakeLists.txt builds
 /// <spec>.f16 and <spec>.f32): the parameter and the gradient of type `t`;
 /// an f32 parameter is its own master weight, without error bits.
@@ -122,6 +131,7 @@ std::vector<Case> cases() {
   addVariants(all, "f32", ref::DType::F32);
   all.push_back({"adamw_seed003", seed003Groups, kAdamHypers, /*shipped=*/false});
   all.push_back({"adamw_plain", plainStates, kAdamHypers, /*shipped=*/false});
+  all.push_back({"reduction_probe", reductionProbe, {}, /*shipped=*/false});
   return all;
 }
 
@@ -374,6 +384,24 @@ TEST_P(HostKernelNumerics, SeedBatteryGradients) {
         v = uniform(rng) < 0.3f ? 0.0f : r;
         break;
       }
+    }
+    return g;
+  });
+}
+
+TEST_P(HostKernelNumerics, ReductionOrderOnCancellingGradients) {
+  // docs/numerics.md, "Reductions": each 2048-element chunk (and, with an offset, each
+  // 1024-element half) starts with +-2^60, alternating, among N(0, 1) values, so that the float64
+  // sums lose the small values to the large ones in an order-dependent way: the chunk size, the
+  // tree's shape and the fold's order show in the result (a reference with chunks of 1024, or
+  // with a sequential sum inside the chunk, fails here).
+  if (!readsReductions(spec))
+    GTEST_SKIP() << "reads no reduction";
+  run(randomTensors({1, 2047, 2049, 3 * 2048 + 5, 70001}), [&](int64_t step, size_t, int64_t n) {
+    std::vector<float> g(n);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t at = (i + (step % 2) * 1024) % 2048;
+      g[i] = at == 0 ? std::ldexp((i / 2048) % 2 ? -1.0f : 1.0f, 60) : normal(rng);
     }
     return g;
   });

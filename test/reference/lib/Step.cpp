@@ -26,6 +26,7 @@ const char *optimizerName(Optimizer o) {
   case Optimizer::LAMB: return "LAMB";
   case Optimizer::LARS: return "LARS";
   case Optimizer::StableAdamW: return "StableAdamW";
+  case Optimizer::ReductionProbe: return "ReductionProbe";
   }
   return "?";
 }
@@ -114,6 +115,7 @@ size_t StepSpec::expectedStates() const {
   case Optimizer::LAMB: return 2;
   case Optimizer::LARS: return 1;
   case Optimizer::StableAdamW: return 2;
+  case Optimizer::ReductionProbe: return 4;
   }
   return 0;
 }
@@ -362,6 +364,7 @@ void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<f
   case Optimizer::LAMB:
   case Optimizer::LARS:
   case Optimizer::StableAdamW:
+  case Optimizer::ReductionProbe:
     updateTrustRatio(spec, step, n, p, g, st);
     return;
   case Optimizer::AdamW:

@@ -87,6 +87,19 @@ void updateTrustRatio(const StepSpec &spec, int64_t step, int64_t n, std::vector
       p[i] = p[i] * (1.0f - lr * wd) - lr * (m[i] / (std::sqrt(v[i]) + eps));
     return;
   }
+  case Optimizer::ReductionProbe: {
+    const float sum = reduce(Reduction::Sum, g), max = reduce(Reduction::Max, g);
+    const float mean = reduce(Reduction::Mean, g), norm = reduce(Reduction::Norm, g);
+    const float rms = reduce(Reduction::Rms, g);
+    for (int64_t i = 0; i < n; ++i) {
+      st[0][i] = max;
+      st[1][i] = mean;
+      st[2][i] = norm;
+      st[3][i] = rms;
+      p[i] = sum;
+    }
+    return;
+  }
   default:
     return;
   }

@@ -24,7 +24,8 @@
 namespace qopt::ref {
 
 enum class Optimizer {
-  AdamW, Adam, SGD, Lion, RMSprop, Adagrad, AdamAtan2, AdEMAMix, LAMB, LARS, StableAdamW
+  AdamW, Adam, SGD, Lion, RMSprop, Adagrad, AdamAtan2, AdEMAMix, LAMB, LARS, StableAdamW,
+  ReductionProbe
 };
 const char *optimizerName(Optimizer o);
 
@@ -132,6 +133,8 @@ struct StateScheme {
 ///    m' = m + f32(1-b1^)*(g - m); v' = f32(b2^)*v + f32(1-b2^)*(g*g);
 ///    r = sqrt(mean(g*g / max(v', f32(eps*eps)))); lr' = f32(lr) / (r > 1 ? r : 1);
 ///    p' = p * (1 - lr' * f32(wd)) - lr' * (m' / (sqrt(v') + f32(eps)))
+///  ReductionProbe (test/host/specs/reduction_probe.qopt; plain states a, b, c, d):
+///    a' = max(g), b' = mean(g), c' = norm(g), d' = rms(g), p' = sum(g)
 struct StepSpec {
   Optimizer optimizer = Optimizer::AdamW;
   Hyper hyper;
