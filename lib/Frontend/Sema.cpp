@@ -401,35 +401,19 @@ void SemaChecker::checkExpr(Expr &e) {
 
 void SemaChecker::noteReductionReads(Expr &e) {
   bool reads = false;
-  switch (e.getKind()) {
-  case Expr::Kind::Number:
-  case Expr::Kind::Bool:
-  case Expr::Kind::Step:
-    break;
-  case Expr::Kind::Name: {
-    const auto &name = llvm::cast<NameExpr>(e);
-    if (name.getRefKind() == RefKind::Let)
-      reads = spec.statements[name.getRefIndex()].value->readsReduction();
-    else if (name.getRefKind() == RefKind::State && name.readsAssignedValue())
-      reads = stateReadsReduction[name.getRefIndex()];
-    break;
-  }
-  case Expr::Kind::Unary:
-    reads = llvm::cast<UnaryExpr>(e).getOperand().readsReduction();
-    break;
-  case Expr::Kind::Binary: {
-    const auto &binary = llvm::cast<BinaryExpr>(e);
-    reads = binary.getLHS().readsReduction() ||
-            binary.getRHS().readsReduction();
-    break;
-  }
-  case Expr::Kind::Call: {
-    const auto &call = llvm::cast<CallExpr>(e);
-    reads = isReduction(call.getBuiltin());
-    for (unsigned i = 0, n = call.getNumArgs(); i != n; ++i)
-      reads |= call.getArg(i).readsReduction();
-    break;
-  }
+  if (auto *name = llvm::dyn_cast<NameExpr>(&e)) {
+    if (name->getRefKind() == RefKind::Let)
+      reads = spec.statements[name->getRefIndex()].value->readsReduction();
+    else if (name->getRefKind() == RefKind::State && name->readsAssignedValue())
+      reads = stateReadsReduction[name->getRefIndex()];
+  } else if (auto *unary = llvm::dyn_cast<UnaryExpr>(&e)) {
+    reads = unary->getOperand().readsReduction();
+  } else if (auto *binary = llvm::dyn_cast<BinaryExpr>(&e)) {
+    reads = binary->getLHS().readsReduction() || binary->getRHS().readsReduction();
+  } else if (auto *call = llvm::dyn_cast<CallExpr>(&e)) {
+    reads = isReduction(call->getBuiltin());
+    for (unsigned i = 0, n = call->getNumArgs(); i != n; ++i)
+      reads |= call->getArg(i).readsReduction();
   }
   e.setReadsReduction(reads);
 }
