@@ -250,7 +250,7 @@ def Qopt_ReduceOp : Qopt_Op<"reduce", [Pure, HasParent<"UpdateOp">]> {
     over the tensor before the update.
 
     ```mlir
-    %n = qopt.reduce <norm> %u : f32
+    %n = qopt.reduce norm %u : f32
     ```
   }];
   let arguments = (ins Qopt_ReductionKindAttr:$kind, F32:$operand);
