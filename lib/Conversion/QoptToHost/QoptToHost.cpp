@@ -8,7 +8,12 @@
 // states, and keeps the new values of each group or codebook state in a
 // tile-sized stack buffer. Phase 2 reduces each group's or block's absmax
 // from the buffer, then quantizes and stores codes and scale (and counts a
-// saturated one). A chunk's update is lowerUpdate's walk
+// saturated one). Where the update reads per-tensor reductions
+// (qopt.reduce), the first tile of each tensor in the range is preceded by
+// their computation over the whole tensor: the operands' slice of the update
+// (lowerReductionOperands) chunk by chunk into float64 terms, a pairwise tree
+// per 2048-element chunk, the chunks folded in order (docs/numerics.md, §7).
+// A chunk's update is lowerUpdate's walk
 // (qopt/Codegen/UpdateLowering.h) over ChunkUpdate; the per-element
 // arithmetic is StreamCodecs' (the GPU kernel's), in the same order.
 //
@@ -146,9 +151,11 @@ private:
   Value emitLoadState(const ChunkContext &chunk, int index);
   void emitStoreState(const ChunkContext &chunk, int index, Value value);
 
-  // Before a tensor's first tile: its reductions (HostReductions.cpp).
-  void emitTensorReductions(const FunctionContext &function,
-                            const TileContext &tile);
+  // Before a tensor's first tile in the range: its reductions, into
+  // function.reductionValues. Fails, with an error emitted, where an op of
+  // the reductions' operands does not lower.
+  LogicalResult emitTensorReductions(const FunctionContext &function,
+                                     const TileContext &tile);
   void emitReductionTree(Value terms, ReductionKind kind);
 
   // Phase 2: requantize one state over the tile.
@@ -460,8 +467,7 @@ static double reductionIdentity(ReductionKind kind) {
 
 void HostKernelEmitter::emitReductionTree(Value terms, ReductionKind kind) {
   // Pairwise over the chunk in index order: level by level, term i of the
-  // next level is terms 2i and 2i + 1 of this one (docs/numerics.md,
-  // "Reductions").
+  // next level is terms 2i and 2i + 1 of this one (docs/numerics.md, §7).
   Type f64 = b.getF64Type();
   for (int64_t width = kReductionChunk / 2; width >= 1; width /= 2) {
     auto level = scf::ForOp::create(b, loc, constI64(0), constI64(width),
@@ -480,8 +486,9 @@ void HostKernelEmitter::emitReductionTree(Value terms, ReductionKind kind) {
   }
 }
 
-void HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
-                                             const TileContext &tile) {
+LogicalResult
+HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
+                                        const TileContext &tile) {
   SmallVector<ReduceOp> reductions = getReductions(optimizer);
   Type f64 = b.getF64Type();
   VectorType f64Lanes = lanesOf(f64);
@@ -533,8 +540,8 @@ void HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
                 b, loc, term,
                 gep(function.reductionTerms[index], f64, chunk.offset), 8);
           });
-      assert(succeeded(lowered) && "the update itself lowers these ops");
-      (void)lowered;
+      if (failed(lowered))
+        return failure();
       loc = optimizer.getLoc();
     }
     // The chunk's terms past the tensor's end are the identity.
@@ -585,6 +592,7 @@ void HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
     LLVM::StoreOp::create(
         b, loc, r, gep(function.reductionValues, f32(), constI64(index)), 4);
   }
+  return success();
 }
 
 LogicalResult HostKernelEmitter::emitEntry(FunctionContext &function,
@@ -709,7 +717,8 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
     auto ifFirst = scf::IfOp::create(b, loc, TypeRange{}, first, false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
-    emitTensorReductions(function, tile);
+    if (failed(emitTensorReductions(function, tile)))
+      return failure();
   }
 
   // Phase 1: the update, `lanes` elements at a time.
