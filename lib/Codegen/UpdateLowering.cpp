@@ -10,6 +10,8 @@
 
 #include "qopt/Codegen/StreamCodecs.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
+
 using namespace mlir;
 using namespace mlir::qopt;
 
@@ -78,9 +80,26 @@ void UpdateTarget::storeParam(Value value, ArrayRef<Value> key) {
                   splitMaster(m, value, x16, optimizer.getMaster()));
 }
 
-/// The op's lanes: a load, a uniform or the update's arithmetic.
+FailureOr<Value> UpdateTarget::reduction(unsigned, ReduceOp op) {
+  return op.emitOpError("is lowered only by the host backend "
+                        "(--emit=host-library); this target has no "
+                        "per-tensor reductions");
+}
+
+/// The position of reduction `op` among the update's reductions.
+static unsigned reductionIndex(ReduceOp op) {
+  unsigned index = 0;
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
+    index += isa<ReduceOp>(prev);
+  return index;
+}
+
+/// The op's lanes: a load, a uniform, a reduction or the update's
+/// arithmetic.
 static FailureOr<Value> lowerValueOp(UpdateTarget &target, Operation &op,
                                      IRMapping &mapping, int64_t lanes) {
+  if (auto reduce = dyn_cast<ReduceOp>(op))
+    return target.reduction(reductionIndex(reduce), reduce);
   if (auto loadGrad = dyn_cast<LoadGradOp>(op)) {
     Value inv = loadGrad.getInvScale();
     return target.loadGrad(inv ? mapping.lookup(inv) : Value());
@@ -133,6 +152,39 @@ LogicalResult mlir::qopt::lowerUpdate(UpdateTarget &target, int64_t lanes) {
       target.storeParam(store.value, store.key);
     else if (failed(target.storeState(store.state, store.value)))
       return failure();
+  }
+  return success();
+}
+
+LogicalResult mlir::qopt::lowerReductionOperands(
+    UpdateTarget &target, int64_t lanes,
+    llvm::function_ref<void(unsigned, ReduceOp, Value)> onOperand) {
+  Block &body = target.getOptimizer().getUpdate().getBody().front();
+  // The backward slice of the reductions' operands (the verifier keeps
+  // every reduction out of it).
+  llvm::SmallPtrSet<Operation *, 32> slice;
+  SmallVector<Value> work;
+  for (ReduceOp reduce : body.getOps<ReduceOp>())
+    work.push_back(reduce.getOperand());
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (def && slice.insert(def).second)
+      llvm::append_range(work, def->getOperands());
+  }
+  IRMapping mapping;
+  unsigned index = 0;
+  for (Operation &op : body) {
+    target.setLocation(op.getLoc());
+    if (auto reduce = dyn_cast<ReduceOp>(op)) {
+      onOperand(index++, reduce, mapping.lookup(reduce.getOperand()));
+      continue;
+    }
+    if (!slice.contains(&op))
+      continue;
+    FailureOr<Value> value = lowerValueOp(target, op, mapping, lanes);
+    if (failed(value))
+      return failure();
+    mapping.map(op.getResult(0), *value);
   }
   return success();
 }

@@ -150,6 +150,16 @@ llvm::StringRef mlir::qopt::frontend::stringifyBuiltin(Builtin builtin) {
     return "tanh";
   case Builtin::Atan2:
     return "atan2";
+  case Builtin::Sum:
+    return "sum";
+  case Builtin::MaxOf:
+    return "max";
+  case Builtin::Norm:
+    return "norm";
+  case Builtin::Rms:
+    return "rms";
+  case Builtin::Mean:
+    return "mean";
   }
   return "";
 }
@@ -166,6 +176,10 @@ Builtin mlir::qopt::frontend::symbolizeBuiltin(llvm::StringRef name) {
       .Case("log", Builtin::Log)
       .Case("tanh", Builtin::Tanh)
       .Case("atan2", Builtin::Atan2)
+      .Case("sum", Builtin::Sum)
+      .Case("norm", Builtin::Norm)
+      .Case("rms", Builtin::Rms)
+      .Case("mean", Builtin::Mean)
       .Default(Builtin::Unknown);
 }
 
@@ -179,6 +193,11 @@ unsigned mlir::qopt::frontend::getBuiltinArity(Builtin builtin) {
   case Builtin::Exp:
   case Builtin::Log:
   case Builtin::Tanh:
+  case Builtin::Sum:
+  case Builtin::MaxOf:
+  case Builtin::Norm:
+  case Builtin::Rms:
+  case Builtin::Mean:
     return 1;
   case Builtin::Min:
   case Builtin::Max:
@@ -253,7 +272,11 @@ void SpecPrinter::printScheme(const StateScheme &scheme) {
 void SpecPrinter::printAnnotation(const Expr &e) {
   if (e.getType() == ValueType::Unknown)
     return;
-  os << " [" << (e.isUniform() ? "uniform" : "per-element") << " "
+  os << " ["
+     << (e.isUniform()  ? "uniform"
+         : e.isTensor() ? "per-tensor"
+                        : "per-element")
+     << " "
      << (e.getType() == ValueType::Bool ? "bool" : "number") << "]";
 }
 
@@ -268,7 +291,7 @@ void SpecPrinter::printExpr(const Expr &e, bool inPerElement) {
 }
 
 void SpecPrinter::printExprBody(const Expr &e) {
-  bool perElement = e.getType() != ValueType::Unknown && e.isPerElement();
+  bool perElement = e.getType() != ValueType::Unknown && !e.isUniform();
   switch (e.getKind()) {
   case Expr::Kind::Number:
     printNumber(llvm::cast<NumberExpr>(e).getValue(), os);

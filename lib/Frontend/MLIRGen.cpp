@@ -257,7 +257,7 @@ Value MLIRGenImpl::roundToF32(Value value, Location l) {
 }
 
 Value MLIRGenImpl::genOperand(const Expr &e, bool perElement) {
-  if (!perElement || e.getType() != ValueType::Number || e.isPerElement())
+  if (!perElement || e.getType() != ValueType::Number || !e.isUniform())
     return genExpr(e);
   // A uniform number where it meets float32: f32(f64(x)).
   if (const auto *number = llvm::dyn_cast<NumberExpr>(&e))
@@ -366,7 +366,7 @@ Value MLIRGenImpl::genBinary(const BinaryExpr &e) {
   // Operands are float32 when the operation is per-element: for arithmetic
   // that is its result; for a comparison (whose result is a bool) it is
   // whether either operand is.
-  bool perElement = e.isPerElement();
+  bool perElement = !e.isUniform();
   Value lhs = genOperand(lhsExpr, perElement);
   Value rhs = genOperand(rhsExpr, perElement);
   switch (e.getOp()) {
@@ -416,7 +416,7 @@ Value MLIRGenImpl::genSign(Value x, Location l) {
 
 Value MLIRGenImpl::genCall(const CallExpr &e) {
   Location l = loc(e.isTernary() ? e.getOpLoc() : e.getLoc());
-  bool perElement = e.isPerElement();
+  bool perElement = !e.isUniform();
   switch (e.getBuiltin()) {
   case Builtin::Sqrt:
     return math::SqrtOp::create(builder, l, genExpr(e.getArg(0)));
@@ -450,6 +450,19 @@ Value MLIRGenImpl::genCall(const CallExpr &e) {
     Value a = genOperand(e.getArg(1), perElement);
     Value b = genOperand(e.getArg(2), perElement);
     return arith::SelectOp::create(builder, l, cond, a, b);
+  }
+  case Builtin::Sum:
+  case Builtin::MaxOf:
+  case Builtin::Norm:
+  case Builtin::Rms:
+  case Builtin::Mean: {
+    ReductionKind kind = e.getBuiltin() == Builtin::Sum     ? ReductionKind::sum
+                         : e.getBuiltin() == Builtin::Mean  ? ReductionKind::mean
+                         : e.getBuiltin() == Builtin::MaxOf ? ReductionKind::max
+                         : e.getBuiltin() == Builtin::Norm  ? ReductionKind::norm
+                                                            : ReductionKind::rms;
+    return ReduceOp::create(builder, l, builder.getF32Type(), kind,
+                            genExpr(e.getArg(0)));
   }
   case Builtin::Unknown:
     break;

@@ -53,11 +53,7 @@ llvm::StringRef describeType(ValueType type) {
   return type == ValueType::Bool ? "a bool" : "a number";
 }
 
-Variability join(Variability a, Variability b) {
-  return a == Variability::PerElement || b == Variability::PerElement
-             ? Variability::PerElement
-             : Variability::Uniform;
-}
+Variability join(Variability a, Variability b) { return std::max(a, b); }
 
 class SemaChecker {
 public:
@@ -79,6 +75,10 @@ private:
   void checkUnary(UnaryExpr &e);
   void checkBinary(BinaryExpr &e);
   void checkCall(CallExpr &e);
+  /// The rules of a reduction's argument (docs/dsl.md, "Reductions").
+  void checkReduction(CallExpr &e);
+  /// Sets e.readsReduction() from its operands, checked before it.
+  void noteReductionReads(Expr &e);
 
   /// Folds `e`, whose operands are checked and folded, when all of them are
   /// constants: as the host computes a uniform, in float64 (a bool is 0 or
@@ -116,6 +116,8 @@ private:
   llvm::StringMap<Loc> allLets;
   /// Where each state, and the parameter, was assigned (invalid if not yet).
   std::vector<Loc> stateAssignedAt;
+  /// Per state: its assigned value reads a reduction.
+  std::vector<bool> stateReadsReduction;
   Loc paramAssignedAt;
   /// The value of every expression that is a finite constant.
   llvm::DenseMap<const Expr *, double> constants;
@@ -282,6 +284,7 @@ void SemaChecker::checkScheme(const StateDecl &state) {
 bool SemaChecker::run() {
   checkDeclarations();
   stateAssignedAt.assign(spec.states.size(), Loc());
+  stateReadsReduction.assign(spec.states.size(), false);
 
   for (auto [i, stmt] : llvm::enumerate(spec.statements))
     if (stmt.isLet())
@@ -379,6 +382,7 @@ void SemaChecker::checkAssignment(Stmt &stmt) {
       return;
     }
     assignedAt = stmt.loc;
+    stateReadsReduction[symbol.index] = stmt.value->readsReduction();
     break;
   }
   case RefKind::Unresolved:
@@ -430,8 +434,28 @@ void SemaChecker::checkExpr(Expr &e) {
     checkCall(llvm::cast<CallExpr>(e));
     break;
   }
+  noteReductionReads(e);
   if (e.getType() != ValueType::Unknown)
     foldConstant(e);
+}
+
+void SemaChecker::noteReductionReads(Expr &e) {
+  bool reads = false;
+  if (auto *name = llvm::dyn_cast<NameExpr>(&e)) {
+    if (name->getRefKind() == RefKind::Let)
+      reads = spec.statements[name->getRefIndex()].value->readsReduction();
+    else if (name->getRefKind() == RefKind::State && name->readsAssignedValue())
+      reads = stateReadsReduction[name->getRefIndex()];
+  } else if (auto *unary = llvm::dyn_cast<UnaryExpr>(&e)) {
+    reads = unary->getOperand().readsReduction();
+  } else if (auto *binary = llvm::dyn_cast<BinaryExpr>(&e)) {
+    reads = binary->getLHS().readsReduction() || binary->getRHS().readsReduction();
+  } else if (auto *call = llvm::dyn_cast<CallExpr>(&e)) {
+    reads = isReduction(call->getBuiltin());
+    for (unsigned i = 0, n = call->getNumArgs(); i != n; ++i)
+      reads |= call->getArg(i).readsReduction();
+  }
+  e.setReadsReduction(reads);
 }
 
 void SemaChecker::foldConstant(const Expr &e) {
@@ -571,7 +595,7 @@ void SemaChecker::foldConstant(const Expr &e) {
 
 void SemaChecker::checkRoundsToF32(const Expr &operand, bool perElement) {
   if (!perElement || operand.getType() != ValueType::Number ||
-      operand.isPerElement())
+      !operand.isUniform())
     return;
   std::optional<double> value = getConstant(operand);
   if (!value)
@@ -661,8 +685,8 @@ void SemaChecker::checkBinary(BinaryExpr &e) {
   checkExpr(rhs);
   e.setVariability(join(lhs.getVariability(), rhs.getVariability()));
   // MLIRGen rounds a uniform operand of a per-element operation to float32.
-  checkRoundsToF32(lhs, e.isPerElement());
-  checkRoundsToF32(rhs, e.isPerElement());
+  checkRoundsToF32(lhs, !e.isUniform());
+  checkRoundsToF32(rhs, !e.isUniform());
 
   switch (e.getOp()) {
   case BinaryOp::And:
@@ -690,9 +714,11 @@ void SemaChecker::checkBinary(BinaryExpr &e) {
     // (docs/numerics.md, "Elementary functions"); a uniform one is float64.
     bool ok = requireNumber(lhs);
     ok &= requireNumber(rhs);
-    if (rhs.getType() == ValueType::Number && rhs.isPerElement()) {
-      error(rhs.getLoc(), "a per-element exponent is not supported; the "
-                          "exponent of '**' must be uniform");
+    if (rhs.getType() == ValueType::Number && !rhs.isUniform()) {
+      error(rhs.getLoc(), llvm::Twine("a ") +
+                              (rhs.isTensor() ? "per-tensor" : "per-element") +
+                              " exponent is not supported; the exponent of "
+                              "'**' must be uniform");
       ok = false;
     }
     if (ok)
@@ -724,15 +750,26 @@ void SemaChecker::checkCall(CallExpr &e) {
   if (builtin == Builtin::Unknown) {
     error(e.getLoc(), "unknown function '" + e.getCallee() +
                           "'; the builtins are sqrt, abs, sign, min, max, "
-                          "select, exp, log, tanh and atan2");
+                          "select, exp, log, tanh, atan2, sum, mean, norm and rms");
     return;
   }
+  // `max` of one argument is the per-tensor maximum, of two the element-wise.
+  if (builtin == Builtin::Max && e.getNumArgs() == 1)
+    builtin = Builtin::MaxOf;
   e.setBuiltin(builtin);
   unsigned arity = getBuiltinArity(builtin);
   if (e.getNumArgs() != arity) {
-    error(e.getLoc(), "'" + e.getCallee() + "' takes " + llvm::Twine(arity) +
+    error(e.getLoc(), "'" + e.getCallee() + "' takes " +
+                          (builtin == Builtin::Max ? "1 argument (the "
+                                                     "per-tensor maximum) or "
+                                                   : "") +
+                          llvm::Twine(arity) +
                           (arity == 1 ? " argument" : " arguments") +
                           ", found " + llvm::Twine(e.getNumArgs()));
+    return;
+  }
+  if (isReduction(builtin)) {
+    checkReduction(e);
     return;
   }
 
@@ -741,7 +778,7 @@ void SemaChecker::checkCall(CallExpr &e) {
   if (builtin == Builtin::Min || builtin == Builtin::Max ||
       builtin == Builtin::Atan2 || builtin == Builtin::Select)
     for (unsigned i = builtin == Builtin::Select ? 1 : 0; i != arity; ++i)
-      checkRoundsToF32(e.getArg(i), e.isPerElement());
+      checkRoundsToF32(e.getArg(i), !e.isUniform());
 
   if (builtin != Builtin::Select) {
     bool ok = true;
@@ -765,6 +802,27 @@ void SemaChecker::checkCall(CallExpr &e) {
   }
   if (ok)
     e.setType(a);
+}
+
+void SemaChecker::checkReduction(CallExpr &e) {
+  const Expr &arg = e.getArg(0);
+  if (!requireNumber(arg))
+    return;
+  if (arg.readsReduction()) {
+    error(arg.getLoc(), "a reduction of a reduction is not supported: the "
+                        "argument of '" +
+                            e.getCallee() +
+                            "' reads the result of a reduction");
+    return;
+  }
+  if (!arg.isPerElement()) {
+    error(arg.getLoc(), "the argument of '" + e.getCallee() +
+                            "' is uniform; a reduction takes a per-element "
+                            "value");
+    return;
+  }
+  e.setType(ValueType::Number);
+  e.setVariability(Variability::Tensor);
 }
 
 bool mlir::qopt::frontend::checkSpec(Spec &spec, DiagnosticEmitter &diags) {

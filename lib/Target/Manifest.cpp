@@ -240,6 +240,15 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
       (*kernel["launch"].getAsObject())["tile_claims"] =
           json::Object{{"tiles", plan.getClaimTiles()},
                        {"static_eighths", plan.getClaimStaticEighths()}};
+    // Per-tensor reductions (docs/abi.md, "Reductions"): the kernel computes
+    // them itself, so a tile range it is called on must hold whole tensors.
+    json::Array reductions;
+    for (ReduceOp reduce : getReductions(optimizer))
+      reductions.push_back(json::Object{
+          {"kind", stringifyReductionKind(reduce.getKind()).str()},
+          {"scope", "tensor"}});
+    if (!reductions.empty())
+      kernel["reductions"] = std::move(reductions);
     if (gradScaling)
       kernel["grad_scaling"] = json::Object{{"scale", "grad_scale"},
                                             {"found_inf", "found_inf"}};

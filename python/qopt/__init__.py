@@ -21,6 +21,7 @@ from .optim import (STATE_FORMAT, STATE_FORMAT_VERSION, AdamW4bit, AdamW8bit, Fl
 from .adam_atan2 import AdamAtan2
 from .blockwise import (Adagrad8bit, Adagrad32bit, AdEMAMix8bit, AdEMAMix32bit, Lion8bit, Lion32bit,
                         RMSprop8bit, RMSprop32bit)
+from .trust_ratio import LAMB, LAMB8bit, LAMB32bit, LARS, LARS8bit, LARS32bit, StableAdamW
 from . import ecc
 from ._policy import GlobalOptimManager
 from ._release import GradientReleaseHandle, enable_gradient_release
@@ -31,7 +32,8 @@ __version__ = "0.1.0"
 
 __all__ = ["FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion", "AdamW8bit", "AdamW4bit",
            "RMSprop8bit", "RMSprop32bit", "Adagrad8bit", "Adagrad32bit", "Lion8bit", "Lion32bit",
-           "AdEMAMix8bit", "AdEMAMix32bit", "AdamAtan2",
+           "AdEMAMix8bit", "AdEMAMix32bit", "AdamAtan2", "LAMB8bit", "LAMB32bit", "LAMB",
+           "LARS8bit", "LARS32bit", "LARS", "StableAdamW",
            "QoptOptimizer", "QoptError", "master_weights", "fp32_state_dict", "create_dynamic_map",
            "runtime_version", "forget_allocations", "kernel_dirs", "default_kernel_dirs", "STATE_FORMAT",
            "STATE_FORMAT_VERSION", "GlobalOptimManager", "FlashOptimizer", "NumericsError", "cast_model",

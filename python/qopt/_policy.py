@@ -47,6 +47,8 @@ STATE32_SPECS = {
     "adagrad8bit": "adagrad_state32",
     "lion8bit": "lion_state32",
     "ademamix8bit": "ademamix_state32",
+    "lamb8bit": "lamb_state32",
+    "lars8bit": "lars_state32",
 }
 #: the optimizer names (kernel name before any variant suffix) of those specs
 STATE32_KERNELS = {"FlashAdamWState32", "FlashAdamWEcc16State32", "FlashAdamWBf16State32",
@@ -54,7 +56,8 @@ STATE32_KERNELS = {"FlashAdamWState32", "FlashAdamWEcc16State32", "FlashAdamWBf1
                    "AdamWState32", "FlashSGDEcc16State32", "FlashSGDBf16State32",
                    "FlashSGDWEcc16State32", "FlashSGDWBf16State32", "FlashLionEcc16State32",
                    "FlashLionBf16State32", "FlashAdamEcc16State32", "FlashAdamBf16State32",
-                   "RMSpropState32", "AdagradState32", "LionState32", "AdEMAMixState32"}
+                   "RMSpropState32", "AdagradState32", "LionState32", "AdEMAMixState32",
+                   "LAMB", "LARS"}
 
 #: the override keys: bitsandbytes' optim_bits (8 or 32) and FlashOptim's quantize (bool)
 _KEYS = ("optim_bits", "quantize")

@@ -271,6 +271,69 @@ inline std::vector<SpecCase> shippedSpecCases() {
   };
 }
 
+/// The specs of specs/reductions (per-tensor norms and means; host backend
+/// only): LAMB8bit, LARS8bit, StableAdamW and the float32-state forms, every
+/// hyperparameter off its default.
+inline ref::Hyper lambHyper() {
+  ref::Hyper h = adamHyper();
+  h.maxUnorm = 0.8;
+  return h;
+}
+inline const std::vector<qopt_hyper> kLambHypers = {
+    {"lr", 2e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.05},
+    {"max_unorm", 0.8}};
+inline ref::Hyper larsHyper() {
+  ref::Hyper h;
+  h.lr = 0.05;
+  h.momentum = 0.85;
+  h.weightDecay = 0.01;
+  h.maxUnorm = 0.03;
+  return h;
+}
+inline const std::vector<qopt_hyper> kLarsHypers = {
+    {"lr", 0.05}, {"momentum", 0.85}, {"weight_decay", 0.01}, {"max_unorm", 0.03}};
+inline ref::Hyper stableAdamWHyper() {
+  ref::Hyper h;
+  h.lr = 2e-3;
+  h.beta1 = 0.85;
+  h.beta2 = 0.98;
+  h.weightDecay = 0.05;
+  h.eps = 1e-5;
+  return h;
+}
+inline const std::vector<qopt_hyper> kStableAdamWHypers = {
+    {"lr", 2e-3}, {"beta1", 0.85}, {"beta2", 0.98}, {"weight_decay", 0.05}, {"eps", 1e-5}};
+
+/// Whether the step of `s` reads a per-tensor reduction (so that a host
+/// function's tile range must hold whole tensors).
+inline bool readsReductions(const ref::StepSpec &s) {
+  return s.optimizer == ref::Optimizer::LAMB || s.optimizer == ref::Optimizer::LARS ||
+         s.optimizer == ref::Optimizer::StableAdamW ||
+         s.optimizer == ref::Optimizer::ReductionProbe;
+}
+
+inline std::vector<SpecCase> reductionSpecCases() {
+  return {
+      {"lamb8bit",
+       [] { return plainBf16(ref::Optimizer::LAMB, lambHyper(), {"m", "v"}, {true, false}, false); },
+       kLambHypers},
+      {"lamb_state32",
+       [] { return plainBf16(ref::Optimizer::LAMB, lambHyper(), {"m", "v"}, {true, false}, true); },
+       kLambHypers},
+      {"lars8bit",
+       [] { return plainBf16(ref::Optimizer::LARS, larsHyper(), {"buf"}, {true}, false); },
+       kLarsHypers},
+      {"lars_state32",
+       [] { return plainBf16(ref::Optimizer::LARS, larsHyper(), {"buf"}, {true}, true); },
+       kLarsHypers},
+      {"stable_adamw",
+       [] {
+         return plainBf16(ref::Optimizer::StableAdamW, stableAdamWHyper(), {"m", "v"}, {}, true);
+       },
+       kStableAdamWHypers},
+  };
+}
+
 /// The shipped specs the fast-mode suites measure: those whose states are
 /// all quantized to 8 bits (their tolerance, FastModeTolerance.h, bounds codes, scales
 /// and dequantized states; it states none for a plain float32 or bf16 state).

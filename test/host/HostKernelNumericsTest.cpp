@@ -91,6 +91,15 @@ ref::StepSpec plainStates() {
   return s;
 }
 
+/// test/host/specs/reduction_probe.qopt: every reduction of the gradient.
+ref::StepSpec reductionProbe() {
+  ref::StepSpec s = plainBf16(ref::Optimizer::ReductionProbe, ref::Hyper(),
+                              {"a", "b", "c", "d"}, {}, /*state32=*/true);
+  s.param = ref::DType::F32;
+  s.grad = ref::DType::F32;
+  return s;
+}
+
 /// A shipped spec's --param-type variant (specs/CMakeLists.txt builds
 /// <spec>.f16 and <spec>.f32): the parameter and the gradient of type `t`;
 /// an f32 parameter is its own master weight, without error bits.
@@ -107,7 +116,10 @@ ref::StepSpec retyped(ref::StepSpec s, ref::DType t) {
 
 /// Every shipped spec as `<spec>.<suffix>` in parameter type `t`.
 void addVariants(std::vector<Case> &all, const std::string &suffix, ref::DType t) {
-  for (const SpecCase &c : shippedSpecCases()) {
+  std::vector<SpecCase> specs = shippedSpecCases();
+  for (const SpecCase &c : reductionSpecCases())
+    specs.push_back(c);
+  for (const SpecCase &c : specs) {
     std::function<ref::StepSpec()> make = c.make;
     all.push_back({c.spec + "." + suffix, [make, t] { return retyped(make(), t); }, c.hypers});
   }
@@ -117,10 +129,13 @@ std::vector<Case> cases() {
   std::vector<Case> all;
   for (const SpecCase &c : shippedSpecCases())
     all.push_back({c.spec, c.make, c.hypers});
+  for (const SpecCase &c : reductionSpecCases())
+    all.push_back({c.spec, c.make, c.hypers});
   addVariants(all, "f16", ref::DType::F16);
   addVariants(all, "f32", ref::DType::F32);
   all.push_back({"adamw_seed003", seed003Groups, kAdamHypers, /*shipped=*/false});
   all.push_back({"adamw_plain", plainStates, kAdamHypers, /*shipped=*/false});
+  all.push_back({"reduction_probe", reductionProbe, {}, /*shipped=*/false});
   return all;
 }
 
@@ -380,6 +395,24 @@ TEST_P(HostKernelNumerics, SeedBatteryGradients) {
   });
 }
 
+TEST_P(HostKernelNumerics, ReductionOrderOnCancellingGradients) {
+  // docs/numerics.md, "Reductions": each 2048-element chunk (and, with an offset, each
+  // 1024-element half) starts with +-2^60, alternating, among N(0, 1) values, so that the float64
+  // sums lose the small values to the large ones in an order-dependent way: the chunk size, the
+  // tree's shape and the fold's order show in the result (a reference with chunks of 1024, or
+  // with a sequential sum inside the chunk, fails here).
+  if (!readsReductions(spec))
+    GTEST_SKIP() << "reads no reduction";
+  run(randomTensors({1, 2047, 2049, 3 * 2048 + 5, 70001}), [&](int64_t step, size_t, int64_t n) {
+    std::vector<float> g(n);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t at = (i + (step % 2) * 1024) % 2048;
+      g[i] = at == 0 ? std::ldexp((i / 2048) % 2 ? -1.0f : 1.0f, 60) : normal(rng);
+    }
+    return g;
+  });
+}
+
 TEST_P(HostKernelNumerics, AllZeroGradient) {
   // A zero master (all-zero state) and a random one; every gradient is 0.
   std::vector<ref::TensorBuffers> tensors = randomTensors({33, 5000});
@@ -467,13 +500,30 @@ TEST_P(HostKernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
 
 /// The host function of the kernel under test, for the splitting trampoline.
 qopt_host_kernel_fn gHostFunction = nullptr;
+/// Where the kernel reads per-tensor reductions, a part of the range holds
+/// whole tensors (docs/abi.md, "Reductions"): the descriptors' size, to find
+/// the first tile of the tensor in the middle; 0 splits anywhere.
+int64_t gDescriptorBytes = 0;
+
+/// The middle of [begin, end), moved to its tensor's first tile where the
+/// kernel needs whole tensors.
+int64_t splitPoint(const void *descs, const int32_t *tileMap, int64_t begin, int64_t end) {
+  int64_t mid = begin + (end - begin) / 2;
+  if (gDescriptorBytes == 0 || mid >= end)
+    return mid;
+  int64_t first = 0;
+  std::memcpy(&first,
+              static_cast<const char *>(descs) + tileMap[mid] * gDescriptorBytes + 8,
+              sizeof first);
+  return std::max(first, begin);
+}
 
 /// Calls the host function on two halves of the tile range, from two threads
 /// at once, as a runtime may.
 void splitTiles(const void *descs, const int32_t *tileMap, int64_t numTiles,
                 const float *uniforms, const float *const *tables, int64_t begin,
                 int64_t end) {
-  int64_t mid = begin + (end - begin) / 2;
+  int64_t mid = splitPoint(descs, tileMap, begin, end);
   std::thread second(gHostFunction, descs, tileMap, numTiles, uniforms, tables, mid, end);
   gHostFunction(descs, tileMap, numTiles, uniforms, tables, begin, mid);
   second.join();
@@ -485,7 +535,7 @@ void splitCountedTiles(const void *descs, const int32_t *tileMap, int64_t numTil
                        const float *uniforms, const float *const *tables, int64_t begin,
                        int64_t end, int64_t *counters) {
   auto fn = reinterpret_cast<qopt_host_counted_kernel_fn>(gHostFunction);
-  int64_t mid = begin + (end - begin) / 2;
+  int64_t mid = splitPoint(descs, tileMap, begin, end);
   std::thread second(fn, descs, tileMap, numTiles, uniforms, tables, mid, end, counters);
   fn(descs, tileMap, numTiles, uniforms, tables, begin, mid, counters);
   second.join();
@@ -498,6 +548,7 @@ TEST_P(HostKernelNumerics, TileRangeSplitAcrossThreads) {
   std::string symbol = std::string(info.kernel) + "_host";
   gHostFunction = reinterpret_cast<qopt_host_kernel_fn>(dlsym(handle, symbol.c_str()));
   ASSERT_NE(gHostFunction, nullptr) << symbol << " not in " << library;
+  gDescriptorBytes = readsReductions(spec) ? 16 + 8 * int64_t(info.num_streams) : 0;
   qopt_kernel *split = nullptr;
   qopt_host_kernel_fn trampoline =
       info.num_numerics_counters ? reinterpret_cast<qopt_host_kernel_fn>(splitCountedTiles)
@@ -539,7 +590,10 @@ INSTANTIATE_TEST_SUITE_P(Specs, HostKernelNumerics, ::testing::ValuesIn(cases())
 /// The scaled variant of every shipped spec in every parameter type.
 std::vector<Case> scaledCases() {
   std::vector<Case> all;
-  for (const SpecCase &c : shippedSpecCases()) {
+  std::vector<SpecCase> specs = shippedSpecCases();
+  for (const SpecCase &c : reductionSpecCases())
+    specs.push_back(c);
+  for (const SpecCase &c : specs) {
     all.push_back({c.spec + ".scaled", c.make, c.hypers});
     std::function<ref::StepSpec()> make = c.make;
     for (auto [suffix, t] : {std::pair{"f16", ref::DType::F16}, std::pair{"f32", ref::DType::F32}})

@@ -85,6 +85,11 @@ public:
   /// optimizers with master = stochastic need it.
   virtual Value globalIndex() { llvm_unreachable("no global index"); }
 
+  /// The value of reduction `index` (getReductions' order) for the
+  /// tensor of these lanes, on every lane. By default an error: the target
+  /// does not lower per-tensor reductions.
+  virtual FailureOr<Value> reduction(unsigned index, ReduceOp op);
+
   /// Called after each op of the update is lowered, `mapping` holding its
   /// results' lanes.
   virtual void noteLowered(Operation &op, IRMapping &mapping) {}
@@ -109,6 +114,14 @@ protected:
 /// scalar that qopt-outline-uniforms has not outlined (qopt.hyper,
 /// qopt.step_count); a target's failure propagates.
 LogicalResult lowerUpdate(UpdateTarget &target, int64_t lanes);
+
+/// Lowers only what the operands of the update's reductions need (their
+/// ops' backward slice: loads, uniforms, arithmetic; no store) onto
+/// `target`, and calls `onOperand(index, op, lanes)` for each reduction in
+/// order with its operand's f32 lanes.
+LogicalResult lowerReductionOperands(
+    UpdateTarget &target, int64_t lanes,
+    llvm::function_ref<void(unsigned, ReduceOp, Value)> onOperand);
 
 } // namespace mlir::qopt
 

@@ -145,9 +145,13 @@ struct StateDecl {
 enum class ValueType { Unknown, Number, Bool };
 
 /// Uniform values depend only on literals, hyperparameters and `step` and are
-/// evaluated once per launch on the host in float64; per-element values
-/// depend on the gradient, the parameter or a state and are float32.
-enum class Variability { Uniform, PerElement };
+/// evaluated once per launch on the host in float64; per-tensor values are
+/// the reductions (`sum mean max norm rms`, `max` of one argument) and float32
+/// expressions of them and uniforms, the same for every element of one
+/// tensor; per-element values depend on the gradient, the parameter or a
+/// state and are float32. The order is the join's: a value has the largest
+/// variability of its operands.
+enum class Variability { Uniform, Tensor, PerElement };
 
 /// The base of all expressions. Uses LLVM-style RTTI: isa<>, cast<>,
 /// dyn_cast<> on getKind().
@@ -176,8 +180,13 @@ public:
   Variability getVariability() const { return variability; }
   bool isUniform() const { return variability == Variability::Uniform; }
   bool isPerElement() const { return variability == Variability::PerElement; }
+  bool isTensor() const { return variability == Variability::Tensor; }
   void setType(ValueType t) { type = t; }
   void setVariability(Variability v) { variability = v; }
+  /// Set by Sema: the value reads a reduction's result (directly, through a
+  /// `let` or through a state assigned from one).
+  bool readsReduction() const { return reduction; }
+  void setReadsReduction(bool r) { reduction = r; }
 
 private:
   const Kind kind;
@@ -185,6 +194,7 @@ private:
   unsigned depth = 1;
   ValueType type = ValueType::Unknown;
   Variability variability = Variability::Uniform;
+  bool reduction = false;
 };
 
 using ExprPtr = std::unique_ptr<Expr>;
@@ -313,8 +323,21 @@ enum class Builtin {
   Exp,
   Log,
   Tanh,
-  Atan2
+  Atan2,
+  // Per-tensor reductions of one per-element argument (docs/dsl.md,
+  // "Reductions"); `max` of one argument is MaxOf.
+  Sum,
+  MaxOf,
+  Norm,
+  Rms,
+  Mean
 };
+
+/// True for the per-tensor reductions.
+inline bool isReduction(Builtin b) {
+  return b == Builtin::Sum || b == Builtin::MaxOf || b == Builtin::Norm ||
+         b == Builtin::Rms || b == Builtin::Mean;
+}
 
 /// A builtin call `f(a, ...)`, or `c ? a : b`, which is `select(c, a, b)`.
 /// For a call the location is the callee's name and getOpLoc() is the `(`;

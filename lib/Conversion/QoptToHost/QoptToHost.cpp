@@ -8,7 +8,12 @@
 // states, and keeps the new values of each group or codebook state in a
 // tile-sized stack buffer. Phase 2 reduces each group's or block's absmax
 // from the buffer, then quantizes and stores codes and scale (and counts a
-// saturated one). A chunk's update is lowerUpdate's walk
+// saturated one). Where the update reads per-tensor reductions
+// (qopt.reduce), the first tile of each tensor in the range is preceded by
+// their computation over the whole tensor: the operands' slice of the update
+// (lowerReductionOperands) chunk by chunk into float64 terms, a pairwise tree
+// per 2048-element chunk, the chunks folded in order (docs/numerics.md, §7).
+// A chunk's update is lowerUpdate's walk
 // (qopt/Codegen/UpdateLowering.h) over ChunkUpdate; the per-element
 // arithmetic is StreamCodecs' (the GPU kernel's), in the same order.
 //
@@ -25,6 +30,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
+
+#include <cmath>
 
 namespace mlir::qopt {
 #define GEN_PASS_DEF_CONVERTQOPTTOHOST
@@ -43,6 +50,9 @@ struct FunctionContext {
   llvm::DenseMap<int, Value> qmaps, mids; ///< per codebook state
   Value iota;                             ///< vector<lanes x i64>: 0, 1, ...
   Value numericsCounters;                 ///< null where no state saturates
+  /// Per reduction: a chunk of f64 terms; and the tensor's values (f32).
+  SmallVector<Value> reductionTerms;
+  Value reductionValues;
 };
 
 /// One tile: its first element in its tensor and its element count (i64),
@@ -51,6 +61,7 @@ struct TileContext {
   Value start, count;
   Value index; ///< i64: the tile's index in the launch
   SmallVector<Value> streamPtrs;
+  Value numel, firstTile; ///< its tensor's (i64)
 };
 
 /// One chunk of a tile: the `lanes` elements from `offset` (i64) in the
@@ -146,6 +157,13 @@ private:
   Value emitLoadState(const ChunkContext &chunk, int index);
   void emitStoreState(const ChunkContext &chunk, int index, Value value);
 
+  // Before a tensor's first tile in the range: its reductions, into
+  // function.reductionValues. Fails, with an error emitted, where an op of
+  // the reductions' operands does not lower.
+  LogicalResult emitTensorReductions(const FunctionContext &function,
+                                     const TileContext &tile);
+  void emitReductionTree(Value terms, ReductionKind kind);
+
   // Phase 2: requantize one state over the tile.
   void emitRequantize(const FunctionContext &function, const TileContext &tile,
                       int index);
@@ -185,6 +203,12 @@ public:
   }
   FailureOr<Value> loadState(int state) override {
     return e.emitLoadState(chunk, state);
+  }
+  FailureOr<Value> reduction(unsigned index, ReduceOp) override {
+    return e.broadcast(e.load(e.f32(),
+                              e.gep(chunk.function.reductionValues, e.f32(),
+                                    e.constI64(index)),
+                              4));
   }
   LogicalResult storeState(int state, Value value) override {
     e.emitStoreState(chunk, state, value);
@@ -484,6 +508,142 @@ void HostKernelEmitter::emitRequantize(const FunctionContext &function,
                 size, first, stored);
 }
 
+/// The neutral term of a reduction: -0 for sums (x + -0 = x for every x),
+/// -inf for the maximum.
+static double reductionIdentity(ReductionKind kind) {
+  return kind == ReductionKind::max ? -INFINITY : -0.0;
+}
+
+void HostKernelEmitter::emitReductionTree(Value terms, ReductionKind kind) {
+  // Pairwise over the chunk in index order: level by level, term i of the
+  // next level is terms 2i and 2i + 1 of this one (docs/numerics.md, §7).
+  Type f64 = b.getF64Type();
+  for (int64_t width = kReductionChunk / 2; width >= 1; width /= 2) {
+    auto level = scf::ForOp::create(b, loc, constI64(0), constI64(width),
+                                    constI64(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(level.getBody()->getTerminator());
+    Value i = level.getInductionVar();
+    Value left = arith::MulIOp::create(b, loc, i, constI64(2));
+    Value right = arith::AddIOp::create(b, loc, left, constI64(1));
+    Value x = load(f64, gep(terms, f64, left), 8);
+    Value y = load(f64, gep(terms, f64, right), 8);
+    Value r = kind == ReductionKind::max
+                  ? Value(arith::MaximumFOp::create(b, loc, x, y))
+                  : Value(arith::AddFOp::create(b, loc, x, y));
+    LLVM::StoreOp::create(b, loc, r, gep(terms, f64, i), 8);
+  }
+}
+
+LogicalResult
+HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
+                                        const TileContext &tile) {
+  SmallVector<ReduceOp> reductions = getReductions(optimizer);
+  Type f64 = b.getF64Type();
+  VectorType f64Lanes = lanesOf(f64);
+  auto identity = [&](ReduceOp op, Type type) -> Value {
+    double v = reductionIdentity(op.getKind());
+    if (auto vec = dyn_cast<VectorType>(type))
+      return arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(vec, b.getF64FloatAttr(v)));
+    return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
+  };
+  SmallVector<Value> init;
+  for (ReduceOp op : reductions)
+    init.push_back(identity(op, f64));
+
+  // The tensor's chunks in index order, each a pairwise tree of its terms,
+  // folded left from the identity.
+  Value chunkSize = constI64(kReductionChunk);
+  Value numChunks = arith::DivSIOp::create(
+      b, loc,
+      arith::AddIOp::create(b, loc, tile.numel, constI64(kReductionChunk - 1)),
+      chunkSize);
+  auto chunks =
+      scf::ForOp::create(b, loc, constI64(0), numChunks, constI64(1), init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(chunks.getBody());
+    TileContext part = tile;
+    part.start =
+        arith::MulIOp::create(b, loc, chunks.getInductionVar(), chunkSize);
+    part.count = arith::MinSIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, tile.numel, part.start),
+        chunkSize);
+    auto elements =
+        scf::ForOp::create(b, loc, constI64(0), part.count, constI64(lanes));
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPoint(elements.getBody()->getTerminator());
+      ChunkContext chunk = makeChunk(function, part, elements.getInductionVar());
+      ChunkUpdate target(*this, chunk);
+      LogicalResult lowered = lowerReductionOperands(
+          target, lanes, [&](unsigned index, ReduceOp op, Value x) {
+            Value term = arith::ExtFOp::create(b, loc, f64Lanes, x);
+            if (op.getKind() == ReductionKind::norm ||
+                op.getKind() == ReductionKind::rms)
+              term = arith::MulFOp::create(b, loc, term, term); // exact
+            term = arith::SelectOp::create(b, loc, chunk.laneMask, term,
+                                           identity(op, f64Lanes));
+            LLVM::StoreOp::create(
+                b, loc, term,
+                gep(function.reductionTerms[index], f64, chunk.offset), 8);
+          });
+      if (failed(lowered))
+        return failure();
+      loc = optimizer.getLoc();
+    }
+    // The chunk's terms past the tensor's end are the identity.
+    Value filled = arith::MulIOp::create(
+        b, loc,
+        arith::DivSIOp::create(
+            b, loc, arith::AddIOp::create(b, loc, part.count, constI64(lanes - 1)),
+            constI64(lanes)),
+        constI64(lanes));
+    auto pad = scf::ForOp::create(b, loc, filled, chunkSize, constI64(lanes));
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPoint(pad.getBody()->getTerminator());
+      for (auto [index, op] : llvm::enumerate(reductions))
+        LLVM::StoreOp::create(b, loc, identity(op, f64Lanes),
+                              gep(function.reductionTerms[index], f64,
+                                  pad.getInductionVar()),
+                              8);
+    }
+    SmallVector<Value> next;
+    for (auto [index, op] : llvm::enumerate(reductions)) {
+      emitReductionTree(function.reductionTerms[index], op.getKind());
+      Value partial = load(f64, function.reductionTerms[index], 8);
+      Value acc = chunks.getRegionIterArgs()[index];
+      next.push_back(op.getKind() == ReductionKind::max
+                         ? Value(arith::MaximumFOp::create(b, loc, acc, partial))
+                         : Value(arith::AddFOp::create(b, loc, acc, partial)));
+    }
+    scf::YieldOp::create(b, loc, next);
+  }
+
+  // Each value rounded to f32 once; a NaN is the canonical quiet NaN.
+  Value n = arith::SIToFPOp::create(b, loc, f64, tile.numel);
+  Value qnan = arith::ConstantOp::create(
+      b, loc,
+      b.getFloatAttr(f32(), llvm::APFloat::getQNaN(llvm::APFloat::IEEEsingle())));
+  for (auto [index, op] : llvm::enumerate(reductions)) {
+    Value v = chunks.getResult(index);
+    ReductionKind kind = op.getKind();
+    if (kind == ReductionKind::mean || kind == ReductionKind::rms)
+      v = arith::DivFOp::create(b, loc, v, n);
+    if (kind == ReductionKind::norm || kind == ReductionKind::rms)
+      v = LLVM::SqrtOp::create(b, loc, v);
+    Value r = arith::TruncFOp::create(b, loc, f32(), v);
+    Value isNaN =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, r, r);
+    r = arith::SelectOp::create(b, loc, isNaN, qnan, r);
+    LLVM::StoreOp::create(
+        b, loc, r, gep(function.reductionValues, f32(), constI64(index)), 4);
+  }
+  return success();
+}
+
 LogicalResult HostKernelEmitter::emitEntry(FunctionContext &function,
                                            Value tables, Value uniformsPtr,
                                            Value tileBegin, Value &tileEnd) {
@@ -501,6 +661,14 @@ LogicalResult HostKernelEmitter::emitEntry(FunctionContext &function,
       function.mids[i] = LLVM::AllocaOp::create(
           b, loc, ptr(), f32(), constI64(255), /*alignment=*/16);
   }
+  size_t numReductions = getReductions(optimizer).size();
+  for (size_t i = 0; i < numReductions; ++i)
+    function.reductionTerms.push_back(LLVM::AllocaOp::create(
+        b, loc, ptr(), b.getF64Type(), constI64(kReductionChunk),
+        /*alignment=*/64));
+  if (numReductions)
+    function.reductionValues = LLVM::AllocaOp::create(
+        b, loc, ptr(), f32(), constI64(numReductions), /*alignment=*/16);
   for (unsigned i = 0; i < numUniforms; ++i)
     function.uniformValues.push_back(
         load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
@@ -547,6 +715,8 @@ TileContext HostKernelEmitter::emitTileStart(Value descs, Value tileMap,
                    arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
   Value numel = load(i64(), desc, 8);
   Value firstTile = load(i64(), gep(desc, b.getI8Type(), constI64(8)), 8);
+  tileContext.numel = numel;
+  tileContext.firstTile = firstTile;
   tileContext.start = arith::MulIOp::create(
       b, loc, arith::SubIOp::create(b, loc, t, firstTile), constI64(tile));
   tileContext.count = arith::MinSIOp::create(
@@ -586,6 +756,20 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
   auto tiles = scf::ForOp::create(b, loc, tileBegin, tileEnd, constI64(1));
   b.setInsertionPoint(tiles.getBody()->getTerminator());
   TileContext tile = emitTileStart(descs, tileMap, tiles.getInductionVar());
+  if (!function.reductionTerms.empty()) {
+    // A tensor's reductions, once, at the first of its tiles in the range.
+    Value t = tiles.getInductionVar();
+    Value first = arith::OrIOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, tileBegin),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t,
+                              tile.firstTile));
+    auto ifFirst = scf::IfOp::create(b, loc, TypeRange{}, first, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+    if (failed(emitTensorReductions(function, tile)))
+      return failure();
+  }
 
   // Phase 1: the update, `lanes` elements at a time.
   auto chunks =

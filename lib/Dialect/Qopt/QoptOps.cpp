@@ -14,6 +14,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallBitVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <algorithm>
 
@@ -292,6 +293,28 @@ LogicalResult UpdateOp::verify() {
     if (ns != "qopt" && ns != "arith" && ns != "math")
       return op.emitOpError("is not allowed in a qopt.update; use qopt, arith "
                             "and math operations");
+  }
+  return success();
+}
+
+SmallVector<ReduceOp> mlir::qopt::getReductions(OptimizerOp optimizer) {
+  return llvm::to_vector(optimizer.getUpdate().getBody().getOps<ReduceOp>());
+}
+
+LogicalResult ReduceOp::verify() {
+  // The operand's ops, within the update, must not read a reduction: a
+  // tensor's reductions are computed together, before the update.
+  SmallVector<Value> work = {getOperand()};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    if (isa<ReduceOp>(def))
+      return emitOpError("reduces a value that depends on another "
+                         "qopt.reduce; a reduction of a reduction is not "
+                         "supported");
+    llvm::append_range(work, def->getOperands());
   }
   return success();
 }

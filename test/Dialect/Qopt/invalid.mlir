@@ -177,3 +177,17 @@ qopt.optimizer @O param "p" : f32 master kahan_bf16 grad "g" : f32 {
     qopt.store_param %p : f32
   }
 }
+
+// -----
+
+qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %n = qopt.reduce norm %g : f32
+    %u = arith.mulf %g, %n : f32
+    // expected-error @+1 {{reduces a value that depends on another qopt.reduce; a reduction of a reduction is not supported}}
+    %s = qopt.reduce sum %u : f32
+    %p = arith.addf %g, %s : f32
+    qopt.store_param %p : f32
+  }
+}

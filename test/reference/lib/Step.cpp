@@ -7,6 +7,8 @@
 #include "qopt/reference/Float.h"
 #include "qopt/reference/Philox.h"
 
+#include "TrustRatio.h"
+
 #include <cmath>
 #include <stdexcept>
 
@@ -22,6 +24,10 @@ const char *optimizerName(Optimizer o) {
   case Optimizer::Adagrad: return "Adagrad";
   case Optimizer::AdamAtan2: return "AdamAtan2";
   case Optimizer::AdEMAMix: return "AdEMAMix";
+  case Optimizer::LAMB: return "LAMB";
+  case Optimizer::LARS: return "LARS";
+  case Optimizer::StableAdamW: return "StableAdamW";
+  case Optimizer::ReductionProbe: return "ReductionProbe";
   }
   return "?";
 }
@@ -111,6 +117,10 @@ size_t StepSpec::expectedStates() const {
   case Optimizer::Adagrad: return 1;
   case Optimizer::AdamAtan2: return 2;
   case Optimizer::AdEMAMix: return 3;
+  case Optimizer::LAMB: return 2;
+  case Optimizer::LARS: return 1;
+  case Optimizer::StableAdamW: return 2;
+  case Optimizer::ReductionProbe: return 4;
   }
   return 0;
 }
@@ -367,6 +377,12 @@ void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<f
   const Hyper &h = spec.hyper;
   const double stepD = static_cast<double>(step);
   switch (spec.optimizer) {
+  case Optimizer::LAMB:
+  case Optimizer::LARS:
+  case Optimizer::StableAdamW:
+  case Optimizer::ReductionProbe:
+    updateTrustRatio(spec, step, n, p, g, st);
+    return;
   case Optimizer::AdamW:
   case Optimizer::Adam: {
     const bool decoupled = spec.optimizer == Optimizer::AdamW;

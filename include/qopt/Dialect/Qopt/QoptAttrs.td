@@ -58,7 +58,20 @@ def Qopt_Overflow : I32EnumAttr<"Overflow",
   let genSpecializedAttr = 0;
 }
 
+def Qopt_ReductionKind : I32EnumAttr<"ReductionKind",
+    "a per-tensor reduction of qopt.reduce (docs/numerics.md, Reductions)", [
+      I32EnumAttrCase<"sum", 0>,
+      I32EnumAttrCase<"max", 1>,
+      I32EnumAttrCase<"norm", 2>,
+      I32EnumAttrCase<"rms", 3>,
+      I32EnumAttrCase<"mean", 4>]> {
+  let cppNamespace = "::mlir::qopt";
+  let genSpecializedAttr = 0;
+}
+
 def Qopt_MasterFormatAttr : EnumAttr<Qopt_Dialect, Qopt_MasterFormat, "master">;
+def Qopt_ReductionKindAttr
+    : EnumAttr<Qopt_Dialect, Qopt_ReductionKind, "reduction">;
 
 class Qopt_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<Qopt_Dialect, name, traits> {

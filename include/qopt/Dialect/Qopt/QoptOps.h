@@ -104,6 +104,14 @@ enum class NumericsCounter : int64_t {
 /// The number of numerics counters a kernel takes.
 inline constexpr int64_t kNumNumericsCounters = 2;
 
+/// The update's qopt.reduce ops, in order: reduction `i` of the ABI
+/// (docs/abi.md, "Reductions").
+llvm::SmallVector<ReduceOp> getReductions(OptimizerOp optimizer);
+
+/// The elements of a reduction's chunk: each chunk's partial is a pairwise
+/// tree over this many elements (docs/numerics.md, "Reductions").
+inline constexpr int64_t kReductionChunk = 2048;
+
 /// The smallest group or block size of the optimizer's states (4096 if none).
 int64_t getMinGroupSize(OptimizerOp optimizer);
 

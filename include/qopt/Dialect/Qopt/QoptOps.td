@@ -236,6 +236,29 @@ def Qopt_StoreStateOp : Qopt_Op<"store_state", [
   let assemblyFormat = "$state `,` $value attr-dict `:` type($value)";
 }
 
+def Qopt_ReduceOp : Qopt_Op<"reduce", [Pure, HasParent<"UpdateOp">]> {
+  let summary = "a per-tensor reduction of a per-element value";
+  let description = [{
+    The value is the same on every element of one tensor: `sum` (the sum of
+    the operand), `max` (its maximum, NaN-propagating), `norm` (the square
+    root of the sum of its squares) or `rms` (that sum divided by the
+    element count, then the root), each accumulated in float64 in the order
+    docs/numerics.md ("Reductions") fixes and rounded to f32 once; a NaN
+    result is the canonical quiet NaN. The operand sees the values the
+    update computes (new, unquantized states), and must not depend on
+    another qopt.reduce. The lowerings evaluate the operand's ops in a pass
+    over the tensor before the update.
+
+    ```mlir
+    %n = qopt.reduce norm %u : f32
+    ```
+  }];
+  let arguments = (ins Qopt_ReductionKindAttr:$kind, F32:$operand);
+  let results = (outs F32:$result);
+  let assemblyFormat = "$kind $operand attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def Qopt_StoreParamOp : Qopt_Op<"store_param"> {
   let summary = "split the new master weight and store the parameter";
   let description = [{

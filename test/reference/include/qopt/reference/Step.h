@@ -23,7 +23,10 @@
 
 namespace qopt::ref {
 
-enum class Optimizer { AdamW, Adam, SGD, Lion, RMSprop, Adagrad, AdamAtan2, AdEMAMix };
+enum class Optimizer {
+  AdamW, Adam, SGD, Lion, RMSprop, Adagrad, AdamAtan2, AdEMAMix, LAMB, LARS, StableAdamW,
+  ReductionProbe
+};
 const char *optimizerName(Optimizer o);
 
 /// Hyperparameters (float64, like Python floats). Unused ones are ignored.
@@ -45,6 +48,7 @@ struct Hyper {
   double tAlpha = 0.0;    ///< AdEMAMix: alpha's warm-up steps (0: none)
   double tBeta3 = 0.0;    ///< AdEMAMix: beta3's warm-up steps (0: none)
   double seed = 0.0;      ///< Master::Stochastic: the rounding's seed (an integer below 2^24)
+  double maxUnorm = 1.0;  ///< LAMB, LARS: the update norm's bound, times |p| (0: none)
 };
 
 /// How `float32 tensor / uniform` is evaluated (AdamW's `v_new / bc2`, the only such division):
@@ -127,6 +131,18 @@ struct StateScheme {
 ///    m1' = f32(b1)*m1 + f32(1-b1)*g; m2' = f32(beta3_t)*m2 + f32(1-beta3_t)*g
 ///    nu' = f32(b2)*nu + (f32(1-b2)*g)*g; d = sqrt(nu') / f32(sqrt(bc2)) + f32(eps)
 ///    p' = p * f32(1 - lr*wd) - f32(lr) * ((m1' / f32(bc1) + f32(alpha_t)*m2') / d)
+///  With per-tensor reductions (Reduce.h, over the tensor's new values; lib/TrustRatio.cpp):
+///  LAMB (bitsandbytes, specs/reductions/lamb8bit.qopt; states m, v): m', v' as AdamW,
+///    u = (m' / f32(bc1)) / (sqrt(v' / f32(bc2)) + f32(eps)); L = f32(max_unorm) * norm(p);
+///    s = max_unorm > 0 && norm(u) > L ? L / norm(u) : 1; p' = (p - s * (f32(lr) * u)) * f32(1 - lr*wd)
+///  LARS (bitsandbytes, specs/reductions/lars8bit.qopt; state buf): d = g + f32(wd)*p,
+///    buf' = step == 1 ? d : f32(momentum)*buf + d; s as LAMB's with buf'; p' = p - s * (f32(lr) * buf')
+///  StableAdamW (optimi, specs/reductions/stable_adamw.qopt; states m, v): b^ = (b^t - b) / (b^t - 1),
+///    m' = m + f32(1-b1^)*(g - m); v' = f32(b2^)*v + f32(1-b2^)*(g*g);
+///    r = sqrt(mean(g*g / max(v', f32(eps*eps)))); lr' = f32(lr) / (r > 1 ? r : 1);
+///    p' = p * (1 - lr' * f32(wd)) - lr' * (m' / (sqrt(v') + f32(eps)))
+///  ReductionProbe (test/host/specs/reduction_probe.qopt; plain states a, b, c, d):
+///    a' = max(g), b' = mean(g), c' = norm(g), d' = rms(g), p' = sum(g)
 struct StepSpec {
   Optimizer optimizer = Optimizer::AdamW;
   Hyper hyper;

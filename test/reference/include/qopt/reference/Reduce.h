@@ -1,0 +1,31 @@
+//===- Reduce.h - Per-tensor reductions in the DSL's order ------*- C++ -*-===//
+//
+// docs/numerics.md, "Reductions": each element gives a float64 term (x for
+// sum, mean and max; x * x, exact, for norm and rms); the tensor is cut into
+// chunks of 2048 elements, a chunk's partial is the pairwise tree of its terms
+// in index order (terms past the tensor's end are -0.0 for sums, -inf for the
+// maximum, so they change nothing), and the partials are folded left in chunk
+// order from the same identity. The value is rounded to float32 once (after
+// the division by n for mean and rms and the square root for norm and rms); a
+// NaN is the canonical quiet NaN 0x7fc00000.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QOPT_REFERENCE_REDUCE_H
+#define QOPT_REFERENCE_REDUCE_H
+
+#include <cstdint>
+#include <vector>
+
+namespace qopt::ref {
+
+enum class Reduction { Sum, Mean, Max, Norm, Rms };
+
+/// The elements of one chunk.
+constexpr int64_t kReductionChunk = 2048;
+
+/// The reduction `kind` of the float32 values `x` (not empty).
+float reduce(Reduction kind, const std::vector<float> &x);
+
+} // namespace qopt::ref
+
+#endif // QOPT_REFERENCE_REDUCE_H

@@ -1,0 +1,61 @@
+//===- Reduce.cpp - Per-tensor reductions in the DSL's order ---------------===//
+#include "qopt/reference/Reduce.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+namespace qopt::ref {
+
+/// max with NaN propagation and -0 below +0 (IEEE 754-2019 maximum).
+static double maximum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b))
+    return std::numeric_limits<double>::quiet_NaN();
+  if (a == b)
+    return std::signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+
+static double combine(Reduction kind, double a, double b) {
+  return kind == Reduction::Max ? maximum(a, b) : a + b;
+}
+
+/// The pairwise tree of t[0, n), n a power of two: left half, then right.
+static double tree(Reduction kind, const double *t, int64_t n) {
+  if (n == 1)
+    return t[0];
+  return combine(kind, tree(kind, t, n / 2), tree(kind, t + n / 2, n / 2));
+}
+
+float reduce(Reduction kind, const std::vector<float> &x) {
+  if (x.empty())
+    throw std::invalid_argument("reduce: a reduction of no elements");
+  const double identity = kind == Reduction::Max ? -std::numeric_limits<double>::infinity() : -0.0;
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<double> chunk(kReductionChunk);
+  double acc = identity;
+  for (int64_t start = 0; start < n; start += kReductionChunk) {
+    for (int64_t i = 0; i < kReductionChunk; ++i) {
+      if (start + i >= n) {
+        chunk[i] = identity;
+        continue;
+      }
+      const double v = static_cast<double>(x[start + i]);
+      chunk[i] = kind == Reduction::Norm || kind == Reduction::Rms ? v * v : v;
+    }
+    acc = combine(kind, acc, tree(kind, chunk.data(), kReductionChunk));
+  }
+  if (kind == Reduction::Mean || kind == Reduction::Rms)
+    acc /= static_cast<double>(n);
+  if (kind == Reduction::Norm || kind == Reduction::Rms)
+    acc = std::sqrt(acc);
+  float r = static_cast<float>(acc);
+  if (std::isnan(r)) {
+    const uint32_t qnan = 0x7fc00000u;
+    std::memcpy(&r, &qnan, sizeof r);
+  }
+  return r;
+}
+
+} // namespace qopt::ref
