@@ -190,3 +190,18 @@ def test_checkpoint_resumes_bit_for_bit(cpu, cls, kw):
             opt.step()
     for p, q in zip(a, b):
         assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("make", [lambda ps: qopt.LAMB8bit(ps), lambda ps: qopt.LARS8bit(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: qopt.StableAdamW(ps), lambda ps: qopt.LAMB32bit(ps)])
+def test_a_parameter_off_the_cpu_is_refused_when_added(make):
+    """The reduction kernels exist for the host backend only: a parameter on another device is
+    refused with a message that says so, when the optimizer is built and when a group is added
+    later (a meta tensor stands for a CUDA one on a machine without a GPU)."""
+    off = torch.nn.Parameter(torch.empty(64, device="meta"))
+    with pytest.raises(NotImplementedError, match="no GPU lowering"):
+        make([off])
+    opt = make([torch.nn.Parameter(torch.zeros(64))])
+    with pytest.raises(NotImplementedError, match="on meta"):
+        opt.add_param_group({"params": [off]})
+    assert len(opt.param_groups) == 1
