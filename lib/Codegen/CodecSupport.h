@@ -11,6 +11,10 @@
 
 namespace mlir::qopt {
 
+/// 1.5 * 2^23: an integer code q in (-2^22, 2^22) plus this is exact, and the
+/// low bits of the sum's pattern are q in two's complement.
+inline constexpr double kCodeBias = 0x1.8p23;
+
 /// `like`'s shape with element type `elem`.
 inline Type withElement(Type like, Type elem) {
   if (auto vec = dyn_cast<VectorType>(like))

@@ -183,10 +183,6 @@ static Value clampCode(LaneMath &m, GroupSchemeAttr scheme, Value q) {
   return m.select(m.cmp(arith::CmpFPredicate::UNO, q, q), m.constF(q, 0.0), q);
 }
 
-/// 1.5 * 2^23: an integer code q in (-2^22, 2^22) plus this is exact, and the
-/// low bits of the sum's pattern are q in two's complement.
-static constexpr double kCodeBias = 0x1.8p23;
-
 /// q + kCodeBias for an integer-valued code q (exact).
 static Value biasCode(LaneMath &m, Value q) {
   return m.add(q, m.constF(q, kCodeBias));
@@ -440,7 +436,7 @@ Value mlir::qopt::quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
   // saves. docs/tuning.md#checked-rounding
   if (checkedRounding && !m.isFast() &&
       m.getTarget() == LaneMath::Target::NVVM &&
-      isa<VectorType>(x.getType()) && !isPacked(scheme) &&
+      isa<VectorType>(x.getType()) &&
       scheme.getCompanding() != Companding::linear)
     return arith::TruncIOp::create(
         b, loc, i8,

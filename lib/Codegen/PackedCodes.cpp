@@ -50,18 +50,49 @@ static int64_t zeroCode(ArrayRef<float> table) {
   return best;
 }
 
+/// Whether `table` is `nonzero`'s (k + 1) / 16, the table whose codes are
+/// computed arithmetically.
+static bool isSixteenths(ArrayRef<float> table) {
+  for (auto [k, e] : llvm::enumerate(table))
+    if (e != float(k + 1) / 16.f)
+      return false;
+  return table.size() == 16;
+}
+
+/// `cands[prefix]` for the integer `prefix` whose bits (most significant
+/// first) are `bits`: a tree of selects, the last bit's between constants.
+static Value selectByBits(LaneMath &m, Value like, ArrayRef<float> cands,
+                          ArrayRef<Value> bits) {
+  if (cands.size() == 1)
+    return m.constF(like, cands[0]);
+  size_t half = cands.size() / 2;
+  Value lo = selectByBits(m, like, cands.take_front(half), bits.drop_front());
+  Value hi = selectByBits(m, like, cands.drop_front(half), bits.drop_front());
+  return m.select(bits.front(), hi, lo);
+}
+
 Value mlir::qopt::dequantizeTable(LaneMath &m, GroupSchemeAttr scheme,
                                   Value codes, Value scale) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
   ArrayRef<float> table = getCodeTable(scheme.getCompanding());
-  // entry = table[code] by selects (16 constants; the same on every
-  // target), then x = entry * scale, one rounding.
-  Value entry = m.constF(scale, table[0]);
-  for (int64_t k = 1; k < int64_t(table.size()); ++k) {
-    Value hit = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, codes,
-                                      m.constI(codes.getType(), k));
-    entry = m.select(hit, m.constF(scale, table[k]), entry);
+  Type f32 = withElement(codes.getType(), b.getF32Type());
+  // entry = table[code], exactly, then x = entry * scale, one rounding.
+  Value entry;
+  if (isSixteenths(table)) {
+    // (code + 1) / 16: a small integer and a power of two, both exact.
+    Value k = arith::UIToFPOp::create(b, loc, f32, codes);
+    entry = m.mul(m.add(k, m.constF(k, 1.0)), m.constF(k, 1.0 / 16));
+  } else {
+    // A tree of selects over the code's four bits (the same on every target).
+    SmallVector<Value, 4> bits;
+    for (int64_t bit = 3; bit >= 0; --bit)
+      bits.push_back(arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::ne,
+          arith::AndIOp::create(b, loc, codes,
+                                m.constI(codes.getType(), int64_t(1) << bit)),
+          m.constI(codes.getType(), 0)));
+    entry = selectByBits(m, scale, table, bits);
   }
   return m.mul(entry, scale);
 }
@@ -72,17 +103,50 @@ Value mlir::qopt::quantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value x,
   Location loc = m.location();
   ArrayRef<float> table = getCodeTable(scheme.getCompanding());
   // c = x / divisor; the code counts the midpoints strictly below c (the
-  // lower code on a tie), each midpoint (e_k + e_k+1) * 0.5 in float32.
+  // lower code on a tie), each midpoint (e_k + e_k+1) * 0.5 in float32; a
+  // NaN c takes the entry nearest 0.
   Value c = m.div(x, divisor);
   Type i8 = withElement(x.getType(), b.getI8Type());
+  Type i32 = withElement(x.getType(), b.getI32Type());
+  if (isSixteenths(table)) {
+    // Midpoint k is (k + 1.5) / 16, so with s = 16 c (exact) the count is
+    // ceil(s - 1.5) clamped to [0, 15], and s clamped to [1, 16] first
+    // (NaN to 1: code 0, whose entry is the one nearest 0) gives it.
+    // y = s - 1.5 is exact there (a multiple of ulp(s) below 16), and
+    // ceil(y) is y rounded to an integer (the biased sum) plus one where
+    // that went down.
+    Value s = m.mul(c, m.constF(c, 16.0));
+    s = m.minNum(m.maxNum(s, m.constF(s, 1.0)), m.constF(s, 16.0));
+    Value y = m.sub(s, m.constF(s, 1.5));
+    Value biased = m.add(y, m.constF(y, kCodeBias));
+    Value rounded = m.sub(biased, m.constF(biased, kCodeBias));
+    Value up = arith::ExtUIOp::create(
+        b, loc, i32, m.cmp(arith::CmpFPredicate::OLT, rounded, y));
+    Value code = arith::AddIOp::create(
+        b, loc, arith::BitcastOp::create(b, loc, i32, biased), up);
+    return arith::TruncIOp::create(b, loc, i8, code);
+  }
+  // Binary search over the 15 midpoints: bit 3 of the code is whether
+  // midpoint 7 lies below c, bit 2 whether midpoint 3 or 11 (by bit 3)
+  // does, and so on; each probe's midpoint a tree of selects over the bits
+  // found. NaN compares false everywhere (code 0) and is replaced.
+  assert(table.size() == 16 && "4-bit tables have 16 entries");
+  SmallVector<float, 16> mids;
+  for (size_t k = 0; k + 1 < table.size(); ++k)
+    mids.push_back((table[k] + table[k + 1]) * 0.5f);
+  SmallVector<Value, 4> bits;
   Value code = m.constI(i8, 0);
-  Value one = m.constI(i8, 1);
-  for (int64_t k = 0; k + 1 < int64_t(table.size()); ++k) {
-    float mid = (table[k] + table[k + 1]) * 0.5f;
-    Value below = m.cmp(arith::CmpFPredicate::OLT, m.constF(c, mid), c);
-    code = arith::AddIOp::create(
+  for (int64_t step = 8; step >= 1; step /= 2) {
+    SmallVector<float, 8> probes;
+    for (int64_t prefix = 0; prefix * 2 * step < 16; ++prefix)
+      probes.push_back(mids[prefix * 2 * step + step - 1]);
+    Value mid = selectByBits(m, c, probes, bits);
+    Value below = m.cmp(arith::CmpFPredicate::OLT, mid, c);
+    bits.push_back(below);
+    code = arith::OrIOp::create(
         b, loc, code,
-        arith::SelectOp::create(b, loc, below, one, m.constI(i8, 0)));
+        arith::SelectOp::create(b, loc, below, m.constI(i8, step),
+                                m.constI(i8, 0)));
   }
   Value isNaN = m.cmp(arith::CmpFPredicate::UNO, c, c);
   return arith::SelectOp::create(b, loc, isNaN,

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GpuTestUtil.h"
+#include "FourBitTableValues.h"
 #include "GradientSpike.h"
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Float.h"
@@ -429,6 +430,43 @@ INSTANTIATE_TEST_SUITE_P(SeedBlocks, CodebookBoundaries,
                                   (info.param.midpointOnClamp ? "_midpoint_on_clamp" : "") +
                                   (info.param.signedV ? "_signed_v" : "");
                          });
+
+/// The 4-bit tables' code search (test/common/FourBitTableValues.h) on
+/// AdamW4bit's f32 variant: c on, and a float beside, each midpoint, in
+/// groups of absmax 1 and (every third group) 3, where c = x / 3 takes the
+/// division.
+TEST(FourBitTables, CodesOnAndBesideEveryMidpointMatchReference) {
+  std::string why;
+  if (!haveGpu(why))
+    GTEST_SKIP() << "GPU test skipped: " << why;
+  ASSERT_TRUE(qopt::test::fourBitTableValuesHitTies());
+  ref::StepSpec spec = qopt::test::adamW4bit(/*stochastic=*/false);
+  spec.param = ref::DType::F32;
+  spec.grad = ref::DType::F32;
+  spec.hyper.beta1 = 0.0;
+  spec.hyper.beta2 = 0.0;
+  std::vector<qopt_hyper> hypers = qopt::test::kAdamHypers;
+  for (qopt_hyper &h : hypers)
+    if (std::string(h.name) == "beta1" || std::string(h.name) == "beta2")
+      h.value = 0.0;
+  const int64_t group = spec.states[0].group.group;
+  const std::vector<float> values = qopt::test::fourBitTableValues();
+  const int64_t n = (int64_t(values.size()) * 4 / group + 2) * group + 45;
+  std::mt19937 rng(77);
+  expectStepsMatchReference(
+      "adamw4bit.f32", spec, hypers, {n, 3 * group + 7}, 3, rng,
+      [&](int64_t step, size_t k, int64_t count) {
+        std::vector<float> g(count);
+        size_t at = size_t(step) * 131 + k * 7;
+        for (int64_t i = 0; i < count; ++i) {
+          g[i] = i % group == 0 ? ((i / group) % 2 ? -1.0f : 1.0f)
+                                : values[at++ % values.size()];
+          if ((i / group) % 3 == 2)
+            g[i] *= 3.0f;
+        }
+        return g;
+      });
+}
 
 /// The qmap flag: the barrier after a qmap's copy to shared memory
 /// and-reduces "no entry below zero", and where it holds the kernel takes

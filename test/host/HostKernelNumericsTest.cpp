@@ -24,6 +24,7 @@
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Float.h"
 #include "qopt/reference/Step.h"
+#include "FourBitTableValues.h"
 #include "GradientSpike.h"
 #include "ShippedSpecCases.h"
 #include "qopt/runtime.h"
@@ -32,6 +33,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -224,8 +226,17 @@ protected:
     list.num_streams = info.num_streams;
     list.numels = numels.data();
     list.data = pointers.data();
+    // extraHypers replace the case's values of the same name.
     std::vector<qopt_hyper> hypers = GetParam().hypers;
-    hypers.insert(hypers.end(), extraHypers.begin(), extraHypers.end());
+    for (const qopt_hyper &e : extraHypers) {
+      auto same = std::find_if(hypers.begin(), hypers.end(), [&](const qopt_hyper &h) {
+        return std::string(h.name) == e.name;
+      });
+      if (same != hypers.end())
+        same->value = e.value;
+      else
+        hypers.push_back(e);
+    }
     qopt_launch launch{};
     launch.kernel = k ? k : kernel;
     launch.tensors = &list;
@@ -539,6 +550,34 @@ void splitCountedTiles(const void *descs, const int32_t *tileMap, int64_t numTil
   std::thread second(fn, descs, tileMap, numTiles, uniforms, tables, mid, end, counters);
   fn(descs, tileMap, numTiles, uniforms, tables, begin, mid, counters);
   second.join();
+}
+
+TEST_P(HostKernelNumerics, FourBitTableCodesOnAndBesideEveryMidpoint) {
+  // test/common/FourBitTableValues.h: c on, and a float beside, each
+  // midpoint of the 4-bit tables, in groups of absmax 1 and (every third
+  // group) 3, where c = x / 3 takes the division.
+  bool table = false;
+  for (const ref::StateScheme &st : spec.states)
+    table |= st.kind == ref::StateKind::Group && st.group.isTable();
+  if (!table)
+    GTEST_SKIP() << "no 4-bit table state";
+  ASSERT_TRUE(qopt::test::fourBitTableValuesHitTies());
+  spec.hyper.beta1 = 0.0;
+  spec.hyper.beta2 = 0.0;
+  extraHypers = {{"beta1", 0.0}, {"beta2", 0.0}};
+  const int64_t group = spec.states[0].group.group;
+  const std::vector<float> values = qopt::test::fourBitTableValues();
+  const int64_t n = (int64_t(values.size()) * 2 / group + 2) * group + 45;
+  run(randomTensors({n, 3 * group + 7}), [&](int64_t step, size_t k, int64_t count) {
+    std::vector<float> g(count);
+    size_t at = size_t(step) * 131 + k * 7;
+    for (int64_t i = 0; i < count; ++i) {
+      g[i] = i % group == 0 ? ((i / group) % 2 ? -1.0f : 1.0f) : values[at++ % values.size()];
+      if ((i / group) % 3 == 2)
+        g[i] *= 3.0f;
+    }
+    return g;
+  });
 }
 
 TEST_P(HostKernelNumerics, TileRangeSplitAcrossThreads) {
