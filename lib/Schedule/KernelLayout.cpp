@@ -28,14 +28,15 @@ TileStaging mlir::qopt::getStageLayout(OptimizerOp optimizer,
     read.set(i);
   TileStaging staging;
   for (auto [i, s] : llvm::enumerate(streams)) {
-    // Packed 4-bit codes load directly: a thread's lanes / 2 bytes.
-    if (!read.test(i) || s.packed)
+    if (!read.test(i))
       continue;
     int64_t elementBytes = s.storage.getIntOrFloatBitWidth() / 8;
-    int64_t bytes = s.perElements == 1 ? shape.lanes * elementBytes
-                                       : elementBytes;
+    // Packed 4-bit codes: a thread's lanes / 2 bytes.
+    int64_t bytes = s.packed               ? shape.lanes / 2
+                    : s.perElements == 1 ? shape.lanes * elementBytes
+                                         : elementBytes;
     int64_t perCopy = 1;
-    if (s.perElements != 1 && bytes < 4) {
+    if (!s.packed && s.perElements != 1 && bytes < 4) {
       // The word of a pair of scalars lies in the tile if its groups do.
       perCopy = 4 / bytes;
       if ((shape.tile() / s.perElements) % perCopy != 0)

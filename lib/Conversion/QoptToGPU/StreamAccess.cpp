@@ -179,8 +179,11 @@ Value KernelEmitter::loadPackedBytes(TileContext &tile, unsigned stream) {
   Type i8 = b.getI8Type();
   auto type = VectorType::get({lanes / 2}, i8);
   unsigned align = vectorAlignment(i8, lanes / 2);
-  if (tile.isFull())
+  if (tile.isFull()) {
+    if (const StagedStream *staged = staging.lookup(stream))
+      return loadStaged(tile, *staged, type);
     return load(type, threadPtr(tile, stream), align);
+  }
   Value addr = gep(streamPtr(tile.run, stream), i8,
                    partialIndex(b, loc, streams[stream], tile.base));
   return loadLanesGuarded(b, loc, type, addr, tile.full,
