@@ -31,7 +31,7 @@ TileStaging mlir::qopt::getStageLayout(OptimizerOp optimizer,
     if (!read.test(i))
       continue;
     int64_t elementBytes = s.storage.getIntOrFloatBitWidth() / 8;
-    // Packed 4-bit codes: a thread's lanes / 2 bytes.
+    // Packed 4-bit codes: a thread's lanes / 2 bytes (docs/tuning.md#async-copy).
     int64_t bytes = s.packed               ? shape.lanes / 2
                     : s.perElements == 1 ? shape.lanes * elementBytes
                                          : elementBytes;
