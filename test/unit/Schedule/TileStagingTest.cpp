@@ -181,11 +181,11 @@ TEST(TileStagingTest, InvariantsHoldForEveryShippedSpecAndShape) {
           EXPECT_EQ(chooseStagingSharedLimit(optimizer, threads), limit) << stem;
           int64_t wanted = 0;
           for (const StreamInfo &s : streams) {
-            if (s.packed) // 4-bit codes load directly (getStageLayout)
-              continue;
-            int64_t bytes = s.perElements == 1 ? lanes * bytesOf(s.storage)
-                                               : bytesOf(s.storage);
-            if (s.perElements != 1 && bytes < 4) {
+            // 4-bit codes: two a byte.
+            int64_t bytes = s.packed              ? lanes / 2
+                            : s.perElements == 1 ? lanes * bytesOf(s.storage)
+                                                 : bytesOf(s.storage);
+            if (!s.packed && s.perElements != 1 && bytes < 4) {
               if ((tile / s.perElements) % (4 / bytes) != 0)
                 continue;
               bytes = 4;
@@ -228,7 +228,10 @@ TEST(TileStagingTest, InvariantsHoldForEveryShippedSpecAndShape) {
             EXPECT_EQ(s.offset, offset) << name;
             EXPECT_EQ(s.offset % 16, 0) << name;
             offset += threads * s.bytesPerThread;
-            if (info.perElements == 1) {
+            if (info.packed) {
+              EXPECT_EQ(s.bytesPerThread, lanes / 2) << name;
+              EXPECT_EQ(s.elementsPerCopy, 1) << name;
+            } else if (info.perElements == 1) {
               EXPECT_EQ(s.bytesPerThread, lanes * bytesOf(info.storage))
                   << name;
               EXPECT_EQ(s.elementsPerCopy, 1) << name;
