@@ -41,6 +41,12 @@ bool mlir::qopt::isCodeTable(Companding companding) {
          companding == Companding::nonzero;
 }
 
+static bool isSixteenths(ArrayRef<float> table);
+
+bool mlir::qopt::isArithmeticTable(Companding companding) {
+  return isSixteenths(getCodeTable(companding));
+}
+
 /// The index of the table entry a NaN takes: the entry nearest 0.
 static int64_t zeroCode(ArrayRef<float> table) {
   int64_t best = 0;

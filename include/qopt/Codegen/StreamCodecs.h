@@ -78,6 +78,9 @@ Value quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
 /// (`dynamic`, `nonzero`; empty for a companding), and whether it is one.
 ArrayRef<float> getCodeTable(Companding companding);
 bool isCodeTable(Companding companding);
+/// Whether the table's entries and codes are computed arithmetically (the
+/// (k + 1) / 16 table) rather than looked up.
+bool isArithmeticTable(Companding companding);
 /// A table scheme's x = table[code] * scale (codes: i8 lanes holding the
 /// index 0..15; scale: f32 lanes).
 Value dequantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value codes,

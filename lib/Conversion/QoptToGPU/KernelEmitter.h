@@ -87,6 +87,9 @@ struct KernelContext {
   /// and no midpoint's magnitude is at most kMagLo (an i32 in shared
   /// memory, cleared by the fill where not; then the i1).
   llvm::DenseMap<int, Value> bucketsFitShared, bucketsFit;
+  /// Per group state of a 4-bit table that is not computed arithmetically
+  /// (`dynamic`): its 16 entries in shared memory, stored by thread 0.
+  llvm::DenseMap<int, Value> codeTableShared;
   /// One slot per warp for each block reduction of a group across warps.
   SmallVector<Value> reductionSlots;
   /// Per codebook state whose block spans warps: 2 x warps slots (two

@@ -30,6 +30,19 @@ FailureOr<Value> KernelEmitter::emitLoadState(TileContext &tile, int index) {
     Value scale = loadPerGroup(tile, streamIndex(StreamRole::StateScales, index),
                                group.getGroupSize());
     Value scaleLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), scale);
+    if (Value table = tile.kernel.codeTableShared.lookup(index)) {
+      // entry = table[code] from shared memory, then entry * scale (as
+      // dequantizeTable).
+      Value entries = arith::ConstantOp::create(
+          b, loc, b.getZeroAttr(lanesOf(f32())));
+      for (int64_t lane = 0; lane < lanes; ++lane) {
+        Value code = arith::ExtUIOp::create(
+            b, loc, i64(), vector::ExtractOp::create(b, loc, codes, lane));
+        entries = vector::InsertOp::create(
+            b, loc, load(f32(), gep(table, f32(), code), 4), entries, lane);
+      }
+      return math.mul(entries, scaleLanes);
+    }
     return dequantizeGroup(math, group, codes, scaleLanes);
   }
   auto codebook = cast<CodebookSchemeAttr>(scheme);
