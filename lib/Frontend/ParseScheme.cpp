@@ -119,6 +119,7 @@ bool Parser::parseGroupOption(StateScheme &scheme, unsigned &seenOptions) {
   if (tok.isWord("round")) {
     if (!markSeen(kRound, "option 'round'"))
       return false;
+    scheme.roundingLoc = tok.loc;
     consume();
     if (!expect(TokenKind::Equal, "after 'round'"))
       return false;

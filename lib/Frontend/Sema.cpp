@@ -167,14 +167,22 @@ void SemaChecker::checkScheme(const StateDecl &state) {
                 llvm::Twine(kTileElements) + " (a divisor of the " +
                 llvm::Twine(kTileElements) + "-element tile), found " +
                 llvm::Twine(scheme.groupSize));
+    std::string si = "i" + std::to_string(scheme.bits),
+                un = "u" + std::to_string(scheme.bits);
     if (scheme.isSigned && scheme.companding == Companding::Sqrt)
       error(scheme.compandingLoc,
-            "'sqrt' companding needs an unsigned group (u8); a signed group "
-            "(i8) uses 'softsign' or 'linear'");
+            "'sqrt' companding needs an unsigned group (" + un +
+                "); a signed group (" + si + ") uses 'softsign' or 'linear'");
     if (!scheme.isSigned && scheme.companding == Companding::Softsign)
       error(scheme.compandingLoc,
-            "'softsign' companding needs a signed group (i8); an unsigned "
-            "group (u8) uses 'sqrt' or 'linear'");
+            "'softsign' companding needs a signed group (" + si +
+                "); an unsigned group (" + un + ") uses 'sqrt' or 'linear'");
+    if ((scheme.companding == Companding::Dynamic ||
+         scheme.companding == Companding::NonZero) &&
+        scheme.roundingLoc.isValid())
+      error(scheme.roundingLoc,
+            "a table scheme ('dynamic', 'nonzero') takes the nearest entry "
+            "(the lower one on a tie); 'round' does not apply to it");
     if (scheme.companding == Companding::Dynamic &&
         (!scheme.isSigned || scheme.bits != 4))
       error(scheme.compandingLoc,

@@ -207,6 +207,16 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     case MasterFormat::stochastic: masterName = "stochastic"; break;
     case MasterFormat::kahan_bf16: masterName = "kahan_bf16"; break;
     }
+    json::Object param{{"name", optimizer.getParamName().str()},
+                       {"dtype", dtypeName(optimizer.getParamType())},
+                       {"master", masterName}};
+    // Stochastic rounding's seed: the uniform its key reads (the runtime
+    // checks it is an integer in [0, 2^24)).
+    optimizer.getUpdate().walk([&](StoreParamOp store) {
+      if (!store.getKey().empty())
+        if (auto u = store.getKey()[0].getDefiningOp<UniformOp>())
+          param["seed_uniform"] = int64_t(u.getIndex());
+    });
     json::Object kernel{
         {"format", "qopt-manifest"},
         {"version", 1},
@@ -215,9 +225,7 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
         {"mode", stringifyArithMode(options.lowering.mode).str()},
         {"arch", options.chip},
         {"binary_format", format.str()},
-        {"param", json::Object{{"name", optimizer.getParamName().str()},
-                               {"dtype", dtypeName(optimizer.getParamType())},
-                               {"master", masterName}}},
+        {"param", std::move(param)},
         {"grad", json::Object{{"name", optimizer.getGradName().str()},
                               {"dtype", dtypeName(optimizer.getGradType())}}},
         {"hypers", std::move(hypers)},

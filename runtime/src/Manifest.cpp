@@ -685,6 +685,9 @@ ManifestPtr parseManifest(std::string_view text, const std::string &source) {
   parseTables(r, root, *m);
   parseArgs(r, root, *m);
   parseUniforms(r, root, *m);
+  if (m->stochastic && !m->uniforms.empty())
+    m->seedUniform = r.integer(*param, "param", "seed_uniform", false, -1, 0,
+                               static_cast<int64_t>(m->uniforms.size()) - 1);
   parseBinaries(r, root, *m);
   return m;
 }
@@ -742,6 +745,11 @@ std::vector<float> evaluateUniforms(const Manifest &m,
   if (step < 1)
     fail(QOPT_ERROR_INVALID_ARGUMENT, "step ", step, " for kernel '", m.kernel,
          "': the step count is 1-based (the first step is 1)");
+  // Stochastic rounding's Philox counter takes the step as float32, exact
+  // up to 2^24 (docs/numerics.md, "Stochastic rounding").
+  if (m.stochastic && step > (int64_t(1) << 24))
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "step ", step, " for kernel '", m.kernel,
+         "': stochastic rounding's counter holds steps up to 2^24 = 16777216");
   std::vector<double> values = resolveHypers(m, hypers, numHypers);
   std::vector<float> out(m.uniforms.size());
   for (size_t i = 0; i < m.uniforms.size(); ++i) {
@@ -760,6 +768,11 @@ std::vector<float> evaluateUniforms(const Manifest &m,
            m.kernel, "' is NaN: ", toString(m.uniforms[i], names), " with ",
            env, "step=", step);
     }
+    if (static_cast<int64_t>(i) == m.seedUniform &&
+        !(v >= 0 && v < 16777216.0 && v == std::floor(v)))
+      fail(QOPT_ERROR_INVALID_ARGUMENT, "the seed of kernel '", m.kernel,
+           "' is ", v, ": stochastic rounding's seed is an integer in [0, 2^24) "
+           "(float32 holds it exactly)");
     out[i] = static_cast<float>(v); // the one rounding to float32
   }
   return out;

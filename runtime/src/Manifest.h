@@ -98,6 +98,9 @@ struct Manifest {
   qopt_dtype eccDtype = QOPT_DTYPE_INVALID; ///< INVALID without error bits
   /// param.master "stochastic": the bf16 param is rounded stochastically.
   bool stochastic = false;
+  /// param.seed_uniform: the uniform that is stochastic rounding's seed (an
+  /// integer in [0, 2^24), checked at each launch); -1 where not given.
+  int64_t seedUniform = -1;
   /// param.master "kahan_bf16": the error-bits stream `<param>.kahan` is a
   /// bf16 Kahan compensation (eccDtype BF16).
   bool kahan = false;

@@ -211,6 +211,14 @@ protected:
   /// adding its saturated and non-finite groups to `counters`.
   void hostStep(std::vector<ref::TensorBuffers> &tensors, int64_t step,
                 qopt_kernel *k = nullptr) {
+    qopt_status status = QOPT_SUCCESS;
+    tryHostStep(tensors, step, k, &status);
+    ASSERT_EQ(status, QOPT_SUCCESS) << qopt_last_error();
+  }
+
+  /// hostStep, its status in `status` (the stream count checked).
+  void tryHostStep(std::vector<ref::TensorBuffers> &tensors, int64_t step,
+                   qopt_kernel *k, qopt_status *status) {
     std::vector<int64_t> numels;
     std::vector<void *> pointers;
     for (ref::TensorBuffers &t : tensors) {
@@ -246,7 +254,7 @@ protected:
     launch.tables = tables.data();
     launch.num_tables = tables.size();
     launch.numerics_counters = counters.data();
-    ASSERT_EQ(qopt_step_many(&launch, 1, nullptr), QOPT_SUCCESS) << qopt_last_error();
+    *status = qopt_step_many(&launch, 1, nullptr);
   }
 
   /// Expects the kernel's counters to equal the reference's counts.
@@ -578,6 +586,39 @@ TEST_P(HostKernelNumerics, FourBitTableCodesOnAndBesideEveryMidpoint) {
     }
     return g;
   });
+}
+
+TEST_P(HostKernelNumerics, StochasticRoundingRefusesASeedOrStepItCannotHold) {
+  // The key is (seed, step) as float32 (docs/numerics.md, "Stochastic
+  // rounding"): a seed that is not an integer in [0, 2^24) and a step past
+  // 2^24 would round onto another key's bits; both are refused before the
+  // launch, and every tensor is left as it was.
+  if (spec.master != ref::Master::Stochastic)
+    GTEST_SKIP() << "no stochastic rounding";
+  std::vector<ref::TensorBuffers> tensors = randomTensors({300, 4097});
+  for (ref::TensorBuffers &t : tensors)
+    ref::setGrad(spec, t, std::vector<float>(t.numel, 1e-2f));
+  const std::vector<ref::TensorBuffers> before = tensors;
+  auto refused = [&](double seed, int64_t step, const std::string &why) {
+    extraHypers = {{"seed", seed}};
+    qopt_status status = QOPT_SUCCESS;
+    tryHostStep(tensors, step, nullptr, &status);
+    EXPECT_NE(status, QOPT_SUCCESS) << "seed " << seed << ", step " << step;
+    EXPECT_NE(std::string(qopt_last_error()).find(why), std::string::npos)
+        << qopt_last_error();
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      std::vector<ref::Buffer *> got = tensors[k].streams();
+      std::vector<ref::Buffer *> want =
+          const_cast<ref::TensorBuffers &>(before[k]).streams();
+      for (size_t s = 0; s < got.size(); ++s)
+        EXPECT_EQ(got[s]->raw(), want[s]->raw()) << "tensor " << k << " stream " << s;
+    }
+  };
+  for (double seed : {1.5, -1.0, 16777216.0, 1e30})
+    refused(seed, 1, "stochastic rounding's seed is an integer in [0, 2^24)");
+  refused(7.0, (int64_t(1) << 24) + 1, "holds steps up to 2^24");
+  extraHypers = {{"seed", 16777215.0}};
+  hostStep(tensors, int64_t(1) << 24);
 }
 
 TEST_P(HostKernelNumerics, TileRangeSplitAcrossThreads) {

@@ -127,6 +127,7 @@ struct StateScheme {
   Loc sizeLoc;       ///< The block or group size.
   Loc compandingLoc; ///< The companding option, when one is written.
   Loc scaleLoc;      ///< The `scale` option, when one is written.
+  Loc roundingLoc;   ///< The `round` option, when one is written.
 };
 
 /// `state m : group<i8, 32, softsign>;`
