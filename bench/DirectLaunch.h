@@ -32,6 +32,7 @@ struct DirectKernel {
   cu::CUmodule module = nullptr;
   cu::CUfunction fn = nullptr;
   std::vector<cu::CUfunction> phaseFns; ///< spec.phases' entries
+  std::vector<int> phaseOccupancy;       ///< their resident blocks per SM
   int regs = 0, localBytes = 0, staticSmem = 0, maxThreads = 0, binaryVersion = 0;
   int occupancyBlocks = 0; ///< resident blocks per SM at the manifest's block size
   /// `imagePath` overrides the manifest's binary (e.g. its PTX); `maxRegs`
@@ -54,6 +55,9 @@ struct DirectKernel {
       cu::CUfunction f = nullptr;
       BCU(d.cuModuleGetFunction(&f, module, p.entry.c_str()));
       phaseFns.push_back(f);
+      int resident = 0;
+      BCU(extra().cuOccupancyMaxActiveBlocksPerMultiprocessor(&resident, f, p.threadsPerBlock, 0));
+      phaseOccupancy.push_back(std::max(resident, 1));
     }
     const DriverExtra &x = extra();
     BCU(x.cuFuncGetAttribute(&regs, kFuncNumRegs, fn));
@@ -272,12 +276,15 @@ struct Launcher {
       }
       return params;
     };
-    // The phases first, on the same stream: the reduce pre-pass with the
-    // step's grid, the finish with a block per tensor (at most that many).
+    // The phases first, on the same stream, as the runtime launches them: a
+    // wave of the blocks that fit (the step's grid scaled by the two
+    // occupancies), no more blocks than tiles or tensors.
     for (size_t i = 0; i < spec.phases.size(); ++i) {
       const Spec::Phase &p = spec.phases[i];
       std::vector<void *> params = paramsOf(p.args);
-      unsigned g = p.overTensors ? unsigned(std::min<int64_t>(numTensors, grid)) : grid;
+      int64_t wave = int64_t(grid) * k.phaseOccupancy[i] / std::max(k.occupancyBlocks, 1);
+      unsigned g = unsigned(std::max<int64_t>(
+          1, std::min<int64_t>(p.overTensors ? numTensors : numTiles, wave)));
       BCU(cu::driver().cuLaunchKernel(k.phaseFns[i], g, 1, 1, unsigned(p.threadsPerBlock), 1, 1, 0,
                                       stream, params.data(), nullptr));
     }

@@ -218,3 +218,30 @@ def test_cuda_equals_the_host_backend_bit_for_bit(cuda, cls, kw):
             other = stepped["cuda"][1].state[q][key]
             if torch.is_tensor(value):
                 assert torch.equal(value, other.cpu()), key
+
+
+@pytest.mark.parametrize("cls,kw", [
+    (qopt.LAMB32bit, {}), (qopt.LARS32bit, dict(lr=0.1, momentum=0.9)),
+], ids=["lamb32bit", "lars32bit"])
+def test_host_threads_keep_whole_tensors(monkeypatch, cls, kw):
+    """The host backend splits a step's tiles over threads (QOPT_HOST_THREADS); a kernel with
+    reductions computes a tensor's from the whole tensor before its first tile in a range, so its
+    ranges end where tensors do: eight threads give the bits of one (a range that split a tensor
+    would read elements another thread is writing)."""
+    sizes = [3000, 600 * 2048 + 3, 5000]
+    g = torch.Generator().manual_seed(12)
+    start = [(0.5 * torch.randn(n, generator=g)).to(torch.bfloat16) for n in sizes]
+    grads = [[(1e-2 * torch.randn(n, generator=g)).to(torch.bfloat16) for n in sizes]
+             for _ in range(3)]
+    stepped = []
+    for threads in ("1", "8"):
+        monkeypatch.setenv("QOPT_HOST_THREADS", threads)
+        params = [torch.nn.Parameter(s.clone()) for s in start]
+        opt = cls(params, **kw)
+        for gs in grads:
+            for p, gr in zip(params, gs):
+                p.grad = gr.clone()
+            opt.step()
+        stepped.append(params)
+    for p, q in zip(*stepped):
+        assert torch.equal(p.detach(), q.detach())

@@ -457,6 +457,20 @@ void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,
   threads = std::max<int64_t>(
       1, std::min({threads, c.numTiles / kMinTiles, elements / kMinElements}));
   int64_t per = (c.numTiles + threads - 1) / threads;
+  // A kernel with per-tensor reductions computes a tensor's before the first
+  // of its tiles in a range, from the whole tensor: its ranges end where
+  // tensors do (docs/abi.md, "Reductions"), a range's end moved on to the
+  // end of the tensor it falls in.
+  const int64_t tile = m.launch.tile_elements;
+  auto rangeStart = [&](int64_t w) {
+    int64_t b = std::min(c.numTiles, w * per);
+    if (!m.reductions || b == c.numTiles)
+      return b;
+    size_t k = static_cast<size_t>(tileMap[static_cast<size_t>(b)]);
+    if (c.firstTile[k] == b)
+      return b;
+    return std::min(c.numTiles, c.firstTile[k] + (t->numels[k] + tile - 1) / tile);
+  };
   // A kernel with numerics counters takes them last (its function is a
   // qopt_host_counted_kernel_fn); they are added to atomically.
   const bool counted = takesCounters();
@@ -470,11 +484,11 @@ void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,
   };
   std::vector<std::thread> workers;
   for (int64_t w = 1; w < threads; ++w) {
-    int64_t begin = w * per, end = std::min(c.numTiles, begin + per);
+    int64_t begin = rangeStart(w), end = rangeStart(w + 1);
     if (begin < end)
       workers.emplace_back([=] { run(begin, end); });
   }
-  run(0, std::min(per, c.numTiles));
+  run(0, rangeStart(1));
   for (std::thread &worker : workers)
     worker.join();
 }

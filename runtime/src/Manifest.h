@@ -133,6 +133,10 @@ struct Manifest {
   /// without per-tensor reductions (and for host manifests).
   std::vector<PhaseDesc> phases;
   ReductionWorkspace workspace;
+  /// "reductions" present: the host function computes a tensor's
+  /// reductions in the range that holds its first tile, so a step's
+  /// ranges hold whole tensors.
+  bool reductions = false;
   qopt_launch_info launch{};
   bool binariesListed = false; ///< "binaries" present (else use defaults)
   std::vector<BinaryDesc> binaries;

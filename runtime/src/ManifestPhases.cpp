@@ -87,6 +87,7 @@ std::vector<ArgDesc> parsePhaseArgs(const Reader &r, const json &phase,
 } // namespace
 
 void parsePhases(const Reader &r, const json &root, Manifest &m) {
+  m.reductions = root.contains("reductions");
   const json *phases = r.member(root, "", "phases", false);
   const json *workspace = r.member(root, "", "reduction_workspace", false);
   if (!phases && !workspace)

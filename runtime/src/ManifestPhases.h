@@ -17,7 +17,8 @@ namespace qopt::rt {
 /// false when it is neither.
 bool parseArgName(const Manifest &m, const std::string &name, ArgDesc &out);
 
-/// "phases" and "reduction_workspace", both or neither; each phase's
+/// Whether the kernel has "reductions"; "phases" and "reduction_workspace",
+/// both or neither; each phase's
 /// arguments checked against what its grid can take. Needs the tables.
 void parsePhases(const Reader &r, const json &root, Manifest &m);
 

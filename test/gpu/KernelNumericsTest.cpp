@@ -346,6 +346,8 @@ TEST_P(ReductionOrder, CancellingGradientsMatchReference) {
   if (!haveGpu(why))
     GTEST_SKIP() << "GPU test skipped: " << why;
   const Case &c = GetParam();
+  if (c.make().grad == ref::DType::F16)
+    GTEST_SKIP() << "an f16 gradient cannot hold +-2^60 (it rounds to inf)";
   std::mt19937 rng(99);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const std::vector<int64_t> sizes = {1, 2047, 2049, 3 * 2048 + 5, 70001,

@@ -335,6 +335,12 @@ private:
   Value emitRunSubtree(ReductionKind kind, Value partials, Value stack,
                        Value first, Value count, int64_t numReductions,
                        int64_t index, Value identity);
+  /// The finish's value from each thread's `subtree`: the tree over the
+  /// block's threads (shuffles, then warp 0 over the warps' `slots` in
+  /// shared memory), the division by `n` and square root as the kind has
+  /// them, one rounding to f32 (a NaN canonical), stored to `out` by thread 0.
+  void emitFinishValue(ReductionKind kind, Value subtree, Value slots,
+                       Value identity, Value n, Value out);
   /// The reduction's float64 term of f32 lanes `x` (x, or x * x for norm
   /// and rms), the identity where `mask` is false.
   Value reductionTerms(ReductionKind kind, Value x, Value mask);

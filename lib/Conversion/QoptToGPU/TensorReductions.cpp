@@ -21,6 +21,8 @@ using namespace mlir;
 using namespace mlir::qopt;
 
 static constexpr int64_t kFinishThreads = kReductionFinishThreads;
+/// Partials a finish thread loads at once (a power of two).
+static constexpr int64_t kFinishBatch = 8;
 /// Entries of a finish thread's stack of subtrees: one per bit set in its
 /// count of partials (< 2^64).
 static constexpr int64_t kFinishStackDepth = 64;
@@ -238,8 +240,6 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
                              f64, constI64(kFinishStackDepth), 8);
   Value block = indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
   Value grid = indexToI64(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
-  Value warp = arith::DivUIOp::create(b, loc, kernel.tid, constI64(32));
-  Value laneId = arith::RemUIOp::create(b, loc, kernel.tid, constI64(32));
   int64_t chunksPerTile = tile / kReductionChunk;
   int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());
 
@@ -286,57 +286,17 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
       b, loc, arith::MulIOp::create(b, loc, firstTile, constI64(chunksPerTile)),
       begin);
   Value n = arith::SIToFPOp::create(b, loc, f64, numel);
-  Value qnan = arith::ConstantOp::create(
-      b, loc,
-      b.getFloatAttr(f32(), llvm::APFloat::getQNaN(llvm::APFloat::IEEEsingle())));
   for (auto [index, op] : llvm::enumerate(reductions)) {
     ReductionKind kind = op.getKind();
     Value identity = arith::ConstantOp::create(
         b, loc, b.getF64FloatAttr(reductionIdentity(kind)));
     Value subtree = emitRunSubtree(kind, partials, stack, first, mine, count,
                                    index, identity);
-    // The threads' subtrees in index order: each warp's by shuffles, then
-    // warp 0 over the warps' through shared memory.
-    Value tree = warpTree(kind, subtree, 32);
-    {
-      auto lane0 = ifZero(laneId);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&lane0.getThenRegion().front());
-      LLVM::StoreOp::create(b, loc, tree, gep(slots, f64, warp), 8);
-    }
-    gpu::BarrierOp::create(b, loc);
-    {
-      auto warp0 = ifZero(warp);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&warp0.getThenRegion().front());
-      int64_t warps = kFinishThreads / 32;
-      Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                           laneId, constI64(warps));
-      Value slot = arith::SelectOp::create(b, loc, inside, laneId, constI64(0));
-      Value v = arith::SelectOp::create(b, loc, inside,
-                                        load(f64, gep(slots, f64, slot), 8),
-                                        identity);
-      v = warpTree(kind, v, warps);
-      auto lane0 = ifZero(laneId);
-      b.setInsertionPointToStart(&lane0.getThenRegion().front());
-      // One rounding to f32 (after the division by n and the square root
-      // where the kind has them); a NaN is the canonical quiet NaN.
-      if (kind == ReductionKind::mean || kind == ReductionKind::rms)
-        v = arith::DivFOp::create(b, loc, v, n);
-      if (kind == ReductionKind::norm || kind == ReductionKind::rms)
-        v = inlinePtx(b, loc, f64, v, "sqrt.rn.f64 $0, $1;", "=d,d");
-      Value r = arith::TruncFOp::create(b, loc, f32(), v);
-      Value isNaN =
-          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, r, r);
-      r = arith::SelectOp::create(b, loc, isNaN, qnan, r);
-      LLVM::StoreOp::create(
-          b, loc, r,
-          gep(values, f32(),
-              arith::AddIOp::create(
-                  b, loc, arith::MulIOp::create(b, loc, k, constI64(count)),
-                  constI64(index))),
-          4);
-    }
+    Value at = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, k, constI64(count)),
+        constI64(index));
+    emitFinishValue(kind, subtree, slots, identity, n,
+                    gep(values, f32(), at));
     // The slots are written again by the next reduction or tensor.
     gpu::BarrierOp::create(b, loc);
   }
@@ -345,28 +305,94 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
   return success();
 }
 
+void KernelEmitter::emitFinishValue(ReductionKind kind, Value subtree,
+                                    Value slots, Value identity, Value n,
+                                    Value out) {
+  Type f64 = b.getF64Type();
+  Value tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  Value warp = arith::DivUIOp::create(b, loc, tid, constI64(32));
+  Value laneId = arith::RemUIOp::create(b, loc, tid, constI64(32));
+  Value qnan = arith::ConstantOp::create(
+      b, loc,
+      b.getFloatAttr(f32(), llvm::APFloat::getQNaN(llvm::APFloat::IEEEsingle())));
+  // The threads' subtrees in index order: each warp's by shuffles, then
+  // warp 0 over the warps' through shared memory.
+  Value tree = warpTree(kind, subtree, 32);
+  {
+    auto lane0 = ifZero(laneId);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&lane0.getThenRegion().front());
+    LLVM::StoreOp::create(b, loc, tree, gep(slots, f64, warp), 8);
+  }
+  gpu::BarrierOp::create(b, loc);
+  {
+    auto warp0 = ifZero(warp);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&warp0.getThenRegion().front());
+    int64_t warps = kFinishThreads / 32;
+    Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                         laneId, constI64(warps));
+    Value slot = arith::SelectOp::create(b, loc, inside, laneId, constI64(0));
+    Value v = arith::SelectOp::create(b, loc, inside,
+                                      load(f64, gep(slots, f64, slot), 8),
+                                      identity);
+    v = warpTree(kind, v, warps);
+    auto lane0 = ifZero(laneId);
+    b.setInsertionPointToStart(&lane0.getThenRegion().front());
+    // One rounding to f32 (after the division by n and the square root
+    // where the kind has them); a NaN is the canonical quiet NaN.
+    if (kind == ReductionKind::mean || kind == ReductionKind::rms)
+      v = arith::DivFOp::create(b, loc, v, n);
+    if (kind == ReductionKind::norm || kind == ReductionKind::rms)
+      v = inlinePtx(b, loc, f64, v, "sqrt.rn.f64 $0, $1;", "=d,d");
+    Value r = arith::TruncFOp::create(b, loc, f32(), v);
+    Value isNaN =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, r, r);
+    r = arith::SelectOp::create(b, loc, isNaN, qnan, r);
+    LLVM::StoreOp::create(b, loc, r, out, 4);
+  }
+}
+
 Value KernelEmitter::emitRunSubtree(ReductionKind kind, Value partials,
                                     Value stack, Value first, Value count,
                                     int64_t numReductions, int64_t index,
                                     Value identity) {
-  // Partial j of the run (an aligned power-of-two run) merges with the
+  // The run (an aligned power-of-two run) in batches of kFinishBatch
+  // partials whose loads are in flight together; a batch's tree (the
+  // partials past the run's `count` the identity) is a subtree of the run's,
+  // or the whole run's where the run is shorter. Batch j merges with the
   // stack's subtrees as often as j has trailing ones (each merge `older ⊕
   // newer`), then is pushed; what is left is folded newest first, which
   // the padding's identities do not change.
   Type f64 = b.getF64Type();
-  auto push = scf::ForOp::create(b, loc, constI64(0), count, constI64(1),
+  Value batches = arith::DivUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, count, constI64(kFinishBatch - 1)),
+      constI64(kFinishBatch));
+  auto push = scf::ForOp::create(b, loc, constI64(0), batches, constI64(1),
                                  ValueRange{constI64(0)});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(push.getBody());
     Value j = push.getInductionVar();
     Value sp = push.getRegionIterArgs()[0];
-    Value at = arith::AddIOp::create(
-        b, loc,
-        arith::MulIOp::create(b, loc, arith::AddIOp::create(b, loc, first, j),
-                              constI64(numReductions)),
-        constI64(index));
-    Value v = load(f64, gep(partials, f64, at), 8);
+    SmallVector<Value> leaves;
+    for (int64_t i = 0; i < kFinishBatch; ++i) {
+      Value at = arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, j, constI64(kFinishBatch)),
+          constI64(i));
+      Value inside =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, count);
+      Value safe = arith::SelectOp::create(b, loc, inside, at, constI64(0));
+      Value element = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc,
+                                arith::AddIOp::create(b, loc, first, safe),
+                                constI64(numReductions)),
+          constI64(index));
+      leaves.push_back(arith::SelectOp::create(
+          b, loc, inside, load(f64, gep(partials, f64, element), 8), identity));
+    }
+    Value v = treeOf(kind, leaves);
     Value merges = LLVM::CountTrailingZerosOp::create(
         b, loc, i64(), arith::XOrIOp::create(b, loc, j, constI64(-1)),
         /*is_zero_poison=*/false);

@@ -40,11 +40,14 @@
 // CHECK: gpu.return
 
 // The finish: 512 threads, a block per tensor; each thread's run of
-// partials by a stack of subtrees in local memory (merges: the trailing
-// ones of the index), folded newest first; then shuffles and shared memory;
-// the square root rounded once (sqrt.rn.f64), one rounding to f32.
+// partials in batches of 8 loaded together (their tree: 7 sums), the
+// batches by a stack of subtrees in local memory (merges: the trailing ones
+// of the batch's index), folded newest first; then shuffles and shared
+// memory; the square root rounded once (sqrt.rn.f64), one rounding to f32.
 // CHECK-LABEL: gpu.func @Norm_finish(%{{.+}}: !llvm.ptr<1>, %{{.+}}: i64, %{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 512, 1, 1>}
 // CHECK: llvm.alloca %{{.+}} x f64
+// CHECK-COUNT-8: llvm.load %{{.+}} {alignment = 8 : i64} : !llvm.ptr<1> -> f64
+// CHECK-COUNT-7: arith.addf %{{.+}}, %{{.+}} : f64
 // CHECK: "llvm.intr.cttz"
 // CHECK: arith.addf %{{.+}}, %{{.+}} : f64
 // CHECK: gpu.shuffle  down
