@@ -273,6 +273,20 @@ Spec::Spec(const std::string &manifestPath) : path(manifestPath) {
   if (j.contains("args"))
     for (const auto &a : j["args"])
       args.push_back(a.get<std::string>());
+  if (j.contains("phases")) {
+    for (const auto &p : j["phases"]) {
+      Phase phase;
+      phase.entry = p["entry"].get<std::string>();
+      phase.overTensors = p["grid"].get<std::string>() == "tensors";
+      phase.threadsPerBlock = p["threads_per_block"].get<int>();
+      for (const auto &a : p["args"])
+        phase.args.push_back(a.get<std::string>());
+      phases.push_back(std::move(phase));
+    }
+    const auto &w = j["reduction_workspace"];
+    partialBytesPerTile = w["partial_bytes_per_tile"].get<int64_t>();
+    valueBytesPerTensor = w["value_bytes_per_tensor"].get<int64_t>();
+  }
   if (args.empty()) {
     args = {"descriptors", "tile_map", "num_tiles", "uniforms"};
     for (const auto &t : tables)

@@ -145,6 +145,16 @@ struct Spec {
   qopt_manifest_info info{};
   std::vector<StreamDesc> streams;
   std::vector<std::string> args;         ///< launch argument order (names)
+  /// The launches before the step of a kernel with per-tensor reductions
+  /// (docs/abi.md, "Reductions"), and its workspace's sizes.
+  struct Phase {
+    std::string entry;
+    bool overTensors = false; ///< grid "tensors" (else "tiles")
+    int threadsPerBlock = 0;
+    std::vector<std::string> args;
+  };
+  std::vector<Phase> phases;
+  int64_t partialBytesPerTile = 0, valueBytesPerTensor = 0;
   std::vector<qopt_table_info> tables;   ///< codebook tables, in order
   std::vector<std::string> tableStates;  ///< the state each table serves
   std::string binaryPath, binaryFormat;  ///< what the bench loads itself

@@ -31,6 +31,8 @@ namespace qopt::bench {
 struct DirectKernel {
   cu::CUmodule module = nullptr;
   cu::CUfunction fn = nullptr;
+  std::vector<cu::CUfunction> phaseFns; ///< spec.phases' entries
+  std::vector<int> phaseOccupancy;       ///< their resident blocks per SM
   int regs = 0, localBytes = 0, staticSmem = 0, maxThreads = 0, binaryVersion = 0;
   int occupancyBlocks = 0; ///< resident blocks per SM at the manifest's block size
   /// `imagePath` overrides the manifest's binary (e.g. its PTX); `maxRegs`
@@ -49,6 +51,14 @@ struct DirectKernel {
     BCU(d.cuModuleLoadDataEx(&module, image.data(), maxRegs > 0 ? 1 : 0,
                              maxRegs > 0 ? jitOpt : nullptr, maxRegs > 0 ? jitVal : nullptr));
     BCU(d.cuModuleGetFunction(&fn, module, spec.info.entry));
+    for (const Spec::Phase &p : spec.phases) {
+      cu::CUfunction f = nullptr;
+      BCU(d.cuModuleGetFunction(&f, module, p.entry.c_str()));
+      phaseFns.push_back(f);
+      int resident = 0;
+      BCU(extra().cuOccupancyMaxActiveBlocksPerMultiprocessor(&resident, f, p.threadsPerBlock, 0));
+      phaseOccupancy.push_back(std::max(resident, 1));
+    }
     const DriverExtra &x = extra();
     BCU(x.cuFuncGetAttribute(&regs, kFuncNumRegs, fn));
     BCU(x.cuFuncGetAttribute(&localBytes, kFuncLocalSizeBytes, fn));
@@ -152,7 +162,11 @@ struct TensorSet {
   /// set's launches run one at a time on the bench's stream.
   /// numerics_counters: QOPT_NUMERICS_COUNTERS int64s that the kernels add to (docs/abi.md).
   cu::CUdeviceptr descs = 0, tiles = 0, workCounters = 0, numericsCounters = 0;
-  int64_t numTiles = 0;
+  /// The reduction workspace of a kernel with phases: chunk partials and
+  /// per-tensor values (docs/abi.md, "Reductions").
+  DeviceMem workspace;
+  cu::CUdeviceptr partials = 0, values = 0;
+  int64_t numTiles = 0, numTensors = 0;
   std::vector<void *> voidPtrs;
 };
 
@@ -227,6 +241,13 @@ inline void fillSet(const Spec &spec, const std::vector<int64_t> &numels, Tensor
   set.workCounters = set.meta.ptr + counterOff;
   set.numericsCounters = set.meta.ptr + numericsOff;
   set.numTiles = numTiles;
+  set.numTensors = int64_t(numels.size());
+  if (!spec.phases.empty()) {
+    size_t partialBytes = size_t(numTiles * spec.partialBytesPerTile + 255) / 256 * 256;
+    set.workspace = DeviceMem(partialBytes + size_t(set.numTensors * spec.valueBytesPerTensor));
+    set.partials = set.workspace.ptr;
+    set.values = set.workspace.ptr + partialBytes;
+  }
   set.voidPtrs = set.arena.voidPtrs();
 }
 
@@ -238,34 +259,63 @@ struct Launcher {
                   cu::CUstream stream) const {
     cu::CUdeviceptr descs = set.descs, tiles = set.tiles, counters = set.workCounters;
     cu::CUdeviceptr numerics = set.numericsCounters;
-    int64_t numTiles = set.numTiles;
+    cu::CUdeviceptr partials = set.partials, values = set.values;
+    int64_t numTiles = set.numTiles, numTensors = set.numTensors;
     std::vector<cu::CUdeviceptr> tbl = tables;
-    std::vector<void *> params;
-    for (const std::string &a : spec.args) {
-      if (a == "descriptors")
-        params.push_back(&descs);
-      else if (a == "tile_map")
-        params.push_back(&tiles);
-      else if (a == "num_tiles")
-        params.push_back(&numTiles);
-      else if (a == "uniforms")
-        params.push_back(&uniforms);
-      else if (a == "work_counters")
-        params.push_back(&counters);
-      else if (a == "numerics_counters")
-        params.push_back(&numerics);
-      else {
-        size_t i = 0;
-        while (i < spec.tables.size() && spec.tables[i].name != a)
-          ++i;
-        if (i == spec.tables.size())
-          throw std::runtime_error("unknown kernel argument '" + a + "'");
-        params.push_back(&tbl[i]);
+    auto paramsOf = [&](const std::vector<std::string> &names) {
+      std::vector<void *> params;
+      for (const std::string &a : names) {
+        if (a == "reduction_partials")
+          params.push_back(&partials);
+        else if (a == "reduction_values")
+          params.push_back(&values);
+        else if (a == "num_tensors")
+          params.push_back(&numTensors);
+        else
+          params.push_back(param(a, descs, tiles, numTiles, uniforms, counters, numerics, tbl));
       }
+      return params;
+    };
+    // The phases first, on the same stream, as the runtime launches them: a
+    // wave of the blocks that fit (the step's grid scaled by the two
+    // occupancies), no more blocks than tiles or tensors.
+    for (size_t i = 0; i < spec.phases.size(); ++i) {
+      const Spec::Phase &p = spec.phases[i];
+      std::vector<void *> params = paramsOf(p.args);
+      int64_t wave = int64_t(grid) * k.phaseOccupancy[i] / std::max(k.occupancyBlocks, 1);
+      unsigned g = unsigned(std::max<int64_t>(
+          1, std::min<int64_t>(p.overTensors ? numTensors : numTiles, wave)));
+      BCU(cu::driver().cuLaunchKernel(k.phaseFns[i], g, 1, 1, unsigned(p.threadsPerBlock), 1, 1, 0,
+                                      stream, params.data(), nullptr));
     }
+    std::vector<void *> params = paramsOf(spec.args);
     const qopt_launch_info &l = spec.info.launch;
     BCU(cu::driver().cuLaunchKernel(k.fn, grid, 1, 1, unsigned(l.threads_per_block), 1, 1,
                                     unsigned(l.shared_bytes), stream, params.data(), nullptr));
+  }
+
+  /// The address of argument `a`'s value among the step's arguments.
+  void *param(const std::string &a, cu::CUdeviceptr &descs, cu::CUdeviceptr &tiles,
+              int64_t &numTiles, cu::CUdeviceptr &uniforms, cu::CUdeviceptr &counters,
+              cu::CUdeviceptr &numerics, std::vector<cu::CUdeviceptr> &tbl) const {
+    if (a == "descriptors")
+      return &descs;
+    if (a == "tile_map")
+      return &tiles;
+    if (a == "num_tiles")
+      return &numTiles;
+    if (a == "uniforms")
+      return &uniforms;
+    if (a == "work_counters")
+      return &counters;
+    if (a == "numerics_counters")
+      return &numerics;
+    size_t i = 0;
+    while (i < spec.tables.size() && spec.tables[i].name != a)
+      ++i;
+    if (i == spec.tables.size())
+      throw std::runtime_error("unknown kernel argument '" + a + "'");
+    return &tbl[i];
   }
 };
 

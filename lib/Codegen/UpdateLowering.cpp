@@ -81,8 +81,7 @@ void UpdateTarget::storeParam(Value value, ArrayRef<Value> key) {
 }
 
 FailureOr<Value> UpdateTarget::reduction(unsigned, ReduceOp op) {
-  return op.emitOpError("is lowered only by the host backend "
-                        "(--emit=host-library); this target has no "
+  return op.emitOpError("is not lowered by this target: it has no "
                         "per-tensor reductions");
 }
 

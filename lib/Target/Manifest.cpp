@@ -123,6 +123,37 @@ static json::Object stateObject(StateOp state) {
   return object;
 }
 
+/// The GPU kernel's launches before its step and their workspace
+/// (docs/abi.md, "Reductions"): the reduce pre-pass over the step's tiles
+/// and the finish, one block per tensor, of convert-qopt-to-gpu.
+static void addReductionPhases(json::Object &kernel, StringRef name,
+                               KernelPlanAttr plan,
+                               ArrayRef<std::string> tableArgs,
+                               int64_t numReductions) {
+  json::Array reduceArgs{"descriptors", "tile_map", "num_tiles", "uniforms"};
+  for (const std::string &t : tableArgs)
+    reduceArgs.push_back(t);
+  reduceArgs.push_back("reduction_partials");
+  kernel["phases"] = json::Array{
+      json::Object{{"name", "reduce"},
+                   {"entry", (name + "_reduce").str()},
+                   {"grid", "tiles"},
+                   {"threads_per_block", plan.getThreads()},
+                   {"args", std::move(reduceArgs)}},
+      json::Object{{"name", "finish"},
+                   {"entry", (name + "_finish").str()},
+                   {"grid", "tensors"},
+                   {"threads_per_block", kReductionFinishThreads},
+                   {"args", json::Array{"descriptors", "num_tensors",
+                                        "uniforms", "reduction_partials",
+                                        "reduction_values"}}}};
+  int64_t chunksPerTile = plan.getTile() / kReductionChunk;
+  kernel["reduction_workspace"] = json::Object{
+      {"chunk_elements", kReductionChunk},
+      {"partial_bytes_per_tile", chunksPerTile * numReductions * 8},
+      {"value_bytes_per_tensor", numReductions * 4}};
+}
+
 FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                                                  const KernelOptions &options,
                                                  StringRef format) {
@@ -192,6 +223,13 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
       gradScaling |= isa<SkipIfOp>(op) ||
                      (isa<LoadGradOp>(op) && cast<LoadGradOp>(op).getInvScale());
 
+    // A GPU kernel with per-tensor reductions reads their values, which its
+    // phases wrote; the host function computes its own.
+    SmallVector<ReduceOp> reduceOps = getReductions(optimizer);
+    bool gpuReductions = !reduceOps.empty() && format != "host";
+    SmallVector<std::string> tableArgs(args.begin() + 4, args.end());
+    if (gpuReductions)
+      args.push_back("reduction_values");
     if (plan.getClaimTiles() > 0)
       args.push_back("work_counters");
     if (countsNumerics(optimizer))
@@ -251,12 +289,15 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     // Per-tensor reductions (docs/abi.md, "Reductions"): the kernel computes
     // them itself, so a tile range it is called on must hold whole tensors.
     json::Array reductions;
-    for (ReduceOp reduce : getReductions(optimizer))
+    for (ReduceOp reduce : reduceOps)
       reductions.push_back(json::Object{
           {"kind", stringifyReductionKind(reduce.getKind()).str()},
           {"scope", "tensor"}});
     if (!reductions.empty())
       kernel["reductions"] = std::move(reductions);
+    if (gpuReductions)
+      addReductionPhases(kernel, optimizer.getSymName(), plan, tableArgs,
+                         reduceOps.size());
     if (gradScaling)
       kernel["grad_scaling"] = json::Object{{"scale", "grad_scale"},
                                             {"found_inf", "found_inf"}};

@@ -2,10 +2,10 @@
 bitsandbytes' LAMB8bit and LARS8bit (and their 32-bit forms) and optimi's StableAdamW.
 
 Each steps with one qopt kernel per parameter group and dtype (specs/reductions/*.qopt), whose
-reductions the kernel computes itself, over the tensor's new values, before the update. Those
-kernels exist for the host backend only (CPU tensors): their GPU lowering is not written yet, so a
-parameter on another device is refused when it joins the optimizer (NotImplementedError), before
-any step.
+reductions are computed over the tensor's new values before the update: on CUDA by two more
+launches on the step's stream (a pre-pass that reads what the reductions need, then one block per
+tensor that reduces its chunks; docs/abi.md, "Reductions"), on the CPU by the host function itself.
+Both give the same values bit for bit (docs/numerics.md §7).
 
 LAMB and LARS are bitsandbytes' update-norm clipping (``max_unorm``): the update ``u`` is scaled by
 ``max_unorm * |p| / |u|`` where ``|u| > max_unorm * |p|`` (``|p|`` the parameter's norm before the
@@ -29,28 +29,12 @@ from .optim import _reject_bnb_options
 __all__ = ["LAMB8bit", "LAMB32bit", "LAMB", "LARS8bit", "LARS32bit", "LARS", "StableAdamW"]
 
 
-class _HostOnly:
-    """Refuses a parameter that is not on the CPU when its group is added: the kernels of
-    specs/reductions/ are built for the host backend only (docs/dsl.md, "Reductions")."""
-
-    def add_param_group(self, param_group) -> None:
-        params = param_group["params"]
-        for p in [params] if hasattr(params, "device") else params:
-            dev = getattr(p, "device", None)
-            if dev is not None and dev.type != "cpu":
-                raise NotImplementedError(
-                    f"{type(self).__name__}: a parameter on {dev}; per-tensor reductions "
-                    f"(norm, rms) have no GPU lowering yet, so this optimizer steps CPU tensors "
-                    f"only (the host backend)")
-        super().add_param_group(param_group)
-
-
 def _check_max_unorm(cls: str, max_unorm) -> None:
     if not 0.0 <= max_unorm:
         raise ValueError(f"{cls}: max_unorm={max_unorm!r}; a norm ratio >= 0 (0: no clipping)")
 
 
-class LAMB8bit(_HostOnly, _Blockwise):
+class LAMB8bit(_Blockwise):
     """bitsandbytes' LAMB8bit (lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0,
     max_unorm 1): ``m, v`` as Adam, ``u = (m / bc1) / (sqrt(v / bc2) + eps)``, ``p = (p - s lr u)
     (1 - lr wd)`` with ``s = max_unorm |p| / |u|`` where that is below 1, else 1 (|.| the tensor's
@@ -128,7 +112,7 @@ class LAMB(LAMB8bit):
                          skip_nonfinite=skip_nonfinite, max_grad_norm=max_grad_norm)
 
 
-class LARS8bit(_HostOnly, _Blockwise):
+class LARS8bit(_Blockwise):
     """bitsandbytes' LARS8bit (momentum 0 refused, dampening 0, weight decay 0, max_unorm 0.02;
     ``lr`` is required): ``d = g + wd p``, ``buf = d`` at step 1 else ``momentum buf + d``,
     ``p = p - s lr buf`` with ``s = max_unorm |p| / |buf|`` where that is below 1, else 1.
@@ -200,7 +184,7 @@ class LARS(LARS8bit):
                          max_grad_norm=max_grad_norm)
 
 
-class StableAdamW(_HostOnly, QoptOptimizer):
+class StableAdamW(QoptOptimizer):
     """optimi's StableAdamW (betas (0.9, 0.99), weight decay 1e-2, eps 1e-6; optimi requires
     ``lr``, here 1e-3 by default): AdamW with debiased betas ``b_t = (b^t - b) / (b^t - 1)``
     (``m = m + (1 - b1_t)(g - m)``, ``v = b2_t v + (1 - b2_t) g^2``) and the learning rate divided

@@ -1,8 +1,8 @@
 """LAMB8bit, LARS8bit (bitsandbytes' names, defaults and update-norm clipping), their 32-bit forms
 and StableAdamW (optimi's) against the published formulas written out here in float32 torch: the
-32-bit forms within float rounding, the 8-bit ones within the blockwise quantization error. Their
-kernels read per-tensor norms and means (specs/reductions), which only the host backend has, so
-these run on the CPU.
+32-bit forms within float rounding, the 8-bit ones within the blockwise quantization error, on the
+CPU (the host backend) and on CUDA (the reduce pre-pass, the finish and the step; skipped without a
+GPU). Their kernels read per-tensor norms and means (specs/reductions).
 """
 
 import copy
@@ -13,13 +13,6 @@ import torch
 import qopt
 
 from test_elementwise_optimizers import assert_close_to, f32_params, run
-
-
-@pytest.fixture
-def cpu(device):
-    if device.type != "cpu":
-        pytest.skip("per-tensor reductions have no GPU lowering yet (docs/dsl.md, Reductions)")
-    return device
 
 
 def clip_scale(max_unorm, p, u):
@@ -82,11 +75,11 @@ SHAPES = ((1024, 32), (4097,), (3,))
 
 
 @pytest.mark.parametrize("steps", [1, 20])
-def test_lamb32bit_equals_the_formula(cpu, steps):
+def test_lamb32bit_equals_the_formula(device, steps):
     """The clipping is active (|u| is about twice max_unorm |p| here), so a kernel without it, or
     with the norms of the wrong values, is off by a factor of about two."""
     kw = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, max_unorm=1.0)
-    params = f32_params(cpu, *SHAPES, seed=3)
+    params = f32_params(device, *SHAPES, seed=3)
     ref, step = lamb_twin(params, **kw)
     opt = qopt.LAMB32bit(params, **kw)
     run(opt, params, steps, step, ref)
@@ -95,20 +88,20 @@ def test_lamb32bit_equals_the_formula(cpu, steps):
 
 
 @pytest.mark.parametrize("steps", [1, 20])
-def test_lars32bit_equals_the_formula(cpu, steps):
+def test_lars32bit_equals_the_formula(device, steps):
     kw = dict(lr=0.1, momentum=0.9, weight_decay=0.01, max_unorm=0.02)
-    params = f32_params(cpu, *SHAPES, seed=4)
+    params = f32_params(device, *SHAPES, seed=4)
     ref, step = lars_twin(params, **kw)
     opt = qopt.LARS32bit(params, **kw)
     run(opt, params, steps, step, ref)
     assert_close_to(params, ref, rtol=1e-5, atol=1e-6)
 
 
-def test_stable_adamw_equals_optimi(cpu):
+def test_stable_adamw_equals_optimi(device):
     """The RMS exceeds 1 on some steps and tensors (the lr division matters: without it the
     parameters differ beyond the tolerance)."""
     kw = dict(lr=1e-2, betas=(0.9, 0.99), weight_decay=0.01, eps=1e-6)
-    params = f32_params(cpu, *SHAPES, seed=5)
+    params = f32_params(device, *SHAPES, seed=5)
     ref, step = stable_adamw_twin(params, **kw)
     opt = qopt.StableAdamW(params, **kw)
     run(opt, params, 20, step, ref)
@@ -121,11 +114,11 @@ def test_stable_adamw_equals_optimi(cpu):
                                     max_unorm=1.0)),
     (qopt.LARS8bit, lars_twin, dict(lr=0.05, momentum=0.9, weight_decay=0.0, max_unorm=0.02)),
 ], ids=["lamb", "lars"])
-def test_8bit_state_follows_the_formula_within_quantization(cpu, qcls, twin, kw):
+def test_8bit_state_follows_the_formula_within_quantization(device, qcls, twin, kw):
     """20 steps with 8-bit blockwise states: the parameters' mean error within 5% of their
     travel (the clipping makes each step's size |p|-relative, so the error does not grow with
     it)."""
-    params = f32_params(cpu, (1024, 32), (4097,), seed=6)
+    params = f32_params(device, (1024, 32), (4097,), seed=6)
     ref, step = twin(params, **kw)
     start = [r.clone() for r in ref]
     opt = qcls(params, min_8bit_size=0, **kw)
@@ -167,18 +160,19 @@ def test_refuse_what_their_kernels_lack():
 @pytest.mark.parametrize("cls,kw", [
     (qopt.LAMB8bit, {}), (qopt.LARS8bit, dict(lr=0.1, momentum=0.9)), (qopt.StableAdamW, {}),
 ], ids=["lamb8bit", "lars8bit", "stable_adamw"])
-def test_checkpoint_resumes_bit_for_bit(cpu, cls, kw):
+def test_checkpoint_resumes_bit_for_bit(device, cls, kw):
     """Two steps, a state_dict round trip into a new optimizer, two more: the same bits as four
     uninterrupted steps (a bf16 tensor with 8-bit states and a small float32 one that keeps
     float32 states by min_8bit_size)."""
     def make():
         g = torch.Generator().manual_seed(7)
-        return [torch.nn.Parameter((0.5 * torch.randn(5000, generator=g)).to(torch.bfloat16)),
-                torch.nn.Parameter(0.5 * torch.randn(300, generator=g))]
+        return [torch.nn.Parameter((0.5 * torch.randn(5000, generator=g)).to(device, torch.bfloat16)),
+                torch.nn.Parameter((0.5 * torch.randn(300, generator=g)).to(device))]
     a, b = make(), make()
     oa, ob = cls(a, **kw), cls(b, **kw)
     g = torch.Generator().manual_seed(8)
-    grads = [[(1e-2 * torch.randn(p.shape, generator=g)).to(p.dtype) for p in a] for _ in range(4)]
+    grads = [[(1e-2 * torch.randn(p.shape, generator=g)).to(device, p.dtype) for p in a]
+             for _ in range(4)]
     for step in range(4):
         if step == 2:
             state = copy.deepcopy(ob.state_dict())
@@ -192,16 +186,62 @@ def test_checkpoint_resumes_bit_for_bit(cpu, cls, kw):
         assert torch.equal(p, q)
 
 
-@pytest.mark.parametrize("make", [lambda ps: qopt.LAMB8bit(ps), lambda ps: qopt.LARS8bit(ps, lr=0.1, momentum=0.9),
-                                  lambda ps: qopt.StableAdamW(ps), lambda ps: qopt.LAMB32bit(ps)])
-def test_a_parameter_off_the_cpu_is_refused_when_added(make):
-    """The reduction kernels exist for the host backend only: a parameter on another device is
-    refused with a message that says so, when the optimizer is built and when a group is added
-    later (a meta tensor stands for a CUDA one on a machine without a GPU)."""
-    off = torch.nn.Parameter(torch.empty(64, device="meta"))
-    with pytest.raises(NotImplementedError, match="no GPU lowering"):
-        make([off])
-    opt = make([torch.nn.Parameter(torch.zeros(64))])
-    with pytest.raises(NotImplementedError, match="on meta"):
-        opt.add_param_group({"params": [off]})
-    assert len(opt.param_groups) == 1
+
+
+@pytest.mark.parametrize("cls,kw", [
+    (qopt.LAMB8bit, {}), (qopt.LAMB32bit, {}), (qopt.LARS8bit, dict(lr=0.1, momentum=0.9)),
+    (qopt.LARS32bit, dict(lr=0.1, momentum=0.9)), (qopt.StableAdamW, {}),
+], ids=["lamb8bit", "lamb32bit", "lars8bit", "lars32bit", "stable_adamw"])
+def test_cuda_equals_the_host_backend_bit_for_bit(cuda, cls, kw):
+    """The same parameters and gradients stepped on CUDA (pre-pass, finish, step) and on the CPU
+    (the host function): the reductions' fixed order (docs/numerics.md §7) makes every parameter
+    and state bit the same. Tensors of one element, of a partial chunk, of several tiles and of
+    more chunks than a finish block has threads (a thread's run of several partials)."""
+    sizes = [1, 2047, 3 * 4096 + 5, 600 * 2048 + 3]
+    g = torch.Generator().manual_seed(11)
+    start = [(0.5 * torch.randn(n, generator=g)).to(torch.bfloat16) for n in sizes]
+    grads = [[(1e-2 * torch.randn(n, generator=g)).to(torch.bfloat16) for n in sizes]
+             for _ in range(3)]
+    stepped = {}
+    for dev in ("cpu", "cuda"):
+        params = [torch.nn.Parameter(s.clone().to(dev)) for s in start]
+        opt = cls(params, **kw)
+        for gs in grads:
+            for p, gr in zip(params, gs):
+                p.grad = gr.to(dev)
+            opt.step()
+        stepped[dev] = (params, opt)
+    for p, q in zip(stepped["cpu"][0], stepped["cuda"][0]):
+        assert torch.equal(p.detach(), q.detach().cpu())
+    for p, q in zip(stepped["cpu"][0], stepped["cuda"][0]):
+        for key, value in stepped["cpu"][1].state[p].items():
+            other = stepped["cuda"][1].state[q][key]
+            if torch.is_tensor(value):
+                assert torch.equal(value, other.cpu()), key
+
+
+@pytest.mark.parametrize("cls,kw", [
+    (qopt.LAMB32bit, {}), (qopt.LARS32bit, dict(lr=0.1, momentum=0.9)),
+], ids=["lamb32bit", "lars32bit"])
+def test_host_threads_keep_whole_tensors(monkeypatch, cls, kw):
+    """The host backend splits a step's tiles over threads (QOPT_HOST_THREADS); a kernel with
+    reductions computes a tensor's from the whole tensor before its first tile in a range, so its
+    ranges end where tensors do: eight threads give the bits of one (a range that split a tensor
+    would read elements another thread is writing)."""
+    sizes = [3000, 600 * 2048 + 3, 5000]
+    g = torch.Generator().manual_seed(12)
+    start = [(0.5 * torch.randn(n, generator=g)).to(torch.bfloat16) for n in sizes]
+    grads = [[(1e-2 * torch.randn(n, generator=g)).to(torch.bfloat16) for n in sizes]
+             for _ in range(3)]
+    stepped = []
+    for threads in ("1", "8"):
+        monkeypatch.setenv("QOPT_HOST_THREADS", threads)
+        params = [torch.nn.Parameter(s.clone()) for s in start]
+        opt = cls(params, **kw)
+        for gs in grads:
+            for p, gr in zip(params, gs):
+                p.grad = gr.clone()
+            opt.step()
+        stepped.append(params)
+    for p, q in zip(*stepped):
+        assert torch.equal(p.detach(), q.detach())

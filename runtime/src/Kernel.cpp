@@ -44,13 +44,17 @@ constexpr size_t kWorkCounterBytes = 16;
 
 /// The layout of one step's staging buffer: the work counters (every slot
 /// has them, at offset 0 whatever the list, so that they stay zero when the
-/// slot is reused for another list), uniforms, descriptors, tile map.
+/// slot is reused for another list), uniforms, descriptors, tile map (what
+/// is uploaded, up to `uploadEnd`), then a kernel with reductions' workspace
+/// (device only): the chunk partials and the per-tensor values.
 struct StagingLayout {
   size_t uniformOffset = kWorkCounterBytes;
   size_t uniformBytes = 0; ///< num_uniforms * 4
   size_t descOffset = 0;
   size_t descBytes = 0;
   size_t tileOffset = 0;
+  size_t uploadEnd = 0;
+  size_t partialsOffset = 0, valuesOffset = 0;
   size_t total = 0;
 };
 
@@ -63,7 +67,12 @@ StagingLayout stagingLayout(const Manifest &m, size_t numTensors,
   l.tileOffset = align16(l.descOffset + l.descBytes);
   if (static_cast<uint64_t>(numTiles) > (SIZE_MAX - l.tileOffset) / 4)
     fail(QOPT_ERROR_INVALID_ARGUMENT, numTiles, " tiles do not fit in memory");
-  l.total = l.tileOffset + static_cast<size_t>(numTiles) * sizeof(int32_t);
+  l.uploadEnd = l.tileOffset + static_cast<size_t>(numTiles) * sizeof(int32_t);
+  l.partialsOffset = align16(l.uploadEnd);
+  l.valuesOffset = align16(
+      l.partialsOffset +
+      static_cast<size_t>(numTiles) * size_t(m.workspace.partialBytesPerTile));
+  l.total = l.valuesOffset + numTensors * size_t(m.workspace.valueBytesPerTensor);
   return l;
 }
 
@@ -187,6 +196,7 @@ void Kernel::finishCudaLoad() {
   // (qopt_launch_grid).
   int64_t blocks = int64_t(ctx_->multiprocessors()) * perSM;
   maxBlocks_ = static_cast<int>(std::clamp<int64_t>(blocks, 1, INT32_MAX));
+  loadPhases();
 }
 
 std::shared_ptr<Kernel> Kernel::create(ContextPtr ctx, const RegistryEntry &e) {
@@ -447,6 +457,20 @@ void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,
   threads = std::max<int64_t>(
       1, std::min({threads, c.numTiles / kMinTiles, elements / kMinElements}));
   int64_t per = (c.numTiles + threads - 1) / threads;
+  // A kernel with per-tensor reductions computes a tensor's before the first
+  // of its tiles in a range, from the whole tensor: its ranges end where
+  // tensors do (docs/abi.md, "Reductions"), a range's end moved on to the
+  // end of the tensor it falls in.
+  const int64_t tile = m.launch.tile_elements;
+  auto rangeStart = [&](int64_t w) {
+    int64_t b = std::min(c.numTiles, w * per);
+    if (!m.reductions || b == c.numTiles)
+      return b;
+    size_t k = static_cast<size_t>(tileMap[static_cast<size_t>(b)]);
+    if (c.firstTile[k] == b)
+      return b;
+    return std::min(c.numTiles, c.firstTile[k] + (t->numels[k] + tile - 1) / tile);
+  };
   // A kernel with numerics counters takes them last (its function is a
   // qopt_host_counted_kernel_fn); they are added to atomically.
   const bool counted = takesCounters();
@@ -460,11 +484,11 @@ void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,
   };
   std::vector<std::thread> workers;
   for (int64_t w = 1; w < threads; ++w) {
-    int64_t begin = w * per, end = std::min(c.numTiles, begin + per);
+    int64_t begin = rangeStart(w), end = rangeStart(w + 1);
     if (begin < end)
       workers.emplace_back([=] { run(begin, end); });
   }
-  run(0, std::min(per, c.numTiles));
+  run(0, rangeStart(1));
   for (std::thread &worker : workers)
     worker.join();
 }
@@ -695,7 +719,7 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
   // them nonzero (one that never finished) does not carry over to a step
   // with an upload.
   size_t copyBegin = 0;
-  size_t copyEnd = writeTiles      ? L.total
+  size_t copyEnd = writeTiles      ? L.uploadEnd
                    : writeDesc     ? L.descOffset + L.descBytes
                    : writeUniforms ? L.uniformOffset + L.uniformBytes
                                    : 0;
@@ -708,43 +732,22 @@ void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
                                                copyEnd - copyBegin, cuStream),
                 "cuMemcpyHtoDAsync", "uploading the descriptor table");
     }
-    cu::CUdeviceptr dCounters = s.dev;
-    cu::CUdeviceptr dDesc = s.dev + L.descOffset;
-    cu::CUdeviceptr dTiles = s.dev + L.tileOffset;
-    cu::CUdeviceptr dUniforms = hostUniforms
-                                    ? s.dev + L.uniformOffset
-                                    : reinterpret_cast<uintptr_t>(deviceUniforms);
-    cu::CUdeviceptr dNumerics = reinterpret_cast<uintptr_t>(extra.counters);
-    int64_t numTiles = c.numTiles;
-    std::vector<cu::CUdeviceptr> tablePtrs(m.tables.size());
+    LaunchArgs a;
+    a.workCounters = s.dev;
+    a.descs = s.dev + L.descOffset;
+    a.tileMap = s.dev + L.tileOffset;
+    a.uniforms = hostUniforms ? s.dev + L.uniformOffset
+                              : reinterpret_cast<uintptr_t>(deviceUniforms);
+    a.numerics = reinterpret_cast<uintptr_t>(extra.counters);
+    a.partials = s.dev + L.partialsOffset;
+    a.values = s.dev + L.valuesOffset;
+    a.numTiles = c.numTiles;
+    a.numTensors = static_cast<int64_t>(t->num_tensors);
     for (size_t i = 0; i < m.tables.size(); ++i)
-      tablePtrs[i] = reinterpret_cast<uintptr_t>(tables[i]);
-    std::vector<void *> params;
-    for (const ArgDesc &a : m.args) {
-      switch (a.kind) {
-      case ArgDesc::Kind::Descriptors:
-        params.push_back(&dDesc);
-        break;
-      case ArgDesc::Kind::TileMap:
-        params.push_back(&dTiles);
-        break;
-      case ArgDesc::Kind::NumTiles:
-        params.push_back(&numTiles);
-        break;
-      case ArgDesc::Kind::Uniforms:
-        params.push_back(&dUniforms);
-        break;
-      case ArgDesc::Kind::Table:
-        params.push_back(&tablePtrs[a.table]);
-        break;
-      case ArgDesc::Kind::WorkCounters:
-        params.push_back(&dCounters);
-        break;
-      case ArgDesc::Kind::NumericsCounters:
-        params.push_back(&dNumerics);
-        break;
-      }
-    }
+      a.tables.push_back(reinterpret_cast<uintptr_t>(tables[i]));
+    launchPhases(a, cuStream);
+    int64_t numTiles = c.numTiles;
+    std::vector<void *> params = a.params(m.args);
     const qopt_launch_info &l = m.launch;
     unsigned grid =
         static_cast<unsigned>(qopt_launch_grid(&l, maxBlocks_, numTiles));

@@ -84,6 +84,16 @@ struct ListSignature {
               size_t numTables, const StepBuffers &extra, uint64_t epoch);
 };
 
+/// The device values of one launch's arguments (docs/abi.md), by kind.
+struct LaunchArgs {
+  cu::CUdeviceptr descs = 0, tileMap = 0, uniforms = 0, workCounters = 0,
+                  numerics = 0, partials = 0, values = 0;
+  int64_t numTiles = 0, numTensors = 0;
+  std::vector<cu::CUdeviceptr> tables;
+  /// Pointers to the fields in `args`' order: cuLaunchKernel's params.
+  std::vector<void *> params(const std::vector<ArgDesc> &args);
+};
+
 class Kernel {
 public:
   /// Loads the registry's kernel `name` on `ctx` (see qopt_kernel_create).
@@ -156,6 +166,11 @@ private:
                 const StepBuffers &extra, const void *const *tables,
                 void *stream);
   bool slotIdle(Slot &s);
+  // Phases.cpp: the launches before the step (docs/abi.md, "Reductions").
+  /// Each phase's function in module_ and its blocks per wave.
+  void loadPhases();
+  /// Launches the phases in order on `stream`.
+  void launchPhases(LaunchArgs &args, cu::CUstream stream);
 
   // Validation.cpp.
   struct ListView;
@@ -178,6 +193,11 @@ private:
   qopt_binary_format format_ = QOPT_BINARY_AUTO;
   std::string arch_, origin_, jitLog_;
   int maxBlocks_ = 1;
+  struct PhaseFunction {
+    cu::CUfunction fn = nullptr;
+    int maxBlocks = 1; ///< resident blocks of one wave
+  };
+  std::vector<PhaseFunction> phases_; ///< manifest_->phases' order
   // Host: the function, of qopt_host_counted_kernel_fn's type where the
   // kernel takes numerics counters.
   qopt_host_kernel_fn hostFn_ = nullptr;

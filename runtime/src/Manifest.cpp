@@ -1,5 +1,6 @@
 //===- Manifest.cpp - Parse and check kernel manifests --------------------===//
 #include "Manifest.h"
+#include "ManifestPhases.h"
 #include "ManifestReader.h"
 
 #include "DType.h"
@@ -431,8 +432,11 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
   bool claims = launch && launch->is_object() && launch->contains("tile_claims");
   bool numerics = std::any_of(m.states.begin(), m.states.end(),
                               [](const StateDesc &s) { return s.saturates; });
+  bool reductions = root.contains("phases");
   const json *j = r.member(root, "", "args", false);
   if (!j) {
+    if (reductions)
+      r.error("args", "missing: a kernel with phases lists its arguments");
     m.args = {{ArgDesc::Kind::Descriptors, 0},
               {ArgDesc::Kind::TileMap, 0},
               {ArgDesc::Kind::NumTiles, 0},
@@ -455,29 +459,14 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
     if (!seen.insert(name).second)
       r.error(field, cat("\"", name, "\" repeats"));
     ArgDesc a;
-    if (name == "descriptors") {
-      a.kind = ArgDesc::Kind::Descriptors;
-    } else if (name == "tile_map") {
-      a.kind = ArgDesc::Kind::TileMap;
-    } else if (name == "num_tiles") {
-      a.kind = ArgDesc::Kind::NumTiles;
-    } else if (name == "uniforms") {
-      a.kind = ArgDesc::Kind::Uniforms;
-    } else if (name == "work_counters") {
-      a.kind = ArgDesc::Kind::WorkCounters;
-    } else if (name == "numerics_counters") {
-      a.kind = ArgDesc::Kind::NumericsCounters;
-    } else {
-      auto t = std::find_if(m.tables.begin(), m.tables.end(),
-                            [&](const TableDesc &d) { return d.name == name; });
-      if (t == m.tables.end())
-        r.error(field, cat("unknown argument \"", name,
-                           "\" (expected descriptors, tile_map, num_tiles, "
-                           "uniforms, work_counters, numerics_counters or a "
-                           "table name)"));
-      a.kind = ArgDesc::Kind::Table;
-      a.table = static_cast<size_t>(t - m.tables.begin());
-    }
+    if (!parseArgName(m, name, a) || a.kind == ArgDesc::Kind::NumTensors ||
+        a.kind == ArgDesc::Kind::ReductionPartials ||
+        (a.kind == ArgDesc::Kind::ReductionValues && !reductions))
+      r.error(field, cat("unknown argument \"", name,
+                         "\" (expected descriptors, tile_map, num_tiles, "
+                         "uniforms, work_counters, numerics_counters",
+                         reductions ? ", reduction_values" : "",
+                         " or a table name)"));
     m.args.push_back(a);
   }
   std::vector<std::string> need = {"descriptors", "tile_map", "num_tiles",
@@ -486,6 +475,8 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
     need.push_back("work_counters");
   if (numerics)
     need.push_back("numerics_counters");
+  if (reductions)
+    need.push_back("reduction_values");
   for (const TableDesc &t : m.tables)
     need.push_back(t.name);
   for (const std::string &n : need)
@@ -684,6 +675,7 @@ ManifestPtr parseManifest(std::string_view text, const std::string &source) {
   checkStreams(r, *m);
   parseTables(r, root, *m);
   parseArgs(r, root, *m);
+  parsePhases(r, root, *m);
   parseUniforms(r, root, *m);
   if (m->stochastic && !m->uniforms.empty())
     m->seedUniform = r.integer(*param, "param", "seed_uniform", false, -1, 0,

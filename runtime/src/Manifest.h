@@ -75,6 +75,8 @@ struct HostDesc {
 struct ArgDesc {
   /// WorkCounters: a kernel with tile claims (docs/abi.md). NumericsCounters:
   /// a kernel with a saturating state, QOPT_NUMERICS_COUNTERS int64 values.
+  /// ReductionPartials, ReductionValues: the runtime's reduction workspace
+  /// (docs/abi.md, "Reductions"); NumTensors: the list's tensors (int64).
   enum class Kind {
     Descriptors,
     TileMap,
@@ -82,10 +84,30 @@ struct ArgDesc {
     Uniforms,
     Table,
     WorkCounters,
-    NumericsCounters
+    NumericsCounters,
+    ReductionPartials,
+    ReductionValues,
+    NumTensors
   };
   Kind kind = Kind::Descriptors;
   size_t table = 0; ///< Table: index into tables
+};
+
+/// A launch before the step (docs/abi.md, "Reductions"): the reduce
+/// pre-pass over the step's tiles or the finish, one block per tensor.
+struct PhaseDesc {
+  enum class Grid { Tiles, Tensors };
+  std::string name, entry;
+  Grid grid = Grid::Tiles;
+  int64_t threadsPerBlock = 1;
+  std::vector<ArgDesc> args;
+};
+
+/// The bytes of the reduction workspace a list needs: chunk partials per
+/// tile (float64) and values per tensor (float32).
+struct ReductionWorkspace {
+  int64_t partialBytesPerTile = 0;
+  int64_t valueBytesPerTensor = 0;
 };
 
 struct Manifest {
@@ -110,6 +132,14 @@ struct Manifest {
   std::vector<Expr> uniforms;
   std::vector<TableDesc> tables;
   std::vector<ArgDesc> args;
+  /// Launched in order before the step, on its stream; empty for a kernel
+  /// without per-tensor reductions (and for host manifests).
+  std::vector<PhaseDesc> phases;
+  ReductionWorkspace workspace;
+  /// "reductions" present: the host function computes a tensor's
+  /// reductions in the range that holds its first tile, so a step's
+  /// ranges hold whole tensors.
+  bool reductions = false;
   qopt_launch_info launch{};
   bool binariesListed = false; ///< "binaries" present (else use defaults)
   std::vector<BinaryDesc> binaries;

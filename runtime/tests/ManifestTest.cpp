@@ -225,7 +225,88 @@ TEST_P(MalformedManifest, NamesFileAndField) {
   EXPECT_NE(msg.find(c.fragment), std::string::npos) << c.what << ": " << msg;
 }
 
+/// The phases of a kernel with per-tensor reductions (docs/abi.md,
+/// "Reductions") added to the full example.
+void addPhases(json &j) {
+  j["args"].push_back("reduction_values");
+  j["phases"] = json::parse(R"([
+    {"name": "reduce", "entry": "k_reduce", "grid": "tiles", "threads_per_block": 256,
+     "args": ["descriptors", "tile_map", "num_tiles", "uniforms", "m2.qmap",
+              "reduction_partials"]},
+    {"name": "finish", "entry": "k_finish", "grid": "tensors", "threads_per_block": 512,
+     "args": ["descriptors", "num_tensors", "uniforms", "reduction_partials",
+              "reduction_values"]}])");
+  j["reduction_workspace"] = {{"chunk_elements", 2048},
+                              {"partial_bytes_per_tile", 16},
+                              {"value_bytes_per_tensor", 4}};
+}
+
+TEST(Manifest, ParsesPhases) {
+  json j = json::parse(flashManifestJson());
+  addPhases(j);
+  std::string text = j.dump();
+  qopt_manifest *m = nullptr;
+  ASSERT_EQ(qopt_manifest_parse(text.data(), text.size(), "k.manifest.json", &m),
+            QOPT_SUCCESS)
+      << qopt_last_error();
+  qopt_manifest_info info;
+  ASSERT_EQ(qopt_manifest_get_info(m, &info), QOPT_SUCCESS);
+  EXPECT_EQ(info.num_args, 6u);
+  qopt_manifest_destroy(m);
+}
+
 const Malformed kMalformed[] = {
+    {"phases without workspace",
+     [](json &j) {
+       addPhases(j);
+       j.erase("reduction_workspace");
+     },
+     "reduction_workspace", "missing (a kernel with phases"},
+    {"phase grid",
+     [](json &j) {
+       addPhases(j);
+       j["phases"][0]["grid"] = "blocks";
+     },
+     "phases[0].grid", "\"blocks\" (expected tiles or tensors)"},
+    {"finish takes no tile map",
+     [](json &j) {
+       addPhases(j);
+       j["phases"][1]["args"].push_back("tile_map");
+     },
+     "phases[1].args[5]", "\"tile_map\" is not an argument of a phase over tensors"},
+    {"phase takes no counters",
+     [](json &j) {
+       addPhases(j);
+       j["phases"][0]["args"].push_back("work_counters");
+     },
+     "phases[0].args[6]", "\"work_counters\" is not an argument of a phase over tiles"},
+    {"reduce phase without partials",
+     [](json &j) {
+       addPhases(j);
+       j["phases"][0]["args"].erase(5);
+     },
+     "phases[0].args", "missing \"reduction_partials\""},
+    {"phase entry is the step's",
+     [](json &j) {
+       addPhases(j);
+       j["phases"][1]["entry"] = "FlashAdamW_strict";
+     },
+     "phases[1].entry", "is another launch's entry point"},
+    {"chunk does not divide the tile",
+     [](json &j) {
+       addPhases(j);
+       j["reduction_workspace"]["chunk_elements"] = 3000;
+     },
+     "reduction_workspace.chunk_elements", "3000 does not divide launch.tile_elements (4096)"},
+    {"step without reduction values",
+     [](json &j) {
+       addPhases(j);
+       j["args"].erase(5);
+     },
+     "args", "missing \"reduction_values\""},
+    {"reduction values without phases",
+     [](json &j) { j["args"].push_back("reduction_values"); }, "args[5]",
+     "unknown argument \"reduction_values\""},
     {"wrong format", [](json &j) { j["format"] = "onnx"; }, "format",
      "expected \"qopt-manifest\""},
     {"newer version", [](json &j) { j["version"] = 2; }, "version",

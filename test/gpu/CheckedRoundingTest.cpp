@@ -247,8 +247,14 @@ void CheckedRounding::compareBuilds(bool crowded, std::optional<double> beta2) {
   (void)cu::driver().cuDevicePrimaryCtxRelease(dev);
 }
 
-INSTANTIATE_TEST_SUITE_P(ShippedSpecs, CheckedRounding,
-                         ::testing::ValuesIn(qopt::test::shippedSpecCases()),
+std::vector<Case> cases() {
+  std::vector<Case> all = qopt::test::shippedSpecCases();
+  for (const Case &c : qopt::test::reductionSpecCases())
+    all.push_back(c);
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(ShippedSpecs, CheckedRounding, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case> &info) {
                            return info.param.spec;
                          });

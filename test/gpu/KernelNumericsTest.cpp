@@ -51,7 +51,35 @@ using qopt::test::haveGpu;
 using Case = qopt::test::SpecCase;
 using qopt::test::adamHyper;
 
-std::vector<Case> cases() { return qopt::test::shippedSpecCases(); }
+/// The specs that read per-tensor reductions (reduce pre-pass, finish, step;
+/// docs/abi.md, "Reductions"), also as their .f16 and .f32 variants:
+/// parameter and gradient of that type, an f32 one without error bits.
+std::vector<Case> reductionCases() {
+  std::vector<Case> all;
+  for (const Case &c : qopt::test::reductionSpecCases()) {
+    all.push_back(c);
+    for (auto [suffix, t] : {std::pair{".f16", ref::DType::F16}, std::pair{".f32", ref::DType::F32}}) {
+      std::function<ref::StepSpec()> make = c.make;
+      all.push_back({c.spec + suffix,
+                     [make, t = t] {
+                       ref::StepSpec s = make();
+                       s.param = s.grad = t;
+                       if (t == ref::DType::F32)
+                         s.master = ref::Master::None;
+                       return s;
+                     },
+                     c.hypers});
+    }
+  }
+  return all;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all = qopt::test::shippedSpecCases();
+  for (const Case &c : reductionCases())
+    all.push_back(c);
+  return all;
+}
 
 /// Whether element `i` of two float streams of `dtype` are both NaN (of any
 /// sign and payload: neither IEEE 754 nor the ABI fixes which NaN an
@@ -306,9 +334,49 @@ TEST_P(KernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
   }
 }
 
+/// The reductions' order on the GPU (docs/numerics.md §7): each 2048-element
+/// chunk (and, with an offset, each 1024-element half) starts with +-2^60,
+/// alternating, among N(0, 1) values, so that the float64 sums lose the small
+/// values to the large ones in an order-dependent way; the chunk's tree, the
+/// tree over the chunks (tensors of up to 2561 chunks: a finish thread's run
+/// of several) and the padding show in the result.
+class ReductionOrder : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ReductionOrder, CancellingGradientsMatchReference) {
+  std::string why;
+  if (!haveGpu(why))
+    GTEST_SKIP() << "GPU test skipped: " << why;
+  const Case &c = GetParam();
+  if (c.make().grad == ref::DType::F16)
+    GTEST_SKIP() << "an f16 gradient cannot hold +-2^60 (it rounds to inf)";
+  std::mt19937 rng(99);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::vector<int64_t> sizes = {1, 2047, 2049, 3 * 2048 + 5, 70001,
+                                      2561 * 2048 - 7};
+  expectStepsMatchReference(c.spec, c.make(), c.hypers, sizes, 3, rng,
+                            [&](int64_t step, size_t, int64_t n) {
+                              std::vector<float> g(n);
+                              for (int64_t i = 0; i < n; ++i) {
+                                int64_t at = (i + (step % 2) * 1024) % 2048;
+                                g[i] = at == 0 ? std::ldexp((i / 2048) % 2 ? -1.0f : 1.0f, 60)
+                                               : normal(rng);
+                              }
+                              return g;
+                            });
+}
+
+INSTANTIATE_TEST_SUITE_P(ReductionSpecs, ReductionOrder, ::testing::ValuesIn(reductionCases()),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           std::string name = info.param.spec;
+                           std::replace(name.begin(), name.end(), '.', '_');
+                           return name;
+                         });
+
 INSTANTIATE_TEST_SUITE_P(ShippedSpecs, KernelNumerics, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case> &info) {
-                           return info.param.spec;
+                           std::string name = info.param.spec;
+                           std::replace(name.begin(), name.end(), '.', '_');
+                           return name;
                          });
 
 /// Normalized values on and beside every midpoint of seed 000's codebook

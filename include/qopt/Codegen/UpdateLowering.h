@@ -87,7 +87,8 @@ public:
 
   /// The value of reduction `index` (getReductions' order) for the
   /// tensor of these lanes, on every lane. By default an error: the target
-  /// does not lower per-tensor reductions.
+  /// does not lower per-tensor reductions (the GPU reduce pre-pass, whose
+  /// operands read none).
   virtual FailureOr<Value> reduction(unsigned index, ReduceOp op);
 
   /// Called after each op of the update is lowered, `mapping` holding its

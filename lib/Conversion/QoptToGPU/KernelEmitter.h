@@ -6,8 +6,10 @@
 // tiles, the tile loop, full and partial tile bodies), StreamAccess.cpp
 // (stream addresses, element and group loads and stores), TileCopies.cpp
 // (cp.async and bulk-copy stages), Reductions.cpp (group and codebook block
-// maxima), CodebookCodes.cpp (codebook tables, bucket fill and codes) and
-// UpdateBody.cpp (a tile's update: lowerUpdate's GPU target, TileUpdate).
+// maxima), CodebookCodes.cpp (codebook tables, bucket fill and codes),
+// UpdateBody.cpp (a tile's update: lowerUpdate's GPU target, TileUpdate) and
+// TensorReductions.cpp (per-tensor reductions: the reduce pre-pass's chunk
+// partials and the finish kernel).
 // Every choice of shape comes from the optimizer's #qopt.kernel_plan.
 //
 // The emitter's members are the kernel's immutable facts (the optimizer, its
@@ -58,6 +60,12 @@ struct KernelContext {
   /// The numerics counters (the last argument; null where no state
   /// saturates).
   Value numericsCounters;
+  /// Per-tensor reductions: the reduce pre-pass's chunk partials (f64) and
+  /// the step's per-tensor values (f32); null where the kernel has none.
+  Value reductionPartials, reductionValues;
+  /// The reduce pre-pass's per-warp subtrees of a tile's chunks: R x warps
+  /// f64 in shared memory.
+  Value chunkSlots;
   std::string prefix;             ///< of the kernel's shared symbols
   SmallVector<int> codebookStates;
   Value block, grid, chunk;       ///< i64; chunk = ceil(numTiles / grid)
@@ -115,7 +123,11 @@ struct RunContext {
   KernelContext &kernel;
   Value start, end;   ///< i64 tile indices; the run's tiles [start, end)
   Value stagedBefore; ///< bulk copies: staged tiles of the block before it
+  Value tensor;       ///< i64: the tensor's index in the list
   Value desc;         ///< the tensor's descriptor
+  /// The step's per-tensor reductions of the tensor (f32 scalars, in
+  /// getReductions' order); empty without reductions.
+  SmallVector<Value> reductionValues;
   Value numel;        ///< i64: the tensor's elements
   Value firstTile;    ///< the tensor's first tile
   Value firstInTensor; ///< the run's first tile, counted in its tensor
@@ -158,13 +170,20 @@ struct TileContext {
   bool isFull() const { return matchPattern(full, m_One()); }
 };
 
+/// Which of an optimizer's entry points a KernelEmitter builds: the step, or
+/// the reduce pre-pass of a kernel with per-tensor reductions (docs/abi.md,
+/// "Reductions").
+enum class KernelPhase { Step, Reduce };
+
 /// Builds the body of one kernel.
 class KernelEmitter {
 public:
   /// Builds the kernel of `optimizer` as its launch plan `plan` says.
   KernelEmitter(OptimizerOp optimizer, KernelPlanAttr plan, OpBuilder &b,
-                bool fast, bool checkedRounding, bool guardedIEEE)
-      : optimizer(optimizer), plan(plan), b(b), loc(optimizer.getLoc()),
+                bool fast, bool checkedRounding, bool guardedIEEE,
+                KernelPhase phase = KernelPhase::Step)
+      : optimizer(optimizer), plan(plan), phase(phase), b(b),
+        loc(optimizer.getLoc()),
         math(b, loc, fast), guardedMath(math.guarded(guardedIEEE)),
         checkedRounding(checkedRounding),
         codebookBuckets(plan.getCodebookBuckets()),
@@ -175,6 +194,18 @@ public:
         streams(getStreams(optimizer)), states(getStates(optimizer)) {}
 
   LogicalResult emit(gpu::GPUModuleOp module);
+
+  // Per-tensor reductions (TensorReductions.cpp).
+  /// Whether the optimizer's tiles hold whole chunks and a warp's lanes lie
+  /// in one chunk, as the reduce pre-pass needs; an error emitted if not.
+  static LogicalResult checkReductionShape(OptimizerOp optimizer,
+                                           KernelPlanAttr plan);
+  /// The reduce pre-pass's plan: `plan`'s tile (threads and lanes), no
+  /// stages, claims, prefetch or bucket tables.
+  static KernelPlanAttr reducePassPlan(KernelPlanAttr plan);
+  /// The finish kernel `<kernel>_finish`: one block per tensor, the tree
+  /// over its chunk partials, one f32 value per tensor and reduction.
+  LogicalResult emitFinish(gpu::GPUModuleOp module);
 
 private:
   // Types.
@@ -289,6 +320,33 @@ private:
   /// stage with the run's tile k + stages (when it is a full one, before
   /// `fullLimit`).
   void releaseStage(const TileContext &tile, Value k, Value fullLimit);
+
+  // Per-tensor reductions (TensorReductions.cpp).
+  /// The reduce pre-pass's tile body: the reductions' operands, each
+  /// chunk's tree of their terms into the partials.
+  LogicalResult emitChunkPartials(TileContext &tile);
+  /// `x ⊕ y`: float64 addition, or IEEE maximum.
+  Value combineReduction(ReductionKind kind, Value x, Value y);
+  /// The pairwise tree of `values` (a power of two of them) in index order.
+  Value treeOf(ReductionKind kind, ArrayRef<Value> values);
+  /// Lane 0 gets the index-order tree of the f64 `v` of the warp's first
+  /// `width` lanes (shuffles down by 1, 2, ..., width / 2).
+  Value warpTree(ReductionKind kind, Value v, int64_t width);
+  /// The finish thread's subtree of its run of `count` partials from
+  /// `first` (of reduction `index` of `numReductions`, interleaved), by a
+  /// stack of subtrees in `stack` (local memory).
+  Value emitRunSubtree(ReductionKind kind, Value partials, Value stack,
+                       Value first, Value count, int64_t numReductions,
+                       int64_t index, Value identity);
+  /// The finish's value from each thread's `subtree`: the tree over the
+  /// block's threads (shuffles, then warp 0 over the warps' `slots` in
+  /// shared memory), the division by `n` and square root as the kind has
+  /// them, one rounding to f32 (a NaN canonical), stored to `out` by thread 0.
+  void emitFinishValue(ReductionKind kind, Value subtree, Value slots,
+                       Value identity, Value n, Value out);
+  /// The reduction's float64 term of f32 lanes `x` (x, or x * x for norm
+  /// and rms), the identity where `mask` is false.
+  Value reductionTerms(ReductionKind kind, Value x, Value mask);
 
   // Reductions (Reductions.cpp).
   /// The maximum of `scalar` over the threads of a group of `groupSize`
@@ -417,6 +475,7 @@ private:
 
   OptimizerOp optimizer;
   KernelPlanAttr plan;
+  KernelPhase phase;
   OpBuilder &b;
   /// Where the IR being built is located (in a tile body, the update op's).
   Location loc;
@@ -484,6 +543,13 @@ public:
   }
   /// The codebook states' block absmax, all behind one barrier.
   LogicalResult beginStores(ArrayRef<UpdateStore> stores) override;
+  /// The tensor's value, which the run read (the finish kernel wrote it).
+  FailureOr<Value> reduction(unsigned index, ReduceOp op) override {
+    if (index >= tile.run.reductionValues.size())
+      return UpdateTarget::reduction(index, op);
+    return Value(vector::BroadcastOp::create(
+        e.b, e.loc, e.lanesOf(e.f32()), tile.run.reductionValues[index]));
+  }
 
 private:
   KernelEmitter &e;

@@ -18,6 +18,11 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
   if (failed(emitKernelEntry(kernel)))
     return failure();
   emitSharedMemory(kernel);
+  if (phase == KernelPhase::Reduce)
+    kernel.chunkSlots = sharedArray(
+        kernel.module, kernel.prefix + "_chunks",
+        int64_t(getReductions(optimizer).size()) * (threads / 32),
+        b.getF64Type());
   ClaimContext claim = emitTileRanges(kernel);
   FailureOr<scf::WhileOp> runs = emitRuns(kernel, claim);
   if (failed(runs))
@@ -33,22 +38,32 @@ KernelContext
 KernelEmitter::createKernelFunction(gpu::GPUModuleOp module) {
   KernelContext kernel;
   kernel.module = module;
-  kernel.prefix = ("__qopt_" + optimizer.getSymName()).str();
+  // The reduce pre-pass is `<kernel>_reduce`, its symbols prefixed so.
+  std::string name = optimizer.getSymName().str();
+  if (phase == KernelPhase::Reduce)
+    name += "_reduce";
+  kernel.prefix = "__qopt_" + name;
   // Signature: descriptors, tile map, tile count, uniforms, one qmap per
-  // codebook state, with tile claims the work counters, and where a state
-  // saturates the numerics counters (docs/abi.md).
+  // codebook state, with per-tensor reductions their values (the step) or
+  // chunk partials (the pre-pass), with tile claims the work counters, and
+  // where a state saturates the numerics counters (docs/abi.md); the
+  // pre-pass stores no state and takes no counters.
   SmallVector<Type> args = {globalPtr(), globalPtr(), i64(), globalPtr()};
   for (auto [i, state] : llvm::enumerate(states))
     if (isa<CodebookSchemeAttr>(state.getScheme())) {
       kernel.codebookStates.push_back(i);
       args.push_back(globalPtr());
     }
-  if (claims.enabled())
+  bool reductions = !getReductions(optimizer).empty();
+  bool step = phase == KernelPhase::Step;
+  if (reductions)
     args.push_back(globalPtr());
-  if (countsNumerics(optimizer))
+  if (claims.enabled() && step)
+    args.push_back(globalPtr());
+  if (countsNumerics(optimizer) && step)
     args.push_back(globalPtr());
   b.setInsertionPointToEnd(module.getBody());
-  auto func = gpu::GPUFuncOp::create(b, loc, optimizer.getSymName(),
+  auto func = gpu::GPUFuncOp::create(b, loc, name,
                                      b.getFunctionType(args, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func.setKnownBlockSizeAttr(
@@ -62,11 +77,14 @@ KernelEmitter::createKernelFunction(gpu::GPUModuleOp module) {
   kernel.descs = kernel.entry->getArgument(0);
   kernel.tileMap = kernel.entry->getArgument(1);
   kernel.numTiles = kernel.entry->getArgument(2);
-  // The work counters, then the numerics counters, last.
+  // The reductions' buffer, the work counters, then the numerics counters.
   unsigned next = 4 + kernel.codebookStates.size();
-  if (claims.enabled())
+  if (reductions)
+    (step ? kernel.reductionValues : kernel.reductionPartials) =
+        kernel.entry->getArgument(next++);
+  if (claims.enabled() && step)
     kernel.workCounters = kernel.entry->getArgument(next++);
-  if (countsNumerics(optimizer))
+  if (countsNumerics(optimizer) && step)
     kernel.numericsCounters = kernel.entry->getArgument(next++);
   return kernel;
 }

@@ -57,6 +57,18 @@ struct ConvertQoptToGPUPass
                             guardedIeee);
       if (failed(emitter.emit(gpuModule)))
         return signalPassFailure();
+      // Per-tensor reductions: the reduce pre-pass and the finish beside the
+      // step (docs/abi.md, "Reductions").
+      if (!getReductions(optimizer).empty()) {
+        if (failed(KernelEmitter::checkReductionShape(optimizer, plan)))
+          return signalPassFailure();
+        KernelEmitter reduce(optimizer, KernelEmitter::reducePassPlan(plan), b,
+                             mode == ArithMode::Fast, checkedRounding,
+                             guardedIeee, KernelPhase::Reduce);
+        if (failed(reduce.emit(gpuModule)) ||
+            failed(emitter.emitFinish(gpuModule)))
+          return signalPassFailure();
+      }
       optimizer.erase();
     }
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),

@@ -121,9 +121,22 @@ void KernelEmitter::beginRun(RunContext &run, Value stop) {
   const KernelContext &kernel = run.kernel;
   Value tensor = arith::ExtSIOp::create(
       b, loc, i64(), load(i32(), gep(kernel.tileMap, i32(), run.start), 4));
+  run.tensor = tensor;
   int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());
   run.desc = gep(kernel.descs, b.getI8Type(),
                  arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
+  // The step reads the tensor's reductions once per run: value r of tensor
+  // k at k * R + r.
+  if (kernel.reductionValues) {
+    int64_t count = getReductions(optimizer).size();
+    Value first = arith::MulIOp::create(b, loc, tensor, constI64(count));
+    for (int64_t r = 0; r < count; ++r)
+      run.reductionValues.push_back(load(
+          f32(),
+          gep(kernel.reductionValues, f32(),
+              arith::AddIOp::create(b, loc, first, constI64(r))),
+          4));
+  }
   run.numel = load(i64(), run.desc, 8);
   run.firstTile = load(i64(), gep(run.desc, b.getI8Type(), constI64(8)), 8);
   // The run ends at the tensor's last tile or at `stop`; at least one tile,

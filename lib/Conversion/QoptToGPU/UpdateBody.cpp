@@ -178,6 +178,8 @@ LogicalResult KernelEmitter::emitTile(TileContext &tile) {
     math.setFacts(&facts);
     guardedMath.setFacts(&facts);
   }
+  if (phase == KernelPhase::Reduce)
+    return emitChunkPartials(tile);
 
   // Every element stream the update reads, loaded up front (the scales and
   // absmax are loaded where used).

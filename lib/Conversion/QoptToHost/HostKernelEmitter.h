@@ -26,6 +26,10 @@
 
 namespace mlir::qopt::host {
 
+/// The entries of a reduction's stack of subtrees over the chunk partials:
+/// after c partials it holds one subtree per bit set in c (< 2^64).
+constexpr int64_t kReductionStackDepth = 64;
+
 /// The host function's values that every tile reads, built at its entry.
 struct FunctionContext {
   SmallVector<Value> uniformValues;       ///< f32 scalars
@@ -33,8 +37,9 @@ struct FunctionContext {
   llvm::DenseMap<int, Value> qmaps, mids; ///< per codebook state
   Value iota;                             ///< vector<lanes x i64>: 0, 1, ...
   Value numericsCounters;                 ///< null where no state saturates
-  /// Per reduction: a chunk of f64 terms; and the tensor's values (f32).
-  SmallVector<Value> reductionTerms;
+  /// Per reduction: a chunk of f64 terms, and the stack of the tree over the
+  /// chunks' partials (kReductionStackDepth f64); the tensor's values (f32).
+  SmallVector<Value> reductionTerms, reductionStacks;
   Value reductionValues;
 };
 
@@ -146,6 +151,17 @@ private:
   LogicalResult emitTensorReductions(const FunctionContext &function,
                                      const TileContext &tile);
   void emitReductionTree(Value terms, ReductionKind kind);
+  /// `x ⊕ y` of a reduction: float64 addition, or maximum.
+  Value combineReduction(ReductionKind kind, Value x, Value y);
+  /// Pushes chunk `chunkIndex`'s partials (one per reduction) onto the
+  /// reductions' stacks of subtrees, whose depth is `sp`, merging the
+  /// complete subtrees it closes; returns the new depth.
+  Value pushChunkPartials(const FunctionContext &function,
+                          ArrayRef<Value> partials, Value chunkIndex, Value sp);
+  /// The stacks' subtrees (`depth` of them) folded newest first: each
+  /// reduction's tree over all its partials.
+  SmallVector<Value> foldReductionStacks(const FunctionContext &function,
+                                         Value depth);
 
   // Phase 2: requantize one state over the tile.
   void emitRequantize(const FunctionContext &function, const TileContext &tile,

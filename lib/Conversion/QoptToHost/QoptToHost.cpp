@@ -336,6 +336,10 @@ LogicalResult HostKernelEmitter::emitEntry(FunctionContext &function,
     function.reductionTerms.push_back(LLVM::AllocaOp::create(
         b, loc, ptr(), b.getF64Type(), constI64(kReductionChunk),
         /*alignment=*/64));
+  for (size_t i = 0; i < numReductions; ++i)
+    function.reductionStacks.push_back(LLVM::AllocaOp::create(
+        b, loc, ptr(), b.getF64Type(), constI64(kReductionStackDepth),
+        /*alignment=*/16));
   if (numReductions)
     function.reductionValues = LLVM::AllocaOp::create(
         b, loc, ptr(), f32(), constI64(numReductions), /*alignment=*/16);

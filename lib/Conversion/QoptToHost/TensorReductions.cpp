@@ -1,9 +1,10 @@
 //===- TensorReductions.cpp - A tensor's reductions in the host function --===//
 //
 // docs/numerics.md §7: each element's float64 term, each chunk of terms
-// summed as a pairwise tree in index order, the chunks in index order, one
-// rounding to float32. The host function computes a tensor's reductions
-// before its first tile in the range, from the ops their operands need.
+// summed as a pairwise tree in index order, the chunks' partials by the same
+// tree (padded with the identity to a power of two), one rounding to
+// float32. The host function computes a tensor's reductions before its first
+// tile in the range, from the ops their operands need.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +43,79 @@ void HostKernelEmitter::emitReductionTree(Value terms, ReductionKind kind) {
   }
 }
 
+Value HostKernelEmitter::combineReduction(ReductionKind kind, Value x,
+                                          Value y) {
+  return kind == ReductionKind::max
+             ? Value(arith::MaximumFOp::create(b, loc, x, y))
+             : Value(arith::AddFOp::create(b, loc, x, y));
+}
+
+Value HostKernelEmitter::pushChunkPartials(const FunctionContext &function,
+                                           ArrayRef<Value> partials,
+                                           Value chunkIndex, Value sp) {
+  // The tree over the chunks' partials, one partial at a time: a stack of
+  // the complete subtrees so far, one per bit set in the chunk count. Chunk
+  // c's partial merges with the subtrees below it as often as c has
+  // trailing ones (each merge `older ⊕ newer`), then is pushed. All
+  // reductions push and merge together, so one stack pointer serves them.
+  SmallVector<ReduceOp> reductions = getReductions(optimizer);
+  Type f64 = b.getF64Type();
+  // Merges: the trailing ones of the chunk's index.
+  Value merges = LLVM::CountTrailingZerosOp::create(
+      b, loc, i64(),
+      arith::XOrIOp::create(b, loc, chunkIndex, constI64(-1)),
+      /*is_zero_poison=*/false);
+  auto merge =
+      scf::ForOp::create(b, loc, constI64(0), merges, constI64(1), partials);
+  {
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(merge.getBody());
+    Value below = arith::SubIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, sp, constI64(1)),
+        merge.getInductionVar());
+    SmallVector<Value> merged;
+    for (auto [index, op] : llvm::enumerate(reductions))
+      merged.push_back(combineReduction(
+          op.getKind(),
+          load(f64, gep(function.reductionStacks[index], f64, below), 8),
+          merge.getRegionIterArgs()[index]));
+    scf::YieldOp::create(b, loc, merged);
+  }
+  Value top = arith::SubIOp::create(b, loc, sp, merges);
+  for (auto [index, op] : llvm::enumerate(reductions))
+    LLVM::StoreOp::create(b, loc, merge.getResult(index),
+                          gep(function.reductionStacks[index], f64, top), 8);
+  return arith::AddIOp::create(b, loc, top, constI64(1));
+}
+
+SmallVector<Value>
+HostKernelEmitter::foldReductionStacks(const FunctionContext &function,
+                                       Value depth) {
+  SmallVector<ReduceOp> reductions = getReductions(optimizer);
+  Type f64 = b.getF64Type();
+  // The subtrees left on the stack, the newest first, each `older ⊕ acc`:
+  // the padding's identities change none of the tree's nodes.
+  SmallVector<Value> init;
+  for (ReduceOp op : reductions)
+    init.push_back(arith::ConstantOp::create(
+        b, loc, b.getF64FloatAttr(reductionIdentity(op.getKind()))));
+  auto fold = scf::ForOp::create(b, loc, constI64(0), depth, constI64(1), init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(fold.getBody());
+    Value at = arith::SubIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, depth, constI64(1)),
+        fold.getInductionVar());
+    SmallVector<Value> next;
+    for (auto [index, op] : llvm::enumerate(reductions))
+      next.push_back(combineReduction(
+          op.getKind(), load(f64, gep(function.reductionStacks[index], f64, at), 8),
+          fold.getRegionIterArgs()[index]));
+    scf::YieldOp::create(b, loc, next);
+  }
+  return SmallVector<Value>(fold.getResults());
+}
+
 LogicalResult
 HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
                                         const TileContext &tile) {
@@ -55,25 +129,22 @@ HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
           b, loc, DenseElementsAttr::get(vec, b.getF64FloatAttr(v)));
     return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
   };
-  SmallVector<Value> init;
-  for (ReduceOp op : reductions)
-    init.push_back(identity(op, f64));
-
-  // The tensor's chunks in index order, each a pairwise tree of its terms,
-  // folded left from the identity.
+  // The chunks' partials go to the stacks of the tree over them
+  // (pushChunkPartials); the stack pointer is the loop's.
   Value chunkSize = constI64(kReductionChunk);
   Value numChunks = arith::DivSIOp::create(
       b, loc,
       arith::AddIOp::create(b, loc, tile.numel, constI64(kReductionChunk - 1)),
       chunkSize);
-  auto chunks =
-      scf::ForOp::create(b, loc, constI64(0), numChunks, constI64(1), init);
+  auto chunks = scf::ForOp::create(b, loc, constI64(0), numChunks, constI64(1),
+                                   ValueRange{constI64(0)});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(chunks.getBody());
+    Value chunkIndex = chunks.getInductionVar();
+    Value sp = chunks.getRegionIterArgs()[0];
     TileContext part = tile;
-    part.start =
-        arith::MulIOp::create(b, loc, chunks.getInductionVar(), chunkSize);
+    part.start = arith::MulIOp::create(b, loc, chunkIndex, chunkSize);
     part.count = arith::MinSIOp::create(
         b, loc, arith::SubIOp::create(b, loc, tile.numel, part.start),
         chunkSize);
@@ -117,17 +188,15 @@ HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
                                   pad.getInductionVar()),
                               8);
     }
-    SmallVector<Value> next;
+    SmallVector<Value> partials;
     for (auto [index, op] : llvm::enumerate(reductions)) {
       emitReductionTree(function.reductionTerms[index], op.getKind());
-      Value partial = load(f64, function.reductionTerms[index], 8);
-      Value acc = chunks.getRegionIterArgs()[index];
-      next.push_back(op.getKind() == ReductionKind::max
-                         ? Value(arith::MaximumFOp::create(b, loc, acc, partial))
-                         : Value(arith::AddFOp::create(b, loc, acc, partial)));
+      partials.push_back(load(f64, function.reductionTerms[index], 8));
     }
-    scf::YieldOp::create(b, loc, next);
+    Value top = pushChunkPartials(function, partials, chunkIndex, sp);
+    scf::YieldOp::create(b, loc, ValueRange{top});
   }
+  SmallVector<Value> values = foldReductionStacks(function, chunks.getResult(0));
 
   // Each value rounded to f32 once; a NaN is the canonical quiet NaN.
   Value n = arith::SIToFPOp::create(b, loc, f64, tile.numel);
@@ -135,7 +204,7 @@ HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
       b, loc,
       b.getFloatAttr(f32(), llvm::APFloat::getQNaN(llvm::APFloat::IEEEsingle())));
   for (auto [index, op] : llvm::enumerate(reductions)) {
-    Value v = chunks.getResult(index);
+    Value v = values[index];
     ReductionKind kind = op.getKind();
     if (kind == ReductionKind::mean || kind == ReductionKind::rms)
       v = arith::DivFOp::create(b, loc, v, n);

@@ -33,8 +33,8 @@ float reduce(Reduction kind, const std::vector<float> &x) {
     throw std::invalid_argument("reduce: a reduction of no elements");
   const double identity = kind == Reduction::Max ? -std::numeric_limits<double>::infinity() : -0.0;
   const int64_t n = static_cast<int64_t>(x.size());
-  std::vector<double> chunk(kReductionChunk);
-  double acc = identity;
+  // Each chunk's partial, the pairwise tree of its terms.
+  std::vector<double> chunk(kReductionChunk), partials;
   for (int64_t start = 0; start < n; start += kReductionChunk) {
     for (int64_t i = 0; i < kReductionChunk; ++i) {
       if (start + i >= n) {
@@ -44,8 +44,18 @@ float reduce(Reduction kind, const std::vector<float> &x) {
       const double v = static_cast<double>(x[start + i]);
       chunk[i] = kind == Reduction::Norm || kind == Reduction::Rms ? v * v : v;
     }
-    acc = combine(kind, acc, tree(kind, chunk.data(), kReductionChunk));
+    partials.push_back(tree(kind, chunk.data(), kReductionChunk));
   }
+  // The partials padded with the identity to a power of two, then reduced
+  // level by level: node i of the next level is nodes 2i and 2i + 1.
+  size_t width = 1;
+  while (width < partials.size())
+    width *= 2;
+  partials.resize(width, identity);
+  for (; width > 1; width /= 2)
+    for (size_t i = 0; i < width / 2; ++i)
+      partials[i] = combine(kind, partials[2 * i], partials[2 * i + 1]);
+  double acc = partials[0];
   if (kind == Reduction::Mean || kind == Reduction::Rms)
     acc /= static_cast<double>(n);
   if (kind == Reduction::Norm || kind == Reduction::Rms)

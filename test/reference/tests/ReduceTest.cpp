@@ -1,7 +1,7 @@
 //===- ReduceTest.cpp - The reductions' order, on hand-made inputs ---------===//
 //
 // Each expectation is worked out by hand from docs/numerics.md §7 (float64
-// terms, a pairwise tree per 2048-element chunk, the chunks folded in order).
+// terms, a pairwise tree per 2048-element chunk, a pairwise tree over the chunks).
 //
 //===----------------------------------------------------------------------===//
 #include "qopt/reference/Reduce.h"
@@ -40,9 +40,9 @@ TEST(Reduce, PairwiseInsideAChunk) {
   EXPECT_EQ(reduce(Reduction::Sum, {big, 1.0f, -big, 1.0f}), 0.0f);
 }
 
-TEST(Reduce, ChunksOf2048FoldInIndexOrder) {
+TEST(Reduce, ChunksOf2048ThenATreeOverThem) {
   // 2^60 at 0, 1 at 1024, -2^60 at 2048, 1 at 3072. Chunks of 2048: each chunk's tree loses its
-  // 1 (2^60 + 1 = 2^60, -2^60 + 1 = -2^60 in float64), the fold gives 0. Chunks of 1024 folded
+  // 1 (2^60 + 1 = 2^60, -2^60 + 1 = -2^60 in float64), the tree over the two gives 0. Chunks of 1024 folded
   // in order would give ((2^60 + 1) + -2^60) + 1 = 1.
   const float big = std::ldexp(1.0f, 60);
   std::vector<float> x(3073, 0.0f);
@@ -51,14 +51,24 @@ TEST(Reduce, ChunksOf2048FoldInIndexOrder) {
   x[2048] = -big;
   x[3072] = 1.0f;
   EXPECT_EQ(reduce(Reduction::Sum, x), 0.0f);
-  // Chunk partials 2^60, 1, -2^60, 1 folded in order: ((2^60 + 1) + -2^60) + 1 = 1; a pairwise
-  // tree over the partials would give (2^60 + 1) + (-2^60 + 1) = 0.
+  // Chunk partials 2^60, 1, -2^60, 1: the tree over them gives (2^60 + 1) + (-2^60 + 1) =
+  // 2^60 + -2^60 = 0; folded left in order they would give ((2^60 + 1) + -2^60) + 1 = 1.
   std::vector<float> y(3 * 2048 + 1, 0.0f);
   y[0] = big;
   y[2048] = 1.0f;
   y[2 * 2048] = -big;
   y[3 * 2048] = 1.0f;
-  EXPECT_EQ(reduce(Reduction::Sum, y), 1.0f);
+  EXPECT_EQ(reduce(Reduction::Sum, y), 0.0f);
+  // Six partials 2^60, 1, 1, 1, -2^60, 1, padded to eight with -0: ((2^60 + 1) + (1 + 1)) +
+  // ((-2^60 + 1) + (-0 + -0)) = 2^60 + -2^60 = 0; folded left they would give 1.
+  std::vector<float> z(5 * 2048 + 1, 0.0f);
+  z[0] = big;
+  z[2048] = 1.0f;
+  z[2 * 2048] = 1.0f;
+  z[3 * 2048] = 1.0f;
+  z[4 * 2048] = -big;
+  z[5 * 2048] = 1.0f;
+  EXPECT_EQ(reduce(Reduction::Sum, z), 0.0f);
 }
 
 TEST(Reduce, SignedZerosAndNaN) {

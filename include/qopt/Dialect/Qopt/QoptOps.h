@@ -112,6 +112,11 @@ llvm::SmallVector<ReduceOp> getReductions(OptimizerOp optimizer);
 /// tree over this many elements (docs/numerics.md, "Reductions").
 inline constexpr int64_t kReductionChunk = 2048;
 
+/// The threads of a block of the GPU's finish kernel, which reduces one
+/// tensor's chunk partials (docs/abi.md, "Reductions"): a power of two, at
+/// most 32 warps.
+inline constexpr int64_t kReductionFinishThreads = 512;
+
 /// The smallest group or block size of the optimizer's states (4096 if none).
 int64_t getMinGroupSize(OptimizerOp optimizer);
 

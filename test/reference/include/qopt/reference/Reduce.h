@@ -4,8 +4,8 @@
 // sum, mean and max; x * x, exact, for norm and rms); the tensor is cut into
 // chunks of 2048 elements, a chunk's partial is the pairwise tree of its terms
 // in index order (terms past the tensor's end are -0.0 for sums, -inf for the
-// maximum, so they change nothing), and the partials are folded left in chunk
-// order from the same identity. The value is rounded to float32 once (after
+// maximum, so they change nothing), and the partials, padded with the same
+// identity to a power of two, are reduced by the same pairwise tree. The value is rounded to float32 once (after
 // the division by n for mean and rms and the square root for norm and rms); a
 // NaN is the canonical quiet NaN 0x7fc00000.
 //

@@ -1,0 +1,432 @@
+//===- TensorReductions.cpp - Per-tensor reductions on the GPU ------------===//
+//
+// docs/numerics.md §7 in three entry points (docs/abi.md, "Reductions"):
+// the reduce pre-pass `<kernel>_reduce` walks the step's tiles, lowers only
+// what the reductions' operands need (no store) and writes each 2048-element
+// chunk's float64 partial, the pairwise tree of its terms in index order
+// (each thread's lanes pairwise, shuffles down by 1, 2, 4, 8, 16 lanes, then
+// the chunk's warps through shared memory); `<kernel>_finish` reduces each
+// tensor's partials by the same tree (each thread the subtree of an aligned,
+// power-of-two run of them, then the block's threads by shuffles and shared
+// memory) and writes one float32 per tensor and reduction; the step reads
+// those (KernelEmitter::TileUpdate::reduction).
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelEmitter.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::qopt;
+
+static constexpr int64_t kFinishThreads = kReductionFinishThreads;
+/// Partials a finish thread loads at once (a power of two).
+static constexpr int64_t kFinishBatch = 8;
+/// Entries of a finish thread's stack of subtrees: one per bit set in its
+/// count of partials (< 2^64).
+static constexpr int64_t kFinishStackDepth = 64;
+
+/// The neutral term: -0 for sums (x + -0 = x for every x), -inf for max.
+static double reductionIdentity(ReductionKind kind) {
+  return kind == ReductionKind::max ? -INFINITY : -0.0;
+}
+
+LogicalResult KernelEmitter::checkReductionShape(OptimizerOp optimizer,
+                                                 KernelPlanAttr plan) {
+  int64_t warpElements = 32 * plan.getLanes();
+  if (plan.getTile() % kReductionChunk != 0 ||
+      kReductionChunk % warpElements != 0 ||
+      plan.getThreads() % 32 != 0)
+    return optimizer.emitOpError("reads per-tensor reductions, whose GPU "
+                                 "lowering needs tiles of whole ")
+           << kReductionChunk << "-element chunks and warps of at most "
+           << kReductionChunk << " elements (a divisor); the plan has "
+           << plan.getThreads() << " threads of " << plan.getLanes()
+           << " elements";
+  return success();
+}
+
+KernelPlanAttr KernelEmitter::reducePassPlan(KernelPlanAttr plan) {
+  return KernelPlanAttr::get(
+      plan.getContext(), plan.getThreads(), plan.getLanes(), /*stages=*/0,
+      /*shared_bytes=*/0, /*codebook_buckets=*/false, /*bulk_copy=*/false,
+      /*run_pointers=*/false, /*invariant_descriptors=*/false,
+      /*l2_prefetch_tiles=*/0, /*claim_tiles=*/0, /*claim_static_eighths=*/0,
+      /*min_blocks_per_sm=*/0, plan.getZeroShortcutLaneDivisors(),
+      plan.getScaledRangeChecks(), /*early_saturation_counts=*/false,
+      /*waves=*/1, plan.getMinTilesPerBlock(),
+      plan.getSuggestedBlocksPerSm());
+}
+
+Value KernelEmitter::combineReduction(ReductionKind kind, Value x, Value y) {
+  return kind == ReductionKind::max
+             ? Value(arith::MaximumFOp::create(b, loc, x, y))
+             : Value(arith::AddFOp::create(b, loc, x, y));
+}
+
+Value KernelEmitter::treeOf(ReductionKind kind, ArrayRef<Value> values) {
+  SmallVector<Value> level(values.begin(), values.end());
+  while (level.size() > 1) {
+    SmallVector<Value> next;
+    for (size_t i = 0; i + 1 < level.size(); i += 2)
+      next.push_back(combineReduction(kind, level[i], level[i + 1]));
+    level = std::move(next);
+  }
+  return level.front();
+}
+
+Value KernelEmitter::warpTree(ReductionKind kind, Value v, int64_t width) {
+  // A lane i that is a multiple of 2 * offset holds the tree of lanes
+  // [i, i + 2 * offset) after the step of `offset`. A float64 crosses
+  // lanes as two 32-bit halves.
+  Type f64 = b.getF64Type();
+  Value width32 = constI32(32);
+  for (int64_t offset = 1; offset < width; offset *= 2) {
+    Value bits = arith::BitcastOp::create(b, loc, i64(), v);
+    Value lo = arith::TruncIOp::create(b, loc, i32(), bits);
+    Value hi = arith::TruncIOp::create(
+        b, loc, i32(), arith::ShRUIOp::create(b, loc, bits, constI64(32)));
+    auto shuffle = [&](Value half) -> Value {
+      return gpu::ShuffleOp::create(b, loc, half, constI32(offset), width32,
+                                    gpu::ShuffleMode::DOWN)
+          .getShuffleResult();
+    };
+    Value joined = arith::OrIOp::create(
+        b, loc,
+        arith::ShLIOp::create(b, loc,
+                              arith::ExtUIOp::create(b, loc, i64(), shuffle(hi)),
+                              constI64(32)),
+        arith::ExtUIOp::create(b, loc, i64(), shuffle(lo)));
+    v = combineReduction(kind, v, arith::BitcastOp::create(b, loc, f64, joined));
+  }
+  return v;
+}
+
+Value KernelEmitter::reductionTerms(ReductionKind kind, Value x, Value mask) {
+  VectorType f64Lanes = lanesOf(b.getF64Type());
+  Value term = arith::ExtFOp::create(b, loc, f64Lanes, x);
+  if (kind == ReductionKind::norm || kind == ReductionKind::rms)
+    term = arith::MulFOp::create(b, loc, term, term); // exact
+  Value identity = arith::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(f64Lanes,
+                             b.getF64FloatAttr(reductionIdentity(kind))));
+  return arith::SelectOp::create(b, loc, mask, term, identity);
+}
+
+LogicalResult KernelEmitter::emitChunkPartials(TileContext &tile) {
+  const KernelContext &kernel = tile.kernel;
+  SmallVector<ReduceOp> reductions = getReductions(optimizer);
+  SmallVector<Value> operands(reductions.size());
+  llvm::DenseSet<Value> noCodebookStores;
+  TileUpdate target(*this, tile, noCodebookStores);
+  if (failed(lowerReductionOperands(
+          target, lanes,
+          [&](unsigned index, ReduceOp, Value x) { operands[index] = x; })))
+    return failure();
+  loc = optimizer.getLoc();
+
+  // Each warp's subtree: the thread's lanes pairwise, then the warp's
+  // threads; lane 0 writes it to the warp's slot.
+  Type f64 = b.getF64Type();
+  int64_t warps = threads / 32;
+  int64_t warpsPerChunk = kReductionChunk / (32 * lanes);
+  int64_t chunksPerTile = this->tile / kReductionChunk;
+  Value warp = arith::DivUIOp::create(b, loc, kernel.tid, constI64(32));
+  Value laneId = arith::RemUIOp::create(b, loc, kernel.tid, constI64(32));
+  SmallVector<Value> warpTrees;
+  for (auto [index, op] : llvm::enumerate(reductions)) {
+    Value terms = reductionTerms(op.getKind(), operands[index], tile.laneMask);
+    SmallVector<Value> laneTerms;
+    for (int64_t i = 0; i < lanes; ++i)
+      laneTerms.push_back(vector::ExtractOp::create(b, loc, terms, i));
+    warpTrees.push_back(
+        warpTree(op.getKind(), treeOf(op.getKind(), laneTerms), 32));
+  }
+  {
+    auto lane0 = ifZero(laneId);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&lane0.getThenRegion().front());
+    for (auto [index, tree] : llvm::enumerate(warpTrees))
+      LLVM::StoreOp::create(
+          b, loc, tree,
+          gep(kernel.chunkSlots, f64,
+              arith::AddIOp::create(b, loc, constI64(index * warps), warp)),
+          8);
+  }
+  gpu::BarrierOp::create(b, loc);
+  // Thread c < chunksPerTile: chunk c's tree over its warps' subtrees, to
+  // partial (tile * chunksPerTile + c) * R + r.
+  {
+    Value leads = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                        kernel.tid, constI64(chunksPerTile));
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, leads, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    Value firstWarp =
+        arith::MulIOp::create(b, loc, kernel.tid, constI64(warpsPerChunk));
+    int64_t count = reductions.size();
+    Value chunk = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, tile.index, constI64(chunksPerTile)),
+        kernel.tid);
+    for (auto [index, op] : llvm::enumerate(reductions)) {
+      SmallVector<Value> subtrees;
+      for (int64_t j = 0; j < warpsPerChunk; ++j)
+        subtrees.push_back(load(
+            f64,
+            gep(kernel.chunkSlots, f64,
+                arith::AddIOp::create(b, loc, firstWarp,
+                                      constI64(index * warps + j))),
+            8));
+      Value at = arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, chunk, constI64(count)),
+          constI64(index));
+      LLVM::StoreOp::create(b, loc, treeOf(op.getKind(), subtrees),
+                            gep(kernel.reductionPartials, f64, at), 8);
+    }
+  }
+  // The slots are written again by the next tile.
+  gpu::BarrierOp::create(b, loc);
+  return success();
+}
+
+LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
+  // (descriptors, num_tensors, uniforms, partials, values): block k steps
+  // tensors k, k + gridDim.x, ...
+  SmallVector<ReduceOp> reductions = getReductions(optimizer);
+  int64_t count = reductions.size();
+  Type f64 = b.getF64Type();
+  std::string name = (optimizer.getSymName() + "_finish").str();
+  b.setInsertionPointToEnd(module.getBody());
+  auto func = gpu::GPUFuncOp::create(
+      b, loc, name,
+      b.getFunctionType({globalPtr(), i64(), globalPtr(), globalPtr(),
+                         globalPtr()},
+                        {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
+      {static_cast<int32_t>(kFinishThreads), 1, 1}));
+  Block *entry = &func.getBody().front();
+  b.setInsertionPointToStart(entry);
+  KernelContext kernel;
+  kernel.module = module;
+  kernel.func = func;
+  kernel.entry = entry;
+  kernel.prefix = "__qopt_" + name;
+  kernel.descs = entry->getArgument(0);
+  Value numTensors = entry->getArgument(1);
+  Value uniformsPtr = entry->getArgument(2);
+  Value partials = entry->getArgument(3);
+  Value values = entry->getArgument(4);
+  kernel.tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  // A skipped step's pre-pass wrote no partial: no tensor is finished.
+  unsigned numUniforms = 0;
+  if (UniformsOp uniforms = optimizer.getUniforms())
+    numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
+  for (unsigned i = 0; i < numUniforms; ++i)
+    kernel.uniformValues.push_back(
+        load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
+  FailureOr<Value> skip = getSkipFlag(optimizer, kernel.uniformValues, math);
+  if (failed(skip))
+    return failure();
+  if (*skip)
+    numTensors = arith::SelectOp::create(b, loc, *skip, constI64(0), numTensors);
+  Value slots = sharedArray(module, kernel.prefix + "_warps",
+                            kFinishThreads / 32, f64);
+  // The thread's stack of subtrees, in local memory.
+  Value stack =
+      LLVM::AllocaOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()),
+                             f64, constI64(kFinishStackDepth), 8);
+  Value block = indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  Value grid = indexToI64(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
+  int64_t chunksPerTile = tile / kReductionChunk;
+  int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());
+
+  auto tensors = scf::ForOp::create(b, loc, block, numTensors, grid);
+  b.setInsertionPoint(tensors.getBody()->getTerminator());
+  Value k = tensors.getInductionVar();
+  Value desc = gep(kernel.descs, b.getI8Type(),
+                   arith::MulIOp::create(b, loc, k, constI64(descBytes)));
+  Value numel = load(i64(), desc, 8);
+  Value firstTile = load(i64(), gep(desc, b.getI8Type(), constI64(8)), 8);
+  // The tensor's P partials from (firstTile * chunksPerTile); thread t's
+  // run is [t * S, t * S + S), S the least power of two with S * threads
+  // >= P: the tree over P padded to S * threads is each run's subtree,
+  // then the tree over the threads' subtrees.
+  Value numPartials = arith::DivUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, numel, constI64(kReductionChunk - 1)),
+      constI64(kReductionChunk));
+  Value run;
+  {
+    auto grow = scf::WhileOp::create(b, loc, TypeRange{i64()},
+                                     ValueRange{constI64(1)});
+    Block *before = b.createBlock(&grow.getBefore(), {}, {i64()}, {loc});
+    Value s = before->getArgument(0);
+    Value small = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::ult,
+        arith::MulIOp::create(b, loc, s, constI64(kFinishThreads)), numPartials);
+    scf::ConditionOp::create(b, loc, small, ValueRange{s});
+    Block *after = b.createBlock(&grow.getAfter(), {}, {i64()}, {loc});
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{arith::MulIOp::create(b, loc, after->getArgument(0),
+                                         constI64(2))});
+    b.setInsertionPointAfter(grow);
+    run = grow.getResult(0);
+  }
+  Value begin = arith::MulIOp::create(b, loc, kernel.tid, run);
+  Value mine = arith::MinSIOp::create(
+      b, loc,
+      arith::MaxSIOp::create(b, loc,
+                             arith::SubIOp::create(b, loc, numPartials, begin),
+                             constI64(0)),
+      run);
+  Value first = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, firstTile, constI64(chunksPerTile)),
+      begin);
+  Value n = arith::SIToFPOp::create(b, loc, f64, numel);
+  for (auto [index, op] : llvm::enumerate(reductions)) {
+    ReductionKind kind = op.getKind();
+    Value identity = arith::ConstantOp::create(
+        b, loc, b.getF64FloatAttr(reductionIdentity(kind)));
+    Value subtree = emitRunSubtree(kind, partials, stack, first, mine, count,
+                                   index, identity);
+    Value at = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, k, constI64(count)),
+        constI64(index));
+    emitFinishValue(kind, subtree, slots, identity, n,
+                    gep(values, f32(), at));
+    // The slots are written again by the next reduction or tensor.
+    gpu::BarrierOp::create(b, loc);
+  }
+  b.setInsertionPointToEnd(entry);
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+void KernelEmitter::emitFinishValue(ReductionKind kind, Value subtree,
+                                    Value slots, Value identity, Value n,
+                                    Value out) {
+  Type f64 = b.getF64Type();
+  Value tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  Value warp = arith::DivUIOp::create(b, loc, tid, constI64(32));
+  Value laneId = arith::RemUIOp::create(b, loc, tid, constI64(32));
+  Value qnan = arith::ConstantOp::create(
+      b, loc,
+      b.getFloatAttr(f32(), llvm::APFloat::getQNaN(llvm::APFloat::IEEEsingle())));
+  // The threads' subtrees in index order: each warp's by shuffles, then
+  // warp 0 over the warps' through shared memory.
+  Value tree = warpTree(kind, subtree, 32);
+  {
+    auto lane0 = ifZero(laneId);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&lane0.getThenRegion().front());
+    LLVM::StoreOp::create(b, loc, tree, gep(slots, f64, warp), 8);
+  }
+  gpu::BarrierOp::create(b, loc);
+  {
+    auto warp0 = ifZero(warp);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&warp0.getThenRegion().front());
+    int64_t warps = kFinishThreads / 32;
+    Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                         laneId, constI64(warps));
+    Value slot = arith::SelectOp::create(b, loc, inside, laneId, constI64(0));
+    Value v = arith::SelectOp::create(b, loc, inside,
+                                      load(f64, gep(slots, f64, slot), 8),
+                                      identity);
+    v = warpTree(kind, v, warps);
+    auto lane0 = ifZero(laneId);
+    b.setInsertionPointToStart(&lane0.getThenRegion().front());
+    // One rounding to f32 (after the division by n and the square root
+    // where the kind has them); a NaN is the canonical quiet NaN.
+    if (kind == ReductionKind::mean || kind == ReductionKind::rms)
+      v = arith::DivFOp::create(b, loc, v, n);
+    if (kind == ReductionKind::norm || kind == ReductionKind::rms)
+      v = inlinePtx(b, loc, f64, v, "sqrt.rn.f64 $0, $1;", "=d,d");
+    Value r = arith::TruncFOp::create(b, loc, f32(), v);
+    Value isNaN =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, r, r);
+    r = arith::SelectOp::create(b, loc, isNaN, qnan, r);
+    LLVM::StoreOp::create(b, loc, r, out, 4);
+  }
+}
+
+Value KernelEmitter::emitRunSubtree(ReductionKind kind, Value partials,
+                                    Value stack, Value first, Value count,
+                                    int64_t numReductions, int64_t index,
+                                    Value identity) {
+  // The run (an aligned power-of-two run) in batches of kFinishBatch
+  // partials whose loads are in flight together; a batch's tree (the
+  // partials past the run's `count` the identity) is a subtree of the run's,
+  // or the whole run's where the run is shorter. Batch j merges with the
+  // stack's subtrees as often as j has trailing ones (each merge `older ⊕
+  // newer`), then is pushed; what is left is folded newest first, which
+  // the padding's identities do not change.
+  Type f64 = b.getF64Type();
+  Value batches = arith::DivUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, count, constI64(kFinishBatch - 1)),
+      constI64(kFinishBatch));
+  auto push = scf::ForOp::create(b, loc, constI64(0), batches, constI64(1),
+                                 ValueRange{constI64(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(push.getBody());
+    Value j = push.getInductionVar();
+    Value sp = push.getRegionIterArgs()[0];
+    SmallVector<Value> leaves;
+    for (int64_t i = 0; i < kFinishBatch; ++i) {
+      Value at = arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, j, constI64(kFinishBatch)),
+          constI64(i));
+      Value inside =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, count);
+      Value safe = arith::SelectOp::create(b, loc, inside, at, constI64(0));
+      Value element = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc,
+                                arith::AddIOp::create(b, loc, first, safe),
+                                constI64(numReductions)),
+          constI64(index));
+      leaves.push_back(arith::SelectOp::create(
+          b, loc, inside, load(f64, gep(partials, f64, element), 8), identity));
+    }
+    Value v = treeOf(kind, leaves);
+    Value merges = LLVM::CountTrailingZerosOp::create(
+        b, loc, i64(), arith::XOrIOp::create(b, loc, j, constI64(-1)),
+        /*is_zero_poison=*/false);
+    auto merge =
+        scf::ForOp::create(b, loc, constI64(0), merges, constI64(1), ValueRange{v});
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(merge.getBody());
+      Value below = arith::SubIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, sp, constI64(1)),
+          merge.getInductionVar());
+      scf::YieldOp::create(
+          b, loc,
+          ValueRange{combineReduction(kind, load(f64, gep(stack, f64, below), 8),
+                                      merge.getRegionIterArgs()[0])});
+    }
+    Value top = arith::SubIOp::create(b, loc, sp, merges);
+    LLVM::StoreOp::create(b, loc, merge.getResult(0), gep(stack, f64, top), 8);
+    scf::YieldOp::create(
+        b, loc, ValueRange{arith::AddIOp::create(b, loc, top, constI64(1))});
+  }
+  Value depth = push.getResult(0);
+  auto fold = scf::ForOp::create(b, loc, constI64(0), depth, constI64(1),
+                                 ValueRange{identity});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(fold.getBody());
+    Value at = arith::SubIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, depth, constI64(1)),
+        fold.getInductionVar());
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{combineReduction(kind, load(f64, gep(stack, f64, at), 8),
+                                    fold.getRegionIterArgs()[0])});
+  }
+  return fold.getResult(0);
+}
