@@ -273,10 +273,6 @@ class AdamW4bit(FlashAdamW):
                          stochastic_rounding=bf16_stochastic_round, seed=seed)
         self.bf16_stochastic_round = bf16_stochastic_round
 
-    def _new_param_state(self, st):
-        # The states are 4-bit: FlashState's dequantized views read 8-bit codes.
-        return dict(st)
-
 
 class FlashSGD(FlashOptimizer):
     """SGD with momentum (dampening, Nesterov) and L2 weight decay, FlashOptim's compressed
