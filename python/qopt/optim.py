@@ -248,7 +248,9 @@ class AdamW4bit(FlashAdamW):
     draws from torch's generator). Unlike torchao, every parameter is quantized, whatever its size
     (torchao keeps parameters under 4096 elements, or not a multiple of the block, in float32).
     ``amsgrad=True`` is refused. State keys: FlashAdamW's (``exp_avg::quantized`` holds the packed
-    bytes, ``exp_avg::scales`` the float32 scales).
+    bytes, ``exp_avg::scales`` the float32 scales); ``state[p]["exp_avg"]``,
+    ``compress_state_dict=False`` and a ``torch.optim.AdamW`` checkpoint read and write the moments
+    in float32 as for FlashAdamW (docs/numerics.md, "4-bit codes and tables").
     """
 
     _SPECS = {None: "adamw4bit"}
