@@ -190,21 +190,24 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
     # ---- fp32 model state
     def get_fp32_model_state_dict(self, model: torch.nn.Module) -> Dict[str, torch.Tensor]:
         """The model's state_dict in float32, each stepped parameter replaced by its master weight
-        (bf16/fp16 + error bits; an fp32 parameter or one without error bits as it is). Under FSDP2
-        the local shard's (as FlashOptim)."""
+        (bf16/fp16 + error bits; with ``kahan_sum=True`` ``float32(p) + float32(kahan_comp)``; an
+        fp32 parameter or one with neither as it is). Under FSDP2 the local shard's (as
+        FlashOptim)."""
+        from . import _master_of
         module = model.module if hasattr(model, "module") else model
         out = {k: _local(v).detach().float().clone() for k, v in module.state_dict().items()}
         for name, p in module.named_parameters():
-            rho = self.state.get(p, {}).get("error_bits")
-            if rho is not None:
-                out[name] = reconstruct_fp32_param(_local(p).detach(), rho)
+            st = self.state.get(p, {})
+            if "error_bits" in st or "kahan_comp" in st:
+                out[name] = _master_of(_local(p).detach(), st)
         return out
 
     @torch.no_grad()
     def set_fp32_model_state_dict(self, model: torch.nn.Module,
                                   fp32_state_dict: Dict[str, torch.Tensor]) -> None:
         """The inverse: each parameter named in `fp32_state_dict` (float32) becomes its rounding to
-        the parameter's dtype, and its error bits (where it has them) the rest of the value."""
+        the parameter's dtype, and its error bits (where it has them) the rest of the value; a
+        Kahan compensation becomes ``bf16(v - float32(p))``, the rest rounded to bf16."""
         module = model.module if hasattr(model, "module") else model
         for name, p in module.named_parameters():
             if name not in fp32_state_dict:
@@ -220,6 +223,10 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
             if "error_bits" in st:
                 bytes_ = lp.element_size() + st["error_bits"].element_size()
                 st["error_bits"].copy_(compute_ecc_bits(v, lp, master_bytewidth=bytes_))
+            elif "kahan_comp" in st:
+                comp = st["kahan_comp"]
+                rest = (v - lp.float()).reshape(comp.shape)
+                comp.copy_(rest.to(comp.dtype))
 
 
 # ------------------------------------------------------------------ float32 form of the state

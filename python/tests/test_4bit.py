@@ -235,3 +235,47 @@ def test_kahan_fp32_parameter_takes_the_variant_without_compensation():
     opt.step()
     assert "kahan_comp" not in opt.state[p]
     assert bool((p.detach() < 1).all())
+
+
+def test_kahan_master_weights_add_the_compensation():
+    """qopt.master_weights / fp32_state_dict / get_fp32_model_state_dict of a Kahan optimizer:
+    float32(p) + float32(c), with p and c from optimi's recurrence in float32 (one step from zero
+    states, as test_kahan_first_step_matches_torch_formula); set_fp32_model_state_dict stores v as
+    p = bf16(v), c = bf16(v - p)."""
+    if not backend_available("cpu"):
+        pytest.skip("no host backend")
+    gen = torch.Generator().manual_seed(8)
+    model = torch.nn.Linear(33, 7).to(torch.bfloat16)
+    hp = dict(HP, lr=1e-4)       # small updates: much of each is kept in the compensation
+    opt = qopt.FlashAdamW(model.parameters(), **hp, master_weight_bits=None, kahan_sum=True)
+    p0 = {n: p.detach().clone() for n, p in model.named_parameters()}
+    grads = {}
+    for n, p in model.named_parameters():
+        grads[n] = (1e-2 * torch.randn(p.shape, generator=gen)).to(torch.bfloat16)
+        p.grad = grads[n].clone()
+    opt.step()
+    masters = qopt.master_weights(opt)
+    full = qopt.fp32_state_dict(opt, model)
+    flash = opt.get_fp32_model_state_dict(model)
+    for n, p in model.named_parameters():
+        old = p0[n].float()
+        x, _, _ = adamw_step(old, grads[n].float(), torch.zeros(old.shape), torch.zeros(old.shape),
+                             1, hp)
+        s = x - old
+        want_p = (old + s).to(torch.bfloat16)
+        want_c = (s - (want_p.float() - old)).to(torch.bfloat16)
+        want = want_p.float() + want_c.float()
+        assert bool((want_c != 0).any())        # the compensation holds something: a real test
+        assert torch.equal(masters[p], want), n
+        assert torch.equal(full[n], want), n
+        assert torch.equal(flash[n], want), n
+        assert (want - x).abs().sum() < (want_p.float() - x).abs().sum()
+    v = {n: torch.randn(p.shape, generator=gen) for n, p in model.named_parameters()}
+    opt.set_fp32_model_state_dict(model, v)
+    for n, p in model.named_parameters():
+        b = v[n].to(torch.bfloat16)
+        c = (v[n] - b.float()).to(torch.bfloat16)
+        assert torch.equal(p.detach().view(torch.int16), b.view(torch.int16))
+        assert torch.equal(opt.state[p]["kahan_comp"].reshape(p.shape).view(torch.int16),
+                           c.view(torch.int16))
+        assert torch.equal(qopt.master_weights(opt)[p], b.float() + c.float())
