@@ -162,8 +162,12 @@ class LARS8bit(_HostOnly, _Blockwise):
 
     def _validate_group(self, group):
         _check_lr(group["lr"])
-        if not 0.0 < group["momentum"]:
-            raise ValueError(f"Invalid momentum value: {group['momentum']}")
+        if not 0.0 <= group["momentum"] < 1.0:
+            raise ValueError(f"{type(self).__name__}: momentum={group['momentum']!r} is outside "
+                             f"[0, 1) (a momentum of 1 or more never forgets a gradient)")
+        if group["momentum"] == 0:
+            raise ValueError(f"{type(self).__name__}: momentum=0 (LARS without momentum) is not "
+                             f"supported")
         _check_wd(group["weight_decay"])
         _check_max_unorm(type(self).__name__, group["max_unorm"])
 
@@ -231,7 +235,9 @@ class StableAdamW(_HostOnly, QoptOptimizer):
     def _validate_group(self, group):
         _check_lr(group["lr"])
         _check_betas(group["betas"])
-        _check_eps(group["eps"])
+        if not group["eps"] > 0.0:
+            raise ValueError(f"{type(self).__name__}: eps={group['eps']!r}; must be > 0 (the "
+                             f"rms divides by max(v, eps^2), which is 0 where a gradient is)")
         _check_wd(group["weight_decay"])
 
     def _kernel_hypers(self, group):
