@@ -172,7 +172,7 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
         """Also loads a plain ``torch.optim`` checkpoint of the same algorithm (AdamW/Adam:
         ``exp_avg``, ``exp_avg_sq``; SGD: ``momentum_buffer``; Lion: ``exp_avg``; float tensors):
         the states are quantized into this optimizer's groups (or kept float32 where its policy
-        says so), error bits start at 0 (the master is the parameter), and only the group options
+        says so), error bits and a Kahan compensation start at 0 (the master is the parameter), and only the group options
         this optimizer has are taken (``amsgrad=True`` / ``maximize=True`` are refused)."""
         if _is_torch_optim_state(self, state_dict):
             state_dict = _from_torch_optim(self, state_dict)
@@ -285,7 +285,7 @@ def _dequantized_state(opt, p, st: Dict[str, Any]) -> Dict[str, Any]:
 def _quantized_on_load(opt, p, saved: Dict[str, Any]) -> Dict[str, Any]:
     """A saved float32 state (compress_state_dict=False, torch.optim) quantized into p's groups
     with the kernel's formulas and the scheme its manifest gives (4-bit codes packed two a byte);
-    missing error bits start at 0 (the master is the parameter)."""
+    missing error bits and a missing Kahan compensation start at 0 (the master is the parameter)."""
     from ._reshard import _group_quantize, is_dtensor, is_packed, pack_codes
     # (a float state beside its quantized keys is left to the key check, which refuses it)
     pairs = [e for e in _float_pairs(opt, p) if e[4] in saved and e[0] not in saved
@@ -315,9 +315,11 @@ def _quantized_on_load(opt, p, saved: Dict[str, Any]) -> Dict[str, Any]:
         out[ckey] = pack_codes(q, n) if is_packed(scheme) else q.reshape(lp.shape).clone()
         out[skey] = sc
     expected = opt._expected_state(p, opt._param_kernel_spec(p))
-    if "error_bits" in expected and "error_bits" not in out:
-        shape, dtype, _ = expected["error_bits"]
-        out["error_bits"] = torch.zeros(shape, dtype=dtype, device=lp.device)
+    for key in ("error_bits", "kahan_comp"):
+        # the master is the parameter: zero error bits, a zero Kahan compensation
+        if key in expected and key not in out:
+            shape, dtype, _ = expected[key]
+            out[key] = torch.zeros(shape, dtype=dtype, device=lp.device)
     # the rest of a DTensor state as its local shard (the quantized states are this shard's now)
     return {k: (v.to_local() if is_dtensor(v) else v) for k, v in out.items()}
 

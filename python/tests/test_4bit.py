@@ -341,3 +341,23 @@ def test_stochastic_rounding_refuses_step_2_to_the_24():
         else:
             opt.step()
             assert int(opt.state[p]["step"]) == 1 << 24
+
+
+def test_torch_adamw_state_loads_into_kahan_with_a_zero_compensation():
+    """A torch.optim.AdamW checkpoint has no compensation: FlashAdamW(kahan_sum=True) starts it
+    at 0 (a bf16 tensor of the parameter's elements), as a fresh optimizer does."""
+    if not backend_available("cpu"):
+        pytest.skip("no host backend")
+    gen = torch.Generator().manual_seed(12)
+    p = torch.nn.Parameter(torch.randn(300, generator=gen).to(torch.bfloat16))
+    ref = torch.optim.AdamW([p], lr=1e-3)
+    p.grad = torch.randn(300, generator=gen).to(torch.bfloat16)
+    ref.step()
+    opt = qopt.FlashAdamW([p], lr=1e-3, master_weight_bits=None, kahan_sum=True)
+    opt.load_state_dict(ref.state_dict())
+    comp = opt.state[p]["kahan_comp"]
+    assert comp.dtype == torch.bfloat16 and comp.numel() == 300
+    assert bool((comp == 0).all())
+    assert int(opt.state[p]["step"]) == 1
+    opt.step()
+    assert int(opt.state[p]["step"]) == 2 and bool(torch.isfinite(p).all())
