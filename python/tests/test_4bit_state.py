@@ -218,3 +218,39 @@ def test_group_functions_on_4bit_schemes(scheme, storage, comp):
         table = DYNAMIC if comp == "dynamic" else NONZERO
         assert float(table[int(q2[1, 3])]) == float(table[table.abs().argmin()])
         assert float(s2[1]) == 3.4028234663852886e38     # saturate: a NaN absmax stored as MAX
+
+
+def test_uncompressed_state_of_a_dtensor_parameter(monkeypatch):
+    """compress_state_dict=False for a DTensor (FSDP2) parameter, with test_reshard's stand-in
+    DTensor class: the float32 moments are DTensors of the parameter's shape holding the
+    dequantized packed codes, and loading them quantizes each into packed codes again."""
+    from test_reshard import _FakeDTensor
+    marked = set()
+    monkeypatch.setattr(_reshard, "dtensor_class", lambda: _FakeDTensor)
+    monkeypatch.setattr(_reshard, "is_dtensor",
+                        lambda t: isinstance(t, _FakeDTensor) or id(t) in marked)
+    gen = torch.Generator().manual_seed(6)
+    shape = (33, 24)
+    p = torch.nn.Parameter((0.5 * torch.randn(shape, generator=gen)).to(torch.bfloat16))
+    opt = qopt.AdamW4bit([p], lr=1e-2)
+    _step(opt, [p], gen, 2)
+    p.device_mesh, p.placements = "mesh", ("Shard(0)",)
+    marked.add(id(p))
+    opt.compress_state_dict = False
+    sd = opt.state_dict()
+    st = opt.state[p]
+    q = torch.nn.Parameter(p.detach().clone())
+    q.device_mesh, q.placements = "mesh", ("Shard(0)",)
+    marked.add(id(q))
+    other = qopt.AdamW4bit([q], lr=1e-2)
+    other.load_state_dict(sd)
+    for key, scheme in (("exp_avg", "dynamic"), ("exp_avg_sq", "nonzero")):
+        v = sd["state"][0][key]
+        assert isinstance(v, _FakeDTensor) and tuple(v.shape) == shape
+        local = v.to_local()
+        assert local.dtype == torch.float32 and local.shape == shape
+        want = dequant(st[f"{key}::quantized"], st[f"{key}::scales"], p.numel(), scheme)
+        assert torch.equal(local.reshape(-1), want)
+        codes, scales = quant(local, scheme)
+        assert torch.equal(other.state[q][f"{key}::quantized"], codes), key
+        assert torch.equal(other.state[q][f"{key}::scales"], scales), key
