@@ -98,22 +98,34 @@ def default_kernel_dirs(device: Optional[Union[str, torch.device]] = None) -> Li
 def master_weights(optimizer: QoptOptimizer) -> Dict[torch.Tensor, torch.Tensor]:
     """float32 master weights, keyed by parameter: the bf16 parameter plus its error-bit correction
     (docs/numerics.md section 3, bit-identical to qopt_error_bits_decode) where the optimizer keeps
-    error bits, else the parameter converted to float32. Same shape and device as the parameter."""
+    error bits; ``float32(p) + float32(c)`` (one float32 addition) where it keeps a Kahan
+    compensation ``c`` (state key ``kahan_comp``, ``FlashAdamW(kahan_sum=True)``: the value the
+    compensated sum stands for, docs/numerics.md "Kahan summation"); else the parameter converted
+    to float32. Same shape and device as the parameter (its local shard under FSDP2)."""
     out: Dict[torch.Tensor, torch.Tensor] = {}
     for group in optimizer.param_groups:
         for p in group["params"]:
             local = p.to_local() if hasattr(p, "to_local") else p
-            rho = optimizer.state.get(p, {}).get("error_bits")
-            if rho is not None:
-                out[p] = ecc.decode(local.detach(), rho)
-            else:
-                out[p] = local.detach().float().clone()
+            out[p] = _master_of(local.detach(), optimizer.state.get(p, {}))
     return out
+
+
+def _master_of(local: torch.Tensor, st) -> torch.Tensor:
+    """The float32 value a parameter's state completes it to: error bits, a Kahan compensation,
+    or neither."""
+    rho = st.get("error_bits")
+    if rho is not None:
+        return ecc.decode(local, rho)
+    comp = st.get("kahan_comp")
+    if comp is not None:
+        return local.float() + comp.reshape(local.shape).float()
+    return local.float().clone()
 
 
 def fp32_state_dict(optimizer: QoptOptimizer, model: torch.nn.Module) -> Dict[str, torch.Tensor]:
     """The model's state_dict in float32, with every parameter the optimizer steps replaced by its
-    reconstructed master weight (for exporting or evaluating the full-precision model)."""
+    reconstructed master weight (``master_weights``: error bits or a Kahan compensation added; for
+    exporting or evaluating the full-precision model)."""
     masters = master_weights(optimizer)
     module = model.module if hasattr(model, "module") else model
     out = {k: v.detach().float().clone() for k, v in module.state_dict().items()}

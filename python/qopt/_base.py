@@ -43,6 +43,34 @@ def _fill(t: torch.Tensor, bits: int) -> None:
 
 
 
+# ------------------------------------------------------------------------- stochastic rounding
+
+#: stochastic rounding's Philox counter takes the step as a float32 uniform, exact below 2^24
+SR_STEP_LIMIT = 1 << 24
+#: odd, so k -> k * _SEED_STRIDE mod 2^24 is one-to-one: launches of one step never share a seed
+_SEED_STRIDE = 0x3779B1
+_STOCHASTIC: Dict[Any, bool] = {}
+
+
+def launch_seed(seed: int, index: int) -> int:
+    """The seed a stochastic-rounding launch receives (docs/numerics.md, "Stochastic rounding"):
+    ``(seed + index * 0x3779B1) mod 2^24``, `index` the state_dict index of the launch's first
+    parameter (its param group's offset plus its position there). A kernel numbers the elements of
+    one launch from 0, so two launches with one seed would draw the same bits; distinct indices
+    below 2^24 give distinct seeds, and the first launch keeps the user's seed."""
+    return (int(seed) + int(index) * _SEED_STRIDE) % SR_STEP_LIMIT
+
+
+def _is_stochastic(ks: R.KernelSpec) -> bool:
+    """Whether kernel ks rounds its parameter stochastically (the manifest's param master)."""
+    v = _STOCHASTIC.get(ks.path)
+    if v is None:
+        param = R.read_manifest(ks.path).get("param", {})
+        v = isinstance(param, dict) and param.get("master") == "stochastic"
+        _STOCHASTIC[ks.path] = v
+    return v
+
+
 # ------------------------------------------------------------------------- the base class
 
 class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
@@ -365,6 +393,7 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
             parts.setdefault(part, []).append(p)
             at.setdefault(part, []).append(pi)
         launches = []
+        offset = sum(len(g["params"]) for g in self.param_groups[:gi])
         for j, (part, ps) in enumerate(parts.items()):
             backend, dev, _, dtype, _, spec = part
             ks = self._kernel_spec(backend, dtype, spec=spec)
@@ -372,6 +401,8 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
             key = (gi, j, backend, dev, str(ks.path))
             launch = _Launch(self, ks, backend, dev, ps, labels, key)
             launch.spec = spec
+            # the state_dict index of its first parameter: its stochastic rounding's seed (launch_seed)
+            launch.first_index = offset + at[part][0]
             launches.append(launch)
         return _GroupCache(self._generation, plist, launches)
 
@@ -453,6 +484,8 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
                     if not all(launch.check() for launch in cache.launches):
                         raise RuntimeError("qopt: internal error: a launch rebuilt from the "
                                            "current state does not match it")
+                if getattr(self, "stochastic_rounding", False):
+                    self._check_stochastic_steps(gi, cache.launches)
                 work.append((gi, group, cache, hv))
             # Every launch takes its pointers, kernel and uniforms; then the runtime validates
             # every launch of the step and launches them (qopt_step_many), so a step it would
@@ -460,7 +493,10 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
             launches = []
             for gi, group, cache, hv in work:
                 for launch in cache.launches:
-                    launch.prepare(group, hv, scaling if clip is None
+                    lhv = hv
+                    if "seed" in hv and getattr(self, "stochastic_rounding", False):
+                        lhv = dict(hv, seed=float(launch_seed(hv["seed"], launch.first_index)))
+                    launch.prepare(group, lhv, scaling if clip is None
                                    else clip.scaling(launch.device_obj, launch.dtype))
                     launches.append(launch)
             _launch_all(launches)
@@ -478,6 +514,18 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
                     launch._cur = None
                     launch._prep = None
         return loss
+
+    def _check_stochastic_steps(self, gi: int, launches) -> None:
+        """Refuses (before anything is launched) a stochastic-rounding launch whose step would
+        reach 2^24: its Philox counter is exact only below. The count is the host's (with the
+        counter on the device, capturable or a GradScaler, an upper bound: skipped steps count)."""
+        for launch in launches:
+            if launch.step + 1 >= SR_STEP_LIMIT and _is_stochastic(launch.ks):
+                raise ValueError(
+                    f"{type(self).__name__}: param_groups[{gi}]: step {launch.step + 1} of "
+                    f"{launch.labels[0]} reaches 2^24, where stochastic rounding's counter (the "
+                    f"step, a float32) is no longer exact; nothing was stepped. Reset the step "
+                    f"count (load a state with a smaller 'step') or use round to nearest.")
 
     @torch.no_grad()
     def _nonfinite_flag(self) -> Optional[torch.Tensor]:

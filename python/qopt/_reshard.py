@@ -6,8 +6,9 @@ codes, plain states) laid out like the shard, and per-group streams (a float16 s
 32 elements, a float32 absmax per block of 256/2048) whose groups are those of the local flat
 index, so they depend on where the mesh cut the parameter. The logical form drops that
 dependence: every per-element stream as it is, and every per-group stream expanded to one value
-per element (the scale or absmax of the group the element was in), each a tensor of the
-parameter's local shape, which ``state_dict`` wraps as a DTensor with the parameter's mesh and
+per element (the scale or absmax of the group the element was in) and packed 4-bit codes (two a
+byte) unpacked to one code per element (int8 for signed codes, uint8 for unsigned ones and table
+indices), each a tensor of the parameter's local shape, which ``state_dict`` wraps as a DTensor with the parameter's mesh and
 placements (so DCP saves each element once and hands any other mesh its own elements). A stream of a
 dtype that torch.distributed's collectives lack (int16: 16-bit error bits; gloo and NCCL have no
 int16, so DCP's ``full_state_dict`` gather and ``broadcast_from_rank0`` of it fail with "Invalid
@@ -19,8 +20,9 @@ one saved scale takes that scale and their codes as they are (their dequantized 
 saved ones, bit for bit: always so at the mesh the state was saved at, and at any mesh for a
 parameter whose dim-0 rows are a multiple of the group size); a group that gathers elements of
 saved groups with different scales is requantized from the elements' dequantized values with the
-kernel's own formulas (shared/docs/numerics.md section 2, the reference's groupQuantize /
-codebookQuantize), which rounds those elements' codes again.
+kernel's own formulas (shared/docs/numerics.md section 2 and docs/numerics.md "4-bit codes and
+tables", the reference's groupQuantize / codebookQuantize; the scheme is the manifest's), which
+rounds those elements' codes again; 4-bit codes are packed again.
 """
 
 from __future__ import annotations
@@ -124,8 +126,8 @@ def expand(scales: torch.Tensor, group: int, n: int) -> torch.Tensor:
 
 def logical_state(opt, p: torch.Tensor, st: Dict[str, Any], wrap: bool = True) -> Dict[str, Any]:
     """p's state in the mesh-independent form: per-element streams as they are (int16 ones widened
-    to int32, ``WIDENED``), per-group streams expanded to one value per element, each of p's local
-    shape; with `wrap`, DTensors with p's mesh and placements (global shape p.shape). Other entries
+    to int32, ``WIDENED``), per-group streams expanded to one value per element, packed 4-bit codes
+    unpacked (``unpack_codes``), each of p's local shape; with `wrap`, DTensors with p's mesh and placements (global shape p.shape). Other entries
     (step, codebook tables) as they are."""
     lp = _local(p)
     ks = opt._param_kernel_spec(p)
@@ -134,12 +136,17 @@ def logical_state(opt, p: torch.Tensor, st: Dict[str, Any], wrap: bool = True) -
     for key in element:
         if key in st:
             out[key] = _widened(st[key].reshape(lp.shape))
-    for _, skey, group, _ in grouped:
+    packed = []
+    for ckey, skey, group, scheme in grouped:
         if skey in st:
             out[skey] = expand(st[skey], group, lp.numel()).reshape(lp.shape)
+        if is_packed(scheme) and ckey in st:
+            # 4-bit codes: one per element (an int8 or uint8 code), like 8-bit ones
+            out[ckey] = unpack_codes(st[ckey], lp.numel(), scheme).reshape(lp.shape)
+            packed.append(ckey)
     if wrap:
         D = dtensor_class()
-        for key in element + [g[1] for g in grouped]:
+        for key in element + [g[1] for g in grouped] + packed:
             if key in out:
                 out[key] = D.from_local(out[key], p.device_mesh, p.placements, run_check=False,
                                         shape=p.shape, stride=p.stride())
@@ -205,16 +212,27 @@ def local_state(opt, p: torch.Tensor, saved: Dict[str, Any], where: str) -> Dict
         c, e = out.get(ckey), out.get(skey)
         if not isinstance(c, torch.Tensor) or not isinstance(e, torch.Tensor):
             continue   # missing: refused by the checks that follow
-        if e.numel() != n and e.numel() == -(-n // group) and c.numel() == n:
-            continue   # the kernel's own grouping of this shard: checked as it is
+        if (e.numel() == -(-n // group) and c.numel() == code_count(n, scheme)
+                and (e.numel() != n or (is_packed(scheme) and c.dtype == torch.uint8))):
+            # the kernel's own grouping of this shard, checked as it is (n <= 1: one group, and
+            # packed bytes are uint8, the form of an unsigned code too)
+            continue
         if e.numel() != n:
             raise ValueError(f"{where}: '{skey}' has {e.numel()} values, expected one per element "
                              f"of the local shard ({n}) in the logical form")
         qmap = None
         if scheme["scheme"] == "codebook":
             qmap = tables[_table_key_of(opt, ks, scheme["name"])]
-        codes, scales = regroup(c.reshape(-1), e.reshape(-1), group, scheme, qmap)
-        out[ckey] = codes.reshape(lp.shape)
+        if is_packed(scheme):
+            if c.numel() != n or c.dtype != _code_dtype(scheme):
+                raise ValueError(f"{where}: '{ckey}' is {c.dtype} with {c.numel()} elements; the "
+                                 f"logical form holds one {_code_dtype(scheme)} 4-bit code per "
+                                 f"element of the local shard ({n})")
+            codes, scales = regroup(c.reshape(-1), e.reshape(-1), group, scheme, qmap)
+            out[ckey] = pack_codes(codes, n)
+        else:
+            codes, scales = regroup(c.reshape(-1), e.reshape(-1), group, scheme, qmap)
+            out[ckey] = codes.reshape(lp.shape)
         out[skey] = scales
     return out
 
@@ -274,23 +292,131 @@ def regroup(codes: torch.Tensor, per_elem: torch.Tensor, group: int, scheme: dic
     return out_codes.reshape(-1)[:n].clone(), scales
 
 
+def is_packed(scheme: dict) -> bool:
+    """Whether a group scheme keeps 4-bit codes, two a byte (docs/abi.md, "Packed 4-bit codes")."""
+    return int(scheme.get("bits", 8)) == 4
+
+
+def _is_table(scheme: dict) -> bool:
+    return scheme.get("companding") in ("dynamic", "nonzero")
+
+
+def _code_dtype(scheme: dict) -> torch.dtype:
+    """The dtype of one unpacked code: int8 for signed codes (-127..127, -7..7), uint8 for
+    unsigned ones and for a 4-bit table's entry index (0..15)."""
+    return torch.int8 if scheme["storage"] == "int8" and not _is_table(scheme) else torch.uint8
+
+
+def packed_count(n: int) -> int:
+    return (n + 1) // 2
+
+
+def code_count(n: int, scheme: dict) -> int:
+    """Entries of the kernel's codes stream for n elements: n, or ceil(n / 2) bytes when packed."""
+    return packed_count(n) if is_packed(scheme) else n
+
+
+def unpack_codes(packed: torch.Tensor, n: int, scheme: dict) -> torch.Tensor:
+    """n codes (``_code_dtype``) from the ceil(n / 2) bytes of a packed stream: element 2j in the
+    low nibble of byte j, 2j + 1 in the high one; a signed nibble is two's complement."""
+    b = packed.reshape(-1).to(torch.int16) & 0xFF
+    codes = torch.stack([b & 0xF, b >> 4], dim=1).reshape(-1)[:n]
+    if _code_dtype(scheme) == torch.int8:
+        codes = torch.where(codes >= 8, codes - 16, codes)
+    return codes.to(_code_dtype(scheme))
+
+
+def pack_codes(codes: torch.Tensor, n: int) -> torch.Tensor:
+    """The ceil(n / 2) bytes of n 4-bit codes (an odd count's last high nibble 0)."""
+    c = codes.reshape(-1)[:n].to(torch.int16) & 0xF
+    if n % 2:
+        c = torch.cat([c, c.new_zeros(1)])
+    return (c[0::2] | (c[1::2] << 4)).to(torch.uint8)
+
+
+_TABLES: Dict[str, list] = {}
+
+
+def four_bit_table(companding: str) -> list:
+    """The 16 ascending float32 entries of a 4-bit table (docs/numerics.md, "4-bit codes and
+    tables"), as Python floats: ``dynamic`` is torchao's create_dynamic_map(signed=True,
+    max_exponent_bits=3, total_bits=4) computed in float64 and rounded once; ``nonzero`` is
+    (k + 1) / 16."""
+    t = _TABLES.get(companding)
+    if t is None:
+        if companding == "dynamic":
+            v = []
+            for i in range(3):
+                items = (1 << i) + 1
+                scale = 10.0 ** (i - 2)
+                for j in range(items - 1):
+                    lo = 0.1 + 0.9 * j / (items - 1)
+                    hi = 0.1 + 0.9 * (j + 1) / (items - 1)
+                    v += [scale * (lo + hi) / 2, -scale * (lo + hi) / 2]
+            v += [0.0, 1.0]
+        elif companding == "nonzero":
+            v = [k / 16.0 for k in range(1, 17)]
+        else:
+            raise ValueError(f"qopt: '{companding}' is not a 4-bit table")
+        t = torch.tensor(sorted(v), dtype=torch.float32).tolist()
+        _TABLES[companding] = t
+    return t
+
+
+def _ranges(scheme: dict):
+    """(signed range, unsigned range): 127 and 255 for 8-bit codes, 7 and 15 for 4-bit ones."""
+    return (7.0, 15.0) if is_packed(scheme) else (127.0, 255.0)
+
+
 def _group_dequantize(q: torch.Tensor, s: torch.Tensor, scheme: dict) -> torch.Tensor:
+    """Unpacked codes (``_code_dtype``) and each element's scale -> float32 values
+    (docs/numerics.md section 2 and "4-bit codes and tables"; the reference's groupDequantize)."""
     s = s.float()
+    if _is_table(scheme):
+        table = torch.tensor(four_bit_table(scheme["companding"]), dtype=torch.float32,
+                             device=q.device)
+        return table[q.long()] * s
+    srange, urange = _ranges(scheme)
     if scheme["storage"] == "int8":
-        z = q.float() / 127.0
+        z = q.float() / srange
         y = z / (2.0 - z.abs()) if scheme.get("companding") == "softsign" else z
         return y * s
-    u = (q.float() / 255.0) * s
+    u = (q.float() / urange) * s
     return u * u if scheme.get("companding") == "sqrt" else u
 
 
+#: float32's largest finite value, and the largest one whose square is finite (2^64 (1 - 2^-24))
+_FLT_MAX = 3.4028234663852886e38
+_SQRT_SAFE_MAX = float.fromhex("0x1.fffffep63")
+
+
+def _saturated(am: torch.Tensor, scheme: dict, scale_dtype: torch.dtype) -> torch.Tensor:
+    """docs/numerics.md "Overflow", saturate: an absmax the scale type cannot hold (or NaN) is
+    taken as that type's largest value."""
+    if scheme.get("overflow", "ieee") != "saturate":
+        return am
+    if scale_dtype == torch.float16:
+        fits, largest = am < 65520.0, 65504.0
+    elif scheme.get("companding") == "sqrt":
+        fits, largest = am < 2.0 ** 64, _SQRT_SAFE_MAX
+    else:
+        fits, largest = torch.isfinite(am), _FLT_MAX
+    return torch.where(fits, am, torch.full_like(am, largest))
+
+
 def _group_quantize(x: torch.Tensor, scheme: dict, scale_dtype: torch.dtype):
-    """Rows of float32 values -> (codes, scales): the reference's groupQuantize."""
+    """Rows of float32 values -> (unpacked codes, scales): the reference's groupQuantize for 8-
+    and 4-bit codes, companded or on a 4-bit table, with the scheme's rounding, divisor and
+    overflow policy."""
     signed = scheme["storage"] == "int8"
+    table = _is_table(scheme)
+    saturate = scheme.get("overflow", "ieee") == "saturate"
+    srange, urange = _ranges(scheme)
     t = x.sqrt() if scheme.get("companding") == "sqrt" else x
     a = t.abs() if signed else t
     am = a.amax(dim=1).clamp_min(0.0)
     am = torch.where(torch.isnan(a).any(dim=1), torch.full_like(am, float("nan")), am)
+    am = _saturated(am, scheme, scale_dtype)
     if scheme.get("scale_divisor", "absmax") == "absmax":
         floor = am.new_tensor(1e-12)   # float32, on the values' device
         sdiv = torch.where(torch.isnan(am) | (am >= floor), am, floor)
@@ -299,19 +425,31 @@ def _group_quantize(x: torch.Tensor, scheme: dict, scale_dtype: torch.dtype):
         stored = am.to(scale_dtype)
         sdiv = torch.where(stored == 0, torch.ones_like(am), stored.float())
     sdiv = sdiv[:, None]
+    if table:
+        # the count of float32 midpoints strictly below x / s; NaN: the entry nearest 0
+        entries = torch.tensor(four_bit_table(scheme["companding"]), dtype=torch.float32,
+                               device=x.device)
+        mid = (entries[:-1] + entries[1:]) * 0.5
+        c = x / sdiv
+        count = (mid.view(1, 1, -1) < c.unsqueeze(-1)).sum(dim=-1)
+        nearest0 = int(entries.abs().argmin())
+        count = torch.where(torch.isnan(c), torch.full_like(count, nearest0), count)
+        return count.to(torch.uint8), stored
     if signed:
         y = t / sdiv
+        if saturate:
+            y = torch.where(torch.isnan(y), y, y.clamp(-1.0, 1.0))
         z = (2.0 * y) / (1.0 + y.abs()) if scheme.get("companding") == "softsign" else y
-        r = 127.0 * z
+        r = srange * z
     elif scheme.get("scale_divisor", "absmax") == "absmax":
-        r = (255.0 * t) / sdiv
+        r = (urange * t) / sdiv
     else:
-        r = (t / sdiv) * 255.0
+        r = (t / sdiv) * urange
     q = torch.floor(r + 0.5) if scheme.get("rounding", "half_up") == "half_up" else torch.round(r)
     q = torch.where(torch.isnan(q), torch.zeros_like(q), q)
     if signed:
-        return q.clamp(-127, 127).to(torch.int8), stored
-    return q.clamp(0, 255).to(torch.uint8), stored
+        return q.clamp(-srange, srange).to(torch.int8), stored
+    return q.clamp(0, urange).to(torch.uint8), stored
 
 
 def _codebook_dequantize(q: torch.Tensor, a: torch.Tensor, qmap: torch.Tensor) -> torch.Tensor:
@@ -334,4 +472,5 @@ def _codebook_quantize(x: torch.Tensor, qmap: torch.Tensor):
 
 
 __all__ = ["logical_state", "local_state", "is_logical", "regroup", "expand", "dtensor_class",
-           "is_dtensor", "TORCH_DTYPES"]
+           "is_dtensor", "TORCH_DTYPES", "pack_codes", "unpack_codes", "is_packed", "code_count",
+           "four_bit_table"]

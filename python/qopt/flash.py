@@ -34,24 +34,22 @@ _MASTER_BYTES = {None: 0, 24: 3, 32: 4}
 class FlashState(dict):
     """One parameter's state in a Flash optimizer: the kernel's keys, and, read-only, FlashOptim's
     keys of a quantized state (``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``): ``state["exp_avg"]``
-    and ``state.get("exp_avg")`` give it dequantized, a new float32 tensor of the codes' shape
-    (numerics.md section 2's inverse; writing to it changes nothing). They are not among the keys
-    (``keys()``, ``in``, ``state_dict``), which stay the kernel's."""
-
-    _SCHEMES = {"exp_avg": True, "momentum_buffer": True, "exp_avg_sq": False}   # signed?
+    and ``state.get("exp_avg")`` give it dequantized, a new float32 tensor of the parameter's
+    (local) shape, with the scheme the kernel's manifest gives (8- or 4-bit codes, companded or on
+    a 4-bit table; numerics.md section 2's inverse; writing to it changes nothing). They are not
+    among the keys (``keys()``, ``in``, ``state_dict``), which stay the kernel's."""
 
     def _dequantized(self, key):
-        signed = self._SCHEMES.get(key)
-        c = dict.get(self, f"{key}::quantized")
-        sc = dict.get(self, f"{key}::scales")
-        if signed is None or c is None or sc is None:
+        # _views: float32 key -> (codes key, scales key, group, manifest scheme, parameter shape),
+        # set by the optimizer for the parameter's kernel (_stamp)
+        view = self.__dict__.get("_views", {}).get(key)
+        if view is None:
             return None
-        from ._reshard import _group_dequantize, expand
-        scheme = ({"storage": "int8", "companding": "softsign"} if signed
-                  else {"storage": "uint8", "companding": "sqrt"})
-        n = c.numel()
-        e = expand(sc.reshape(-1), 32, n) if sc.numel() != n else sc.reshape(-1)
-        return _group_dequantize(c.reshape(-1), e, scheme).reshape(c.shape)
+        ckey, skey, group, scheme, shape = view
+        c, sc = dict.get(self, ckey), dict.get(self, skey)
+        if c is None or sc is None:
+            return None
+        return _float_of(c, sc, group, scheme, shape)
 
     def __missing__(self, key):
         v = self._dequantized(key)
@@ -76,6 +74,18 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
 
     def _new_param_state(self, st: Dict[str, Any]) -> Dict[str, Any]:
         return st if isinstance(st, FlashState) else FlashState(st)
+
+    def _stamp(self, p: torch.Tensor, st: Any) -> None:
+        """Gives p's FlashState the float32 keys it answers for p's kernel (FlashState)."""
+        if isinstance(st, FlashState):
+            shape = tuple(_local(p).shape)
+            st._views = {fkey: (ckey, skey, group, scheme, shape)
+                         for ckey, skey, group, scheme, fkey in _float_pairs(self, p)}
+
+    def _init_param_state(self, p, group):
+        st = super()._init_param_state(p, group)
+        self._stamp(p, st)
+        return st
 
     def _init_flash(self, check_numerics: bool, fused: bool, compress_state_dict: bool) -> None:
         self.check_numerics = bool(check_numerics)
@@ -143,7 +153,8 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
         dequantized, a float32 tensor of the parameter's shape under FlashOptim's (and torch's) key
         (``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``), beside ``error_bits`` and ``step``: a
         torch.optim optimizer of the same algorithm loads it. Quantized again on load (values
-        within half a code step)."""
+        within half a code step), with the scheme the kernel's manifest gives (8-bit or packed
+        4-bit codes, companded or on a 4-bit table)."""
         sd = super().state_dict()
         if getattr(self, "compress_state_dict", True):
             return sd
@@ -161,11 +172,13 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
         """Also loads a plain ``torch.optim`` checkpoint of the same algorithm (AdamW/Adam:
         ``exp_avg``, ``exp_avg_sq``; SGD: ``momentum_buffer``; Lion: ``exp_avg``; float tensors):
         the states are quantized into this optimizer's groups (or kept float32 where its policy
-        says so), error bits start at 0 (the master is the parameter), and only the group options
+        says so), error bits and a Kahan compensation start at 0 (the master is the parameter), and only the group options
         this optimizer has are taken (``amsgrad=True`` / ``maximize=True`` are refused)."""
         if _is_torch_optim_state(self, state_dict):
             state_dict = _from_torch_optim(self, state_dict)
         super().load_state_dict(state_dict)
+        for p, st in self.state.items():
+            self._stamp(p, st)
         if getattr(self, "check_numerics", False):
             self.recompute_param_stats()
 
@@ -177,21 +190,24 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
     # ---- fp32 model state
     def get_fp32_model_state_dict(self, model: torch.nn.Module) -> Dict[str, torch.Tensor]:
         """The model's state_dict in float32, each stepped parameter replaced by its master weight
-        (bf16/fp16 + error bits; an fp32 parameter or one without error bits as it is). Under FSDP2
-        the local shard's (as FlashOptim)."""
+        (bf16/fp16 + error bits; with ``kahan_sum=True`` ``float32(p) + float32(kahan_comp)``; an
+        fp32 parameter or one with neither as it is). Under FSDP2 the local shard's (as
+        FlashOptim)."""
+        from . import _master_of
         module = model.module if hasattr(model, "module") else model
         out = {k: _local(v).detach().float().clone() for k, v in module.state_dict().items()}
         for name, p in module.named_parameters():
-            rho = self.state.get(p, {}).get("error_bits")
-            if rho is not None:
-                out[name] = reconstruct_fp32_param(_local(p).detach(), rho)
+            st = self.state.get(p, {})
+            if "error_bits" in st or "kahan_comp" in st:
+                out[name] = _master_of(_local(p).detach(), st)
         return out
 
     @torch.no_grad()
     def set_fp32_model_state_dict(self, model: torch.nn.Module,
                                   fp32_state_dict: Dict[str, torch.Tensor]) -> None:
         """The inverse: each parameter named in `fp32_state_dict` (float32) becomes its rounding to
-        the parameter's dtype, and its error bits (where it has them) the rest of the value."""
+        the parameter's dtype, and its error bits (where it has them) the rest of the value; a
+        Kahan compensation becomes ``bf16(v - float32(p))``, the rest rounded to bf16."""
         module = model.module if hasattr(model, "module") else model
         for name, p in module.named_parameters():
             if name not in fp32_state_dict:
@@ -207,6 +223,10 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
             if "error_bits" in st:
                 bytes_ = lp.element_size() + st["error_bits"].element_size()
                 st["error_bits"].copy_(compute_ecc_bits(v, lp, master_bytewidth=bytes_))
+            elif "kahan_comp" in st:
+                comp = st["kahan_comp"]
+                rest = (v - lp.float()).reshape(comp.shape)
+                comp.copy_(rest.to(comp.dtype))
 
 
 # ------------------------------------------------------------------ float32 form of the state
@@ -224,9 +244,29 @@ def _float_pairs(opt, p):
     return out
 
 
+def _float_of(codes: torch.Tensor, scales: torch.Tensor, group: int, scheme: dict,
+              shape) -> torch.Tensor:
+    """float32 values of one quantized state (local tensors) of a parameter of `shape`: codes one
+    per element, or packed two a byte (a 4-bit scheme in the kernel's form); scales one per group,
+    or one per element (the logical form)."""
+    from ._reshard import _code_dtype, _group_dequantize, expand, is_packed, unpack_codes
+    n = 1
+    for d in shape:
+        n *= int(d)
+    c = codes.reshape(-1)
+    if is_packed(scheme) and c.numel() == (n + 1) // 2 and (
+            c.numel() != n or c.dtype != _code_dtype(scheme)):
+        c = unpack_codes(c, n, scheme)
+    sc = scales.reshape(-1)
+    if sc.numel() != n:        # the kernel's own form: one scale per group
+        sc = expand(sc, group, n)
+    return _group_dequantize(c, sc, scheme).reshape(shape)
+
+
 def _dequantized_state(opt, p, st: Dict[str, Any]) -> Dict[str, Any]:
-    from ._reshard import _group_dequantize, expand, is_dtensor, dtensor_class
+    from ._reshard import is_dtensor, dtensor_class
     st = dict(st)
+    shape = tuple(_local(p).shape)
     for ckey, skey, group, scheme, fkey in _float_pairs(opt, p):
         if ckey not in st:
             continue
@@ -234,10 +274,7 @@ def _dequantized_state(opt, p, st: Dict[str, Any]) -> Dict[str, Any]:
         wrap = is_dtensor(c)
         lc = c.to_local() if wrap else c
         ls = s.to_local() if is_dtensor(s) else s
-        n = lc.numel()
-        if ls.numel() != n:        # the kernel's own form: one scale per group
-            ls = expand(ls.reshape(-1), group, n)
-        x = _group_dequantize(lc.reshape(-1), ls.reshape(-1), scheme).reshape(lc.shape)
+        x = _float_of(lc, ls, group, scheme, shape)
         if wrap:
             x = dtensor_class().from_local(x, c.device_mesh, c.placements, run_check=False,
                                            shape=c.shape, stride=c.stride())
@@ -247,8 +284,9 @@ def _dequantized_state(opt, p, st: Dict[str, Any]) -> Dict[str, Any]:
 
 def _quantized_on_load(opt, p, saved: Dict[str, Any]) -> Dict[str, Any]:
     """A saved float32 state (compress_state_dict=False, torch.optim) quantized into p's groups
-    with the kernel's formulas; missing error bits start at 0 (the master is the parameter)."""
-    from ._reshard import _group_quantize, is_dtensor
+    with the kernel's formulas and the scheme its manifest gives (4-bit codes packed two a byte);
+    missing error bits and a missing Kahan compensation start at 0 (the master is the parameter)."""
+    from ._reshard import _group_quantize, is_dtensor, is_packed, pack_codes
     # (a float state beside its quantized keys is left to the key check, which refuses it)
     pairs = [e for e in _float_pairs(opt, p) if e[4] in saved and e[0] not in saved
              and e[1] not in saved]
@@ -273,12 +311,15 @@ def _quantized_on_load(opt, p, saved: Dict[str, Any]) -> Dict[str, Any]:
         rows[:n] = x.reshape(-1).to(device=lp.device, dtype=torch.float32)
         sdt = torch.float16 if scheme.get("scale_dtype", "f16") == "f16" else torch.float32
         q, sc = _group_quantize(rows.view(ng, group), scheme, sdt)
-        out[ckey] = q.reshape(-1)[:n].reshape(lp.shape).clone()
+        q = q.reshape(-1)[:n]
+        out[ckey] = pack_codes(q, n) if is_packed(scheme) else q.reshape(lp.shape).clone()
         out[skey] = sc
     expected = opt._expected_state(p, opt._param_kernel_spec(p))
-    if "error_bits" in expected and "error_bits" not in out:
-        shape, dtype, _ = expected["error_bits"]
-        out["error_bits"] = torch.zeros(shape, dtype=dtype, device=lp.device)
+    for key in ("error_bits", "kahan_comp"):
+        # the master is the parameter: zero error bits, a zero Kahan compensation
+        if key in expected and key not in out:
+            shape, dtype, _ = expected[key]
+            out[key] = torch.zeros(shape, dtype=dtype, device=lp.device)
     # the rest of a DTensor state as its local shard (the quantized states are this shard's now)
     return {k: (v.to_local() if is_dtensor(v) else v) for k, v in out.items()}
 

@@ -107,10 +107,14 @@ class FlashAdamW(FlashOptimizer):
 
     ``stochastic_rounding=True`` (only with ``master_weight_bits=None``; kernel
     ``flash_adamw_sr``): a bf16 parameter is rounded stochastically from the float32 result
-    instead of to nearest, with Philox4x32-10 keyed by ``seed`` (an int in [0, 2^24)), the step and
-    the element (docs/numerics.md, "Stochastic rounding"): the same bits on the GPU and the host
-    for the same launch. fp16 and fp32 parameters round to nearest (their variants have no
-    stochastic rounding).
+    instead of to nearest, with Philox4x32-10 keyed by a seed, the step and the element
+    (docs/numerics.md, "Stochastic rounding"): the same bits on the GPU and the host for the same
+    launch. Each launch (param group and dtype) receives its own seed, ``(seed + k * 0x3779B1) mod
+    2^24`` with ``seed`` this argument (an int in [0, 2^24)) and ``k`` the state_dict index of the
+    launch's first parameter, so two groups never draw the same bits; a run is reproducible with
+    the same param groups. A step count of 2^24 or more is refused (ValueError, nothing stepped):
+    the counter is exact only below. fp16 and fp32 parameters round to nearest (their variants
+    have no stochastic rounding).
 
     ``kahan_sum=True`` (only with ``master_weight_bits=None``; kernel ``flash_adamw_kahan``):
     optimi's Kahan summation: a bf16 compensation buffer (state key ``kahan_comp``, 2 B/param)
@@ -244,11 +248,15 @@ class AdamW4bit(FlashAdamW):
     unsigned map (k + 1) / 16 (no zero), two codes a byte (kernel ``adamw4bit``); the parameter in
     its own dtype, no master weight. torchao's arguments and defaults; ``block_size`` must be 128
     (the spec's group). ``bf16_stochastic_round=True`` rounds a bf16 parameter stochastically
-    (kernel ``adamw4bit_sr``, Philox4x32-10 keyed by ``seed``, the step and the element; torchao
-    draws from torch's generator). Unlike torchao, every parameter is quantized, whatever its size
+    (kernel ``adamw4bit_sr``, Philox4x32-10 keyed by a seed, the step and the element; torchao
+    draws from torch's generator): as FlashAdamW's ``stochastic_rounding``, each launch (param
+    group and dtype) receives the seed ``(seed + k * 0x3779B1) mod 2^24``, ``k`` the state_dict
+    index of its first parameter, and a step count of 2^24 or more is refused. Unlike torchao, every parameter is quantized, whatever its size
     (torchao keeps parameters under 4096 elements, or not a multiple of the block, in float32).
     ``amsgrad=True`` is refused. State keys: FlashAdamW's (``exp_avg::quantized`` holds the packed
-    bytes, ``exp_avg::scales`` the float32 scales).
+    bytes, ``exp_avg::scales`` the float32 scales); ``state[p]["exp_avg"]``,
+    ``compress_state_dict=False`` and a ``torch.optim.AdamW`` checkpoint read and write the moments
+    in float32 as for FlashAdamW (docs/numerics.md, "4-bit codes and tables").
     """
 
     _SPECS = {None: "adamw4bit"}
@@ -272,10 +280,6 @@ class AdamW4bit(FlashAdamW):
                          skip_nonfinite=skip_nonfinite, max_grad_norm=max_grad_norm,
                          stochastic_rounding=bf16_stochastic_round, seed=seed)
         self.bf16_stochastic_round = bf16_stochastic_round
-
-    def _new_param_state(self, st):
-        # The states are 4-bit: FlashState's dequantized views read 8-bit codes.
-        return dict(st)
 
 
 class FlashSGD(FlashOptimizer):

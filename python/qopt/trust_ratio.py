@@ -146,8 +146,12 @@ class LARS8bit(_Blockwise):
 
     def _validate_group(self, group):
         _check_lr(group["lr"])
-        if not 0.0 < group["momentum"]:
-            raise ValueError(f"Invalid momentum value: {group['momentum']}")
+        if not 0.0 <= group["momentum"] < 1.0:
+            raise ValueError(f"{type(self).__name__}: momentum={group['momentum']!r} is outside "
+                             f"[0, 1) (a momentum of 1 or more never forgets a gradient)")
+        if group["momentum"] == 0:
+            raise ValueError(f"{type(self).__name__}: momentum=0 (LARS without momentum) is not "
+                             f"supported")
         _check_wd(group["weight_decay"])
         _check_max_unorm(type(self).__name__, group["max_unorm"])
 
@@ -190,8 +194,15 @@ class StableAdamW(QoptOptimizer):
     (``m = m + (1 - b1_t)(g - m)``, ``v = b2_t v + (1 - b2_t) g^2``) and the learning rate divided
     by ``max(1, rms)``, ``rms = sqrt(mean(g^2 / max(v, eps^2)))`` over the tensor (a NaN rms
     leaves it, as Python's ``max``), ``p = p (1 - lr' wd) - lr' m / (sqrt(v) + eps)``. Float32
-    states ``exp_avg`` and ``exp_avg_sq``. optimi's ``decouple_lr``, ``max_lr`` and Kahan
-    summation are refused (the parameter is rounded to its dtype once per step)."""
+    states ``exp_avg`` and ``exp_avg_sq``. optimi's ``decouple_lr`` and ``max_lr`` are refused.
+
+    Unlike optimi, no Kahan summation: optimi's default ``kahan_sum=None`` turns it on for bf16
+    parameters; here ``None`` and ``False`` step without it (``True`` is refused) and the parameter
+    is rounded to its dtype once per step, so a bf16 parameter loses every update smaller than
+    half its ulp (an update is about lr: at lr 1e-4 a weight in [1, 2), half ulp 2^-8, never
+    moves). Keep such parameters in float32, or use ``FlashAdamW(master_weight_bits=None,
+    kahan_sum=True)`` (or its error-bit master weights) where the update-RMS clipping is not
+    needed."""
 
     STREAM_KEYS = {"m": "exp_avg", "v": "exp_avg_sq"}
 
@@ -215,7 +226,9 @@ class StableAdamW(QoptOptimizer):
     def _validate_group(self, group):
         _check_lr(group["lr"])
         _check_betas(group["betas"])
-        _check_eps(group["eps"])
+        if not group["eps"] > 0.0:
+            raise ValueError(f"{type(self).__name__}: eps={group['eps']!r}; must be > 0 (the "
+                             f"rms divides by max(v, eps^2), which is 0 where a gradient is)")
         _check_wd(group["weight_decay"])
 
     def _kernel_hypers(self, group):

@@ -235,3 +235,129 @@ def test_kahan_fp32_parameter_takes_the_variant_without_compensation():
     opt.step()
     assert "kahan_comp" not in opt.state[p]
     assert bool((p.detach() < 1).all())
+
+
+def test_kahan_master_weights_add_the_compensation():
+    """qopt.master_weights / fp32_state_dict / get_fp32_model_state_dict of a Kahan optimizer:
+    float32(p) + float32(c), with p and c from optimi's recurrence in float32 (one step from zero
+    states, as test_kahan_first_step_matches_torch_formula); set_fp32_model_state_dict stores v as
+    p = bf16(v), c = bf16(v - p)."""
+    if not backend_available("cpu"):
+        pytest.skip("no host backend")
+    gen = torch.Generator().manual_seed(8)
+    model = torch.nn.Linear(33, 7).to(torch.bfloat16)
+    hp = dict(HP, lr=1e-4)       # small updates: much of each is kept in the compensation
+    opt = qopt.FlashAdamW(model.parameters(), **hp, master_weight_bits=None, kahan_sum=True)
+    p0 = {n: p.detach().clone() for n, p in model.named_parameters()}
+    grads = {}
+    for n, p in model.named_parameters():
+        grads[n] = (1e-2 * torch.randn(p.shape, generator=gen)).to(torch.bfloat16)
+        p.grad = grads[n].clone()
+    opt.step()
+    masters = qopt.master_weights(opt)
+    full = qopt.fp32_state_dict(opt, model)
+    flash = opt.get_fp32_model_state_dict(model)
+    for n, p in model.named_parameters():
+        old = p0[n].float()
+        x, _, _ = adamw_step(old, grads[n].float(), torch.zeros(old.shape), torch.zeros(old.shape),
+                             1, hp)
+        s = x - old
+        want_p = (old + s).to(torch.bfloat16)
+        want_c = (s - (want_p.float() - old)).to(torch.bfloat16)
+        want = want_p.float() + want_c.float()
+        assert bool((want_c != 0).any())        # the compensation holds something: a real test
+        assert torch.equal(masters[p], want), n
+        assert torch.equal(full[n], want), n
+        assert torch.equal(flash[n], want), n
+        assert (want - x).abs().sum() < (want_p.float() - x).abs().sum()
+    v = {n: torch.randn(p.shape, generator=gen) for n, p in model.named_parameters()}
+    opt.set_fp32_model_state_dict(model, v)
+    for n, p in model.named_parameters():
+        b = v[n].to(torch.bfloat16)
+        c = (v[n] - b.float()).to(torch.bfloat16)
+        assert torch.equal(p.detach().view(torch.int16), b.view(torch.int16))
+        assert torch.equal(opt.state[p]["kahan_comp"].reshape(p.shape).view(torch.int16),
+                           c.view(torch.int16))
+        assert torch.equal(qopt.master_weights(opt)[p], b.float() + c.float())
+
+
+def _seed_of_launch(seed, index):
+    """docs/numerics.md "Stochastic rounding": the launch whose first parameter has state_dict
+    index `index` receives (seed + index * 0x3779B1) mod 2^24."""
+    return (seed + index * 0x3779B1) % (1 << 24)
+
+
+@pytest.mark.parametrize("make", [
+    lambda groups: qopt.FlashAdamW(groups, **HP, master_weight_bits=None, stochastic_rounding=True,
+                                   seed=11),
+    lambda groups: qopt.AdamW4bit(groups, **HP, bf16_stochastic_round=True, seed=11)],
+    ids=["FlashAdamW", "AdamW4bit"])
+def test_stochastic_rounding_draws_other_bits_in_each_launch(make):
+    """Two param groups (two launches) with equal tensors, gradients and seed: the second launch's
+    bits come from its own seed, so the roundings differ; each equals the Philox formula with its
+    launch's seed (the first launch keeps the user's)."""
+    if not backend_available("cpu"):
+        pytest.skip("no host backend")
+    gen = torch.Generator().manual_seed(9)
+    base = (0.5 * torch.randn(3000, generator=gen)).to(torch.bfloat16)
+    g = (1e-2 * torch.randn(3000, generator=gen)).to(torch.bfloat16)
+    c = torch.nn.Parameter(torch.ones(5, dtype=torch.bfloat16))      # group 0's first parameter
+    a = torch.nn.Parameter(base.clone())
+    b = torch.nn.Parameter(base.clone())
+    opt = make([{"params": [a]}, {"params": [c, b]}])
+    a.grad, b.grad = g.clone(), g.clone()          # c has no gradient: group 1's launch starts at b
+    opt.step()
+    x, _, _ = adamw_step(base.float(), g.float(), torch.zeros(3000), torch.zeros(3000), 1, HP)
+    want_a = stochastic_bf16(x, _seed_of_launch(11, 0), 1, 0)
+    want_b = stochastic_bf16(x, _seed_of_launch(11, 2), 1, 0)
+    assert torch.equal(a.detach().view(torch.int16), want_a.view(torch.int16))
+    assert torch.equal(b.detach().view(torch.int16), want_b.view(torch.int16))
+    same = int((a.detach() == b.detach()).sum())
+    assert same < 0.9 * 3000           # about 70% agree (two independent draws), not all
+
+
+def test_stochastic_rounding_refuses_step_2_to_the_24():
+    """The step reaches the Philox counter as a float32: a step count of 2^24 or more is refused
+    before anything is stepped; round-to-nearest optimizers go on."""
+    if not backend_available("cpu"):
+        pytest.skip("no host backend")
+    for sr in (True, False):
+        p = torch.nn.Parameter(torch.ones(64, dtype=torch.bfloat16))
+        opt = qopt.FlashAdamW([p], **HP, master_weight_bits=None, stochastic_rounding=sr)
+        p.grad = torch.full((64,), 0.5, dtype=torch.bfloat16)
+        opt.step()
+        sd = opt.state_dict()
+        sd["state"][0]["step"] = torch.tensor((1 << 24) - 2)
+        opt.load_state_dict(sd)
+        opt.step()                               # step 2^24 - 1: exact
+        assert int(opt.state[p]["step"]) == (1 << 24) - 1
+        before = p.detach().clone()
+        if sr:
+            with pytest.raises(ValueError, match=r"step 16777216 .* reaches 2\^24.*nothing was "
+                                                 r"stepped"):
+                opt.step()
+            assert torch.equal(p.detach(), before)
+            assert int(opt.state[p]["step"]) == (1 << 24) - 1
+        else:
+            opt.step()
+            assert int(opt.state[p]["step"]) == 1 << 24
+
+
+def test_torch_adamw_state_loads_into_kahan_with_a_zero_compensation():
+    """A torch.optim.AdamW checkpoint has no compensation: FlashAdamW(kahan_sum=True) starts it
+    at 0 (a bf16 tensor of the parameter's elements), as a fresh optimizer does."""
+    if not backend_available("cpu"):
+        pytest.skip("no host backend")
+    gen = torch.Generator().manual_seed(12)
+    p = torch.nn.Parameter(torch.randn(300, generator=gen).to(torch.bfloat16))
+    ref = torch.optim.AdamW([p], lr=1e-3)
+    p.grad = torch.randn(300, generator=gen).to(torch.bfloat16)
+    ref.step()
+    opt = qopt.FlashAdamW([p], lr=1e-3, master_weight_bits=None, kahan_sum=True)
+    opt.load_state_dict(ref.state_dict())
+    comp = opt.state[p]["kahan_comp"]
+    assert comp.dtype == torch.bfloat16 and comp.numel() == 300
+    assert bool((comp == 0).all())
+    assert int(opt.state[p]["step"]) == 1
+    opt.step()
+    assert int(opt.state[p]["step"]) == 2 and bool(torch.isfinite(p).all())

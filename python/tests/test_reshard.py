@@ -49,12 +49,13 @@ OPTS = [
     ("AdamW8bit2048", lambda ps: qopt.AdamW8bit(ps, lr=1e-2, block_size=2048, min_8bit_size=0)),
     ("AdamW8bit32", lambda ps: qopt.AdamW8bit(ps, lr=1e-2, optim_bits=32)),
     ("FlashAdamWf32state", lambda ps: qopt.FlashAdamW(ps, lr=1e-2, quantize=False)),
+    ("AdamW4bit", lambda ps: qopt.AdamW4bit(ps, lr=1e-2)),
 ]
 OPT_IDS = [n for n, _ in OPTS]
 
 
 def _group_size(name):
-    return {"AdamW8bit": 256, "AdamW8bit2048": 2048}.get(name, 32)
+    return {"AdamW8bit": 256, "AdamW8bit2048": 2048, "AdamW4bit": 128}.get(name, 32)
 
 
 def shard(t: torch.Tensor, world: int):
@@ -170,10 +171,20 @@ PAIRS = {"exp_avg::quantized": "exp_avg::scales", "exp_avg_sq::quantized": "exp_
          "state2": "absmax2"}
 
 
-def _dequantized(saved, codes_key):
+#: torchao's 4-bit maps (docs/numerics.md, "4-bit codes and tables"): AdamW4bit's exp_avg and
+#: exp_avg_sq, whose logical form holds one table index per element
+TABLES4 = {"exp_avg::quantized": torch.tensor(
+    [-0.8875, -0.6625, -0.4375, -0.2125, -0.0775, -0.0325, -0.0055, 0.0, 0.0055, 0.0325, 0.0775,
+     0.2125, 0.4375, 0.6625, 0.8875, 1.0], dtype=torch.float32),
+    "exp_avg_sq::quantized": torch.arange(1, 17, dtype=torch.float32) / 16}
+
+
+def _dequantized(saved, codes_key, name=""):
     """Per-element float32 values of one quantized state of the logical form, by torch ops written
     here from shared/docs/numerics.md section 2 (not qopt's code)."""
     q, s = saved[codes_key].reshape(-1), saved[PAIRS[codes_key]].reshape(-1).float()
+    if name == "AdamW4bit":
+        return TABLES4[codes_key][q.long()] * s
     if codes_key in ("state1", "state2"):
         return saved["qmap" + codes_key[-1]][q.long()] * s
     if q.dtype == torch.int8:
@@ -216,9 +227,12 @@ def test_unaligned_reshard_keeps_elements_and_trains_on(name, make, before, afte
         n_new0 = shard(torch.empty(shape), after)[0].numel()
         if min(G, n_new0) <= min(G, n_old0):
             assert bool(kept[:min(G, n_new0)].all()), ck
-        v_saved, v_loaded = _dequantized(saved, ck), _dequantized(loaded, ck)
+        v_saved, v_loaded = _dequantized(saved, ck, name), _dequantized(loaded, ck, name)
         s = loaded[sk].reshape(-1).float()
-        if ck in ("state1", "state2"):
+        if name == "AdamW4bit":                         # half the widest gap of the table
+            table = TABLES4[ck]
+            tol = s * float((table[1:] - table[:-1]).max()) * 0.5 * (1 + 2.0 ** -10)
+        elif ck in ("state1", "state2"):
             qmap = saved["qmap" + ck[-1]]
             tol = s * float((qmap[1:] - qmap[:-1]).max()) * 0.5 * (1 + 2.0 ** -10)
         elif saved[ck].dtype == torch.int8:
