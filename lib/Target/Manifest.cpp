@@ -154,6 +154,29 @@ static void addReductionPhases(json::Object &kernel, StringRef name,
       {"value_bytes_per_tensor", numReductions * 4}};
 }
 
+/// The manifest's `param`: its name, dtype and master format, and for
+/// stochastic rounding the uniform its key's seed reads (the runtime checks
+/// it is an integer in [0, 2^24)).
+static json::Object paramObject(OptimizerOp optimizer) {
+  std::string masterName;
+  switch (optimizer.getMaster()) {
+  case MasterFormat::none: masterName = "none"; break;
+  case MasterFormat::ecc_i8: masterName = "ecc_int8"; break;
+  case MasterFormat::ecc_i16: masterName = "ecc_int16"; break;
+  case MasterFormat::stochastic: masterName = "stochastic"; break;
+  case MasterFormat::kahan_bf16: masterName = "kahan_bf16"; break;
+  }
+  json::Object param{{"name", optimizer.getParamName().str()},
+                     {"dtype", dtypeName(optimizer.getParamType())},
+                     {"master", masterName}};
+  optimizer.getUpdate().walk([&](StoreParamOp store) {
+    if (!store.getKey().empty())
+      if (auto u = store.getKey()[0].getDefiningOp<UniformOp>())
+        param["seed_uniform"] = int64_t(u.getIndex());
+  });
+  return param;
+}
+
 FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                                                  const KernelOptions &options,
                                                  StringRef format) {
@@ -237,24 +260,7 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     json::Array argArray;
     for (const std::string &a : args)
       argArray.push_back(a);
-    std::string masterName;
-    switch (optimizer.getMaster()) {
-    case MasterFormat::none: masterName = "none"; break;
-    case MasterFormat::ecc_i8: masterName = "ecc_int8"; break;
-    case MasterFormat::ecc_i16: masterName = "ecc_int16"; break;
-    case MasterFormat::stochastic: masterName = "stochastic"; break;
-    case MasterFormat::kahan_bf16: masterName = "kahan_bf16"; break;
-    }
-    json::Object param{{"name", optimizer.getParamName().str()},
-                       {"dtype", dtypeName(optimizer.getParamType())},
-                       {"master", masterName}};
-    // Stochastic rounding's seed: the uniform its key reads (the runtime
-    // checks it is an integer in [0, 2^24)).
-    optimizer.getUpdate().walk([&](StoreParamOp store) {
-      if (!store.getKey().empty())
-        if (auto u = store.getKey()[0].getDefiningOp<UniformOp>())
-          param["seed_uniform"] = int64_t(u.getIndex());
-    });
+    json::Object param = paramObject(optimizer);
     json::Object kernel{
         {"format", "qopt-manifest"},
         {"version", 1},
