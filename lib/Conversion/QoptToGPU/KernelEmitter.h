@@ -24,6 +24,7 @@
 #ifndef QOPT_LIB_CONVERSION_QOPTTOGPU_KERNELEMITTER_H
 #define QOPT_LIB_CONVERSION_QOPTTOGPU_KERNELEMITTER_H
 
+#include "qopt/Codegen/ReductionOrder.h"
 #include "qopt/Codegen/StreamCodecs.h"
 #include "qopt/Codegen/UpdateLowering.h"
 
@@ -325,8 +326,10 @@ private:
   /// The reduce pre-pass's tile body: the reductions' operands, each
   /// chunk's tree of their terms into the partials.
   LogicalResult emitChunkPartials(TileContext &tile);
-  /// `x ⊕ y`: float64 addition, or IEEE maximum.
-  Value combineReduction(ReductionKind kind, Value x, Value y);
+  /// `x ⊕ y` (qopt/Codegen/ReductionOrder.h).
+  Value combineReduction(ReductionKind kind, Value x, Value y) {
+    return qopt::combineReduction(b, loc, kind, x, y);
+  }
   /// The pairwise tree of `values` (a power of two of them) in index order.
   Value treeOf(ReductionKind kind, ArrayRef<Value> values);
   /// Lane 0 gets the index-order tree of the f64 `v` of the warp's first
@@ -387,6 +390,10 @@ private:
   KernelContext createKernelFunction(gpu::GPUModuleOp module);
   /// The thread index, uniforms and skip flag at the kernel's entry.
   LogicalResult emitKernelEntry(KernelContext &kernel);
+  /// Loads the launch's uniforms (`uniformsPtr`, f32) into
+  /// kernel.uniformValues; returns the step's skip flag (i1; null where the
+  /// kernel cannot skip).
+  FailureOr<Value> loadUniforms(KernelContext &kernel, Value uniformsPtr);
   /// Dynamic and static shared memory and their fills, behind one barrier.
   void emitSharedMemory(KernelContext &kernel);
   /// The `k`-th codebook state's qmap, midpoints and bucket table.

@@ -90,17 +90,10 @@ KernelEmitter::createKernelFunction(gpu::GPUModuleOp module) {
 }
 
 LogicalResult KernelEmitter::emitKernelEntry(KernelContext &kernel) {
-  Value uniformsPtr = kernel.entry->getArgument(3);
-  unsigned numUniforms = 0;
-  if (UniformsOp uniforms = optimizer.getUniforms())
-    numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
   kernel.tid =
       indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
-  for (unsigned i = 0; i < numUniforms; ++i)
-    kernel.uniformValues.push_back(
-        load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
   // A skipped step walks no tile.
-  FailureOr<Value> skip = getSkipFlag(optimizer, kernel.uniformValues, math);
+  FailureOr<Value> skip = loadUniforms(kernel, kernel.entry->getArgument(3));
   if (failed(skip))
     return failure();
   if (*skip)
@@ -108,6 +101,17 @@ LogicalResult KernelEmitter::emitKernelEntry(KernelContext &kernel) {
                                              kernel.numTiles);
 
   return success();
+}
+
+FailureOr<Value> KernelEmitter::loadUniforms(KernelContext &kernel,
+                                             Value uniformsPtr) {
+  unsigned numUniforms = 0;
+  if (UniformsOp uniforms = optimizer.getUniforms())
+    numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
+  for (unsigned i = 0; i < numUniforms; ++i)
+    kernel.uniformValues.push_back(
+        load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
+  return getSkipFlag(optimizer, kernel.uniformValues, math);
 }
 
 void KernelEmitter::emitSharedMemory(KernelContext &kernel) {

@@ -27,11 +27,6 @@ static constexpr int64_t kFinishBatch = 8;
 /// count of partials (< 2^64).
 static constexpr int64_t kFinishStackDepth = 64;
 
-/// The neutral term: -0 for sums (x + -0 = x for every x), -inf for max.
-static double reductionIdentity(ReductionKind kind) {
-  return kind == ReductionKind::max ? -INFINITY : -0.0;
-}
-
 LogicalResult KernelEmitter::checkReductionShape(OptimizerOp optimizer,
                                                  KernelPlanAttr plan) {
   int64_t warpElements = 32 * plan.getLanes();
@@ -57,12 +52,6 @@ KernelPlanAttr KernelEmitter::reducePassPlan(KernelPlanAttr plan) {
       plan.getScaledRangeChecks(), /*early_saturation_counts=*/false,
       /*waves=*/1, plan.getMinTilesPerBlock(),
       plan.getSuggestedBlocksPerSm());
-}
-
-Value KernelEmitter::combineReduction(ReductionKind kind, Value x, Value y) {
-  return kind == ReductionKind::max
-             ? Value(arith::MaximumFOp::create(b, loc, x, y))
-             : Value(arith::AddFOp::create(b, loc, x, y));
 }
 
 Value KernelEmitter::treeOf(ReductionKind kind, ArrayRef<Value> values) {
@@ -221,13 +210,7 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
   Value values = entry->getArgument(4);
   kernel.tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   // A skipped step's pre-pass wrote no partial: no tensor is finished.
-  unsigned numUniforms = 0;
-  if (UniformsOp uniforms = optimizer.getUniforms())
-    numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
-  for (unsigned i = 0; i < numUniforms; ++i)
-    kernel.uniformValues.push_back(
-        load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
-  FailureOr<Value> skip = getSkipFlag(optimizer, kernel.uniformValues, math);
+  FailureOr<Value> skip = loadUniforms(kernel, uniformsPtr);
   if (failed(skip))
     return failure();
   if (*skip)
@@ -341,14 +324,9 @@ void KernelEmitter::emitFinishValue(ReductionKind kind, Value subtree,
     b.setInsertionPointToStart(&lane0.getThenRegion().front());
     // One rounding to f32 (after the division by n and the square root
     // where the kind has them); a NaN is the canonical quiet NaN.
-    if (kind == ReductionKind::mean || kind == ReductionKind::rms)
-      v = arith::DivFOp::create(b, loc, v, n);
-    if (kind == ReductionKind::norm || kind == ReductionKind::rms)
-      v = inlinePtx(b, loc, f64, v, "sqrt.rn.f64 $0, $1;", "=d,d");
-    Value r = arith::TruncFOp::create(b, loc, f32(), v);
-    Value isNaN =
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, r, r);
-    r = arith::SelectOp::create(b, loc, isNaN, qnan, r);
+    Value r = finishReduction(b, loc, kind, v, n, qnan, [&](Value x) {
+      return inlinePtx(b, loc, f64, x, "sqrt.rn.f64 $0, $1;", "=d,d");
+    });
     LLVM::StoreOp::create(b, loc, r, out, 4);
   }
 }
@@ -393,40 +371,10 @@ Value KernelEmitter::emitRunSubtree(ReductionKind kind, Value partials,
           b, loc, inside, load(f64, gep(partials, f64, element), 8), identity));
     }
     Value v = treeOf(kind, leaves);
-    Value merges = LLVM::CountTrailingZerosOp::create(
-        b, loc, i64(), arith::XOrIOp::create(b, loc, j, constI64(-1)),
-        /*is_zero_poison=*/false);
-    auto merge =
-        scf::ForOp::create(b, loc, constI64(0), merges, constI64(1), ValueRange{v});
-    {
-      OpBuilder::InsertionGuard inner(b);
-      b.setInsertionPointToStart(merge.getBody());
-      Value below = arith::SubIOp::create(
-          b, loc, arith::SubIOp::create(b, loc, sp, constI64(1)),
-          merge.getInductionVar());
-      scf::YieldOp::create(
-          b, loc,
-          ValueRange{combineReduction(kind, load(f64, gep(stack, f64, below), 8),
-                                      merge.getRegionIterArgs()[0])});
-    }
-    Value top = arith::SubIOp::create(b, loc, sp, merges);
-    LLVM::StoreOp::create(b, loc, merge.getResult(0), gep(stack, f64, top), 8);
-    scf::YieldOp::create(
-        b, loc, ValueRange{arith::AddIOp::create(b, loc, top, constI64(1))});
+    scf::YieldOp::create(b, loc,
+                         pushTreeLeaf(b, loc, kind, stack, ValueRange{v}, j, sp));
   }
-  Value depth = push.getResult(0);
-  auto fold = scf::ForOp::create(b, loc, constI64(0), depth, constI64(1),
-                                 ValueRange{identity});
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(fold.getBody());
-    Value at = arith::SubIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, depth, constI64(1)),
-        fold.getInductionVar());
-    scf::YieldOp::create(
-        b, loc,
-        ValueRange{combineReduction(kind, load(f64, gep(stack, f64, at), 8),
-                                    fold.getRegionIterArgs()[0])});
-  }
-  return fold.getResult(0);
+  return foldTreeStacks(b, loc, kind, stack, push.getResult(0),
+                        ValueRange{identity})
+      .front();
 }

@@ -151,17 +151,6 @@ private:
   LogicalResult emitTensorReductions(const FunctionContext &function,
                                      const TileContext &tile);
   void emitReductionTree(Value terms, ReductionKind kind);
-  /// `x ⊕ y` of a reduction: float64 addition, or maximum.
-  Value combineReduction(ReductionKind kind, Value x, Value y);
-  /// Pushes chunk `chunkIndex`'s partials (one per reduction) onto the
-  /// reductions' stacks of subtrees, whose depth is `sp`, merging the
-  /// complete subtrees it closes; returns the new depth.
-  Value pushChunkPartials(const FunctionContext &function,
-                          ArrayRef<Value> partials, Value chunkIndex, Value sp);
-  /// The stacks' subtrees (`depth` of them) folded newest first: each
-  /// reduction's tree over all its partials.
-  SmallVector<Value> foldReductionStacks(const FunctionContext &function,
-                                         Value depth);
 
   // Phase 2: requantize one state over the tile.
   void emitRequantize(const FunctionContext &function, const TileContext &tile,
