@@ -25,6 +25,21 @@ static Value slot(OpBuilder &b, Location loc, Value stack, Value index) {
                              ValueRange{index});
 }
 
+/// Each reduction's `stack[index] ⊕ acc` (`older ⊕ newer`).
+static SmallVector<Value> combineWithStacks(OpBuilder &b, Location loc,
+                                            ArrayRef<ReductionKind> kinds,
+                                            ArrayRef<Value> stacks, Value index,
+                                            ValueRange acc) {
+  SmallVector<Value> out;
+  for (auto [k, kind] : llvm::enumerate(kinds))
+    out.push_back(combineReduction(
+        b, loc, kind,
+        LLVM::LoadOp::create(b, loc, b.getF64Type(),
+                             slot(b, loc, stacks[k], index), 8),
+        acc[k]));
+  return out;
+}
+
 double mlir::qopt::reductionIdentity(ReductionKind kind) {
   return kind == ReductionKind::max ? -INFINITY : -0.0;
 }
@@ -40,7 +55,6 @@ Value mlir::qopt::pushTreeLeaf(OpBuilder &b, Location loc,
                                ArrayRef<ReductionKind> kinds,
                                ArrayRef<Value> stacks, ValueRange leaves,
                                Value leafIndex, Value depth) {
-  Type f64 = b.getF64Type();
   Value merges = LLVM::CountTrailingZerosOp::create(
       b, loc, b.getI64Type(),
       arith::XOrIOp::create(b, loc, leafIndex, constI64(b, loc, -1)),
@@ -53,14 +67,9 @@ Value mlir::qopt::pushTreeLeaf(OpBuilder &b, Location loc,
     Value below = arith::SubIOp::create(
         b, loc, arith::SubIOp::create(b, loc, depth, constI64(b, loc, 1)),
         merge.getInductionVar());
-    SmallVector<Value> merged;
-    for (auto [index, kind] : llvm::enumerate(kinds))
-      merged.push_back(combineReduction(
-          b, loc, kind,
-          LLVM::LoadOp::create(b, loc, f64, slot(b, loc, stacks[index], below),
-                               8),
-          merge.getRegionIterArgs()[index]));
-    scf::YieldOp::create(b, loc, merged);
+    scf::YieldOp::create(b, loc,
+                         combineWithStacks(b, loc, kinds, stacks, below,
+                                           merge.getRegionIterArgs()));
   }
   Value top = arith::SubIOp::create(b, loc, depth, merges);
   for (auto [index, kind] : llvm::enumerate(kinds))
@@ -74,7 +83,6 @@ SmallVector<Value> mlir::qopt::foldTreeStacks(OpBuilder &b, Location loc,
                                               ArrayRef<Value> stacks,
                                               Value depth,
                                               ValueRange identities) {
-  Type f64 = b.getF64Type();
   auto fold = scf::ForOp::create(b, loc, constI64(b, loc, 0), depth,
                                  constI64(b, loc, 1), identities);
   {
@@ -83,13 +91,9 @@ SmallVector<Value> mlir::qopt::foldTreeStacks(OpBuilder &b, Location loc,
     Value at = arith::SubIOp::create(
         b, loc, arith::SubIOp::create(b, loc, depth, constI64(b, loc, 1)),
         fold.getInductionVar());
-    SmallVector<Value> next;
-    for (auto [index, kind] : llvm::enumerate(kinds))
-      next.push_back(combineReduction(
-          b, loc, kind,
-          LLVM::LoadOp::create(b, loc, f64, slot(b, loc, stacks[index], at), 8),
-          fold.getRegionIterArgs()[index]));
-    scf::YieldOp::create(b, loc, next);
+    scf::YieldOp::create(b, loc,
+                         combineWithStacks(b, loc, kinds, stacks, at,
+                                           fold.getRegionIterArgs()));
   }
   return SmallVector<Value>(fold.getResults());
 }

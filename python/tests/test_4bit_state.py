@@ -109,17 +109,23 @@ IDS = [c[0] for c in CASES]
 SHAPES = [(301,), (7, 33), (1,)]
 
 
-@pytest.mark.parametrize("name,make,schemes,sdt", CASES, ids=IDS)
-def test_float32_keys_read_the_packed_codes(name, make, schemes, sdt):
-    """state[p]["exp_avg"] (FlashOptim's keys) and state_dict() with compress_state_dict=False:
-    float32 tensors of the parameter's shape, the dequantized packed codes."""
-    gen = torch.Generator().manual_seed(1)
+def _stepped_uncompressed(make, seed):
+    """bf16 parameters of SHAPES, two steps of `make`'s optimizer, and its state_dict() with
+    compress_state_dict=False."""
+    gen = torch.Generator().manual_seed(seed)
     params = [torch.nn.Parameter((0.5 * torch.randn(s, generator=gen)).to(torch.bfloat16))
               for s in SHAPES]
     opt = make(params)
     _step(opt, params, gen, 2)
     opt.compress_state_dict = False
-    sd = opt.state_dict()
+    return params, opt, opt.state_dict()
+
+
+@pytest.mark.parametrize("name,make,schemes,sdt", CASES, ids=IDS)
+def test_float32_keys_read_the_packed_codes(name, make, schemes, sdt):
+    """state[p]["exp_avg"] (FlashOptim's keys) and state_dict() with compress_state_dict=False:
+    float32 tensors of the parameter's shape, the dequantized packed codes."""
+    params, opt, sd = _stepped_uncompressed(make, seed=1)
     for i, p in enumerate(params):
         st = opt.state[p]
         n = p.numel()
@@ -170,13 +176,7 @@ def test_torch_adamw_state_is_quantized_into_packed_codes(name, make, schemes, s
 def test_uncompressed_state_dict_round_trip(name, make, schemes, sdt):
     """compress_state_dict=False, loaded into a fresh optimizer: each state quantized again from
     the saved float32 values."""
-    gen = torch.Generator().manual_seed(3)
-    params = [torch.nn.Parameter((0.5 * torch.randn(s, generator=gen)).to(torch.bfloat16))
-              for s in SHAPES]
-    opt = make(params)
-    _step(opt, params, gen, 2)
-    opt.compress_state_dict = False
-    sd = opt.state_dict()
+    params, opt, sd = _stepped_uncompressed(make, seed=3)
     qs = [torch.nn.Parameter(p.detach().clone()) for p in params]
     other = make(qs)
     other.load_state_dict(sd)
