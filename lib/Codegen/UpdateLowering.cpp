@@ -157,14 +157,16 @@ LogicalResult mlir::qopt::lowerUpdate(UpdateTarget &target, int64_t lanes) {
 
 LogicalResult mlir::qopt::lowerReductionOperands(
     UpdateTarget &target, int64_t lanes,
-    llvm::function_ref<void(unsigned, ReduceOp, Value)> onOperand) {
+    llvm::function_ref<void(unsigned, ReduceOp, Value)> onOperand,
+    llvm::function_ref<bool(ReduceOp)> include) {
   Block &body = target.getOptimizer().getUpdate().getBody().front();
   // The backward slice of the reductions' operands (the verifier keeps
   // every reduction out of it).
   llvm::SmallPtrSet<Operation *, 32> slice;
   SmallVector<Value> work;
   for (ReduceOp reduce : body.getOps<ReduceOp>())
-    work.push_back(reduce.getOperand());
+    if (!include || include(reduce))
+      work.push_back(reduce.getOperand());
   while (!work.empty()) {
     Operation *def = work.pop_back_val().getDefiningOp();
     if (def && slice.insert(def).second)
@@ -175,7 +177,9 @@ LogicalResult mlir::qopt::lowerReductionOperands(
   for (Operation &op : body) {
     target.setLocation(op.getLoc());
     if (auto reduce = dyn_cast<ReduceOp>(op)) {
-      onOperand(index++, reduce, mapping.lookup(reduce.getOperand()));
+      if (!include || include(reduce))
+        onOperand(index, reduce, mapping.lookup(reduce.getOperand()));
+      ++index;
       continue;
     }
     if (!slice.contains(&op))

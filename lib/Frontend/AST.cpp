@@ -160,6 +160,12 @@ llvm::StringRef mlir::qopt::frontend::stringifyBuiltin(Builtin builtin) {
     return "rms";
   case Builtin::Mean:
     return "mean";
+  case Builtin::GlobalSum:
+    return "global_sum";
+  case Builtin::GlobalMax:
+    return "global_max";
+  case Builtin::GlobalNorm:
+    return "global_norm";
   }
   return "";
 }
@@ -180,6 +186,9 @@ Builtin mlir::qopt::frontend::symbolizeBuiltin(llvm::StringRef name) {
       .Case("norm", Builtin::Norm)
       .Case("rms", Builtin::Rms)
       .Case("mean", Builtin::Mean)
+      .Case("global_sum", Builtin::GlobalSum)
+      .Case("global_max", Builtin::GlobalMax)
+      .Case("global_norm", Builtin::GlobalNorm)
       .Default(Builtin::Unknown);
 }
 
@@ -198,6 +207,9 @@ unsigned mlir::qopt::frontend::getBuiltinArity(Builtin builtin) {
   case Builtin::Norm:
   case Builtin::Rms:
   case Builtin::Mean:
+  case Builtin::GlobalSum:
+  case Builtin::GlobalMax:
+  case Builtin::GlobalNorm:
     return 1;
   case Builtin::Min:
   case Builtin::Max:

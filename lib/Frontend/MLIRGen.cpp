@@ -455,14 +455,22 @@ Value MLIRGenImpl::genCall(const CallExpr &e) {
   case Builtin::MaxOf:
   case Builtin::Norm:
   case Builtin::Rms:
-  case Builtin::Mean: {
-    ReductionKind kind = e.getBuiltin() == Builtin::Sum     ? ReductionKind::sum
-                         : e.getBuiltin() == Builtin::Mean  ? ReductionKind::mean
-                         : e.getBuiltin() == Builtin::MaxOf ? ReductionKind::max
-                         : e.getBuiltin() == Builtin::Norm  ? ReductionKind::norm
-                                                            : ReductionKind::rms;
+  case Builtin::Mean:
+  case Builtin::GlobalSum:
+  case Builtin::GlobalMax:
+  case Builtin::GlobalNorm: {
+    Builtin builtin = e.getBuiltin();
+    ReductionKind kind =
+        builtin == Builtin::Sum || builtin == Builtin::GlobalSum
+            ? ReductionKind::sum
+        : builtin == Builtin::Mean ? ReductionKind::mean
+        : builtin == Builtin::MaxOf || builtin == Builtin::GlobalMax
+            ? ReductionKind::max
+        : builtin == Builtin::Norm || builtin == Builtin::GlobalNorm
+            ? ReductionKind::norm
+            : ReductionKind::rms;
     return ReduceOp::create(builder, l, builder.getF32Type(), kind,
-                            genExpr(e.getArg(0)));
+                            genExpr(e.getArg(0)), isStepReduction(builtin));
   }
   case Builtin::Unknown:
     break;

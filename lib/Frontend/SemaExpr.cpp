@@ -204,6 +204,9 @@ void SemaChecker::foldConstant(const Expr &e) {
     case Builtin::Norm:
     case Builtin::Rms:
     case Builtin::Mean:
+    case Builtin::GlobalSum:
+    case Builtin::GlobalMax:
+    case Builtin::GlobalNorm:
       // a reduction of a constant is refused before (its argument must vary per element)
     case Builtin::Unknown:
       return;
@@ -378,7 +381,8 @@ void SemaChecker::checkCall(CallExpr &e) {
   if (builtin == Builtin::Unknown) {
     error(e.getLoc(), "unknown function '" + e.getCallee() +
                           "'; the builtins are sqrt, abs, sign, min, max, "
-                          "select, exp, log, tanh, atan2, sum, mean, norm and rms");
+                          "select, exp, log, tanh, atan2, sum, mean, norm, rms, "
+                          "global_sum, global_max and global_norm");
     return;
   }
   // `max` of one argument is the per-tensor maximum, of two the element-wise.

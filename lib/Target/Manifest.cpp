@@ -129,12 +129,19 @@ static json::Object stateObject(StateOp state) {
 static void addReductionPhases(json::Object &kernel, StringRef name,
                                KernelPlanAttr plan,
                                ArrayRef<std::string> tableArgs,
-                               int64_t numReductions) {
+                               int64_t numReductions, int64_t numGlobal) {
   json::Array reduceArgs{"descriptors", "tile_map", "num_tiles", "uniforms"};
   for (const std::string &t : tableArgs)
     reduceArgs.push_back(t);
   reduceArgs.push_back("reduction_partials");
-  kernel["phases"] = json::Array{
+  int64_t perTensor = numReductions - numGlobal;
+  json::Array finishArgs{"descriptors", "num_tensors", "uniforms",
+                         "reduction_partials"};
+  if (perTensor)
+    finishArgs.push_back("reduction_values");
+  if (numGlobal)
+    finishArgs.push_back("step_partials");
+  json::Array phases{
       json::Object{{"name", "reduce"},
                    {"entry", (name + "_reduce").str()},
                    {"grid", "tiles"},
@@ -144,14 +151,40 @@ static void addReductionPhases(json::Object &kernel, StringRef name,
                    {"entry", (name + "_finish").str()},
                    {"grid", "tensors"},
                    {"threads_per_block", kReductionFinishThreads},
-                   {"args", json::Array{"descriptors", "num_tensors",
-                                        "uniforms", "reduction_partials",
-                                        "reduction_values"}}}};
+                   {"args", std::move(finishArgs)}}};
+  if (numGlobal)
+    phases.push_back(json::Object{
+        {"name", "combine"},
+        {"entry", (name + "_combine").str()},
+        {"grid", "one"},
+        {"threads_per_block", kReductionFinishThreads},
+        {"args", json::Array{"num_step_tensors", "step_partials", "uniforms"}}});
+  kernel["phases"] = std::move(phases);
   int64_t chunksPerTile = plan.getTile() / kReductionChunk;
-  kernel["reduction_workspace"] = json::Object{
+  json::Object workspace{
       {"chunk_elements", kReductionChunk},
       {"partial_bytes_per_tile", chunksPerTile * numReductions * 8},
-      {"value_bytes_per_tensor", numReductions * 4}};
+      {"value_bytes_per_tensor", perTensor * 4}};
+  if (numGlobal)
+    workspace["step_partial_bytes_per_tensor"] = numGlobal * 8;
+  kernel["reduction_workspace"] = std::move(workspace);
+}
+
+/// The host library's functions of a kernel with whole-step reductions
+/// (docs/abi.md, "Whole-step reductions"): each tensor's accumulations,
+/// then the tree over the step's.
+static void addHostStepPhases(json::Object &kernel, StringRef name,
+                              int64_t numGlobal) {
+  kernel["phases"] = json::Array{
+      json::Object{{"name", "partials"},
+                   {"entry", (name + "_partials").str()},
+                   {"grid", "tiles"}},
+      json::Object{{"name", "combine"},
+                   {"entry", (name + "_combine").str()},
+                   {"grid", "one"}}};
+  kernel["reduction_workspace"] = json::Object{
+      {"chunk_elements", kReductionChunk},
+      {"step_partial_bytes_per_tensor", numGlobal * 8}};
 }
 
 /// The manifest's `param`: its name, dtype and master format, and for
@@ -249,9 +282,10 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     // A GPU kernel with per-tensor reductions reads their values, which its
     // phases wrote; the host function computes its own.
     SmallVector<ReduceOp> reduceOps = getReductions(optimizer);
+    int64_t numGlobal = getReductions(optimizer, /*global=*/true).size();
     bool gpuReductions = !reduceOps.empty() && format != "host";
     SmallVector<std::string> tableArgs(args.begin() + 4, args.end());
-    if (gpuReductions)
+    if (gpuReductions && int64_t(reduceOps.size()) > numGlobal)
       args.push_back("reduction_values");
     if (plan.getClaimTiles() > 0)
       args.push_back("work_counters");
@@ -294,16 +328,24 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                        {"static_eighths", plan.getClaimStaticEighths()}};
     // Per-tensor reductions (docs/abi.md, "Reductions"): the kernel computes
     // them itself, so a tile range it is called on must hold whole tensors.
+    // A whole-step reduction's value is uniform slot `uniform`, after the
+    // host-evaluated ones (docs/abi.md, "Whole-step reductions").
     json::Array reductions;
-    for (ReduceOp reduce : reduceOps)
-      reductions.push_back(json::Object{
-          {"kind", stringifyReductionKind(reduce.getKind()).str()},
-          {"scope", "tensor"}});
+    for (ReduceOp reduce : reduceOps) {
+      json::Object r{{"kind", stringifyReductionKind(reduce.getKind()).str()},
+                     {"scope", reduce.getGlobal() ? "step" : "tensor"}};
+      if (reduce.getGlobal())
+        r["uniform"] = int64_t(getNumHostUniforms(optimizer) +
+                               getScopedReductionIndex(reduce));
+      reductions.push_back(std::move(r));
+    }
     if (!reductions.empty())
       kernel["reductions"] = std::move(reductions);
     if (gpuReductions)
       addReductionPhases(kernel, optimizer.getSymName(), plan, tableArgs,
-                         reduceOps.size());
+                         reduceOps.size(), numGlobal);
+    else if (numGlobal)
+      addHostStepPhases(kernel, optimizer.getSymName(), numGlobal);
     if (gradScaling)
       kernel["grad_scaling"] = json::Object{{"scale", "grad_scale"},
                                             {"found_inf", "found_inf"}};

@@ -119,10 +119,13 @@ LogicalResult lowerUpdate(UpdateTarget &target, int64_t lanes);
 /// Lowers only what the operands of the update's reductions need (their
 /// ops' backward slice: loads, uniforms, arithmetic; no store) onto
 /// `target`, and calls `onOperand(index, op, lanes)` for each reduction in
-/// order with its operand's f32 lanes.
+/// order with its operand's f32 lanes (`index` among all the update's
+/// reductions). With `include`, only the reductions it accepts and their
+/// slice.
 LogicalResult lowerReductionOperands(
     UpdateTarget &target, int64_t lanes,
-    llvm::function_ref<void(unsigned, ReduceOp, Value)> onOperand);
+    llvm::function_ref<void(unsigned, ReduceOp, Value)> onOperand,
+    llvm::function_ref<bool(ReduceOp)> include = nullptr);
 
 } // namespace mlir::qopt
 

@@ -331,13 +331,24 @@ enum class Builtin {
   MaxOf,
   Norm,
   Rms,
-  Mean
+  Mean,
+  // Whole-step reductions over every tensor of the step (docs/dsl.md,
+  // "Whole-step reductions").
+  GlobalSum,
+  GlobalMax,
+  GlobalNorm
 };
 
-/// True for the per-tensor reductions.
+/// True for the whole-step reductions.
+inline bool isStepReduction(Builtin b) {
+  return b == Builtin::GlobalSum || b == Builtin::GlobalMax ||
+         b == Builtin::GlobalNorm;
+}
+
+/// True for the per-tensor and the whole-step reductions.
 inline bool isReduction(Builtin b) {
   return b == Builtin::Sum || b == Builtin::MaxOf || b == Builtin::Norm ||
-         b == Builtin::Rms || b == Builtin::Mean;
+         b == Builtin::Rms || b == Builtin::Mean || isStepReduction(b);
 }
 
 /// A builtin call `f(a, ...)`, or `c ? a : b`, which is `select(c, a, b)`.

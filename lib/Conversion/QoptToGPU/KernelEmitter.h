@@ -205,8 +205,13 @@ public:
   /// stages, claims, prefetch or bucket tables.
   static KernelPlanAttr reducePassPlan(KernelPlanAttr plan);
   /// The finish kernel `<kernel>_finish`: one block per tensor, the tree
-  /// over its chunk partials, one f32 value per tensor and reduction.
+  /// over its chunk partials, one f32 value per tensor and per-tensor
+  /// reduction, one f64 accumulation per tensor and whole-step reduction.
   LogicalResult emitFinish(gpu::GPUModuleOp module);
+  /// The combine kernel `<kernel>_combine` (one block): the tree over the
+  /// step's tensors' accumulations of each whole-step reduction, its value
+  /// into the reduction's uniform slot.
+  LogicalResult emitCombine(gpu::GPUModuleOp module);
 
 private:
   // Types.
@@ -345,8 +350,14 @@ private:
   /// block's threads (shuffles, then warp 0 over the warps' `slots` in
   /// shared memory), the division by `n` and square root as the kind has
   /// them, one rounding to f32 (a NaN canonical), stored to `out` by thread 0.
+  /// With `accumulation` the f64 tree itself is stored, unfinished.
   void emitFinishValue(ReductionKind kind, Value subtree, Value slots,
-                       Value identity, Value n, Value out);
+                       Value identity, Value n, Value out,
+                       bool accumulation = false);
+  /// Thread t's aligned run of `numPartials` partials for the finish and
+  /// combine trees: its first index and its count (>= 0), the run's length
+  /// the least power of two L with L * threads >= numPartials.
+  std::pair<Value, Value> emitThreadRun(Value tid, Value numPartials);
   /// The reduction's float64 term of f32 lanes `x` (x, or x * x for norm
   /// and rms), the identity where `mask` is false.
   Value reductionTerms(ReductionKind kind, Value x, Value mask);
@@ -550,12 +561,22 @@ public:
   }
   /// The codebook states' block absmax, all behind one barrier.
   LogicalResult beginStores(ArrayRef<UpdateStore> stores) override;
-  /// The tensor's value, which the run read (the finish kernel wrote it).
-  FailureOr<Value> reduction(unsigned index, ReduceOp op) override {
-    if (index >= tile.run.reductionValues.size())
-      return UpdateTarget::reduction(index, op);
-    return Value(vector::BroadcastOp::create(
-        e.b, e.loc, e.lanesOf(e.f32()), tile.run.reductionValues[index]));
+  /// A per-tensor value, which the run read (the finish kernel wrote it),
+  /// or a whole-step value, a uniform slot (the combine kernel wrote it).
+  FailureOr<Value> reduction(unsigned, ReduceOp op) override {
+    unsigned scoped = getScopedReductionIndex(op);
+    Value value;
+    if (op.getGlobal()) {
+      unsigned slot = getNumHostUniforms(e.optimizer) + scoped;
+      if (slot < tile.kernel.uniformValues.size())
+        value = tile.kernel.uniformValues[slot];
+    } else if (scoped < tile.run.reductionValues.size()) {
+      value = tile.run.reductionValues[scoped];
+    }
+    if (!value)
+      return UpdateTarget::reduction(scoped, op);
+    return Value(
+        vector::BroadcastOp::create(e.b, e.loc, e.lanesOf(e.f32()), value));
   }
 
 private:

@@ -54,8 +54,11 @@ KernelEmitter::createKernelFunction(gpu::GPUModuleOp module) {
       kernel.codebookStates.push_back(i);
       args.push_back(globalPtr());
     }
-  bool reductions = !getReductions(optimizer).empty();
+  // The step reads per-tensor values; the pre-pass writes every
+  // reduction's chunk partials.
   bool step = phase == KernelPhase::Step;
+  bool reductions = !getReductions(optimizer, /*global=*/false).empty() ||
+                    (!step && !getReductions(optimizer).empty());
   if (reductions)
     args.push_back(globalPtr());
   if (claims.enabled() && step)
@@ -105,9 +108,10 @@ LogicalResult KernelEmitter::emitKernelEntry(KernelContext &kernel) {
 
 FailureOr<Value> KernelEmitter::loadUniforms(KernelContext &kernel,
                                              Value uniformsPtr) {
-  unsigned numUniforms = 0;
-  if (UniformsOp uniforms = optimizer.getUniforms())
-    numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
+  // The host-evaluated uniforms, then one slot per whole-step reduction
+  // (the combine phase writes them before the step).
+  unsigned numUniforms = getNumHostUniforms(optimizer) +
+                         getReductions(optimizer, /*global=*/true).size();
   for (unsigned i = 0; i < numUniforms; ++i)
     kernel.uniformValues.push_back(
         load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));

@@ -68,6 +68,9 @@ struct ConvertQoptToGPUPass
         if (failed(reduce.emit(gpuModule)) ||
             failed(emitter.emitFinish(gpuModule)))
           return signalPassFailure();
+        if (!getReductions(optimizer, /*global=*/true).empty() &&
+            failed(emitter.emitCombine(gpuModule)))
+          return signalPassFailure();
       }
       optimizer.erase();
     }

@@ -181,18 +181,22 @@ LogicalResult KernelEmitter::emitChunkPartials(TileContext &tile) {
 }
 
 LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
-  // (descriptors, num_tensors, uniforms, partials, values): block k steps
-  // tensors k, k + gridDim.x, ...
+  // (descriptors, num_tensors, uniforms, partials[, values][, step
+  // partials]): block k steps tensors k, k + gridDim.x, ...
   SmallVector<ReduceOp> reductions = getReductions(optimizer);
   int64_t count = reductions.size();
+  int64_t perTensor = getReductions(optimizer, /*global=*/false).size();
+  int64_t perStep = count - perTensor;
   Type f64 = b.getF64Type();
   std::string name = (optimizer.getSymName() + "_finish").str();
   b.setInsertionPointToEnd(module.getBody());
-  auto func = gpu::GPUFuncOp::create(
-      b, loc, name,
-      b.getFunctionType({globalPtr(), i64(), globalPtr(), globalPtr(),
-                         globalPtr()},
-                        {}));
+  SmallVector<Type> args = {globalPtr(), i64(), globalPtr(), globalPtr()};
+  if (perTensor)
+    args.push_back(globalPtr());
+  if (perStep)
+    args.push_back(globalPtr());
+  auto func = gpu::GPUFuncOp::create(b, loc, name,
+                                     b.getFunctionType(args, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
       {static_cast<int32_t>(kFinishThreads), 1, 1}));
@@ -207,7 +211,8 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
   Value numTensors = entry->getArgument(1);
   Value uniformsPtr = entry->getArgument(2);
   Value partials = entry->getArgument(3);
-  Value values = entry->getArgument(4);
+  Value values = perTensor ? entry->getArgument(4) : Value();
+  Value stepPartials = perStep ? entry->getArgument(perTensor ? 5 : 4) : Value();
   kernel.tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   // A skipped step's pre-pass wrote no partial: no tensor is finished.
   FailureOr<Value> skip = loadUniforms(kernel, uniformsPtr);
@@ -233,13 +238,44 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
                    arith::MulIOp::create(b, loc, k, constI64(descBytes)));
   Value numel = load(i64(), desc, 8);
   Value firstTile = load(i64(), gep(desc, b.getI8Type(), constI64(8)), 8);
-  // The tensor's P partials from (firstTile * chunksPerTile); thread t's
-  // run is [t * S, t * S + S), S the least power of two with S * threads
-  // >= P: the tree over P padded to S * threads is each run's subtree,
-  // then the tree over the threads' subtrees.
+  // The tensor's partials from (firstTile * chunksPerTile).
   Value numPartials = arith::DivUIOp::create(
       b, loc, arith::AddIOp::create(b, loc, numel, constI64(kReductionChunk - 1)),
       constI64(kReductionChunk));
+  auto [begin, mine] = emitThreadRun(kernel.tid, numPartials);
+  Value first = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, firstTile, constI64(chunksPerTile)),
+      begin);
+  Value n = arith::SIToFPOp::create(b, loc, f64, numel);
+  for (auto [index, op] : llvm::enumerate(reductions)) {
+    ReductionKind kind = op.getKind();
+    Value identity = arith::ConstantOp::create(
+        b, loc, b.getF64FloatAttr(reductionIdentity(kind)));
+    Value subtree = emitRunSubtree(kind, partials, stack, first, mine, count,
+                                   index, identity);
+    // A per-tensor value at k * Rt + r, a whole-step accumulation at
+    // k * S + s of the launch's rows of the step.
+    bool global = op.getGlobal();
+    Value at = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, k, constI64(global ? perStep : perTensor)),
+        constI64(getScopedReductionIndex(op)));
+    emitFinishValue(kind, subtree, slots, identity, n,
+                    global ? gep(stepPartials, f64, at) : gep(values, f32(), at),
+                    /*accumulation=*/global);
+    // The slots are written again by the next reduction or tensor.
+    gpu::BarrierOp::create(b, loc);
+  }
+  b.setInsertionPointToEnd(entry);
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+std::pair<Value, Value> KernelEmitter::emitThreadRun(Value tid,
+                                                     Value numPartials) {
+  // Thread t's run is [t * L, t * L + L): the tree over the partials padded
+  // to L * threads is each run's subtree, then the tree over the threads'
+  // subtrees.
   Value run;
   {
     auto grow = scf::WhileOp::create(b, loc, TypeRange{i64()},
@@ -258,39 +294,62 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
     b.setInsertionPointAfter(grow);
     run = grow.getResult(0);
   }
-  Value begin = arith::MulIOp::create(b, loc, kernel.tid, run);
+  Value begin = arith::MulIOp::create(b, loc, tid, run);
   Value mine = arith::MinSIOp::create(
       b, loc,
       arith::MaxSIOp::create(b, loc,
                              arith::SubIOp::create(b, loc, numPartials, begin),
                              constI64(0)),
       run);
-  Value first = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, firstTile, constI64(chunksPerTile)),
-      begin);
-  Value n = arith::SIToFPOp::create(b, loc, f64, numel);
-  for (auto [index, op] : llvm::enumerate(reductions)) {
+  return {begin, mine};
+}
+
+LogicalResult KernelEmitter::emitCombine(gpu::GPUModuleOp module) {
+  // (num_step_tensors, step partials, uniforms), one block: the step's rows
+  // of accumulations, reduction s at row * S + s.
+  SmallVector<ReduceOp> global = getReductions(optimizer, /*global=*/true);
+  int64_t perStep = global.size();
+  Type f64 = b.getF64Type();
+  std::string name = (optimizer.getSymName() + "_combine").str();
+  b.setInsertionPointToEnd(module.getBody());
+  auto func = gpu::GPUFuncOp::create(
+      b, loc, name,
+      b.getFunctionType({i64(), globalPtr(), globalPtr()}, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
+      {static_cast<int32_t>(kFinishThreads), 1, 1}));
+  Block *entry = &func.getBody().front();
+  b.setInsertionPointToStart(entry);
+  Value numRows = entry->getArgument(0);
+  Value rows = entry->getArgument(1);
+  Value uniforms = entry->getArgument(2);
+  std::string prefix = "__qopt_" + name;
+  Value slots = sharedArray(module, prefix + "_warps", kFinishThreads / 32, f64);
+  Value stack =
+      LLVM::AllocaOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()),
+                             f64, constI64(kFinishStackDepth), 8);
+  Value tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  auto [first, mine] = emitThreadRun(tid, numRows);
+  // No division: mean and rms have no whole-step form.
+  Value n = arith::ConstantOp::create(b, loc, b.getF64FloatAttr(1.0));
+  unsigned firstSlot = getNumHostUniforms(optimizer);
+  for (auto [s, op] : llvm::enumerate(global)) {
     ReductionKind kind = op.getKind();
     Value identity = arith::ConstantOp::create(
         b, loc, b.getF64FloatAttr(reductionIdentity(kind)));
-    Value subtree = emitRunSubtree(kind, partials, stack, first, mine, count,
-                                   index, identity);
-    Value at = arith::AddIOp::create(
-        b, loc, arith::MulIOp::create(b, loc, k, constI64(count)),
-        constI64(index));
+    Value subtree = emitRunSubtree(kind, rows, stack, first, mine, perStep, s,
+                                   identity);
     emitFinishValue(kind, subtree, slots, identity, n,
-                    gep(values, f32(), at));
-    // The slots are written again by the next reduction or tensor.
+                    gep(uniforms, f32(), constI64(firstSlot + s)));
     gpu::BarrierOp::create(b, loc);
   }
-  b.setInsertionPointToEnd(entry);
   gpu::ReturnOp::create(b, loc);
   return success();
 }
 
 void KernelEmitter::emitFinishValue(ReductionKind kind, Value subtree,
                                     Value slots, Value identity, Value n,
-                                    Value out) {
+                                    Value out, bool accumulation) {
   Type f64 = b.getF64Type();
   Value tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   Value warp = arith::DivUIOp::create(b, loc, tid, constI64(32));
@@ -322,6 +381,10 @@ void KernelEmitter::emitFinishValue(ReductionKind kind, Value subtree,
     v = warpTree(kind, v, warps);
     auto lane0 = ifZero(laneId);
     b.setInsertionPointToStart(&lane0.getThenRegion().front());
+    if (accumulation) {
+      LLVM::StoreOp::create(b, loc, v, out, 8);
+      return;
+    }
     // One rounding to f32 (after the division by n and the square root
     // where the kind has them); a NaN is the canonical quiet NaN.
     Value r = finishReduction(b, loc, kind, v, n, qnan, [&](Value x) {

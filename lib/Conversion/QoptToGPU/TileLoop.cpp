@@ -125,10 +125,10 @@ void KernelEmitter::beginRun(RunContext &run, Value stop) {
   int64_t descBytes = 16 + 8 * static_cast<int64_t>(streams.size());
   run.desc = gep(kernel.descs, b.getI8Type(),
                  arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
-  // The step reads the tensor's reductions once per run: value r of tensor
-  // k at k * R + r.
+  // The step reads the tensor's per-tensor reductions once per run: value
+  // r of tensor k at k * R + r.
   if (kernel.reductionValues) {
-    int64_t count = getReductions(optimizer).size();
+    int64_t count = getReductions(optimizer, /*global=*/false).size();
     Value first = arith::MulIOp::create(b, loc, tensor, constI64(count));
     for (int64_t r = 0; r < count; ++r)
       run.reductionValues.push_back(load(

@@ -50,6 +50,7 @@ struct TileContext {
   Value index; ///< i64: the tile's index in the launch
   SmallVector<Value> streamPtrs;
   Value numel, firstTile; ///< its tensor's (i64)
+  Value tensor;           ///< i64: its tensor's index in the launch
 };
 
 /// One chunk of a tile: the `lanes` elements from `offset` (i64) in the
@@ -145,11 +146,19 @@ private:
   Value emitLoadState(const ChunkContext &chunk, int index);
   void emitStoreState(const ChunkContext &chunk, int index, Value value);
 
-  // Before a tensor's first tile in the range: its reductions, into
-  // function.reductionValues. Fails, with an error emitted, where an op of
-  // the reductions' operands does not lower.
+  // Before a tensor's first tile in the range: its per-tensor reductions,
+  // into function.reductionValues, or (`global`) its whole-step
+  // reductions' f64 accumulations, into row tile.tensor of
+  // `stepPartials`. Fails, with an error emitted, where an op of the
+  // reductions' operands does not lower.
   LogicalResult emitTensorReductions(const FunctionContext &function,
-                                     const TileContext &tile);
+                                     const TileContext &tile, bool global,
+                                     Value stepPartials = Value());
+  // The host functions of whole-step reductions (docs/abi.md):
+  // `<kernel>_partials`, each tensor's accumulations, and `<kernel>_combine`,
+  // the tree over the step's tensors into the uniform slots.
+  LogicalResult emitPartials(ModuleOp module);
+  void emitCombine(ModuleOp module);
   void emitReductionTree(Value terms, ReductionKind kind);
 
   // Phase 2: requantize one state over the tile.
@@ -192,10 +201,18 @@ public:
   FailureOr<Value> loadState(int state) override {
     return e.emitLoadState(chunk, state);
   }
-  FailureOr<Value> reduction(unsigned index, ReduceOp) override {
+  /// A per-tensor value (the function computed it before the tensor's
+  /// first tile), or a whole-step value, a uniform slot (the combine
+  /// function wrote it).
+  FailureOr<Value> reduction(unsigned, ReduceOp op) override {
+    unsigned scoped = getScopedReductionIndex(op);
+    if (op.getGlobal())
+      return e.broadcast(
+          chunk.function
+              .uniformValues[getNumHostUniforms(e.optimizer) + scoped]);
     return e.broadcast(e.load(e.f32(),
                               e.gep(chunk.function.reductionValues, e.f32(),
-                                    e.constI64(index)),
+                                    e.constI64(scoped)),
                               4));
   }
   LogicalResult storeState(int state, Value value) override {

@@ -317,9 +317,10 @@ void HostKernelEmitter::emitRequantize(const FunctionContext &function,
 LogicalResult HostKernelEmitter::emitEntry(FunctionContext &function,
                                            Value tables, Value uniformsPtr,
                                            Value tileBegin, Value &tileEnd) {
-  unsigned numUniforms = 0;
-  if (UniformsOp uniforms = optimizer.getUniforms())
-    numUniforms = uniforms.getBody().front().getTerminator()->getNumOperands();
+  // The host-evaluated uniforms, then one slot per whole-step reduction
+  // (the combine function wrote them).
+  unsigned numUniforms = getNumHostUniforms(optimizer) +
+                         getReductions(optimizer, /*global=*/true).size();
   // Stack buffers first, in the entry block: one tile of new values per
   // quantized state, the midpoints of each codebook's table.
   for (auto [i, state] : llvm::enumerate(states)) {
@@ -340,9 +341,9 @@ LogicalResult HostKernelEmitter::emitEntry(FunctionContext &function,
     function.reductionStacks.push_back(LLVM::AllocaOp::create(
         b, loc, ptr(), b.getF64Type(), constI64(kReductionStackDepth),
         /*alignment=*/16));
-  if (numReductions)
+  if (size_t perTensor = getReductions(optimizer, /*global=*/false).size())
     function.reductionValues = LLVM::AllocaOp::create(
-        b, loc, ptr(), f32(), constI64(numReductions), /*alignment=*/16);
+        b, loc, ptr(), f32(), constI64(perTensor), /*alignment=*/16);
   for (unsigned i = 0; i < numUniforms; ++i)
     function.uniformValues.push_back(
         load(f32(), gep(uniformsPtr, f32(), constI64(i)), 4));
@@ -389,6 +390,7 @@ TileContext HostKernelEmitter::emitTileStart(Value descs, Value tileMap,
                    arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
   Value numel = load(i64(), desc, 8);
   Value firstTile = load(i64(), gep(desc, b.getI8Type(), constI64(8)), 8);
+  tileContext.tensor = tensor;
   tileContext.numel = numel;
   tileContext.firstTile = firstTile;
   tileContext.start = arith::MulIOp::create(
@@ -430,7 +432,7 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
   auto tiles = scf::ForOp::create(b, loc, tileBegin, tileEnd, constI64(1));
   b.setInsertionPoint(tiles.getBody()->getTerminator());
   TileContext tile = emitTileStart(descs, tileMap, tiles.getInductionVar());
-  if (!function.reductionTerms.empty()) {
+  if (function.reductionValues) {
     // A tensor's reductions, once, at the first of its tiles in the range.
     Value t = tiles.getInductionVar();
     Value first = arith::OrIOp::create(
@@ -441,7 +443,7 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
     auto ifFirst = scf::IfOp::create(b, loc, TypeRange{}, first, false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
-    if (failed(emitTensorReductions(function, tile)))
+    if (failed(emitTensorReductions(function, tile, /*global=*/false)))
       return failure();
   }
 
@@ -459,6 +461,50 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
     if (getReductionSize(state))
       emitRequantize(function, tile, i);
 
+  b.setInsertionPointToEnd(entry);
+  LLVM::ReturnOp::create(b, loc, ValueRange{});
+  if (getReductions(optimizer, /*global=*/true).empty())
+    return success();
+  if (failed(emitPartials(module)))
+    return failure();
+  emitCombine(module);
+  return success();
+}
+
+LogicalResult HostKernelEmitter::emitPartials(ModuleOp module) {
+  // void <kernel>_partials(descriptors, tile map, tile count, uniforms,
+  // tables, tile_begin, tile_end, double *step_partials): the whole-step
+  // reductions' accumulations of each tensor whose first tile is in the
+  // range, at row k (its index in the launch) * S + s. Writes nothing else.
+  b.setInsertionPointToEnd(module.getBody());
+  SmallVector<Type> params = {ptr(), ptr(), i64(), ptr(), ptr(), i64(), i64(),
+                              ptr()};
+  auto fnType = LLVM::LLVMFunctionType::get(
+      LLVM::LLVMVoidType::get(b.getContext()), params);
+  auto func = LLVM::LLVMFuncOp::create(
+      b, loc, (optimizer.getSymName() + "_partials").str(), fnType);
+  func.setPassthroughAttr(b.getArrayAttr({b.getStringAttr("nounwind")}));
+  Block *entry = func.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+  Value descs = entry->getArgument(0), tileMap = entry->getArgument(1);
+  Value uniformsPtr = entry->getArgument(3), tables = entry->getArgument(4);
+  Value tileBegin = entry->getArgument(5), tileEnd = entry->getArgument(6);
+  Value stepPartials = entry->getArgument(7);
+  FunctionContext function;
+  if (failed(emitEntry(function, tables, uniformsPtr, tileBegin, tileEnd)))
+    return failure();
+  auto tiles = scf::ForOp::create(b, loc, tileBegin, tileEnd, constI64(1));
+  b.setInsertionPoint(tiles.getBody()->getTerminator());
+  TileContext tile = emitTileStart(descs, tileMap, tiles.getInductionVar());
+  auto ifFirst = scf::IfOp::create(
+      b, loc, TypeRange{},
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                            tiles.getInductionVar(), tile.firstTile),
+      false);
+  b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+  if (failed(emitTensorReductions(function, tile, /*global=*/true,
+                                  stepPartials)))
+    return failure();
   b.setInsertionPointToEnd(entry);
   LLVM::ReturnOp::create(b, loc, ValueRange{});
   return success();

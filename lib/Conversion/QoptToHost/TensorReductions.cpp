@@ -37,13 +37,23 @@ void HostKernelEmitter::emitReductionTree(Value terms, ReductionKind kind) {
   }
 }
 
-LogicalResult
-HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
-                                        const TileContext &tile) {
-  SmallVector<ReduceOp> reductions = getReductions(optimizer);
+LogicalResult HostKernelEmitter::emitTensorReductions(
+    const FunctionContext &function, const TileContext &tile, bool global,
+    Value stepPartials) {
+  // The scope's reductions; position j of these lists is reduction
+  // `indices[j]` of the update (its terms and stack buffers).
+  SmallVector<ReduceOp> reductions;
+  SmallVector<unsigned> indices;
   SmallVector<ReductionKind> kinds;
-  for (ReduceOp op : reductions)
+  SmallVector<Value> stacks;
+  for (auto [index, op] : llvm::enumerate(getReductions(optimizer))) {
+    if (op.getGlobal() != global)
+      continue;
+    reductions.push_back(op);
+    indices.push_back(index);
     kinds.push_back(op.getKind());
+    stacks.push_back(function.reductionStacks[index]);
+  }
   Type f64 = b.getF64Type();
   VectorType f64Lanes = lanesOf(f64);
   auto identity = [&](ReduceOp op, Type type) -> Value {
@@ -80,7 +90,8 @@ HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
       ChunkContext chunk = makeChunk(function, part, elements.getInductionVar());
       ChunkUpdate target(*this, chunk);
       LogicalResult lowered = lowerReductionOperands(
-          target, lanes, [&](unsigned index, ReduceOp op, Value x) {
+          target, lanes,
+          [&](unsigned index, ReduceOp op, Value x) {
             Value term = arith::ExtFOp::create(b, loc, f64Lanes, x);
             if (op.getKind() == ReductionKind::norm ||
                 op.getKind() == ReductionKind::rms)
@@ -90,7 +101,8 @@ HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
             LLVM::StoreOp::create(
                 b, loc, term,
                 gep(function.reductionTerms[index], f64, chunk.offset), 8);
-          });
+          },
+          [&](ReduceOp op) { return op.getGlobal() == global; });
       if (failed(lowered))
         return failure();
       loc = optimizer.getLoc();
@@ -106,39 +118,112 @@ HostKernelEmitter::emitTensorReductions(const FunctionContext &function,
     {
       OpBuilder::InsertionGuard inner(b);
       b.setInsertionPoint(pad.getBody()->getTerminator());
-      for (auto [index, op] : llvm::enumerate(reductions))
+      for (auto [j, op] : llvm::enumerate(reductions))
         LLVM::StoreOp::create(b, loc, identity(op, f64Lanes),
-                              gep(function.reductionTerms[index], f64,
+                              gep(function.reductionTerms[indices[j]], f64,
                                   pad.getInductionVar()),
                               8);
     }
     SmallVector<Value> partials;
-    for (auto [index, op] : llvm::enumerate(reductions)) {
-      emitReductionTree(function.reductionTerms[index], op.getKind());
-      partials.push_back(load(f64, function.reductionTerms[index], 8));
+    for (auto [j, op] : llvm::enumerate(reductions)) {
+      emitReductionTree(function.reductionTerms[indices[j]], op.getKind());
+      partials.push_back(load(f64, function.reductionTerms[indices[j]], 8));
     }
-    Value top = pushTreeLeaf(b, loc, kinds, function.reductionStacks, partials,
-                             chunkIndex, sp);
+    Value top = pushTreeLeaf(b, loc, kinds, stacks, partials, chunkIndex, sp);
     scf::YieldOp::create(b, loc, ValueRange{top});
   }
   SmallVector<Value> identities;
   for (ReductionKind kind : kinds)
     identities.push_back(arith::ConstantOp::create(
         b, loc, b.getF64FloatAttr(reductionIdentity(kind))));
-  SmallVector<Value> values = foldTreeStacks(
-      b, loc, kinds, function.reductionStacks, chunks.getResult(0), identities);
+  SmallVector<Value> values =
+      foldTreeStacks(b, loc, kinds, stacks, chunks.getResult(0), identities);
 
+  if (global) {
+    // The tensor's accumulations, unfinished, at row k of the launch:
+    // k * S + s.
+    int64_t perStep = reductions.size();
+    Value row = arith::MulIOp::create(b, loc, tile.tensor, constI64(perStep));
+    for (auto [s, value] : llvm::enumerate(values))
+      LLVM::StoreOp::create(
+          b, loc, value,
+          gep(stepPartials, f64,
+              arith::AddIOp::create(b, loc, row, constI64(s))),
+          8);
+    return success();
+  }
   // Each value rounded to f32 once; a NaN is the canonical quiet NaN.
   Value n = arith::SIToFPOp::create(b, loc, f64, tile.numel);
   Value qnan = arith::ConstantOp::create(
       b, loc,
       b.getFloatAttr(f32(), llvm::APFloat::getQNaN(llvm::APFloat::IEEEsingle())));
-  for (auto [index, kind] : llvm::enumerate(kinds)) {
-    Value r = finishReduction(b, loc, kind, values[index], n, qnan, [&](Value v) {
-      return LLVM::SqrtOp::create(b, loc, v);
+  for (auto [r, kind] : llvm::enumerate(kinds)) {
+    Value v = finishReduction(b, loc, kind, values[r], n, qnan, [&](Value x) {
+      return LLVM::SqrtOp::create(b, loc, x);
     });
     LLVM::StoreOp::create(
-        b, loc, r, gep(function.reductionValues, f32(), constI64(index)), 4);
+        b, loc, v, gep(function.reductionValues, f32(), constI64(r)), 4);
   }
   return success();
+}
+
+void HostKernelEmitter::emitCombine(ModuleOp module) {
+  // void <kernel>_combine(int64_t num_step_tensors, const double *rows,
+  // float *uniforms): each whole-step reduction's tree over the rows (one
+  // leaf per tensor of the step, at row * S + s), finished and rounded
+  // once, into its uniform slot.
+  SmallVector<ReduceOp> global = getReductions(optimizer, /*global=*/true);
+  int64_t perStep = global.size();
+  Type f64 = b.getF64Type();
+  b.setInsertionPointToEnd(module.getBody());
+  auto fnType = LLVM::LLVMFunctionType::get(
+      LLVM::LLVMVoidType::get(b.getContext()), {i64(), ptr(), ptr()});
+  auto func = LLVM::LLVMFuncOp::create(
+      b, loc, (optimizer.getSymName() + "_combine").str(), fnType);
+  func.setPassthroughAttr(b.getArrayAttr({b.getStringAttr("nounwind")}));
+  Block *entry = func.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+  Value numRows = entry->getArgument(0), rows = entry->getArgument(1);
+  Value uniforms = entry->getArgument(2);
+  SmallVector<ReductionKind> kinds;
+  SmallVector<Value> stacks, identities;
+  for (ReduceOp op : global) {
+    kinds.push_back(op.getKind());
+    stacks.push_back(LLVM::AllocaOp::create(b, loc, ptr(), f64,
+                                            constI64(kReductionStackDepth),
+                                            /*alignment=*/16));
+    identities.push_back(arith::ConstantOp::create(
+        b, loc, b.getF64FloatAttr(reductionIdentity(op.getKind()))));
+  }
+  auto leaves = scf::ForOp::create(b, loc, constI64(0), numRows, constI64(1),
+                                   ValueRange{constI64(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(leaves.getBody());
+    Value r = leaves.getInductionVar();
+    Value row = arith::MulIOp::create(b, loc, r, constI64(perStep));
+    SmallVector<Value> leaf;
+    for (int64_t s = 0; s < perStep; ++s)
+      leaf.push_back(load(
+          f64, gep(rows, f64, arith::AddIOp::create(b, loc, row, constI64(s))),
+          8));
+    Value top = pushTreeLeaf(b, loc, kinds, stacks, leaf, r,
+                             leaves.getRegionIterArgs()[0]);
+    scf::YieldOp::create(b, loc, ValueRange{top});
+  }
+  SmallVector<Value> values =
+      foldTreeStacks(b, loc, kinds, stacks, leaves.getResult(0), identities);
+  Value one = arith::ConstantOp::create(b, loc, b.getF64FloatAttr(1.0));
+  Value qnan = arith::ConstantOp::create(
+      b, loc,
+      b.getFloatAttr(f32(), llvm::APFloat::getQNaN(llvm::APFloat::IEEEsingle())));
+  unsigned firstSlot = getNumHostUniforms(optimizer);
+  for (auto [s, kind] : llvm::enumerate(kinds)) {
+    Value v = finishReduction(b, loc, kind, values[s], one, qnan, [&](Value x) {
+      return LLVM::SqrtOp::create(b, loc, x);
+    });
+    LLVM::StoreOp::create(b, loc, v,
+                          gep(uniforms, f32(), constI64(firstSlot + s)), 4);
+  }
+  LLVM::ReturnOp::create(b, loc, ValueRange{});
 }

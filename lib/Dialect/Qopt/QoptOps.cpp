@@ -301,7 +301,34 @@ SmallVector<ReduceOp> mlir::qopt::getReductions(OptimizerOp optimizer) {
   return llvm::to_vector(optimizer.getUpdate().getBody().getOps<ReduceOp>());
 }
 
+SmallVector<ReduceOp> mlir::qopt::getReductions(OptimizerOp optimizer,
+                                                bool global) {
+  SmallVector<ReduceOp> out;
+  for (ReduceOp op : optimizer.getUpdate().getBody().getOps<ReduceOp>())
+    if (op.getGlobal() == global)
+      out.push_back(op);
+  return out;
+}
+
+unsigned mlir::qopt::getScopedReductionIndex(ReduceOp op) {
+  unsigned index = 0;
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
+    if (auto reduce = dyn_cast<ReduceOp>(prev))
+      index += reduce.getGlobal() == op.getGlobal();
+  return index;
+}
+
+unsigned mlir::qopt::getNumHostUniforms(OptimizerOp optimizer) {
+  if (UniformsOp uniforms = optimizer.getUniforms())
+    return uniforms.getBody().front().getTerminator()->getNumOperands();
+  return 0;
+}
+
 LogicalResult ReduceOp::verify() {
+  if (getGlobal() && getKind() != ReductionKind::sum &&
+      getKind() != ReductionKind::max && getKind() != ReductionKind::norm)
+    return emitOpError("a whole-step reduction is sum, max or norm; found ")
+           << stringifyReductionKind(getKind());
   // The operand's ops, within the update, must not read a reduction: a
   // tensor's reductions are computed together, before the update.
   SmallVector<Value> work = {getOperand()};

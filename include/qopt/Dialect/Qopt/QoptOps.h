@@ -108,6 +108,20 @@ inline constexpr int64_t kNumNumericsCounters = 2;
 /// (docs/abi.md, "Reductions").
 llvm::SmallVector<ReduceOp> getReductions(OptimizerOp optimizer);
 
+/// The update's reductions of one scope: per-tensor (`global` false) or
+/// whole-step (`global` true), in update order.
+llvm::SmallVector<ReduceOp> getReductions(OptimizerOp optimizer, bool global);
+
+/// The position of `op` among the update's reductions of its scope: a
+/// per-tensor value's index in `reduction_values`, a whole-step value's
+/// among the step's (docs/abi.md, "Whole-step reductions").
+unsigned getScopedReductionIndex(ReduceOp op);
+
+/// The number of uniforms the optimizer's uniforms region yields: the
+/// host-evaluated ones. Whole-step reduction `s` is uniform slot
+/// `getNumHostUniforms(optimizer) + s`.
+unsigned getNumHostUniforms(OptimizerOp optimizer);
+
 /// The elements of a reduction's chunk: each chunk's partial is a pairwise
 /// tree over this many elements (docs/numerics.md, "Reductions").
 inline constexpr int64_t kReductionChunk = 2048;

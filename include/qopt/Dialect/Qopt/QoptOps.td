@@ -249,13 +249,22 @@ def Qopt_ReduceOp : Qopt_Op<"reduce", [Pure, HasParent<"UpdateOp">]> {
     another qopt.reduce. The lowerings evaluate the operand's ops in a pass
     over the tensor before the update.
 
+    With `global` the value is the same on every element of every tensor of
+    the step (all launches of one qopt_step_many): each tensor's float64
+    accumulation, then the pairwise tree over the step's tensors in order
+    (docs/numerics.md, "Whole-step reductions"); `sum`, `max` and `norm`
+    only. The step reads it from a uniform slot after the optimizer's own
+    (docs/abi.md, "Whole-step reductions").
+
     ```mlir
     %n = qopt.reduce norm %u : f32
+    %g = qopt.reduce global norm %grad : f32
     ```
   }];
-  let arguments = (ins Qopt_ReductionKindAttr:$kind, F32:$operand);
+  let arguments = (ins Qopt_ReductionKindAttr:$kind, F32:$operand,
+                       UnitAttr:$global);
   let results = (outs F32:$result);
-  let assemblyFormat = "$kind $operand attr-dict `:` type($result)";
+  let assemblyFormat = "(`global` $global^)? $kind $operand attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
