@@ -28,10 +28,37 @@ static double tree(Reduction kind, const double *t, int64_t n) {
   return combine(kind, tree(kind, t, n / 2), tree(kind, t + n / 2, n / 2));
 }
 
-float reduce(Reduction kind, const std::vector<float> &x) {
+static double identityOf(Reduction kind) {
+  return kind == Reduction::Max ? -std::numeric_limits<double>::infinity() : -0.0;
+}
+
+/// The pairwise tree over `partials` padded with the identity to a power of
+/// two, level by level: node i of the next level is nodes 2i and 2i + 1.
+static double treeOverPartials(Reduction kind, std::vector<double> partials) {
+  size_t width = 1;
+  while (width < partials.size())
+    width *= 2;
+  partials.resize(width, identityOf(kind));
+  for (; width > 1; width /= 2)
+    for (size_t i = 0; i < width / 2; ++i)
+      partials[i] = combine(kind, partials[2 * i], partials[2 * i + 1]);
+  return partials[0];
+}
+
+/// One rounding to float32; a NaN is the canonical quiet NaN.
+static float toF32Canonical(double acc) {
+  float r = static_cast<float>(acc);
+  if (std::isnan(r)) {
+    const uint32_t qnan = 0x7fc00000u;
+    std::memcpy(&r, &qnan, sizeof r);
+  }
+  return r;
+}
+
+double accumulate(Reduction kind, const std::vector<float> &x) {
   if (x.empty())
     throw std::invalid_argument("reduce: a reduction of no elements");
-  const double identity = kind == Reduction::Max ? -std::numeric_limits<double>::infinity() : -0.0;
+  const double identity = identityOf(kind);
   const int64_t n = static_cast<int64_t>(x.size());
   // Each chunk's partial, the pairwise tree of its terms.
   std::vector<double> chunk(kReductionChunk), partials;
@@ -46,26 +73,27 @@ float reduce(Reduction kind, const std::vector<float> &x) {
     }
     partials.push_back(tree(kind, chunk.data(), kReductionChunk));
   }
-  // The partials padded with the identity to a power of two, then reduced
-  // level by level: node i of the next level is nodes 2i and 2i + 1.
-  size_t width = 1;
-  while (width < partials.size())
-    width *= 2;
-  partials.resize(width, identity);
-  for (; width > 1; width /= 2)
-    for (size_t i = 0; i < width / 2; ++i)
-      partials[i] = combine(kind, partials[2 * i], partials[2 * i + 1]);
-  double acc = partials[0];
+  return treeOverPartials(kind, std::move(partials));
+}
+
+float reduce(Reduction kind, const std::vector<float> &x) {
+  double acc = accumulate(kind, x);
   if (kind == Reduction::Mean || kind == Reduction::Rms)
-    acc /= static_cast<double>(n);
+    acc /= static_cast<double>(x.size());
   if (kind == Reduction::Norm || kind == Reduction::Rms)
     acc = std::sqrt(acc);
-  float r = static_cast<float>(acc);
-  if (std::isnan(r)) {
-    const uint32_t qnan = 0x7fc00000u;
-    std::memcpy(&r, &qnan, sizeof r);
-  }
-  return r;
+  return toF32Canonical(acc);
+}
+
+float reduceStep(Reduction kind, const std::vector<double> &accumulations) {
+  if (kind == Reduction::Mean || kind == Reduction::Rms)
+    throw std::invalid_argument("reduceStep: mean and rms have no whole-step form");
+  if (accumulations.empty())
+    throw std::invalid_argument("reduceStep: a step of no tensors");
+  double acc = treeOverPartials(kind, accumulations);
+  if (kind == Reduction::Norm)
+    acc = std::sqrt(acc);
+  return toF32Canonical(acc);
 }
 
 } // namespace qopt::ref

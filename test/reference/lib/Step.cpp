@@ -28,6 +28,8 @@ const char *optimizerName(Optimizer o) {
   case Optimizer::LARS: return "LARS";
   case Optimizer::StableAdamW: return "StableAdamW";
   case Optimizer::ReductionProbe: return "ReductionProbe";
+  case Optimizer::GlobalProbe: return "GlobalProbe";
+  case Optimizer::FlashAdamWClip: return "FlashAdamWClip";
   }
   return "?";
 }
@@ -121,6 +123,8 @@ size_t StepSpec::expectedStates() const {
   case Optimizer::LARS: return 1;
   case Optimizer::StableAdamW: return 2;
   case Optimizer::ReductionProbe: return 4;
+  case Optimizer::GlobalProbe: return 3;
+  case Optimizer::FlashAdamWClip: return 2;
   }
   return 0;
 }
@@ -383,9 +387,15 @@ void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<f
   case Optimizer::ReductionProbe:
     updateTrustRatio(spec, step, n, p, g, st);
     return;
+  case Optimizer::GlobalProbe:
+    updateGlobalProbe(spec, n, p, g, st);
+    return;
+  case Optimizer::FlashAdamWClip:
+    clipGradients(spec, g);
+    [[fallthrough]];
   case Optimizer::AdamW:
   case Optimizer::Adam: {
-    const bool decoupled = spec.optimizer == Optimizer::AdamW;
+    const bool decoupled = spec.optimizer != Optimizer::Adam;
     // Uniforms: float64 on the host, one rounding to float32 where they meet a float32 value.
     const float b1 = toF32(h.beta1), omb1 = toF32(1.0 - h.beta1);     // beta1, (1 - beta1)
     const float b2 = toF32(h.beta2), omb2 = toF32(1.0 - h.beta2);     // beta2, (1 - beta2)

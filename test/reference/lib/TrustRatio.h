@@ -10,6 +10,13 @@ namespace qopt::ref {
 void updateTrustRatio(const StepSpec &spec, int64_t step, int64_t n, std::vector<float> &p,
                       const std::vector<float> &g, std::vector<std::vector<float>> &st);
 
+/// updateElements for GlobalProbe (Step.h), reading spec.stepValues.
+void updateGlobalProbe(const StepSpec &spec, int64_t n, std::vector<float> &p,
+                       const std::vector<float> &g, std::vector<std::vector<float>> &st);
+
+/// FlashAdamWClip's gradient: g * min(1, f32(max_grad_norm) / (global_norm + f32(1e-6))).
+void clipGradients(const StepSpec &spec, std::vector<float> &g);
+
 } // namespace qopt::ref
 
 #endif

@@ -26,6 +26,16 @@ constexpr int64_t kReductionChunk = 2048;
 /// The reduction `kind` of the float32 values `x` (not empty).
 float reduce(Reduction kind, const std::vector<float> &x);
 
+/// The float64 accumulation of `x` (not empty) before its finish: the
+/// tree over the chunks' partials (the sum of squares for norm and rms).
+double accumulate(Reduction kind, const std::vector<float> &x);
+
+/// A whole-step reduction (docs/numerics.md, "Whole-step reductions";
+/// Sum, Max or Norm): the tensors' accumulations in step order, padded with
+/// the identity to a power of two, reduced by the same pairwise tree, then
+/// the square root for Norm and one rounding to float32 (a NaN canonical).
+float reduceStep(Reduction kind, const std::vector<double> &accumulations);
+
 } // namespace qopt::ref
 
 #endif // QOPT_REFERENCE_REDUCE_H

@@ -16,6 +16,7 @@
 
 #include "qopt/reference/Buffer.h"
 #include "qopt/reference/Group.h"
+#include "qopt/reference/Reduce.h"
 
 #include <cstdint>
 #include <string>
@@ -25,7 +26,7 @@ namespace qopt::ref {
 
 enum class Optimizer {
   AdamW, Adam, SGD, Lion, RMSprop, Adagrad, AdamAtan2, AdEMAMix, LAMB, LARS, StableAdamW,
-  ReductionProbe
+  ReductionProbe, GlobalProbe, FlashAdamWClip
 };
 const char *optimizerName(Optimizer o);
 
@@ -49,6 +50,7 @@ struct Hyper {
   double tBeta3 = 0.0;    ///< AdEMAMix: beta3's warm-up steps (0: none)
   double seed = 0.0;      ///< Master::Stochastic: the rounding's seed (an integer below 2^24)
   double maxUnorm = 1.0;  ///< LAMB, LARS: the update norm's bound, times |p| (0: none)
+  double maxGradNorm = 1.0; ///< FlashAdamWClip: the gradients' global norm bound
 };
 
 /// How `float32 tensor / uniform` is evaluated (AdamW's `v_new / bc2`, the only such division):
@@ -143,6 +145,13 @@ struct StateScheme {
 ///    p' = p * (1 - lr' * f32(wd)) - lr' * (m' / (sqrt(v') + f32(eps)))
 ///  ReductionProbe (test/host/specs/reduction_probe.qopt; plain states a, b, c, d):
 ///    a' = max(g), b' = mean(g), c' = norm(g), d' = rms(g), p' = sum(g)
+///  With whole-step reductions (Reduce.h's reduceStep over every tensor of the step; stepWhole
+///  computes them into StepSpec::stepValues, lib/WholeStep.cpp):
+///  GlobalProbe (test/host/specs/global_probe.qopt; plain states a, b, c; values max, norm, sum of g):
+///    a' = global_max(g), b' = global_norm(g), c' = norm(g) / global_norm(g), p' = global_sum(g)
+///  FlashAdamWClip (specs/reductions/flash_adamw_clip.qopt; value norm of g):
+///    c = min(1, f32(max_grad_norm) / (global_norm(g) + f32(1e-6))) (NaN-propagating min);
+///    g = g * c, then AdamW
 struct StepSpec {
   Optimizer optimizer = Optimizer::AdamW;
   Hyper hyper;
@@ -154,6 +163,8 @@ struct StepSpec {
   /// The launch's tile (the manifest's launch.tile_elements): a list of tensors places tensor k
   /// at global element firstTile_k * tileElements (docs/abi.md), which keys stochastic rounding.
   int64_t tileElements = 4096;
+  /// The step's whole-step reduction values, in update order (stepWhole sets them).
+  std::vector<float> stepValues;
 
   /// Throws std::invalid_argument with a message naming the problem.
   void validate() const;
@@ -215,6 +226,20 @@ void step(const StepSpec &spec, TensorBuffers &t, int64_t step, NumericsCounts *
 /// element is global element firstTile_k * spec.tileElements).
 void step(const StepSpec &spec, std::vector<TensorBuffers> &tensors, int64_t step,
           NumericsCounts *counts = nullptr);
+
+/// One launch of a step: a spec and its tensors.
+struct Launch {
+  StepSpec spec;
+  std::vector<TensorBuffers> *tensors = nullptr;
+};
+/// The whole-step reductions that `spec`'s update reads, in update order, and the float32
+/// operand of each over tensor `t` (the gradient, for GlobalProbe and FlashAdamWClip).
+std::vector<std::pair<Reduction, std::vector<float>>> stepReductionOperands(const StepSpec &spec,
+                                                                            const TensorBuffers &t);
+/// One step of several launches whose updates read whole-step reductions (every launch reads
+/// the same ones): each reduction over every tensor of every launch in order (reduceStep of the
+/// tensors' accumulations), then each launch stepped as `step` does with those values.
+void stepWhole(std::vector<Launch> &launches, int64_t step, NumericsCounts *counts = nullptr);
 
 /// The float32 update of step 2 alone, for whole arrays (p, g, states in and out). Exposed for tests.
 void updateElements(const StepSpec &spec, int64_t step, int64_t n, std::vector<float> &p,

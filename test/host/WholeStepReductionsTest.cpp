@@ -1,0 +1,219 @@
+//===- WholeStepReductionsTest.cpp - Whole-step reductions vs the reference -===//
+//
+// The host functions of a spec with whole-step reductions (docs/abi.md,
+// "Whole-step reductions"), called as the ABI describes them without the
+// runtime: `<kernel>_partials` of every launch into the step's rows, each
+// launch's `<kernel>_combine` over all rows into its uniform slots, then each
+// launch's step function. The C++ reference (ref::stepWhole) steps copies of
+// the same buffers; every byte of every stream must agree. Gradients of a wide
+// range and both signs make the float64 sums cancel, so any other order over
+// the chunks or the tensors gives other float32 values.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qopt/reference/Reference.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ref = qopt::ref;
+
+namespace {
+
+using StepFn = void (*)(const void *, const int32_t *, int64_t, const float *,
+                        const float *const *, int64_t, int64_t);
+using PartialsFn = void (*)(const void *, const int32_t *, int64_t, const float *,
+                            const float *const *, int64_t, int64_t, double *);
+using CombineFn = void (*)(int64_t, const double *, float *);
+
+/// A host library of test/host/specs and its three functions.
+struct Library {
+  void *handle = nullptr;
+  StepFn step = nullptr;
+  PartialsFn partials = nullptr;
+  CombineFn combine = nullptr;
+  explicit Library(const std::string &stem, const std::string &kernel) {
+    const char *dir = std::getenv("QOPT_TEST_EXTRA_KERNEL_DIR");
+    std::string path = std::string(dir && *dir ? dir : QOPT_EXTRA_KERNEL_DIR) + "/" + stem + ".so";
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle)
+      return;
+    step = reinterpret_cast<StepFn>(dlsym(handle, (kernel + "_host").c_str()));
+    partials = reinterpret_cast<PartialsFn>(dlsym(handle, (kernel + "_partials").c_str()));
+    combine = reinterpret_cast<CombineFn>(dlsym(handle, (kernel + "_combine").c_str()));
+  }
+  ~Library() {
+    if (handle)
+      dlclose(handle);
+  }
+};
+
+constexpr int64_t kTile = 4096; // global_probe's launch.tile_elements
+
+/// One launch's descriptor table and tile map (docs/abi.md) over `tensors`.
+struct LaunchTables {
+  std::vector<uint8_t> descs;
+  std::vector<int32_t> tileMap;
+  LaunchTables(std::vector<ref::TensorBuffers> &tensors) {
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      std::vector<ref::Buffer *> streams = tensors[k].streams();
+      int64_t firstTile = static_cast<int64_t>(tileMap.size());
+      int64_t numel = tensors[k].numel;
+      size_t at = descs.size();
+      descs.resize(at + 16 + 8 * streams.size());
+      std::memcpy(&descs[at], &numel, 8);
+      std::memcpy(&descs[at + 8], &firstTile, 8);
+      for (size_t s = 0; s < streams.size(); ++s) {
+        void *p = streams[s]->data();
+        std::memcpy(&descs[at + 16 + 8 * s], &p, 8);
+      }
+      for (int64_t t = 0; t < (numel + kTile - 1) / kTile; ++t)
+        tileMap.push_back(static_cast<int32_t>(k));
+    }
+  }
+  int64_t numTiles() const { return static_cast<int64_t>(tileMap.size()); }
+};
+
+ref::StepSpec globalProbe() {
+  ref::StepSpec s;
+  s.optimizer = ref::Optimizer::GlobalProbe;
+  s.param = ref::DType::F32;
+  s.grad = ref::DType::F32;
+  s.states = {ref::StateScheme::plainF32("a"), ref::StateScheme::plainF32("b"),
+              ref::StateScheme::plainF32("c")};
+  s.tileElements = kTile;
+  return s;
+}
+
+/// Gradients whose float64 sums cancel: +-2^e, e in [-30, 30], and a few
+/// exact opposites.
+std::vector<float> cancellingGradient(int64_t n, std::mt19937 &rng) {
+  std::uniform_int_distribution<int> exponent(-30, 30), sign(0, 1);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::vector<float> g(n);
+  for (int64_t i = 0; i < n; ++i)
+    g[i] = (sign(rng) ? -1.0f : 1.0f) * std::ldexp(mantissa(rng), exponent(rng));
+  for (int64_t i = 1; i < n; i += 7)
+    g[i] = -g[i - 1];
+  return g;
+}
+
+/// Steps `launches` (tensor sizes per launch) with the library as the ABI
+/// says and with the reference; every stream must agree byte for byte.
+/// Returns the kernel's parameter of the first tensor (global_sum of g).
+float checkStep(const std::vector<std::vector<int64_t>> &sizes, uint32_t seed,
+                float poison = 0.0f,
+                const std::vector<std::vector<std::vector<float>>> *gradients = nullptr) {
+  Library lib("global_probe", "GlobalProbe");
+  if (!lib.handle) {
+    ADD_FAILURE() << "global_probe.so not built";
+    return 0.0f;
+  }
+  if (!(lib.step && lib.partials && lib.combine)) {
+    ADD_FAILURE() << "a function of global_probe.so is missing";
+    return 0.0f;
+  }
+  ref::StepSpec spec = globalProbe();
+  std::mt19937 rng(seed);
+  std::vector<std::vector<ref::TensorBuffers>> kernel(sizes.size()), expected(sizes.size());
+  for (size_t l = 0; l < sizes.size(); ++l)
+    for (int64_t n : sizes[l]) {
+      ref::TensorBuffers t = ref::makeTensor(spec, n);
+      std::vector<float> g = gradients ? (*gradients)[l][kernel[l].size()]
+                                       : cancellingGradient(n, rng);
+      if (poison != 0.0f && l + 1 == sizes.size())
+        g[n / 2] = poison;
+      ref::setGrad(spec, t, g);
+      kernel[l].push_back(t);
+      expected[l].push_back(t);
+    }
+  std::vector<ref::Launch> launches;
+  for (auto &tensors : expected)
+    launches.push_back({spec, &tensors});
+  ref::stepWhole(launches, /*step=*/1);
+
+  // Phase A: each launch's rows of the step; phase B: each launch's
+  // combine into its own uniforms, then its step.
+  constexpr int64_t kS = 3; // global_max, global_norm, global_sum
+  std::vector<LaunchTables> tables;
+  int64_t rows = 0;
+  for (auto &tensors : kernel) {
+    tables.emplace_back(tensors);
+    rows += static_cast<int64_t>(tensors.size());
+  }
+  std::vector<double> partials(rows * kS, std::nan(""));
+  int64_t base = 0;
+  for (size_t l = 0; l < kernel.size(); ++l) {
+    lib.partials(tables[l].descs.data(), tables[l].tileMap.data(), tables[l].numTiles(), nullptr,
+                 nullptr, 0, tables[l].numTiles(), partials.data() + base * kS);
+    base += static_cast<int64_t>(kernel[l].size());
+  }
+  for (size_t l = 0; l < kernel.size(); ++l) {
+    std::vector<float> uniforms(kS, 0.0f);
+    lib.combine(rows, partials.data(), uniforms.data());
+    lib.step(tables[l].descs.data(), tables[l].tileMap.data(), tables[l].numTiles(),
+             uniforms.data(), nullptr, 0, tables[l].numTiles());
+  }
+  for (size_t l = 0; l < kernel.size(); ++l)
+    for (size_t k = 0; k < kernel[l].size(); ++k) {
+      std::vector<ref::Buffer *> got = kernel[l][k].streams(), want = expected[l][k].streams();
+      std::vector<std::string> names = expected[l][k].streamNames(spec);
+      for (size_t s = 0; s < got.size(); ++s)
+        EXPECT_EQ(0, std::memcmp(got[s]->data(), want[s]->data(), want[s]->bytes()))
+            << "launch " << l << " tensor " << k << " stream " << names[s];
+    }
+  return kernel[0][0].param.as<float>()[0];
+}
+
+TEST(WholeStepReductions, OneLaunchMatchesReferenceByteForByte) {
+  checkStep({{5000, 3 * 2048 + 7, 1, 70000}}, 1);
+}
+
+TEST(WholeStepReductions, SeveralLaunchesMatchReferenceByteForByte) {
+  // The tree runs over the step's tensors across launches: 3 + 2 + 4 rows.
+  checkStep({{5000, 33, 131072}, {1, 4097}, {2048, 2049, 9000, 12}}, 2);
+}
+
+TEST(WholeStepReductions, OrderAcrossTensorsIsThePairwiseTree) {
+  // Tensors whose sums are 2^100, 1, -2^100, 1 (two launches of two): the
+  // tree over the rows gives (2^100 + 1) + (-2^100 + 1) = 0 (1 is below half
+  // an ulp of 2^100), a left fold over the tensors 1, and so would a sum
+  // that ignored the launches' boundaries in another order.
+  const float big = std::ldexp(1.0f, 100);
+  std::vector<std::vector<std::vector<float>>> g = {
+      {{big, 3.0f, -3.0f}, {1.0f}}, {{-big}, {0.5f, 0.5f}}};
+  EXPECT_EQ(checkStep({{3, 1}, {1, 2}}, 0, 0.0f, &g), 0.0f);
+}
+
+TEST(WholeStepReductions, NaNGradientGivesTheCanonicalNaN) {
+  checkStep({{5000, 33}, {4097}}, 3, std::nanf("0x123"));
+}
+
+TEST(WholeStepReductions, InfiniteGradient) {
+  checkStep({{5000, 33}, {4097}}, 4, -INFINITY);
+}
+
+TEST(WholeStepReductions, ReferenceOrderIsTheTreeOverTensors) {
+  // The reference's order itself, against docs/numerics.md read by hand:
+  // the tree over {1, 1e16, -1e16, 1} is (1 + 1e16) + (-1e16 + 1) = 1e16 -
+  // 1e16 = 0 (each inner sum rounds to +-1e16: 1 is half an ulp there, a
+  // tie to the even 1e16); a left fold gives ((1 + 1e16) - 1e16) + 1 = 1.
+  EXPECT_EQ(ref::reduceStep(ref::Reduction::Sum, {1.0, 1e16, -1e16, 1.0}), 0.0f);
+  // Three rows pad to four with -0: (1e16 + 1) + (-1e16 + -0) = 0, while
+  // 1e16 + (1 + -1e16) (a right fold) = 1e16 - 1e16 = 0 too; and with the
+  // 1 last: (1e16 + -1e16) + (1 + -0) = 1, which a left fold also gives.
+  EXPECT_EQ(ref::reduceStep(ref::Reduction::Sum, {1e16, -1e16, 1.0}), 1.0f);
+  EXPECT_EQ(ref::reduceStep(ref::Reduction::Norm, {16.0, 9.0}), 5.0f);
+  EXPECT_EQ(ref::reduceStep(ref::Reduction::Max, {-1.0, 2.0, -0.5}), 2.0f);
+  EXPECT_THROW(ref::reduceStep(ref::Reduction::Mean, {1.0}), std::invalid_argument);
+}
+
+} // namespace
