@@ -191,3 +191,29 @@ qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
     qopt.store_param %p : f32
   }
 }
+
+// -----
+
+qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    // expected-error @+1 {{a whole-step reduction is sum, max or norm; found rms}}
+    %n = qopt.reduce global rms %g : f32
+    %p = arith.addf %g, %n : f32
+    qopt.store_param %p : f32
+  }
+}
+
+// -----
+
+qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %n = qopt.reduce global norm %g : f32
+    %u = arith.mulf %g, %n : f32
+    // expected-error @+1 {{reduces a value that depends on another qopt.reduce; a reduction of a reduction is not supported}}
+    %s = qopt.reduce sum %u : f32
+    %p = arith.addf %g, %s : f32
+    qopt.store_param %p : f32
+  }
+}
