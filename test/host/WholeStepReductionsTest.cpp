@@ -7,11 +7,16 @@
 // launch's step function. The C++ reference (ref::stepWhole) steps copies of
 // the same buffers; every byte of every stream must agree. Gradients of a wide
 // range and both signs make the float64 sums cancel, so any other order over
-// the chunks or the tensors gives other float32 values.
+// the chunks or the tensors gives other float32 values. Then the same through
+// the runtime (qopt_step_many over several launches, and the split API that
+// lets a caller all-reduce the step's rows), on the host backend and, where a
+// GPU is present, on CUDA with the PTX kernels: FlashAdamWClip over several
+// steps and launches, GlobalProbe's order.
 //
 //===----------------------------------------------------------------------===//
 
 #include "qopt/reference/Reference.h"
+#include "qopt/runtime.h"
 
 #include <gtest/gtest.h>
 
@@ -215,5 +220,239 @@ TEST(WholeStepReductions, ReferenceOrderIsTheTreeOverTensors) {
   EXPECT_EQ(ref::reduceStep(ref::Reduction::Max, {-1.0, 2.0, -0.5}), 2.0f);
   EXPECT_THROW(ref::reduceStep(ref::Reduction::Mean, {1.0}), std::invalid_argument);
 }
+
+/// A kernel loaded through the runtime on one backend, and buffers of the
+/// context holding copies of reference tensors.
+class RuntimeStep {
+public:
+  RuntimeStep(qopt_backend backend, const std::string &manifestPath) {
+    if (backend == QOPT_BACKEND_CUDA) {
+      int32_t n = 0;
+      if (qopt_cuda_device_count(&n) != QOPT_SUCCESS || n == 0) {
+        skip = "no CUDA device";
+        return;
+      }
+    }
+    ok = qopt_context_create(backend, 0, &ctx) == QOPT_SUCCESS &&
+         qopt_registry_create(&registry) == QOPT_SUCCESS &&
+         qopt_registry_add_manifest_file(registry, manifestPath.c_str()) == QOPT_SUCCESS &&
+         qopt_manifest_load(manifestPath.c_str(), &manifest) == QOPT_SUCCESS &&
+         qopt_manifest_get_info(manifest, &info) == QOPT_SUCCESS &&
+         qopt_kernel_create(ctx, registry, info.kernel, &kernel) == QOPT_SUCCESS;
+    if (!ok)
+      error = qopt_last_error();
+  }
+  ~RuntimeStep() {
+    for (void *b : buffers)
+      qopt_buffer_free(ctx, b);
+    qopt_kernel_destroy(kernel);
+    qopt_registry_destroy(registry);
+    qopt_manifest_destroy(manifest);
+    qopt_context_destroy(ctx);
+  }
+
+  /// A launch's list over device copies of `tensors` (uploaded now).
+  struct List {
+    std::vector<int64_t> numels;
+    std::vector<void *> pointers;
+    qopt_tensor_list list{};
+  };
+  void upload(std::vector<ref::TensorBuffers> &tensors, List &out) {
+    out.numels.clear();
+    out.pointers.clear();
+    for (ref::TensorBuffers &t : tensors) {
+      out.numels.push_back(t.numel);
+      for (ref::Buffer *b : t.streams()) {
+        void *d = nullptr;
+        ASSERT_EQ(qopt_buffer_alloc(ctx, b->bytes(), &d), QOPT_SUCCESS) << qopt_last_error();
+        buffers.push_back(d);
+        ASSERT_EQ(qopt_buffer_upload(ctx, d, b->data(), b->bytes()), QOPT_SUCCESS);
+        out.pointers.push_back(d);
+      }
+    }
+    out.list.num_tensors = tensors.size();
+    out.list.num_streams = info.num_streams;
+    out.list.numels = out.numels.data();
+    out.list.data = out.pointers.data();
+  }
+  /// Copies the device streams of `list` back into `tensors`.
+  void download(const List &list, std::vector<ref::TensorBuffers> &tensors) {
+    size_t i = 0;
+    for (ref::TensorBuffers &t : tensors)
+      for (ref::Buffer *b : t.streams())
+        ASSERT_EQ(qopt_buffer_download(ctx, b->data(), list.pointers[i++], b->bytes()),
+                  QOPT_SUCCESS);
+  }
+
+  qopt_context *ctx = nullptr;
+  qopt_registry *registry = nullptr;
+  qopt_manifest *manifest = nullptr;
+  qopt_manifest_info info{};
+  qopt_kernel *kernel = nullptr;
+  std::vector<void *> buffers;
+  bool ok = false;
+  std::string skip, error;
+};
+
+std::string manifestPath(qopt_backend backend, bool shipped, const std::string &stem) {
+  if (shipped) {
+    std::string host = QOPT_DEFAULT_KERNEL_DIR; // <build>/kernels/host
+    std::string dir = host.substr(0, host.rfind('/')) + (backend == QOPT_BACKEND_CUDA ? "/ptx" : "/host");
+    return dir + "/" + stem + ".manifest.json";
+  }
+  const char *env = std::getenv("QOPT_TEST_EXTRA_KERNEL_DIR");
+  std::string dir = env && *env ? env : QOPT_EXTRA_KERNEL_DIR;
+  return dir + (backend == QOPT_BACKEND_CUDA ? "/ptx/" : "/") + stem + ".manifest.json";
+}
+
+class WholeStepRuntime : public ::testing::TestWithParam<qopt_backend> {};
+
+ref::StepSpec flashAdamWClip(double maxGradNorm) {
+  ref::Hyper h;
+  h.maxGradNorm = maxGradNorm;
+  ref::StepSpec s = ref::flashAdamW(h, ref::Master::EccI8);
+  s.optimizer = ref::Optimizer::FlashAdamWClip;
+  return s;
+}
+
+/// Three steps of FlashAdamWClip over two launches (one qopt_step_many), with
+/// gradients whose global norm is far above max_grad_norm (clipped), then far
+/// below (not clipped); every stream byte for byte against ref::stepWhole.
+TEST_P(WholeStepRuntime, FlashAdamWClipMatchesReferenceByteForByte) {
+  RuntimeStep rt(GetParam(), manifestPath(GetParam(), true, "flash_adamw_clip"));
+  if (!rt.skip.empty())
+    GTEST_SKIP() << rt.skip;
+  ASSERT_TRUE(rt.ok) << rt.error;
+  for (double maxGradNorm : {0.5, 1e6}) {
+    ref::StepSpec spec = flashAdamWClip(maxGradNorm);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const std::vector<std::vector<int64_t>> sizes = {{5000, 70000, 33}, {4097, 1}};
+    std::vector<std::vector<ref::TensorBuffers>> got(2), want(2);
+    std::vector<RuntimeStep::List> lists(2);
+    for (size_t l = 0; l < 2; ++l) {
+      for (int64_t n : sizes[l]) {
+        ref::TensorBuffers t = ref::makeTensor(spec, n);
+        std::vector<float> x(n);
+        for (float &v : x)
+          v = normal(rng);
+        ref::setMaster(spec, t, x);
+        got[l].push_back(t);
+        want[l].push_back(t);
+      }
+      rt.upload(got[l], lists[l]);
+      ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    }
+    for (int64_t step = 1; step <= 3; ++step) {
+      for (size_t l = 0; l < 2; ++l)
+        for (size_t k = 0; k < want[l].size(); ++k) {
+          std::vector<float> g(want[l][k].numel);
+          for (float &v : g)
+            v = normal(rng) * (step == 2 ? 1e-3f : 3.0f);
+          ref::setGrad(spec, want[l][k], g);
+          got[l][k].grad = want[l][k].grad;
+        }
+      // The gradients go to the device: the lists' grad streams.
+      for (size_t l = 0; l < 2; ++l) {
+        size_t i = 0;
+        for (ref::TensorBuffers &t : got[l])
+          for (ref::Buffer *b : t.streams()) {
+            if (b == &t.grad)
+              ASSERT_EQ(qopt_buffer_upload(rt.ctx, lists[l].pointers[i], b->data(), b->bytes()),
+                        QOPT_SUCCESS);
+            ++i;
+          }
+      }
+      std::vector<ref::Launch> launches = {{spec, &want[0]}, {spec, &want[1]}};
+      ref::stepWhole(launches, step);
+      qopt_hyper hyper{"max_grad_norm", maxGradNorm};
+      qopt_launch runs[2] = {};
+      for (size_t l = 0; l < 2; ++l) {
+        runs[l].kernel = rt.kernel;
+        runs[l].tensors = &lists[l].list;
+        runs[l].hypers = &hyper;
+        runs[l].num_hypers = 1;
+        runs[l].step = step;
+      }
+      ASSERT_EQ(qopt_step_many(runs, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+      for (size_t l = 0; l < 2; ++l) {
+        rt.download(lists[l], got[l]);
+        for (size_t k = 0; k < want[l].size(); ++k) {
+          std::vector<ref::Buffer *> g = got[l][k].streams(), w = want[l][k].streams();
+          std::vector<std::string> names = want[l][k].streamNames(spec);
+          for (size_t s = 0; s < w.size(); ++s)
+            EXPECT_EQ(0, std::memcmp(g[s]->data(), w[s]->data(), w[s]->bytes()))
+                << "max_grad_norm " << maxGradNorm << " step " << step << " launch " << l
+                << " tensor " << k << " stream " << names[s];
+        }
+      }
+    }
+  }
+}
+
+/// GlobalProbe through the runtime: two launches in one qopt_step_many,
+/// then the same step split in two calls with the rows in a caller's buffer
+/// (as an all-reduce between them would leave them): both byte for byte as
+/// the reference.
+TEST_P(WholeStepRuntime, GlobalProbeOneCallAndSplitCallsMatchReference) {
+  RuntimeStep rt(GetParam(), manifestPath(GetParam(), false, "global_probe"));
+  if (!rt.skip.empty())
+    GTEST_SKIP() << rt.skip;
+  ASSERT_TRUE(rt.ok) << rt.error;
+  ref::StepSpec spec = globalProbe();
+  std::mt19937 rng(11);
+  const std::vector<std::vector<int64_t>> sizes = {{5000, 33, 131072}, {1, 4097}};
+  for (bool split : {false, true}) {
+    std::vector<std::vector<ref::TensorBuffers>> got(2), want(2);
+    std::vector<RuntimeStep::List> lists(2);
+    for (size_t l = 0; l < 2; ++l) {
+      for (int64_t n : sizes[l]) {
+        ref::TensorBuffers t = ref::makeTensor(spec, n);
+        ref::setGrad(spec, t, cancellingGradient(n, rng));
+        got[l].push_back(t);
+        want[l].push_back(t);
+      }
+      rt.upload(got[l], lists[l]);
+      ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    }
+    std::vector<ref::Launch> launches = {{spec, &want[0]}, {spec, &want[1]}};
+    ref::stepWhole(launches, 1);
+    qopt_launch runs[2] = {};
+    for (size_t l = 0; l < 2; ++l) {
+      runs[l].kernel = rt.kernel;
+      runs[l].tensors = &lists[l].list;
+      runs[l].step = 1;
+    }
+    if (!split) {
+      ASSERT_EQ(qopt_step_many(runs, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+    } else {
+      void *rows = nullptr;
+      ASSERT_EQ(qopt_buffer_alloc(rt.ctx, 5 * 3 * sizeof(double), &rows), QOPT_SUCCESS);
+      rt.buffers.push_back(rows);
+      ASSERT_EQ(qopt_step_many_partials(runs, 2, static_cast<double *>(rows), nullptr),
+                QOPT_SUCCESS)
+          << qopt_last_error();
+      ASSERT_EQ(qopt_step_many_from_partials(runs, 2, static_cast<const double *>(rows), nullptr),
+                QOPT_SUCCESS)
+          << qopt_last_error();
+    }
+    for (size_t l = 0; l < 2; ++l) {
+      rt.download(lists[l], got[l]);
+      for (size_t k = 0; k < want[l].size(); ++k) {
+        std::vector<ref::Buffer *> g = got[l][k].streams(), w = want[l][k].streams();
+        for (size_t s = 0; s < w.size(); ++s)
+          EXPECT_EQ(0, std::memcmp(g[s]->data(), w[s]->data(), w[s]->bytes()))
+              << (split ? "split" : "one call") << " launch " << l << " tensor " << k
+              << " stream " << s;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, WholeStepRuntime,
+                         ::testing::Values(QOPT_BACKEND_HOST, QOPT_BACKEND_CUDA),
+                         [](const ::testing::TestParamInfo<qopt_backend> &i) {
+                           return std::string(i.param == QOPT_BACKEND_HOST ? "Host" : "Cuda");
+                         });
 
 } // namespace
