@@ -14,6 +14,8 @@ Cases (lr 1e-3, betas (0.9, 0.95), weight decay 0.1):
   qopt_flash             qopt.FlashAdamW
   qopt_flash_clip        qopt.FlashAdamW(max_grad_norm=1.0)
   qopt_flash_clip_skip   qopt.FlashAdamW(max_grad_norm=1.0, skip_nonfinite=True)
+  qopt_flash_stepclip    qopt.FlashAdamWClip(max_grad_norm=1.0): the clip in the spec, its norm a
+                         whole-step reduction that the runtime computes (no torch op a step)
   qopt_8bit              qopt.AdamW8bit (bitsandbytes' block 256)
   qopt_8bit_clip         qopt.AdamW8bit(max_grad_norm=1.0)
 The "(graph)" rows capture the step once in a CUDA graph (capturable=True) and time its replays:
@@ -49,7 +51,7 @@ import qopt  # noqa: E402
 HP = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 MAX_NORM = 1.0
 CASES = ["torch_fused", "torch_clip+fused", "norm_only", "qopt_flash", "qopt_flash_clip",
-         "qopt_flash_clip_skip", "qopt_8bit", "qopt_8bit_clip"]
+         "qopt_flash_stepclip", "qopt_flash_clip_skip", "qopt_8bit", "qopt_8bit_clip"]
 
 
 def gpt2_shapes():
@@ -94,6 +96,8 @@ def build(case, params, capturable=False):
     if case.endswith("skip"):
         kw["skip_nonfinite"] = True
     cls = qopt.FlashAdamW if "flash" in case else qopt.AdamW8bit
+    if case == "qopt_flash_stepclip":
+        cls = qopt.FlashAdamWClip
     opt = cls(params, capturable=capturable, **HP, **kw)
     opt.init_state()
     return opt.step, opt, opt.state_bytes() / n
@@ -222,7 +226,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--graph-cases", default="torch_fused,torch_clip+fused,qopt_flash,"
-                    "qopt_flash_clip,qopt_8bit,qopt_8bit_clip")
+                    "qopt_flash_clip,qopt_flash_stepclip,qopt_8bit,qopt_8bit_clip")
     ap.add_argument("--out", default="clip_bench.json")
     args = ap.parse_args()
     if not torch.cuda.is_available():
