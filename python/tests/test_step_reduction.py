@@ -1,0 +1,176 @@
+"""Whole-step reductions (issue 23): qopt.FlashAdamWClip, whose kernel ``flash_adamw_clip`` reads
+the global gradient norm of every tensor of the step (``global_norm(g)``) and clips as
+``torch.nn.utils.clip_grad_norm_`` does.
+
+- Against ``clip_grad_norm_`` followed by ``qopt.FlashAdamW`` without clipping. Not bitwise: the
+  kernel's norm follows docs/numerics.md's fixed order (float64 sums of squares per chunk, trees
+  over chunks, tensors and launches) where torch takes float32 per-tensor norms and the norm of
+  those, and torch rounds each clipped gradient to bfloat16 before the step while the kernel keeps
+  ``g * coef`` in float32. The bound: the clipped step is at least 20x closer to the reference
+  than the unclipped step is (and the unclipped step is measurably different, so clipping acted).
+- The split path under sharding (``process_group=``): two processes with gloo on the CPU, each
+  holding half of every tensor, split at a power-of-two multiple of 2048 elements (half the
+  tensor's padded chunk tree, so each tensor's norm row is the sum of its halves' rows exactly),
+  must step their halves bit for bit as one process steps the whole tensors.
+
+Both need the kernel ``flash_adamw_clip`` (specs/reductions/flash_adamw_clip.qopt) with its host
+library in the build; they skip, saying so, where it is missing.
+"""
+
+import os
+import tempfile
+
+import pytest
+import torch
+
+import qopt
+from qopt import _capi as C
+from qopt import _runtime as R
+from conftest import backend_available, skip_reason
+
+SPEC = "flash_adamw_clip"
+
+
+def _host_kernel_missing():
+    """Why the host backend cannot step FlashAdamWClip here, or None."""
+    if not backend_available("cpu"):
+        return skip_reason("cpu")
+    try:
+        path = R.find_manifest(SPEC, C.BACKEND_HOST)
+    except FileNotFoundError as e:
+        return f"no kernel {SPEC} in the build ({e})"
+    if not R._has_host(path):
+        return f"{path} has no host library (build {SPEC}'s host kernel)"
+    return None
+
+
+needs_kernel = pytest.mark.skipif(_host_kernel_missing() is not None,
+                                  reason=str(_host_kernel_missing()))
+
+# Tensors of several 2048-element chunks, and where one process holds the first part of each:
+# half of its chunk count padded to a power of two (3 chunks + 100 -> 4 -> 2 chunks; 5 -> 8 -> 4;
+# 2 -> 1; 7 -> 8 -> 4).
+SIZES = [3 * 2048 + 100, 5 * 2048, 2 * 2048, 6 * 2048 + 5]
+FIRST = [2 * 2048, 4 * 2048, 2048, 4 * 2048]
+
+
+def _params(seed=0, sizes=SIZES):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter((0.1 * torch.randn(n, generator=g)).to(torch.bfloat16))
+            for n in sizes]
+
+
+def _grads(step, sizes=SIZES, scale=1.0):
+    g = torch.Generator().manual_seed(1000 + step)
+    return [(scale * torch.randn(n, generator=g)).to(torch.bfloat16) for n in sizes]
+
+
+def _masters(opt, params):
+    return [qopt.reconstruct_fp32_param(p.detach(), opt.state[p]["error_bits"])
+            for p in params]
+
+
+@needs_kernel
+def test_clip_matches_clip_grad_norm_then_flash_adamw():
+    max_norm = 1.0
+    # step 1 clips hard (norm ~ 100 > 1), step 2 does not clip (norm < 1), step 3 clips a little:
+    # Adam's moments mix clipped and unclipped gradients, so clipping changes the weights
+    scales = [1.0, 1e-3, 0.02]
+    clip_p, ref_p, raw_p = _params(), _params(), _params()
+    clip = qopt.FlashAdamWClip(clip_p, lr=1e-2, max_grad_norm=max_norm)
+    ref = qopt.FlashAdamW(ref_p, lr=1e-2)
+    raw = qopt.FlashAdamW(raw_p, lr=1e-2)
+    for step, scale in enumerate(scales):
+        grads = _grads(step, scale=scale)
+        for ps in (clip_p, ref_p, raw_p):
+            for p, g in zip(ps, grads):
+                p.grad = g.clone()
+        torch.nn.utils.clip_grad_norm_(ref_p, max_norm)
+        clip.step()
+        ref.step()
+        raw.step()
+        # the gradients in memory are the caller's: the kernel clips them as it loads them
+        for p, g in zip(clip_p, grads):
+            assert torch.equal(p.grad, g)
+    mc, mr, mu = _masters(clip, clip_p), _masters(ref, ref_p), _masters(raw, raw_p)
+    d_clip = max(float((a - b).abs().max()) for a, b in zip(mc, mr))
+    d_raw = max(float((a - b).abs().max()) for a, b in zip(mu, mr))
+    assert d_raw > 1e-3, f"clipping did not change the step ({d_raw})"
+    assert d_clip * 20 <= d_raw, (d_clip, d_raw)
+
+
+@needs_kernel
+def test_clip_by_inf_is_flash_adamw():
+    # max_grad_norm = inf: the coefficient is min(1, inf) = 1, the step FlashAdamW's bit for bit
+    a_p, b_p = _params(), _params()
+    a = qopt.FlashAdamWClip(a_p, lr=1e-3, max_grad_norm=float("inf"))
+    b = qopt.FlashAdamW(b_p, lr=1e-3)
+    for step in range(2):
+        grads = _grads(step)
+        for ps in (a_p, b_p):
+            for p, g in zip(ps, grads):
+                p.grad = g.clone()
+        a.step()
+        b.step()
+    for p, q in zip(a_p, b_p):
+        assert torch.equal(p.view(torch.int16), q.view(torch.int16))
+        assert torch.equal(a.state[p]["error_bits"], b.state[q]["error_bits"])
+
+
+def test_clip_needs_a_norm():
+    with pytest.raises(ValueError, match="max_grad_norm=None; FlashAdamWClip clips in its kernel"):
+        qopt.FlashAdamWClip([torch.nn.Parameter(torch.zeros(4, dtype=torch.bfloat16))],
+                            max_grad_norm=None)
+    with pytest.raises(ValueError, match="max_grad_norm=-1"):
+        qopt.FlashAdamWClip([torch.nn.Parameter(torch.zeros(4, dtype=torch.bfloat16))],
+                            max_grad_norm=-1)
+
+
+def _rank(rank, init, out, steps, max_norm):
+    """One process of the sharded run: its part of every tensor (rank 0 the first FIRST[k]
+    elements, rank 1 the rest), stepped with process_group=WORLD; rank 0 also steps the whole
+    tensors in one process (the reference)."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2)
+    try:
+        whole = _params()
+        parts = [torch.nn.Parameter((w.detach()[:f] if rank == 0 else w.detach()[f:]).clone())
+                 for w, f in zip(whole, FIRST)]
+        opt = qopt.FlashAdamWClip(parts, lr=1e-2, max_grad_norm=max_norm,
+                                  process_group=dist.group.WORLD)
+        ref = qopt.FlashAdamWClip(whole, lr=1e-2, max_grad_norm=max_norm) if rank == 0 else None
+        for step in range(steps):
+            grads = _grads(step, scale=0.05 * (step + 1))
+            for p, g, f in zip(parts, grads, FIRST):
+                p.grad = (g[:f] if rank == 0 else g[f:]).clone()
+            opt.step()
+            if ref is not None:
+                for p, g in zip(whole, grads):
+                    p.grad = g.clone()
+                ref.step()
+        torch.save({"parts": [p.detach() for p in parts],
+                    "ecc": [opt.state[p]["error_bits"] for p in parts],
+                    "whole": [p.detach() for p in whole],
+                    "whole_ecc": [ref.state[p]["error_bits"] for p in whole] if ref else None},
+                   os.path.join(out, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+@needs_kernel
+def test_sharded_split_step_equals_the_unsharded_step():
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    with tempfile.TemporaryDirectory() as d:
+        init = os.path.join(d, "init")
+        # steps 1-3 clip (norms 0.05..0.15 * ~150 > 1)
+        mp.spawn(_rank, args=(init, d, 3, 1.0), nprocs=2, join=True)
+        r0 = torch.load(os.path.join(d, "rank0.pt"))
+        r1 = torch.load(os.path.join(d, "rank1.pt"))
+    for k, f in enumerate(FIRST):
+        whole = torch.cat([r0["parts"][k], r1["parts"][k]])
+        ecc = torch.cat([r0["ecc"][k], r1["ecc"][k]])
+        assert torch.equal(whole.view(torch.int16), r0["whole"][k].view(torch.int16)), k
+        assert torch.equal(ecc, r0["whole_ecc"][k]), k
