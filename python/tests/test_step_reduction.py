@@ -174,3 +174,161 @@ def test_sharded_split_step_equals_the_unsharded_step():
         ecc = torch.cat([r0["ecc"][k], r1["ecc"][k]])
         assert torch.equal(whole.view(torch.int16), r0["whole"][k].view(torch.int16)), k
         assert torch.equal(ecc, r0["whole_ecc"][k]), k
+
+
+# ----------------------------------------------------------------------------------------------
+# The Python side of a step reduction without the shipped kernels: a host kernel written here in
+# C (``toynorm``: p -= lr * g * min(1, max_grad_norm / (norm + 1e-6)), norm the global L2 norm of
+# the step's gradients, its rows plain float64 sums of squares), loaded from a manifest whose
+# "phases" name its partials and combine functions.
+
+TOY_C = r"""
+#include <math.h>
+#include <stdint.h>
+typedef struct { int64_t numel, first; float *p; const float *g; } Desc;
+static int64_t hi(const Desc *x, int64_t lo) { return lo + 2048 < x->numel ? lo + 2048 : x->numel; }
+void toynorm_host(const void *d, const int32_t *map, int64_t nt, const float *u,
+                  const float *const *t, int64_t b, int64_t e) {
+  const Desc *D = (const Desc *)d;
+  float coef = fminf(1.0f, u[1] / (u[2] + 1e-6f));
+  for (int64_t i = b; i < e; ++i) {
+    const Desc *x = &D[map[i]];
+    int64_t lo = (i - x->first) * 2048;
+    for (int64_t j = lo; j < hi(x, lo); ++j) x->p[j] -= u[0] * (x->g[j] * coef);
+  }
+}
+void toynorm_partials(const void *d, const int32_t *map, int64_t nt, const float *u,
+                      const float *const *t, int64_t b, int64_t e, double *rows) {
+  const Desc *D = (const Desc *)d;
+  for (int64_t i = b; i < e; ++i) {
+    int32_t k = map[i];
+    if (D[k].first != i) continue;
+    double s = 0;
+    for (int64_t j = 0; j < D[k].numel; ++j) s += (double)D[k].g[j] * D[k].g[j];
+    rows[k] = s;
+  }
+}
+void toynorm_combine(int64_t T, const double *rows, float *u) {
+  double s = 0;
+  for (int64_t k = 0; k < T; ++k) s += rows[k];
+  u[2] = (float)sqrt(s);
+}
+"""
+
+TOY_MANIFEST = {
+    "format": "qopt-manifest", "version": 1, "kernel": "ToyNorm", "optimizer": "ToyNorm",
+    "param": {"name": "p", "dtype": "f32"}, "grad": {"name": "g", "dtype": "f32"},
+    "hypers": [{"name": "lr", "default": 0.1}, {"name": "max_grad_norm", "default": 1.0}],
+    "streams": [{"name": "p", "role": "param", "dtype": "f32", "per": "element",
+                 "access": "read_write"},
+                {"name": "g", "role": "grad", "dtype": "f32", "per": "element", "access": "read"}],
+    "uniforms": [{"index": 0, "expr": "lr"}, {"index": 1, "expr": "max_grad_norm"}],
+    "reductions": [{"kind": "norm", "scope": "step", "uniform": 2}],
+    "phases": [{"name": "partials", "entry": "toynorm_partials", "grid": "tiles"},
+               {"name": "combine", "entry": "toynorm_combine", "grid": "one"}],
+    "launch": {"threads_per_block": 256, "elements_per_thread": 8, "tile_elements": 2048},
+    "host": {"library": "toynorm.so", "symbol": "toynorm_host"},
+}
+
+
+class ToyClip(qopt.QoptOptimizer):
+    STREAM_KEYS: dict = {}
+
+    def __init__(self, params, lr=0.1, max_grad_norm=1.0, process_group=None):
+        self.process_group = process_group
+        self.clip = max_grad_norm
+        super().__init__(params, dict(lr=lr), "toynorm")
+
+    def _kernel_hypers(self, group):
+        return {"lr": group["lr"], "max_grad_norm": self.clip}
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """The toy kernel compiled into a kernel folder of its own, first on QOPT_KERNEL_DIR."""
+    import json
+    import shutil
+    import subprocess
+    if not backend_available("cpu"):
+        pytest.skip(skip_reason("cpu"))
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc) for the toy host kernel")
+    (tmp_path / "toynorm.c").write_text(TOY_C)
+    subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", str(tmp_path / "toynorm.so"),
+                    str(tmp_path / "toynorm.c"), "-lm"], check=True, capture_output=True)
+    (tmp_path / "toynorm.manifest.json").write_text(json.dumps(TOY_MANIFEST))
+    dirs = [str(tmp_path)] + [str(d) for d in qopt.kernel_dirs()]
+    monkeypatch.setenv("QOPT_KERNEL_DIR", os.pathsep.join(dirs))
+    monkeypatch.setattr(R, "_specs", {})
+    return tmp_path
+
+
+def _toy_coef(grads, max_norm):
+    """min(1, max_norm / (norm + 1e-6)) in float32, norm the float64 norm of every gradient."""
+    norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).float()
+    return torch.clamp(torch.tensor(max_norm, dtype=torch.float32) / (norm + 1e-6), max=1.0)
+
+
+def _toy_step(p, g, lr, coef):
+    return p.detach() - lr * (g * coef)
+
+
+def test_toy_step_reads_the_norm_of_every_group(toy):
+    g = torch.Generator().manual_seed(3)
+    params = [torch.nn.Parameter(torch.randn(n, generator=g)) for n in (5000, 7, 2048, 300)]
+    grads = [torch.randn(p.shape, generator=g) for p in params]
+    # two param groups: two launches of one step, one norm over both
+    opt = ToyClip([{"params": params[:2]}, {"params": params[2:], "lr": 0.05}], lr=0.1,
+                  max_grad_norm=0.5)
+    spec = R.kernel_spec("toynorm", C.BACKEND_HOST)
+    assert spec.num_uniforms == 3 and spec.step_kinds == ["norm"]
+    coef = _toy_coef(grads, 0.5)
+    assert coef < 0.1   # it clips
+    want = [_toy_step(p, gr, lr, coef) for p, gr, lr in zip(params, grads, (0.1, 0.1, 0.05, 0.05))]
+    for p, gr in zip(params, grads):
+        p.grad = gr.clone()
+    opt.step()
+    for p, w in zip(params, want):
+        torch.testing.assert_close(p.detach(), w, rtol=1e-6, atol=1e-7)
+
+
+def _toy_rank(rank, init, out, kernel_dir):
+    import torch.distributed as dist
+    os.environ["QOPT_KERNEL_DIR"] = kernel_dir
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2)
+    try:
+        g = torch.Generator().manual_seed(4)
+        whole = [torch.randn(n, generator=g) for n in (5000, 4096)]
+        grads = [torch.randn(n, generator=g) * (1 + 3 * k) for k, n in enumerate((5000, 4096))]
+        cut = [2048, 1000]
+        mine = [w[:c] if rank == 0 else w[c:] for w, c in zip(whole, cut)]
+        params = [torch.nn.Parameter(t.clone()) for t in mine]
+        opt = ToyClip(params, lr=0.1, max_grad_norm=0.5, process_group=dist.group.WORLD)
+        for p, gr, c in zip(params, grads, cut):
+            p.grad = (gr[:c] if rank == 0 else gr[c:]).clone()
+        opt.step()
+        coef, local = _toy_coef(grads, 0.5), _toy_coef([p.grad for p in params], 0.5)
+        torch.save({"params": [p.detach() for p in params],
+                    "want": [_toy_step(t, p.grad, 0.1, coef) for t, p in zip(mine, params)],
+                    "local": [_toy_step(t, p.grad, 0.1, local) for t, p in zip(mine, params)]},
+                   os.path.join(out, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_toy_split_step_all_reduces_the_rows(toy):
+    """Each rank's shards step with the whole model's norm: the rows of the two ranks summed
+    between the phases (a rank's own norm would clip by another coefficient)."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    with tempfile.TemporaryDirectory() as d:
+        mp.spawn(_toy_rank, args=(os.path.join(d, "init"), d, os.environ["QOPT_KERNEL_DIR"]),
+                 nprocs=2, join=True)
+        results = [torch.load(os.path.join(d, f"rank{r}.pt")) for r in range(2)]
+    for r in results:
+        for got, want, local in zip(r["params"], r["want"], r["local"]):
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
+            assert (local - want).abs().max() > 1e-4   # 100x the tolerance: the norms differ
