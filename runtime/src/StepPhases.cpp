@@ -282,6 +282,13 @@ void stepMany(const qopt_launch *launches, size_t n, void *stream,
     }
     return;
   }
+  // Rows: tensor (base[i] + k) of launch i.
+  std::vector<int64_t> base(n + 1, 0);
+  for (size_t k = 0; k < n; ++k)
+    base[k + 1] = base[k] + static_cast<int64_t>(launches[k].tensors->num_tensors);
+  const int64_t T = base[n];
+  if (T == 0)
+    return; // no tensor: nothing to reduce or step (and no rows)
   if (mode != StepMode::Whole) {
     if (!callerRows)
       fail(QOPT_ERROR_INVALID_ARGUMENT, "step_partials is NULL");
@@ -289,13 +296,6 @@ void stepMany(const qopt_launch *launches, size_t n, void *stream,
       fail(QOPT_ERROR_INVALID_ARGUMENT, "step_partials: pointer ",
            static_cast<const void *>(callerRows), " is not 8-byte aligned");
   }
-  // Rows: tensor (base[i] + k) of launch i.
-  std::vector<int64_t> base(n + 1, 0);
-  for (size_t k = 0; k < n; ++k)
-    base[k + 1] = base[k] + static_cast<int64_t>(launches[k].tensors->num_tensors);
-  const int64_t T = base[n];
-  if (T == 0)
-    return; // no tensor: nothing to reduce or step
   auto perTensor = [&](size_t k) {
     return ready[k].kernel->manifest()->numTensorReductions > 0;
   };
