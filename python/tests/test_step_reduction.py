@@ -31,21 +31,33 @@ from conftest import backend_available, skip_reason
 SPEC = "flash_adamw_clip"
 
 
-def _host_kernel_missing():
-    """Why the host backend cannot step FlashAdamWClip here, or None."""
-    if not backend_available("cpu"):
-        return skip_reason("cpu")
+def _kernel_missing(device="cpu"):
+    """Why `device`'s backend cannot step FlashAdamWClip here, or None."""
+    if not backend_available(device):
+        return skip_reason(device)
+    backend = C.BACKEND_HOST if device == "cpu" else C.BACKEND_CUDA
     try:
-        path = R.find_manifest(SPEC, C.BACKEND_HOST)
+        path = R.find_manifest(SPEC, backend)
     except FileNotFoundError as e:
         return f"no kernel {SPEC} in the build ({e})"
-    if not R._has_host(path):
+    if device == "cpu" and not R._has_host(path):
         return f"{path} has no host library (build {SPEC}'s host kernel)"
+    if device == "cuda" and not R._has_cuda_binary(path):
+        return f"{path} has no CUDA binary beside it"
     return None
 
 
-needs_kernel = pytest.mark.skipif(_host_kernel_missing() is not None,
-                                  reason=str(_host_kernel_missing()))
+needs_kernel = pytest.mark.skipif(_kernel_missing() is not None, reason=str(_kernel_missing()))
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def clip_device(request):
+    """A device whose backend has the kernel (skips otherwise, with the reason)."""
+    why = _kernel_missing(request.param)
+    if why is not None:
+        pytest.skip(why)
+    return torch.device(request.param)
+
 
 # Tensors of several 2048-element chunks, and where one process holds the first part of each:
 # half of its chunk count padded to a power of two (3 chunks + 100 -> 4 -> 2 chunks; 5 -> 8 -> 4;
@@ -54,15 +66,15 @@ SIZES = [3 * 2048 + 100, 5 * 2048, 2 * 2048, 6 * 2048 + 5]
 FIRST = [2 * 2048, 4 * 2048, 2048, 4 * 2048]
 
 
-def _params(seed=0, sizes=SIZES):
+def _params(seed=0, sizes=SIZES, device="cpu"):
     g = torch.Generator().manual_seed(seed)
-    return [torch.nn.Parameter((0.1 * torch.randn(n, generator=g)).to(torch.bfloat16))
+    return [torch.nn.Parameter((0.1 * torch.randn(n, generator=g)).to(torch.bfloat16).to(device))
             for n in sizes]
 
 
-def _grads(step, sizes=SIZES, scale=1.0):
+def _grads(step, sizes=SIZES, scale=1.0, device="cpu"):
     g = torch.Generator().manual_seed(1000 + step)
-    return [(scale * torch.randn(n, generator=g)).to(torch.bfloat16) for n in sizes]
+    return [(scale * torch.randn(n, generator=g)).to(torch.bfloat16).to(device) for n in sizes]
 
 
 def _masters(opt, params):
@@ -70,18 +82,20 @@ def _masters(opt, params):
             for p in params]
 
 
-@needs_kernel
-def test_clip_matches_clip_grad_norm_then_flash_adamw():
+def test_clip_matches_clip_grad_norm_then_flash_adamw(clip_device):
+    dev = clip_device
     max_norm = 1.0
     # step 1 clips hard (norm ~ 100 > 1), step 2 does not clip (norm < 1), step 3 clips a little:
     # Adam's moments mix clipped and unclipped gradients, so clipping changes the weights
     scales = [1.0, 1e-3, 0.02]
-    clip_p, ref_p, raw_p = _params(), _params(), _params()
-    clip = qopt.FlashAdamWClip(clip_p, lr=1e-2, max_grad_norm=max_norm)
+    clip_p, ref_p, raw_p = _params(device=dev), _params(device=dev), _params(device=dev)
+    # two param groups: two launches of one step, one norm over both
+    clip = qopt.FlashAdamWClip([{"params": clip_p[:2]}, {"params": clip_p[2:]}], lr=1e-2,
+                               max_grad_norm=max_norm)
     ref = qopt.FlashAdamW(ref_p, lr=1e-2)
     raw = qopt.FlashAdamW(raw_p, lr=1e-2)
     for step, scale in enumerate(scales):
-        grads = _grads(step, scale=scale)
+        grads = _grads(step, scale=scale, device=dev)
         for ps in (clip_p, ref_p, raw_p):
             for p, g in zip(ps, grads):
                 p.grad = g.clone()
@@ -99,14 +113,14 @@ def test_clip_matches_clip_grad_norm_then_flash_adamw():
     assert d_clip * 20 <= d_raw, (d_clip, d_raw)
 
 
-@needs_kernel
-def test_clip_by_inf_is_flash_adamw():
+def test_clip_by_inf_is_flash_adamw(clip_device):
     # max_grad_norm = inf: the coefficient is min(1, inf) = 1, the step FlashAdamW's bit for bit
-    a_p, b_p = _params(), _params()
+    dev = clip_device
+    a_p, b_p = _params(device=dev), _params(device=dev)
     a = qopt.FlashAdamWClip(a_p, lr=1e-3, max_grad_norm=float("inf"))
     b = qopt.FlashAdamW(b_p, lr=1e-3)
     for step in range(2):
-        grads = _grads(step)
+        grads = _grads(step, device=dev)
         for ps in (a_p, b_p):
             for p, g in zip(ps, grads):
                 p.grad = g.clone()
@@ -115,6 +129,34 @@ def test_clip_by_inf_is_flash_adamw():
     for p, q in zip(a_p, b_p):
         assert torch.equal(p.view(torch.int16), q.view(torch.int16))
         assert torch.equal(a.state[p]["error_bits"], b.state[q]["error_bits"])
+
+
+def test_cuda_step_equals_host_step():
+    """The strict kernel on the GPU and on the host: the same norm (docs/numerics.md's order on
+    both), the same weights and states, bit for bit."""
+    for dev in ("cpu", "cuda"):
+        why = _kernel_missing(dev)
+        if why is not None:
+            pytest.skip(why)
+    results = []
+    for dev in ("cpu", "cuda"):
+        ps = _params(device=dev)
+        opt = qopt.FlashAdamWClip([{"params": ps[:1]}, {"params": ps[1:]}], lr=1e-2,
+                                  max_grad_norm=0.5)
+        for step in range(3):
+            for p, g in zip(ps, _grads(step, scale=0.1, device=dev)):
+                p.grad = g
+            opt.step()
+        results.append(([p.detach().cpu() for p in ps],
+                        [{k: v.cpu() for k, v in opt.state[p].items()
+                          if torch.is_tensor(v) and k != "step"}
+                         for p in ps]))
+    (hp, hs), (cp, cs) = results
+    for a, b in zip(hp, cp):
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+    for a, b in zip(hs, cs):
+        for k in a:
+            assert torch.equal(a[k], b[k]), k
 
 
 def test_clip_needs_a_norm():
