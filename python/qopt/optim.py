@@ -242,6 +242,9 @@ class FlashAdam(FlashAdamW):
                          max_grad_norm=max_grad_norm)
 
 
+_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
 class FlashAdamWClip(FlashAdamW):
     """FlashAdamW (24-bit master weight) with global gradient clipping inside its kernel
     (``flash_adamw_clip``): the kernel reads the global L2 norm of every gradient of the step (a
@@ -258,7 +261,7 @@ class FlashAdamWClip(FlashAdamW):
     matches ``clip_grad_norm_`` + ``FlashAdamW`` to that tolerance, not bit for bit.
 
     FlashAdamW's arguments and defaults, plus ``max_grad_norm`` (a positive float, default 1.0;
-    ``float('inf')`` does not clip) and ``process_group``: where the gradients are sharded
+    ``float('inf')`` does not clip: the kernel is given the largest float32) and ``process_group``: where the gradients are sharded
     (FSDP2's DTensors: their mesh's sharded dimensions; else this group, for tensors sharded by
     hand), each rank's rows are all-reduced between the norm pass and the step (SUM), so every
     rank clips by the norm of the whole model; without either, one process holds every tensor.
@@ -296,7 +299,9 @@ class FlashAdamWClip(FlashAdamW):
 
     def _kernel_hypers(self, group):
         hypers = super()._kernel_hypers(group)
-        hypers["max_grad_norm"] = self.max_grad_norm
+        # inf (no clipping) as the largest float32: max_grad_norm / (norm + 1e-6) >= 1 for every
+        # finite norm, so the coefficient is exactly 1 (hyperparameters are finite)
+        hypers["max_grad_norm"] = min(self.max_grad_norm, _FLOAT32_MAX)
         return hypers
 
 
