@@ -234,7 +234,11 @@ API int cuEventSynchronize(void *e) {
   ++counts.eventWaits;
   return 0;
 }
-API int cuStreamIsCapturing(void *s, int *status) { (void)s; *status = 0; return 0; }
+/* Nonzero: every stream reports an active capture (CU_STREAM_CAPTURE_STATUS_ACTIVE);
+ * what a capture records runs nothing here either. */
+static int capturing;
+API void sim_set_capturing(int c) { capturing = c; }
+API int cuStreamIsCapturing(void *s, int *status) { (void)s; *status = capturing ? 1 : 0; return 0; }
 API int cuCtxSynchronize(void) { return 0; }
 
 /* Attributes: 2 memory type, 8 is managed, 9 device ordinal, 11 range start,

@@ -34,6 +34,7 @@ struct Sim {
   unsigned (*loggedGrid)(int) = nullptr;
   unsigned (*loggedBlock)(int) = nullptr;
   uint64_t (*loggedArg)(int, int) = nullptr;
+  void (*setCapturing)(int) = nullptr;
 };
 
 Sim &sim() {
@@ -520,6 +521,39 @@ TEST_F(SimulatedStepReductions, CombineWritesTheCallersDeviceUniforms) {
   qopt_buffer_free(ctx, u);
 }
 
+TEST_F(SimulatedStepReductions, CaptureUsesTheWorkspaceAWarmUpReserved) {
+  List a = makeList({3000, 10});
+  List b = makeList({5000}, 32 << 20);
+  b.data[0] = static_cast<char *>(b.data[0]) + (16 << 20);
+  qopt_launch l[] = {{ka, &a.view, nullptr, 0, 1, nullptr, nullptr, 0, nullptr},
+                     {kb, &b.view, nullptr, 0, 1, nullptr, nullptr, 0, nullptr}};
+  // Without a warm-up the capture finds no staging buffer (the rows' workspace
+  // included) and launches nothing.
+  sim().setCapturing(1);
+  EXPECT_EQ(qopt_step_many(l, 2, nullptr), QOPT_ERROR_CAPTURE);
+  EXPECT_NE(std::string(qopt_last_error()).find("warm-up"), std::string::npos)
+      << qopt_last_error();
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 0);
+  EXPECT_EQ(sim().count("cuMemAlloc"), 0);
+  // A warm-up step reserves it; the captured step then allocates nothing.
+  sim().setCapturing(0);
+  ASSERT_EQ(qopt_step_many(l, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  sim().reset();
+  sim().setCapturing(1);
+  ASSERT_EQ(qopt_step_many(l, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  sim().setCapturing(0);
+  EXPECT_EQ(sim().count("cuMemAlloc"), 0);
+  EXPECT_EQ(names(), (std::vector<std::string>{"sa_reduce", "sa_finish", "sb_reduce",
+                                               "sb_finish", "sa_combine", "sa",
+                                               "sb_combine", "sb"}));
+  // The graph keeps its buffers, workspace and all: the next uncaptured step
+  // uses others.
+  uint64_t captured = sim().loggedArg(1, 4);
+  sim().reset();
+  ASSERT_EQ(qopt_step_many(l, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_NE(sim().loggedArg(1, 4), captured);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -544,6 +578,7 @@ int main(int argc, char **argv) {
   s.loggedGrid = reinterpret_cast<unsigned (*)(int)>(::dlsym(h, "sim_logged_grid"));
   s.loggedBlock = reinterpret_cast<unsigned (*)(int)>(::dlsym(h, "sim_logged_block"));
   s.loggedArg = reinterpret_cast<uint64_t (*)(int, int)>(::dlsym(h, "sim_logged_arg"));
+  s.setCapturing = reinterpret_cast<void (*)(int)>(::dlsym(h, "sim_set_capturing"));
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
