@@ -223,70 +223,86 @@ void stepPartialsShape(const qopt_launch *launches, size_t numLaunches,
   *numStepReductions = static_cast<int64_t>(S);
 }
 
-void stepMany(const qopt_launch *launches, size_t n, void *stream,
-              StepMode mode, double *callerRows) {
-  if (n && !launches)
-    fail(QOPT_ERROR_INVALID_ARGUMENT, "launches is NULL but num_launches is ",
-         n);
+namespace {
+
+/// A step's launches, validated, with their uniforms evaluated.
+class Step {
+public:
+  Step(const qopt_launch *launches, size_t n) : l_(launches), n_(n), ready_(n) {}
+
+  /// Validates every launch and evaluates its uniforms; launches nothing.
+  void validate() {
+    try {
+      for (i_ = 0; i_ < n_; ++i_) {
+        const qopt_launch &l = l_[i_];
+        Ready &r = ready_[i_];
+        if (!l.kernel)
+          fail(QOPT_ERROR_INVALID_ARGUMENT, "kernel is NULL");
+        r.kernel = l.kernel->impl.get();
+        if (!l.device_uniforms)
+          r.uniforms = evaluateUniforms(*r.kernel->manifest(), l.hypers,
+                                        l.num_hypers, l.step);
+        r.kernel->requireUniforms(uniformsOf(i_), l.device_uniforms);
+        r.checked = r.kernel->validate(l.tensors, l.tables, l.num_tables,
+                                       extraOf(i_));
+      }
+    } catch (const Error &e) {
+      throw prefixed(e, ": ");
+    }
+  }
+
+  /// Without step reductions: each launch as one step, in order.
+  void launchEach(void *stream) {
+    try {
+      for (i_ = 0; i_ < n_; ++i_)
+        ready_[i_].kernel->launch(l_[i_].tensors, *ready_[i_].checked,
+                                  uniformsOf(i_), extraOf(i_), l_[i_].tables,
+                                  stream);
+    } catch (const Error &e) {
+      throw prefixed(e, i_ ? " (launches before it were enqueued): " : ": ");
+    }
+  }
+
+  /// With S step reductions: phase A over every launch, then phase B (or
+  /// only one of them, as `mode` says).
+  void runPhases(size_t S, void *stream, StepMode mode, double *callerRows);
+
+private:
   struct Ready {
     Kernel *kernel = nullptr;
     CheckedListPtr checked;
     std::vector<float> uniforms;
   };
-  std::vector<Ready> ready(n);
-  size_t i = 0;
-  // One launch's message is qopt_step's; of several, it names the launch.
-  auto prefixed = [&](const Error &e, const char *what) {
-    if (n == 1)
+
+  StepBuffers extraOf(size_t k) const {
+    return StepBuffers{l_[k].device_uniforms, l_[k].numerics_counters};
+  }
+  const std::vector<float> *uniformsOf(size_t k) const {
+    return l_[k].device_uniforms ? nullptr : &ready_[k].uniforms;
+  }
+  bool perTensor(size_t k) const {
+    return ready_[k].kernel->manifest()->numTensorReductions > 0;
+  }
+  /// One launch's message is qopt_step's; of several, it names launch i_.
+  Error prefixed(const Error &e, const char *what) const {
+    if (n_ == 1)
       return Error(e.status(), e.what());
-    return Error(e.status(), cat("launch ", i, what, e.what()));
-  };
-  auto extraOf = [&](size_t k) {
-    return StepBuffers{launches[k].device_uniforms,
-                       launches[k].numerics_counters};
-  };
-  auto uniformsOf = [&](size_t k) {
-    return launches[k].device_uniforms ? nullptr : &ready[k].uniforms;
-  };
-  try {
-    for (; i < n; ++i) {
-      const qopt_launch &l = launches[i];
-      Ready &r = ready[i];
-      if (!l.kernel)
-        fail(QOPT_ERROR_INVALID_ARGUMENT, "kernel is NULL");
-      r.kernel = l.kernel->impl.get();
-      if (!l.device_uniforms)
-        r.uniforms = evaluateUniforms(*r.kernel->manifest(), l.hypers,
-                                      l.num_hypers, l.step);
-      r.kernel->requireUniforms(uniformsOf(i), l.device_uniforms);
-      r.checked = r.kernel->validate(l.tensors, l.tables, l.num_tables,
-                                     extraOf(i));
-    }
-  } catch (const Error &e) {
-    throw prefixed(e, ": ");
+    return Error(e.status(), cat("launch ", i_, what, e.what()));
   }
-  const size_t S = stepReductions(launches, n);
-  if (S == 0) {
-    if (mode != StepMode::Whole)
-      fail(QOPT_ERROR_INVALID_ARGUMENT, "qopt_step_many_",
-           mode == StepMode::Partials ? "partials" : "from_partials",
-           ": no kernel of the step has step reductions (use qopt_step_many)");
-    try {
-      for (i = 0; i < n; ++i) {
-        const qopt_launch &l = launches[i];
-        ready[i].kernel->launch(l.tensors, *ready[i].checked, uniformsOf(i),
-                                extraOf(i), l.tables, stream);
-      }
-    } catch (const Error &e) {
-      throw prefixed(e, i ? " (launches before it were enqueued): " : ": ");
-    }
-    return;
-  }
+
+  const qopt_launch *l_;
+  size_t n_;
+  std::vector<Ready> ready_;
+  size_t i_ = 0; ///< the launch being validated or launched
+};
+
+void Step::runPhases(size_t S, void *stream, StepMode mode,
+                     double *callerRows) {
   // Rows: tensor (base[i] + k) of launch i.
-  std::vector<int64_t> base(n + 1, 0);
-  for (size_t k = 0; k < n; ++k)
-    base[k + 1] = base[k] + static_cast<int64_t>(launches[k].tensors->num_tensors);
-  const int64_t T = base[n];
+  std::vector<int64_t> base(n_ + 1, 0);
+  for (size_t k = 0; k < n_; ++k)
+    base[k + 1] = base[k] + static_cast<int64_t>(l_[k].tensors->num_tensors);
+  const int64_t T = base[n_];
   if (T == 0)
     return; // no tensor: nothing to reduce or step (and no rows)
   if (mode != StepMode::Whole) {
@@ -296,9 +312,6 @@ void stepMany(const qopt_launch *launches, size_t n, void *stream,
       fail(QOPT_ERROR_INVALID_ARGUMENT, "step_partials: pointer ",
            static_cast<const void *>(callerRows), " is not 8-byte aligned");
   }
-  auto perTensor = [&](size_t k) {
-    return ready[k].kernel->manifest()->numTensorReductions > 0;
-  };
   // Phase A runs for every launch, except in phase B from the caller's rows,
   // where only kernels that also have per-tensor values need their reduce
   // and finish (writing their rows to the runtime's workspace).
@@ -306,67 +319,67 @@ void stepMany(const qopt_launch *launches, size_t n, void *stream,
     return mode != StepMode::FromPartials || perTensor(k);
   };
   bool workspace = mode == StepMode::Whole;
-  for (size_t k = 0; k < n && !workspace; ++k)
+  for (size_t k = 0; k < n_ && !workspace; ++k)
     workspace = mode == StepMode::FromPartials && perTensor(k);
   const size_t rowBytes = static_cast<size_t>(T) * S * sizeof(double);
-  const bool host = ready[0].kernel->info().backend == QOPT_BACKEND_HOST;
-  for (size_t k = 1; k < n; ++k)
-    if ((ready[k].kernel->info().backend == QOPT_BACKEND_HOST) != host)
+  const bool host = ready_[0].kernel->info().backend == QOPT_BACKEND_HOST;
+  for (size_t k = 1; k < n_; ++k)
+    if ((ready_[k].kernel->info().backend == QOPT_BACKEND_HOST) != host)
       fail(QOPT_ERROR_VALIDATION, "launches 0 and ", k, " of one step with "
            "step reductions run on different backends (their rows are in "
            "one memory)");
   std::vector<double> hostRows(host && workspace ? size_t(T) * S : 0);
 
-  std::vector<LaunchRun> runs(n);
+  std::vector<LaunchRun> runs(n_);
   size_t begun = 0;
   const char *stage = ": ";
   try {
     // The first launch with tensors holds the step's rows in its staging
     // buffer (CUDA).
-    size_t holder = n;
-    for (i = 0; i < n; ++i, ++begun) {
-      const qopt_launch &l = launches[i];
-      LaunchRun &r = runs[i];
-      r.t = l.tensors;
-      r.checked = ready[i].checked;
-      r.tables = l.tables;
+    size_t holder = n_;
+    for (i_ = 0; i_ < n_; ++i_, ++begun) {
+      LaunchRun &r = runs[i_];
+      r.t = l_[i_].tensors;
+      r.checked = ready_[i_].checked;
+      r.tables = l_[i_].tables;
       r.stream = stream;
-      if (l.tensors->num_tensors == 0)
+      if (r.t->num_tensors == 0)
         continue;
       size_t bytes = 0;
-      if (holder == n && workspace) {
-        holder = i;
+      if (holder == n_ && workspace) {
+        holder = i_;
         bytes = host ? 0 : rowBytes;
       }
-      ready[i].kernel->begin(r, uniformsOf(i), extraOf(i), bytes);
+      ready_[i_].kernel->begin(r, uniformsOf(i_), extraOf(i_), bytes);
     }
-    double *rows =
-        host ? hostRows.data()
-             : holder < n ? reinterpret_cast<double *>(runs[holder].stepWorkspace)
-                          : nullptr;
-    for (i = 0; i < n; ++i) {
-      if (launches[i].tensors->num_tensors == 0 || !runsA(i))
+    double *rows = host ? hostRows.data()
+                   : holder < n_
+                       ? reinterpret_cast<double *>(runs[holder].stepWorkspace)
+                       : nullptr;
+    for (i_ = 0; i_ < n_; ++i_) {
+      if (l_[i_].tensors->num_tensors == 0 || !runsA(i_))
         continue;
       double *dst = mode == StepMode::Partials ? callerRows : rows;
-      ready[i].kernel->phaseA(runs[i], dst + base[i] * int64_t(S));
+      ready_[i_].kernel->phaseA(runs[i_], dst + base[i_] * int64_t(S));
       stage = " (launches before it were enqueued): ";
     }
     if (mode != StepMode::Partials) {
       const double *all = mode == StepMode::FromPartials ? callerRows : rows;
-      for (i = 0; i < n; ++i) {
-        if (launches[i].tensors->num_tensors == 0)
+      for (i_ = 0; i_ < n_; ++i_) {
+        if (l_[i_].tensors->num_tensors == 0)
           continue;
-        ready[i].kernel->phaseB(runs[i], all, T);
+        ready_[i_].kernel->phaseB(runs[i_], all, T);
         stage = " (launches before it were enqueued): ";
       }
     }
-    for (i = 0; i < n; ++i)
-      ready[i].kernel->end(runs[i], false);
+    for (i_ = 0; i_ < n_; ++i_)
+      ready_[i_].kernel->end(runs[i_], false);
   } catch (...) {
-    // Every slot held so far is fenced (or retired) before the error leaves.
-    for (size_t k = 0; k < begun && k < n; ++k) {
+    // Every staging buffer held so far is fenced (or retired) before the
+    // error leaves.
+    for (size_t k = 0; k < begun && k < n_; ++k) {
       try {
-        ready[k].kernel->end(runs[k], true);
+        ready_[k].kernel->end(runs[k], true);
       } catch (...) {
       }
     }
@@ -376,6 +389,25 @@ void stepMany(const qopt_launch *launches, size_t n, void *stream,
       throw prefixed(e, stage);
     }
   }
+}
+
+} // namespace
+
+void stepMany(const qopt_launch *launches, size_t n, void *stream,
+              StepMode mode, double *callerRows) {
+  if (n && !launches)
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "launches is NULL but num_launches is ",
+         n);
+  Step step(launches, n);
+  step.validate();
+  const size_t S = stepReductions(launches, n);
+  if (S > 0)
+    return step.runPhases(S, stream, mode, callerRows);
+  if (mode != StepMode::Whole)
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "qopt_step_many_",
+         mode == StepMode::Partials ? "partials" : "from_partials",
+         ": no kernel of the step has step reductions (use qopt_step_many)");
+  step.launchEach(stream);
 }
 
 } // namespace qopt::rt
