@@ -17,7 +17,7 @@ import torch
 from ._capi import QoptError
 from .codebook import create_dynamic_map
 from .optim import (STATE_FORMAT, STATE_FORMAT_VERSION, AdamW4bit, AdamW8bit, FlashAdam, FlashAdamW,
-                    FlashLion, FlashSGD, FlashSGDW, QoptOptimizer)
+                    FlashAdamWClip, FlashLion, FlashSGD, FlashSGDW, QoptOptimizer)
 from .adam_atan2 import AdamAtan2
 from .blockwise import (Adagrad8bit, Adagrad32bit, AdEMAMix8bit, AdEMAMix32bit, Lion8bit, Lion32bit,
                         RMSprop8bit, RMSprop32bit)
@@ -30,7 +30,7 @@ from .flash import (FlashOptimizer, NumericsError, cast_model, compute_ecc_bits,
 
 __version__ = "0.1.0"
 
-__all__ = ["FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion", "AdamW8bit", "AdamW4bit",
+__all__ = ["FlashAdamW", "FlashAdamWClip", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion", "AdamW8bit", "AdamW4bit",
            "RMSprop8bit", "RMSprop32bit", "Adagrad8bit", "Adagrad32bit", "Lion8bit", "Lion32bit",
            "AdEMAMix8bit", "AdEMAMix32bit", "AdamAtan2", "LAMB8bit", "LAMB32bit", "LAMB",
            "LARS8bit", "LARS32bit", "LARS", "StableAdamW",

@@ -97,6 +97,10 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
       same norm (a non-finite norm; for float16 gradients also a norm above 65504), no extra read.
     """
 
+    #: the kernel itself clips by max_grad_norm (a whole-step reduction, FlashAdamWClip): no
+    #: separate norm pass (_clip.py)
+    _KERNEL_CLIPS = False
+
     #: torch.amp.GradScaler hands step() its scale and found_inf (attributes ``grad_scale`` and
     #: ``found_inf``, torch >= 2.0): the step unscales inside the kernel and is skipped on the
     #: device when found_inf is set (docs: python/README.md, "GradScaler").
@@ -446,7 +450,7 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
                                     f"tensor (as torch.amp.GradScaler sets it), got {v!r}")
             scaling = (grad_scale, found_inf)
         clip = None
-        if getattr(self, "max_grad_norm", None) is not None:
+        if getattr(self, "max_grad_norm", None) is not None and not self._KERNEL_CLIPS:
             # one norm pass gives the clip coefficient and skip_nonfinite's flag (_clip.py)
             clip = _clip.fused_clip(self, grad_scale, found_inf)
         elif found_inf is None and getattr(self, "skip_nonfinite", False):

@@ -75,7 +75,19 @@ class ManifestInfo(Structure):
                 ("num_streams", c_size_t), ("num_hypers", c_size_t), ("num_uniforms", c_size_t),
                 ("num_tables", c_size_t), ("num_args", c_size_t),
                 ("param_dtype", c_int32), ("grad_dtype", c_int32), ("error_bits_dtype", c_int32),
-                ("launch", LaunchInfo), ("num_numerics_counters", c_int32)]
+                ("launch", LaunchInfo), ("num_numerics_counters", c_int32),
+                ("num_reductions", c_size_t), ("num_step_reductions", c_size_t)]
+
+
+# qopt_reduction_kind and qopt_reduction_scope
+REDUCTION_KINDS = {1: "sum", 2: "mean", 3: "max", 4: "norm", 5: "rms"}
+SCOPE_TENSOR, SCOPE_STEP = 0, 1
+
+
+class ReductionInfo(Structure):
+    """qopt_reduction_info: one of a manifest's reductions (kind, scope, index among its scope,
+    a step reduction's uniform slot or -1)."""
+    _fields_ = [("kind", c_int32), ("scope", c_int32), ("index", c_int64), ("uniform", c_int64)]
 
 
 class StreamInfo(Structure):
@@ -143,6 +155,7 @@ _SIGNATURES = {
     "qopt_manifest_get_stream": [_P, c_size_t, POINTER(StreamInfo)],
     "qopt_manifest_get_hyper": [_P, c_size_t, POINTER(HyperInfo)],
     "qopt_manifest_get_table": [_P, c_size_t, POINTER(TableInfo)],
+    "qopt_manifest_get_reduction": [_P, c_size_t, POINTER(ReductionInfo)],
     "qopt_manifest_evaluate_uniforms": [_P, POINTER(Hyper), c_size_t, c_int64, POINTER(ctypes.c_float),
                                         c_size_t],
     "qopt_manifest_state_layout": [_P, c_int64, POINTER(POINTER(ctypes.c_float)), c_size_t,
@@ -163,6 +176,9 @@ _SIGNATURES = {
     "qopt_step_device_uniforms": [_P, POINTER(TensorList), c_void_p, POINTER(c_void_p), c_size_t,
                                   c_void_p],
     "qopt_step_many": [POINTER(Launch), c_size_t, c_void_p],
+    "qopt_step_partials_shape": [POINTER(Launch), c_size_t, POINTER(c_int64), POINTER(c_int64)],
+    "qopt_step_many_partials": [POINTER(Launch), c_size_t, c_void_p, c_void_p],
+    "qopt_step_many_from_partials": [POINTER(Launch), c_size_t, c_void_p, c_void_p],
     "qopt_context_forget_allocations": [_P],
 }
 
@@ -193,8 +209,8 @@ _lib_path: Optional[Path] = None
 
 # The runtime release whose structs the classes above mirror (QOPT_RUNTIME_VERSION / 100: while the
 # major version is 0 each minor release may change them; 0.3 added min_tiles_per_block, 0.4 qopt_launch,
-# 0.5 the numerics counters).
-RUNTIME_ABI = 5
+# 0.5 the numerics counters, 0.6 step reductions and the split step API).
+RUNTIME_ABI = 6
 
 
 def library_path() -> Path:

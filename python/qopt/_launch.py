@@ -494,7 +494,7 @@ class _Launch:
         ks, dev = slot.ks, self.device_obj
         if slot.uniforms is None:
             slot.uniforms = torch.zeros(max(ks.num_uniforms, 1), dtype=torch.float32, device=dev)
-        if ks.num_uniforms == 0:
+        if not ks.uniform_exprs:
             return
         env: Dict[str, Any] = {}
         dynamic = set()
@@ -535,7 +535,8 @@ class _Launch:
                              else torch.full((), v, dtype=torch.float64, device=dev))
             else:
                 parts.append(slot._static[i])
-        slot.uniforms.copy_(torch.stack(parts))
+        # the step reductions' slots after these are written by the kernel's combine
+        slot.uniforms[:len(parts)].copy_(torch.stack(parts))
 
 
 def _float_bits(x: float) -> bytes:
@@ -544,7 +545,11 @@ def _float_bits(x: float) -> bytes:
 
 def _launch_all(launches: List[_Launch]) -> None:
     """The launches of one step, prepared: one qopt_step_many call per stream (per device), the
-    launches of a second device checked before the first device's are launched."""
+    launches of a second device checked before the first device's are launched. A step whose
+    kernels have whole-step reductions (global_norm, ...) reads every tensor of one call: it runs
+    on one device, and where its gradients are sharded (DTensor, or the optimizer's
+    ``process_group``) through the split API with an all-reduce of the rows between the phases
+    (_step_split)."""
     by_stream: Dict[Optional[int], List[_Launch]] = {}
     streams: Dict[Any, Optional[int]] = {}
     try:
@@ -556,6 +561,15 @@ def _launch_all(launches: List[_Launch]) -> None:
                 streams[ln.device_obj] = stream
             by_stream.setdefault(stream, []).append(ln)
         groups = list(by_stream.items())
+        reduced = any(ln.ks.num_step_reductions for ln in launches)
+        if reduced and len(groups) > 1:
+            devices = ", ".join(str(d) for d in streams)
+            raise RuntimeError(
+                f"qopt: {type(launches[0].opt).__name__}'s kernel reduces over every tensor of "
+                f"the step (a whole-step reduction such as the global gradient norm), but this "
+                f"step's parameters are on several devices ({devices}); keep them on one device "
+                f"per optimizer (shard across processes with FSDP2 or process_group=)")
+        sharded = _step_groups(launches) if reduced else None
         for _, lns in groups[1:]:
             for ln in lns:
                 ln.precheck()
@@ -563,13 +577,64 @@ def _launch_all(launches: List[_Launch]) -> None:
             ln.begin()
         for stream, lns in groups:
             entries = (C.Launch * len(lns))(*[ln.entry for ln in lns])
-            C.check(C.lib().qopt_step_many(entries, len(lns), stream), "qopt_step_many")
+            if sharded:
+                _step_split(entries, lns, stream, sharded)
+            else:
+                C.check(C.lib().qopt_step_many(entries, len(lns), stream), "qopt_step_many")
             for ln in lns:
                 ln.finish()
     except BaseException:
         for ln in launches:
             ln.abort()
         raise
+
+
+def _step_groups(launches: List[_Launch]) -> Optional[List[Any]]:
+    """The process groups over which a step's whole-step reductions are all-reduced: the
+    optimizer's ``process_group`` where it was given one; else, where a gradient is a DTensor
+    (FSDP2), the groups of its mesh's dimensions along which it is sharded (a replicated dimension
+    holds the same values on each rank and is not summed); else None (one process holds every
+    tensor of the step)."""
+    pg = getattr(launches[0].opt, "process_group", None)
+    if pg is not None:
+        return [pg]
+    for ln in launches:
+        for p in ln.params:
+            g = p.grad
+            mesh = getattr(g, "device_mesh", None)
+            if mesh is None:
+                continue
+            dims = [i for i, pl in enumerate(g.placements)
+                    if getattr(pl, "is_shard", lambda: False)()]
+            return [mesh.get_group(i) for i in dims] or None
+    return None
+
+
+def _step_split(entries, lns: List[_Launch], stream, groups: List[Any]) -> None:
+    """One step with whole-step reductions over sharded tensors (docs/abi.md, "Step reductions"):
+    phase A writes this rank's [T][S] float64 rows (one per tensor of the step, one column per
+    step reduction), the rows are all-reduced (SUM for sum and norm, whose rows are sums of
+    squares; MAX for max) over `groups`, and phase B combines and steps from them. Every rank
+    must step the same parameters in the same order (T rows of the same tensors)."""
+    import torch.distributed as dist
+    n = len(lns)
+    T, S = c_int64(), c_int64()
+    C.check(C.lib().qopt_step_partials_shape(entries, n, byref(T), byref(S)),
+            "qopt_step_partials_shape")
+    rows = torch.zeros((T.value, S.value), dtype=torch.float64, device=lns[0].device_obj)
+    ptr = c_void_p(rows.data_ptr())
+    C.check(C.lib().qopt_step_many_partials(entries, n, ptr, stream), "qopt_step_many_partials")
+    kinds = lns[0].ks.step_kinds
+    for op, cols in ((dist.ReduceOp.SUM, [s for s, k in enumerate(kinds) if k != "max"]),
+                     (dist.ReduceOp.MAX, [s for s, k in enumerate(kinds) if k == "max"])):
+        if not cols or rows.numel() == 0:
+            continue
+        part = rows[:, cols].contiguous()
+        for g in groups:
+            dist.all_reduce(part, op=op, group=g)
+        rows[:, cols] = part
+    C.check(C.lib().qopt_step_many_from_partials(entries, n, ptr, stream),
+            "qopt_step_many_from_partials")
 
 
 class _TrackedState(collections.defaultdict):

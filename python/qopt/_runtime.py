@@ -179,7 +179,9 @@ class StreamSpec:
 
 
 class KernelSpec:
-    """What the optimizers need from one manifest: streams, hyperparameters, tables, uniforms."""
+    """What the optimizers need from one manifest: streams, hyperparameters, tables, uniforms
+    (``num_uniforms`` counts the step reductions' slots after the evaluated ones, whose
+    expressions are ``uniform_exprs``), the kinds of its step reductions."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -217,6 +219,16 @@ class KernelSpec:
             t = C.TableInfo()
             C.call("qopt_manifest_get_table", manifest, i, byref(t))
             self.tables.append((t.name.decode(), t.state.decode()))
+        # Reductions: a step reduction's value is the uniform slot after the evaluated ones; its
+        # kind picks the all-reduce of its rows between the split step's phases (sum, norm: SUM;
+        # max: MAX).
+        self.step_kinds: List[str] = []
+        for i in range(info.num_reductions):
+            r = C.ReductionInfo()
+            C.call("qopt_manifest_get_reduction", manifest, i, byref(r))
+            if r.scope == C.SCOPE_STEP:
+                self.step_kinds.append(C.REDUCTION_KINDS[r.kind])
+        self.num_step_reductions = info.num_step_reductions
         # The uniform expressions (not in the C API): for evaluating them on the device.
         uniforms = doc.get("uniforms", [])
         self.uniform_exprs = [None] * len(uniforms)

@@ -9,7 +9,7 @@ lazily from ``qopt_manifest_state_layout`` and kept as it is in ``state_dict``.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
@@ -24,7 +24,7 @@ from ._policy import STATE32_SPECS, PolicyMixin
 from .flash import FlashOptimizer
 from .codebook import create_dynamic_map
 
-__all__ = ["QoptOptimizer", "FlashAdamW", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion",
+__all__ = ["QoptOptimizer", "FlashAdamW", "FlashAdamWClip", "FlashAdam", "FlashSGD", "FlashSGDW", "FlashLion",
            "AdamW8bit", "AdamW4bit", "STATE_FORMAT", "STATE_FORMAT_VERSION"]
 
 
@@ -240,6 +240,69 @@ class FlashAdam(FlashAdamW):
                          fused=fused, capturable=capturable, min_8bit_size=min_8bit_size,
                          skip_nonfinite=skip_nonfinite,
                          max_grad_norm=max_grad_norm)
+
+
+_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
+class FlashAdamWClip(FlashAdamW):
+    """FlashAdamW (24-bit master weight) with global gradient clipping inside its kernel
+    (``flash_adamw_clip``): the kernel reads the global L2 norm of every gradient of the step (a
+    whole-step reduction, ``global_norm(g)``, docs/dsl.md) and scales each gradient by
+    ``min(1, max_grad_norm / (norm + 1e-6))`` as it loads it, as
+    ``torch.nn.utils.clip_grad_norm_(params, max_grad_norm)`` before ``FlashAdamW.step()`` does.
+    The step is one runtime call: a norm pass over the gradients (their float64 rows, one per
+    tensor), the combine of all rows into the norm, then the step (docs/abi.md, "Step
+    reductions"); no host sync, the gradients in memory stay as they are.
+
+    The norm's order is docs/numerics.md's fixed tree (float64 sums of squares per 2048-element
+    chunk, pairwise over chunks, tensors and launches), not torch's (float32 per-tensor norms of
+    the norms): the two norms differ by float rounding (relative ~1e-7), so the clipped step
+    matches ``clip_grad_norm_`` + ``FlashAdamW`` to that tolerance, not bit for bit.
+
+    FlashAdamW's arguments and defaults, plus ``max_grad_norm`` (a positive float, default 1.0;
+    ``float('inf')`` does not clip: the kernel is given the largest float32) and ``process_group``: where the gradients are sharded
+    (FSDP2's DTensors: their mesh's sharded dimensions; else this group, for tensors sharded by
+    hand), each rank's rows are all-reduced between the norm pass and the step (SUM), so every
+    rank clips by the norm of the whole model; without either, one process holds every tensor.
+    Every rank must step the same parameters in the same order. Only ``master_weight_bits=24``;
+    no float32-state policy (``quantize=False``, ``min_8bit_size``), no stochastic rounding or
+    Kahan summation; parameters of one optimizer on one device.
+    """
+
+    _SPECS = {24: "flash_adamw_clip"}
+    _SR_SPEC = None
+    _KAHAN_SPEC = None
+    #: the kernel clips itself: no separate norm pass (_clip.py) for max_grad_norm
+    _KERNEL_CLIPS = True
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, decouple_lr: bool = False,
+                 quantize: bool = True, compress_state_dict: bool = True,
+                 master_weight_bits: Optional[int] = 24, check_numerics: bool = False,
+                 fused: bool = True, *, capturable: bool = False, min_8bit_size: int = 0,
+                 skip_nonfinite: bool = False, max_grad_norm: float = 1.0,
+                 process_group: Any = None):
+        cls = type(self).__name__
+        norm = check_max_grad_norm(cls, max_grad_norm)
+        if norm is None:
+            raise ValueError(f"{cls}: max_grad_norm=None; {cls} clips in its kernel, so "
+                             f"max_grad_norm is a positive number (FlashAdamW does not clip)")
+        self.process_group = process_group
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         decouple_lr=decouple_lr, quantize=quantize,
+                         compress_state_dict=compress_state_dict,
+                         master_weight_bits=master_weight_bits, check_numerics=check_numerics,
+                         fused=fused, capturable=capturable, min_8bit_size=min_8bit_size,
+                         skip_nonfinite=skip_nonfinite)
+        self.max_grad_norm = norm
+
+    def _kernel_hypers(self, group):
+        hypers = super()._kernel_hypers(group)
+        # inf (no clipping) as the largest float32: max_grad_norm / (norm + 1e-6) >= 1 for every
+        # finite norm, so the coefficient is exactly 1 (hyperparameters are finite)
+        hypers["max_grad_norm"] = min(self.max_grad_norm, _FLOAT32_MAX)
+        return hypers
 
 
 class AdamW4bit(FlashAdamW):

@@ -3,8 +3,9 @@
 
     torchrun --nproc_per_node=2 python/tests/dist_check.py
 
-Trains a tiny bf16 MLP for 10 steps with qopt.FlashAdamW three ways from the same initial weights
-and the same global batches:
+Trains a tiny bf16 MLP for 10 steps with qopt.FlashAdamW (``--optimizer clip``: qopt.FlashAdamWClip,
+whose clipping norm is a whole-step reduction: under FSDP2 each rank's rows are all-reduced between
+the step's two phases) three ways from the same initial weights and the same global batches:
 
   ref    one process (rank 0), the whole global batch;
   ddp    DistributedDataParallel, each rank half the batch (gradients averaged by DDP);
@@ -50,6 +51,16 @@ import qopt  # noqa: E402
 RTOL, ATOL, COS_MIN, NMSE_MAX = 1.5e-2, 2e-3, 0.9999, 1e-3
 STEPS, BATCH, IN = 10, 16, 24
 LR, WD = 1e-3, 1e-2
+#: --optimizer clip: FlashAdamWClip's max_grad_norm, below the MLP's gradient norms so that every
+#: step clips (under FSDP2 the norm is a whole-step reduction all-reduced between its two phases)
+CLIP = 1e-2
+OPTIMIZER = "flash"
+
+
+def make_optimizer(params, lr):
+    if OPTIMIZER == "clip":
+        return qopt.FlashAdamWClip(params, lr=lr, weight_decay=WD, max_grad_norm=CLIP)
+    return qopt.FlashAdamW(params, lr=lr, weight_decay=WD)
 
 
 def make_model(out: int) -> torch.nn.Module:
@@ -86,7 +97,7 @@ def snapshot(named_params) -> dict:
 
 def run_reference(dev, out: int, lr: float):
     model = make_model(out).to(dev)
-    opt = qopt.FlashAdamW(model.parameters(), lr=lr, weight_decay=WD)
+    opt = make_optimizer(model.parameters(), lr)
     xs, ys = make_data(out)
     init = snapshot(model.named_parameters())
     steps, losses = [], []
@@ -122,7 +133,7 @@ def run_distributed(mode: str, dev, out: int, rank: int, world: int):
         fully_shard(model, mesh=mesh)
         wrapped = model
         params = list(model.named_parameters())
-    opt = qopt.FlashAdamW([p for _, p in params], lr=LR, weight_decay=WD)
+    opt = make_optimizer([p for _, p in params], LR)
     xs, ys = make_data(out)
     per = BATCH // world
     steps, losses = [], []
@@ -184,7 +195,12 @@ def main() -> int:
     ap.add_argument("--modes", default="ddp,fsdp2,fsdp2-empty",
                     help="comma-separated: ddp, fsdp2, fsdp2-empty, allreduce (manual averaging)")
     ap.add_argument("--allow-skip", action="store_true", help="a mode that cannot run here is not a failure")
+    ap.add_argument("--optimizer", choices=["flash", "clip"], default="flash",
+                    help=f"flash: FlashAdamW; clip: FlashAdamWClip(max_grad_norm={CLIP}), whose "
+                         f"whole-step norm FSDP2 all-reduces between the step's phases")
     args = ap.parse_args()
+    global OPTIMIZER
+    OPTIMIZER = args.optimizer
 
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
@@ -201,7 +217,8 @@ def main() -> int:
         + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
         + f", qopt runtime {qopt.runtime_version()}")
     say(f"table: rtol {RTOL}, atol {ATOL}, cosine >= {COS_MIN}, NMSE <= {NMSE_MAX}; "
-        f"FlashAdamW lr {LR} wd {WD}, {STEPS} steps, global batch {BATCH}")
+        f"{'FlashAdamWClip (max_grad_norm %g)' % CLIP if OPTIMIZER == 'clip' else 'FlashAdamW'} "
+        f"lr {LR} wd {WD}, {STEPS} steps, global batch {BATCH}")
 
     rows, verdicts = [], {}
     refs = {}

@@ -13,31 +13,18 @@
 #include "DType.h"
 #include "Error.h"
 #include "ErrorBits.h"
+#include "Handles.h"
 #include "Kernel.h"
 #include "Manifest.h"
 #include "Registry.h"
 #include "StateLayout.h"
+#include "StepPhases.h"
 #include "TileMap.h"
 
 #include <algorithm>
 #include <new>
 
 using namespace qopt::rt;
-
-struct qopt_context {
-  ContextPtr impl;
-  /// qopt_buffer_alloc's buffers; declared after impl, so freed before it.
-  std::unique_ptr<Buffers> buffers;
-};
-struct qopt_manifest {
-  ManifestPtr impl;
-};
-struct qopt_registry {
-  std::shared_ptr<Registry> impl;
-};
-struct qopt_kernel {
-  KernelPtr impl;
-};
 
 namespace {
 
@@ -279,7 +266,7 @@ qopt_status qopt_manifest_get_info(const qopt_manifest *manifest,
     i.source = m.source.c_str();
     i.num_streams = m.streams.size();
     i.num_hypers = m.hypers.size();
-    i.num_uniforms = m.uniforms.size();
+    i.num_uniforms = m.numUniforms();
     i.num_tables = m.tables.size();
     i.num_args = m.args.size();
     i.param_dtype = m.paramDtype;
@@ -289,6 +276,8 @@ qopt_status qopt_manifest_get_info(const qopt_manifest *manifest,
     for (const ArgDesc &a : m.args)
       if (a.kind == ArgDesc::Kind::NumericsCounters)
         i.num_numerics_counters = QOPT_NUMERICS_COUNTERS;
+    i.num_reductions = m.reductionList.size();
+    i.num_step_reductions = m.numStepReductions;
     *info = i;
   });
 }
@@ -337,6 +326,21 @@ qopt_status qopt_manifest_get_table(const qopt_manifest *manifest,
   });
 }
 
+qopt_status qopt_manifest_get_reduction(const qopt_manifest *manifest,
+                                        size_t index,
+                                        qopt_reduction_info *info) {
+  return guard([&] {
+    need(manifest, "manifest");
+    need(info, "info");
+    const Manifest &m = *manifest->impl;
+    if (index >= m.reductionList.size())
+      fail(QOPT_ERROR_INVALID_ARGUMENT, "reduction index ", index,
+           " out of range (", m.reductionList.size(), " reductions)");
+    const ReductionDesc &d = m.reductionList[index];
+    *info = {d.kind, d.scope, static_cast<int64_t>(d.index), d.uniform};
+  });
+}
+
 qopt_status qopt_manifest_evaluate_uniforms(const qopt_manifest *manifest,
                                             const qopt_hyper *hypers,
                                             size_t num_hypers, int64_t step,
@@ -344,10 +348,10 @@ qopt_status qopt_manifest_evaluate_uniforms(const qopt_manifest *manifest,
   return guard([&] {
     need(manifest, "manifest");
     const Manifest &m = *manifest->impl;
-    if (capacity < m.uniforms.size())
+    if (capacity < m.numUniforms())
       fail(QOPT_ERROR_INVALID_ARGUMENT, "capacity ", capacity, " < ",
-           m.uniforms.size(), " uniforms");
-    if (!m.uniforms.empty())
+           m.numUniforms(), " uniforms");
+    if (m.numUniforms() > 0)
       need(out, "out");
     std::vector<float> v = evaluateUniforms(m, hypers, num_hypers, step);
     std::copy(v.begin(), v.end(), out);
@@ -599,6 +603,14 @@ qopt_status qopt_kernel_create_host(qopt_context *context,
   });
 }
 
+qopt_status qopt_kernel_set_host_phase(qopt_kernel *kernel, const char *phase,
+                                       qopt_host_phase_fn function) {
+  return guard([&] {
+    need(kernel, "kernel")->impl->setHostPhase(need(phase, "phase"),
+                                               need(function, "function"));
+  });
+}
+
 qopt_status qopt_kernel_destroy(qopt_kernel *kernel) {
   return guard([&] { delete kernel; });
 }
@@ -651,6 +663,11 @@ qopt_status qopt_step(qopt_kernel *kernel, const qopt_tensor_list *tensors,
                       size_t num_tables, void *stream) {
   return guard([&] {
     Kernel &k = *need(kernel, "kernel")->impl;
+    if (k.manifest()->numStepReductions > 0) {
+      qopt_launch l{kernel, tensors, hypers, num_hypers, step,
+                    nullptr, tables, num_tables, nullptr};
+      return stepMany(&l, 1, stream, StepMode::Whole, nullptr);
+    }
     std::vector<float> uniforms =
         evaluateUniforms(*k.manifest(), hypers, num_hypers, step);
     k.step(tensors, &uniforms, StepBuffers{}, tables, num_tables, stream);
@@ -660,51 +677,38 @@ qopt_status qopt_step(qopt_kernel *kernel, const qopt_tensor_list *tensors,
 qopt_status qopt_step_many(const qopt_launch *launches, size_t num_launches,
                            void *stream) {
   return guard([&] {
-    if (num_launches && !launches)
-      fail(QOPT_ERROR_INVALID_ARGUMENT, "launches is NULL but num_launches is ",
-           num_launches);
-    struct Ready {
-      Kernel *kernel = nullptr;
-      CheckedListPtr checked;
-      std::vector<float> uniforms;
-    };
-    std::vector<Ready> ready(num_launches);
-    size_t i = 0;
-    // One launch's message is qopt_step's; of several, it names the launch.
-    auto prefixed = [&](const Error &e, const char *what) {
-      if (num_launches == 1)
-        return Error(e.status(), e.what());
-      return Error(e.status(), cat("launch ", i, what, e.what()));
-    };
-    try {
-      for (; i < num_launches; ++i) {
-        const qopt_launch &l = launches[i];
-        Ready &r = ready[i];
-        r.kernel = need(l.kernel, "kernel")->impl.get();
-        if (!l.device_uniforms)
-          r.uniforms = evaluateUniforms(*r.kernel->manifest(), l.hypers,
-                                        l.num_hypers, l.step);
-        r.kernel->requireUniforms(l.device_uniforms ? nullptr : &r.uniforms,
-                                  l.device_uniforms);
-        r.checked = r.kernel->validate(
-            l.tensors, l.tables, l.num_tables,
-            StepBuffers{l.device_uniforms, l.numerics_counters});
-      }
-    } catch (const Error &e) {
-      throw prefixed(e, ": ");
-    }
-    try {
-      for (i = 0; i < num_launches; ++i) {
-        const qopt_launch &l = launches[i];
-        Ready &r = ready[i];
-        r.kernel->launch(l.tensors, *r.checked,
-                         l.device_uniforms ? nullptr : &r.uniforms,
-                         StepBuffers{l.device_uniforms, l.numerics_counters},
-                         l.tables, stream);
-      }
-    } catch (const Error &e) {
-      throw prefixed(e, i ? " (launches before it were enqueued): " : ": ");
-    }
+    stepMany(launches, num_launches, stream, StepMode::Whole, nullptr);
+  });
+}
+
+qopt_status qopt_step_partials_shape(const qopt_launch *launches,
+                                     size_t num_launches,
+                                     int64_t *num_step_tensors,
+                                     int64_t *num_step_reductions) {
+  return guard([&] {
+    stepPartialsShape(launches, num_launches,
+                      need(num_step_tensors, "num_step_tensors"),
+                      need(num_step_reductions, "num_step_reductions"));
+  });
+}
+
+qopt_status qopt_step_many_partials(const qopt_launch *launches,
+                                    size_t num_launches, double *step_partials,
+                                    void *stream) {
+  return guard([&] {
+    stepMany(launches, num_launches, stream, StepMode::Partials,
+             step_partials);
+  });
+}
+
+qopt_status qopt_step_many_from_partials(const qopt_launch *launches,
+                                         size_t num_launches,
+                                         const double *step_partials,
+                                         void *stream) {
+  return guard([&] {
+    // Read only: phase B's combines read the rows, nothing writes them.
+    stepMany(launches, num_launches, stream, StepMode::FromPartials,
+             const_cast<double *>(step_partials));
   });
 }
 
@@ -714,9 +718,17 @@ qopt_status qopt_step_device_uniforms(qopt_kernel *kernel,
                                       const void *const *tables,
                                       size_t num_tables, void *stream) {
   return guard([&] {
-    need(kernel, "kernel")
-        ->impl->step(tensors, nullptr, StepBuffers{device_uniforms, nullptr},
-                     tables, num_tables, stream);
+    Kernel &k = *need(kernel, "kernel")->impl;
+    if (k.manifest()->numStepReductions > 0) {
+      qopt_launch l{kernel, tensors, nullptr, 0, 0,
+                    device_uniforms, tables, num_tables, nullptr};
+      // A NULL device_uniforms of a kernel that reads uniforms is refused
+      // as qopt_step_device_uniforms refuses it, not evaluated.
+      k.requireUniforms(nullptr, device_uniforms);
+      return stepMany(&l, 1, stream, StepMode::Whole, nullptr);
+    }
+    k.step(tensors, nullptr, StepBuffers{device_uniforms, nullptr}, tables,
+           num_tables, stream);
   });
 }
 

@@ -21,11 +21,7 @@ namespace qopt::rt {
 
 namespace {
 
-/// Uncaptured staging slots per kernel before a step waits for the oldest.
-constexpr size_t kMaxSlots = 16;
 constexpr size_t kJitLogBytes = 32 * 1024;
-
-size_t align16(size_t n) { return (n + 15) & ~size_t(15); }
 
 /// "sm_90a" -> {90, 'a'}; {-1, 0} when not an sm name.
 std::pair<int, char> parseArch(const std::string &arch) {
@@ -39,42 +35,7 @@ std::pair<int, char> parseArch(const std::string &arch) {
   return {n, suffix};
 }
 
-/// The work counters of a kernel with tile claims (docs/abi.md): two int64.
-constexpr size_t kWorkCounterBytes = 16;
-
-/// The layout of one step's staging buffer: the work counters (every slot
-/// has them, at offset 0 whatever the list, so that they stay zero when the
-/// slot is reused for another list), uniforms, descriptors, tile map (what
-/// is uploaded, up to `uploadEnd`), then a kernel with reductions' workspace
-/// (device only): the chunk partials and the per-tensor values.
-struct StagingLayout {
-  size_t uniformOffset = kWorkCounterBytes;
-  size_t uniformBytes = 0; ///< num_uniforms * 4
-  size_t descOffset = 0;
-  size_t descBytes = 0;
-  size_t tileOffset = 0;
-  size_t uploadEnd = 0;
-  size_t partialsOffset = 0, valuesOffset = 0;
-  size_t total = 0;
-};
-
-StagingLayout stagingLayout(const Manifest &m, size_t numTensors,
-                            int64_t numTiles) {
-  StagingLayout l;
-  l.uniformBytes = m.uniforms.size() * sizeof(float);
-  l.descOffset = align16(l.uniformOffset + std::max<size_t>(l.uniformBytes, 16));
-  l.descBytes = numTensors * static_cast<size_t>(m.launch.descriptor_bytes);
-  l.tileOffset = align16(l.descOffset + l.descBytes);
-  if (static_cast<uint64_t>(numTiles) > (SIZE_MAX - l.tileOffset) / 4)
-    fail(QOPT_ERROR_INVALID_ARGUMENT, numTiles, " tiles do not fit in memory");
-  l.uploadEnd = l.tileOffset + static_cast<size_t>(numTiles) * sizeof(int32_t);
-  l.partialsOffset = align16(l.uploadEnd);
-  l.valuesOffset = align16(
-      l.partialsOffset +
-      static_cast<size_t>(numTiles) * size_t(m.workspace.partialBytesPerTile));
-  l.total = l.valuesOffset + numTensors * size_t(m.workspace.valueBytesPerTensor);
-  return l;
-}
+} // namespace
 
 void buildDescriptors(const Manifest &m, const qopt_tensor_list *t,
                       const CheckedList &c, unsigned char *out) {
@@ -92,7 +53,6 @@ void buildDescriptors(const Manifest &m, const qopt_tensor_list *t,
   }
 }
 
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // Loading
@@ -222,6 +182,19 @@ std::shared_ptr<Kernel> Kernel::create(ContextPtr ctx, const RegistryEntry &e) {
       fail(QOPT_ERROR_NOT_FOUND, "host library ", m.host->library,
            " has no symbol '", m.host->symbol, "' (kernel '", m.kernel, "')");
     k->hostFn_ = reinterpret_cast<qopt_host_kernel_fn>(sym);
+    // A host kernel with step reductions: its phase functions, by the
+    // manifest's "phases".
+    for (const PhaseDesc &p : m.hostPhases) {
+      void *fn = ::dlsym(h, p.entry.c_str());
+      if (!fn)
+        fail(QOPT_ERROR_NOT_FOUND, "host library ", m.host->library,
+             " has no symbol '", p.entry, "' (phase '", p.name,
+             "' of kernel '", m.kernel, "')");
+      if (p.name == "partials")
+        k->hostPartials_ = reinterpret_cast<qopt_host_partials_fn>(fn);
+      else
+        k->hostCombine_ = reinterpret_cast<qopt_host_combine_fn>(fn);
+    }
     k->format_ = QOPT_BINARY_HOST;
     k->origin_ = m.host->library;
     k->maxBlocks_ = 1;
@@ -384,9 +357,9 @@ qopt_kernel_info Kernel::info() const {
 
 void Kernel::requireUniforms(const std::vector<float> *hostUniforms,
                              const float *deviceUniforms) const {
-  if (!hostUniforms && !deviceUniforms && !manifest_->uniforms.empty())
+  if (!hostUniforms && !deviceUniforms && manifest_->numUniforms() > 0)
     fail(QOPT_ERROR_INVALID_ARGUMENT, "device_uniforms is NULL but kernel '",
-         manifest_->kernel, "' reads ", manifest_->uniforms.size(),
+         manifest_->kernel, "' reads ", manifest_->numUniforms(),
          " uniform(s)");
 }
 
@@ -421,368 +394,6 @@ void Kernel::launch(const qopt_tensor_list *t, const CheckedList &c,
              stream);
 }
 
-void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,
-                      const float *uniforms, int64_t *counters,
-                      const void *const *tables) {
-  const Manifest &m = *manifest_;
-  if (!hostFn_)
-    fail(QOPT_ERROR_UNSUPPORTED, "kernel '", m.kernel,
-         "' has no host function");
-  if (c.numTiles == 0)
-    return;
-  scratch_.resize(t->num_tensors * size_t(m.launch.descriptor_bytes));
-  buildDescriptors(m, t, c, scratch_.data());
-  std::vector<int32_t> tileMap(static_cast<size_t>(c.numTiles));
-  fillTileMap(t->numels, c.firstTile.data(), t->num_tensors,
-              m.launch.tile_elements, tileMap.data());
-  std::vector<const float *> tablePtrs(m.tables.size());
-  for (size_t i = 0; i < m.tables.size(); ++i)
-    tablePtrs[i] = static_cast<const float *>(tables[i]);
-  static const float kNoUniform = 0.0f;
-  const float *u = uniforms ? uniforms : &kNoUniform;
-  const float *const *tp = tablePtrs.empty() ? nullptr : tablePtrs.data();
-
-  // Tiles are independent: split them into contiguous ranges over the
-  // hardware threads (QOPT_HOST_THREADS overrides), at least kMinTiles tiles
-  // and kMinElements elements per thread, so that a small list (many small
-  // tensors: many tiles, few elements) does not pay for starting threads.
-  constexpr int64_t kMinTiles = 16;
-  constexpr int64_t kMinElements = int64_t(1) << 18;
-  int64_t elements = 0;
-  for (size_t k = 0; k < t->num_tensors; ++k)
-    elements += t->numels[k];
-  int64_t threads = static_cast<int64_t>(std::thread::hardware_concurrency());
-  if (const char *env = std::getenv("QOPT_HOST_THREADS"))
-    threads = std::max<int64_t>(1, std::atoll(env));
-  threads = std::max<int64_t>(
-      1, std::min({threads, c.numTiles / kMinTiles, elements / kMinElements}));
-  int64_t per = (c.numTiles + threads - 1) / threads;
-  // A kernel with per-tensor reductions computes a tensor's before the first
-  // of its tiles in a range, from the whole tensor: its ranges end where
-  // tensors do (docs/abi.md, "Reductions"), a range's end moved on to the
-  // end of the tensor it falls in.
-  const int64_t tile = m.launch.tile_elements;
-  auto rangeStart = [&](int64_t w) {
-    int64_t b = std::min(c.numTiles, w * per);
-    if (!m.reductions || b == c.numTiles)
-      return b;
-    size_t k = static_cast<size_t>(tileMap[static_cast<size_t>(b)]);
-    if (c.firstTile[k] == b)
-      return b;
-    return std::min(c.numTiles, c.firstTile[k] + (t->numels[k] + tile - 1) / tile);
-  };
-  // A kernel with numerics counters takes them last (its function is a
-  // qopt_host_counted_kernel_fn); they are added to atomically.
-  const bool counted = takesCounters();
-  auto run = [&, counters](int64_t begin, int64_t end) {
-    if (counted)
-      reinterpret_cast<qopt_host_counted_kernel_fn>(hostFn_)(
-          scratch_.data(), tileMap.data(), c.numTiles, u, tp, begin, end,
-          counters);
-    else
-      hostFn_(scratch_.data(), tileMap.data(), c.numTiles, u, tp, begin, end);
-  };
-  std::vector<std::thread> workers;
-  for (int64_t w = 1; w < threads; ++w) {
-    int64_t begin = rangeStart(w), end = rangeStart(w + 1);
-    if (begin < end)
-      workers.emplace_back([=] { run(begin, end); });
-  }
-  run(0, rangeStart(1));
-  for (std::thread &worker : workers)
-    worker.join();
-}
-
-Kernel::Slot Kernel::makeSlot(size_t bytes) {
-  size_t cap = 4096;
-  while (cap < bytes)
-    cap *= 2;
-  Slot s;
-  try {
-    QOPT_CU(cuMemAlloc, &s.dev, cap);
-    QOPT_CU(cuMemHostAlloc, &s.host, cap, 0u);
-    std::memset(s.host, 0, kWorkCounterBytes); // the work counters' zeros
-    QOPT_CU(cuEventCreate, &s.done, cu::CU_EVENT_DISABLE_TIMING);
-  } catch (...) {
-    freeSlot(s);
-    throw;
-  }
-  s.capacity = cap;
-  return s;
-}
-
-void Kernel::freeSlot(Slot &s) {
-  // Teardown: the first failure is not worth more than the others.
-  const cu::Driver &d = cu::driver();
-  if (s.done)
-    (void)d.cuEventDestroy(s.done);
-  if (s.host)
-    (void)d.cuMemFreeHost(s.host);
-  if (s.dev)
-    (void)d.cuMemFree(s.dev);
-  s = Slot();
-}
-
-bool Kernel::slotIdle(Slot &s) {
-  if (s.captured)
-    return false;
-  if (!s.pending)
-    return true;
-  cu::CUresult r = cu::driver().cuEventQuery(s.done);
-  if (r == cu::CUDA_SUCCESS) {
-    s.pending = false;
-    return true;
-  }
-  if (r == cu::CUDA_ERROR_NOT_READY)
-    return false;
-  cu::check(r, "cuEventQuery", "on a staging buffer's event");
-  return false;
-}
-
-void Kernel::stepCuda(const qopt_tensor_list *t, const CheckedList &c,
-                      const std::vector<float> *hostUniforms,
-                      const StepBuffers &extra, const void *const *tables,
-                      void *stream) {
-  const float *deviceUniforms = extra.deviceUniforms;
-  const Manifest &m = *manifest_;
-  if (c.numTiles == 0)
-    return; // nothing to step; nothing launched
-  cu::CUstream cuStream = static_cast<cu::CUstream>(stream);
-  StagingLayout L = stagingLayout(m, t->num_tensors, c.numTiles);
-  scratch_.resize(L.descBytes);
-  buildDescriptors(m, t, c, scratch_.data());
-
-  cu::RelaxedCaptureScope relaxed;
-  cu::ScopedContext scope(ctx_->cuContext());
-  int capture = cu::CU_STREAM_CAPTURE_STATUS_NONE;
-  cu::check(cu::driver().cuStreamIsCapturing(cuStream, &capture),
-            "cuStreamIsCapturing");
-  if (capture != cu::CU_STREAM_CAPTURE_STATUS_NONE &&
-      capture != cu::CU_STREAM_CAPTURE_STATUS_ACTIVE)
-    fail(QOPT_ERROR_CAPTURE, "the stream's capture sequence was invalidated "
-         "by an earlier call; end it and capture again");
-  bool capturing = capture == cu::CU_STREAM_CAPTURE_STATUS_ACTIVE;
-
-  // What a slot already holds of this step's tables: 2, the descriptors and
-  // the tile map (only the uniforms are uploaded); 1, the tile map (the
-  // descriptors are uploaded, the tile map is not); 0, neither. The tile map
-  // is the bulk of the tables (4 bytes a tile), the descriptors change
-  // whenever a buffer moves.
-  auto holds = [&](const Slot &s) {
-    if (s.capacity < L.total || s.tileGeneration != c.tileGeneration ||
-        s.numTensors != t->num_tensors)
-      return 0;
-    return s.descValid &&
-                   std::memcmp(static_cast<unsigned char *>(s.host) +
-                                   L.descOffset,
-                               scratch_.data(), L.descBytes) == 0
-               ? 2
-               : 1;
-  };
-
-  // Pick a staging slot. Capture may not allocate or query events, so it
-  // takes a slot known to be idle (the spare every uncaptured step leaves).
-  long pick = -1;
-  if (capturing) {
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      Slot &s = slots_[i];
-      if (s.captured || s.pending || s.capacity < L.total)
-        continue;
-      if (pick < 0 || holds(s) > holds(slots_[size_t(pick)]))
-        pick = static_cast<long>(i);
-    }
-    if (pick < 0)
-      fail(QOPT_ERROR_CAPTURE, "kernel '", m.kernel, "': no idle staging "
-           "buffer of ", L.total, " bytes reserved for stream capture; run "
-           "one step of this tensor list outside capture first (warm-up)");
-  } else {
-    // The slots known to be idle first, then (only while none of them holds
-    // this step's tables) those still marked in flight, whose events are
-    // queried one by one: a steady loop asks the driver about one event.
-    size_t uncaptured = 0;
-    int best = -1;
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      Slot &s = slots_[i];
-      if (s.captured)
-        continue;
-      ++uncaptured;
-      if (s.pending || s.capacity < L.total || best == 2)
-        continue;
-      int h = holds(s);
-      if (h > best) {
-        best = h;
-        pick = static_cast<long>(i);
-      }
-    }
-    for (size_t i = 0; i < slots_.size() && best < 2; ++i) {
-      Slot &s = slots_[i];
-      if (s.captured || !s.pending || s.capacity < L.total)
-        continue;
-      int h = holds(s);
-      if (h > best && slotIdle(s)) {
-        best = h;
-        pick = static_cast<long>(i);
-      }
-    }
-    if (pick < 0) {
-      // Grow an idle slot that is too small, else add one, else wait.
-      for (size_t i = 0; i < slots_.size() && pick < 0; ++i) {
-        Slot &s = slots_[i];
-        if (!s.captured && (!s.pending || slotIdle(s))) {
-          Slot fresh = makeSlot(L.total);
-          freeSlot(s);
-          s = fresh;
-          pick = static_cast<long>(i);
-        }
-      }
-    }
-    if (pick < 0 && uncaptured < kMaxSlots) {
-      slots_.push_back(makeSlot(L.total));
-      ++uncaptured;
-      pick = static_cast<long>(slots_.size() - 1);
-    }
-    if (pick < 0) {
-      // Back-pressure: the host is kMaxSlots steps ahead of the device.
-      for (size_t i = 0; i < slots_.size() && pick < 0; ++i) {
-        Slot &s = slots_[i];
-        if (s.captured)
-          continue;
-        QOPT_CU(cuEventSynchronize, s.done);
-        s.pending = false;
-        if (s.capacity < L.total) {
-          Slot fresh = makeSlot(L.total);
-          freeSlot(s);
-          s = fresh;
-        }
-        pick = static_cast<long>(i);
-      }
-    }
-    // Leave one idle slot of this size for a capture that may follow (a
-    // capture may neither allocate nor wait). With every other slot in
-    // flight and no room for another, wait for the oldest: the host then
-    // runs at most kMaxSlots - 1 steps ahead, and a burst of steps followed
-    // by a capture still finds its slot.
-    bool spare = false;
-    for (size_t i = 0; i < slots_.size() && !spare; ++i) {
-      Slot &s = slots_[i];
-      spare = long(i) != pick && !s.captured && s.capacity >= L.total &&
-              (!s.pending || slotIdle(s));
-    }
-    if (!spare && uncaptured < kMaxSlots) {
-      slots_.push_back(makeSlot(L.total));
-    } else if (!spare) {
-      long oldest = -1;
-      for (size_t i = 0; i < slots_.size(); ++i) {
-        const Slot &s = slots_[i];
-        if (long(i) == pick || s.captured)
-          continue;
-        if (oldest < 0 || s.sequence < slots_[oldest].sequence)
-          oldest = static_cast<long>(i);
-      }
-      if (oldest >= 0) {
-        Slot &s = slots_[static_cast<size_t>(oldest)];
-        if (s.pending) {
-          QOPT_CU(cuEventSynchronize, s.done);
-          s.pending = false;
-        }
-        if (s.capacity < L.total) {
-          Slot fresh = makeSlot(L.total);
-          freeSlot(s);
-          s = fresh;
-        }
-      }
-    }
-  }
-
-  Slot &s = slots_[static_cast<size_t>(pick)];
-  auto *host = static_cast<unsigned char *>(s.host);
-  int held = holds(s);
-  bool writeTiles = held < 1, writeDesc = held < 2;
-  if (writeTiles) {
-    fillTileMap(t->numels, c.firstTile.data(), t->num_tensors,
-                m.launch.tile_elements,
-                reinterpret_cast<int32_t *>(host + L.tileOffset));
-    s.tileGeneration = c.tileGeneration;
-    s.numTensors = t->num_tensors;
-  }
-  if (writeDesc) {
-    std::memcpy(host + L.descOffset, scratch_.data(), L.descBytes);
-    s.descValid = true;
-  }
-  bool writeUniforms = hostUniforms && L.uniformBytes > 0;
-  if (writeUniforms)
-    std::memcpy(host + L.uniformOffset, hostUniforms->data(), L.uniformBytes);
-  // Every upload starts at the work counters (their pinned bytes are zero),
-  // in stream order before the launch: a fresh slot's tables are written
-  // with it (descValid and tileGeneration are set only with an upload), and a
-  // launch that left
-  // them nonzero (one that never finished) does not carry over to a step
-  // with an upload.
-  size_t copyBegin = 0;
-  size_t copyEnd = writeTiles      ? L.uploadEnd
-                   : writeDesc     ? L.descOffset + L.descBytes
-                   : writeUniforms ? L.uniformOffset + L.uniformBytes
-                                   : 0;
-  bool enqueued = false;
-  try {
-    if (copyEnd > copyBegin) {
-      enqueued = true;
-      cu::check(cu::driver().cuMemcpyHtoDAsync(s.dev + copyBegin,
-                                               host + copyBegin,
-                                               copyEnd - copyBegin, cuStream),
-                "cuMemcpyHtoDAsync", "uploading the descriptor table");
-    }
-    LaunchArgs a;
-    a.workCounters = s.dev;
-    a.descs = s.dev + L.descOffset;
-    a.tileMap = s.dev + L.tileOffset;
-    a.uniforms = hostUniforms ? s.dev + L.uniformOffset
-                              : reinterpret_cast<uintptr_t>(deviceUniforms);
-    a.numerics = reinterpret_cast<uintptr_t>(extra.counters);
-    a.partials = s.dev + L.partialsOffset;
-    a.values = s.dev + L.valuesOffset;
-    a.numTiles = c.numTiles;
-    a.numTensors = static_cast<int64_t>(t->num_tensors);
-    for (size_t i = 0; i < m.tables.size(); ++i)
-      a.tables.push_back(reinterpret_cast<uintptr_t>(tables[i]));
-    launchPhases(a, cuStream);
-    int64_t numTiles = c.numTiles;
-    std::vector<void *> params = a.params(m.args);
-    const qopt_launch_info &l = m.launch;
-    unsigned grid =
-        static_cast<unsigned>(qopt_launch_grid(&l, maxBlocks_, numTiles));
-    cu::check(cu::driver().cuLaunchKernel(
-                  function_, grid, 1, 1,
-                  static_cast<unsigned>(l.threads_per_block), 1, 1,
-                  static_cast<unsigned>(l.shared_bytes), cuStream,
-                  params.data(), nullptr),
-              "cuLaunchKernel",
-              cat("for kernel '", m.kernel, "' (", grid, " blocks of ",
-                  l.threads_per_block, " threads, ", l.shared_bytes,
-                  " bytes of shared memory, ", numTiles, " tiles)"));
-  } catch (...) {
-    if (enqueued) {
-      // The copy may still read the pinned buffer: fence it, or retire it
-      // (a retired slot is never reused and is freed with the kernel).
-      if (!capturing &&
-          cu::driver().cuEventRecord(s.done, cuStream) == cu::CUDA_SUCCESS)
-        s.pending = true;
-      else
-        s.captured = true;
-    }
-    s.descValid = false;
-    s.tileGeneration = 0;
-    throw;
-  }
-  if (capturing) {
-    s.captured = true; // the graph's copy node reads this pinned buffer
-  } else {
-    cu::check(cu::driver().cuEventRecord(s.done, cuStream), "cuEventRecord",
-              "after the launch");
-    s.pending = true;
-    s.sequence = ++stepSequence_;
-  }
-  scope.pop();
-}
+// The CUDA steps: CudaStep.cpp; the host steps: HostStep.cpp.
 
 } // namespace qopt::rt

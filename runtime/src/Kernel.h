@@ -16,6 +16,7 @@
 #include "Manifest.h"
 #include "Registry.h"
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -87,12 +88,35 @@ struct ListSignature {
 /// The device values of one launch's arguments (docs/abi.md), by kind.
 struct LaunchArgs {
   cu::CUdeviceptr descs = 0, tileMap = 0, uniforms = 0, workCounters = 0,
-                  numerics = 0, partials = 0, values = 0;
-  int64_t numTiles = 0, numTensors = 0;
+                  numerics = 0, partials = 0, values = 0, stepPartials = 0;
+  int64_t numTiles = 0, numTensors = 0, numStepTensors = 0;
   std::vector<cu::CUdeviceptr> tables;
   /// Pointers to the fields in `args`' order: cuLaunchKernel's params.
   std::vector<void *> params(const std::vector<ArgDesc> &args);
 };
+
+/// One launch of a step with step reductions between its phases
+/// (StepPhases.cpp): what its begin() prepared, for its phase A, phase B
+/// and end().
+struct LaunchRun {
+  const qopt_tensor_list *t = nullptr;
+  CheckedListPtr checked;
+  const void *const *tables = nullptr;
+  void *stream = nullptr;
+  int64_t *counters = nullptr; ///< null where the kernel takes none
+  // CUDA: the staging slot held from begin() to end() and the arguments.
+  long slot = -1;
+  bool capturing = false, enqueued = false;
+  LaunchArgs args;
+  /// The step rows' region of this launch's staging buffer (0: none asked).
+  cu::CUdeviceptr stepWorkspace = 0;
+  // Host: the uniforms the combine completes and the step reads.
+  std::vector<float> uniforms;
+};
+
+/// The descriptor table of a validated list (Kernel.cpp).
+void buildDescriptors(const Manifest &m, const qopt_tensor_list *t,
+                      const CheckedList &c, unsigned char *out);
 
 class Kernel {
 public:
@@ -127,6 +151,21 @@ public:
   /// Whether the kernel takes numerics counters (the manifest's args).
   bool takesCounters() const;
 
+  // A step with step reductions (StepPhases.cpp, docs/abi.md "Step
+  // reductions"), launch by launch: begin (validated list; CUDA: a staging
+  // slot with `stepWorkspaceBytes` more bytes for the step's rows, tables
+  // and uniforms uploaded), phaseA (the rows of its tensors into `rows`: a
+  // device pointer for CUDA, a host one for the host backend), phaseB (the
+  // combine over the step's `numStepTensors` rows, then the step), end
+  // (releases the slot; after a failure too).
+  void begin(LaunchRun &r, const std::vector<float> *hostUniforms,
+             const StepBuffers &extra, size_t stepWorkspaceBytes);
+  void phaseA(LaunchRun &r, double *rows);
+  void phaseB(LaunchRun &r, const double *rows, int64_t numStepTensors);
+  void end(LaunchRun &r, bool failed);
+  /// The host phase functions of a qopt_kernel_create_host kernel.
+  void setHostPhase(const std::string &phase, void (*fn)());
+
   /// Throws INVALID_ARGUMENT when neither uniform source is given to a
   /// kernel that reads uniforms.
   void requireUniforms(const std::vector<float> *hostUniforms,
@@ -153,6 +192,7 @@ private:
     size_t numTensors = 0;
     uint64_t tileGeneration = 0; ///< of the tile map held (0: none)
     uint64_t sequence = 0;  ///< order of its last uncaptured step
+    bool busy = false;      ///< held by a step between its phases
   };
 
   Kernel(ContextPtr ctx, ManifestPtr m) : ctx_(std::move(ctx)), manifest_(std::move(m)) {}
@@ -161,6 +201,25 @@ private:
   void stepHost(const qopt_tensor_list *t, const CheckedList &c,
                 const float *uniforms, int64_t *counters,
                 const void *const *tables);
+  /// HostStep.cpp: calls `fn(begin, end)` on contiguous tile ranges over
+  /// the threads, ranges ending where tensors do for a kernel with
+  /// reductions; `tileMap` the list's.
+  void forEachTileRange(const qopt_tensor_list *t, const CheckedList &c,
+                        const int32_t *tileMap,
+                        const std::function<void(int64_t, int64_t)> &fn) const;
+  /// Picks a staging slot of `bytes` for a step (Kernel.cpp); throws
+  /// CAPTURE under capture without a reserved idle one.
+  long pickSlot(size_t bytes, bool capturing,
+                const std::function<int(const Slot &)> &holds);
+  /// Uploads the step's tables and uniforms into slot `r.slot` and fills
+  /// r.args (Kernel.cpp).
+  void uploadCuda(LaunchRun &r, const std::vector<float> *hostUniforms,
+                  const StepBuffers &extra, size_t stepWorkspaceBytes);
+  /// Launches the step proper of a prepared run (Kernel.cpp).
+  void launchStep(LaunchRun &r);
+  /// Ends a CUDA run: fences its slot, or retires it after a failure
+  /// (Kernel.cpp).
+  void endCuda(LaunchRun &r, bool failed);
   void stepCuda(const qopt_tensor_list *t, const CheckedList &c,
                 const std::vector<float> *hostUniforms,
                 const StepBuffers &extra, const void *const *tables,
@@ -169,8 +228,11 @@ private:
   // Phases.cpp: the launches before the step (docs/abi.md, "Reductions").
   /// Each phase's function in module_ and its blocks per wave.
   void loadPhases();
-  /// Launches the phases in order on `stream`.
-  void launchPhases(LaunchArgs &args, cu::CUstream stream);
+  /// Launches the phases [from, to) in order on `stream`.
+  void launchPhases(LaunchArgs &args, cu::CUstream stream, size_t from,
+                    size_t to);
+  /// The index of the combine phase (manifest_->phases.size() if none).
+  size_t combinePhase() const;
 
   // Validation.cpp.
   struct ListView;
@@ -201,6 +263,8 @@ private:
   // Host: the function, of qopt_host_counted_kernel_fn's type where the
   // kernel takes numerics counters.
   qopt_host_kernel_fn hostFn_ = nullptr;
+  qopt_host_partials_fn hostPartials_ = nullptr;
+  qopt_host_combine_fn hostCombine_ = nullptr;
   void *dlHandle_ = nullptr;
   // Launch state, guarded by mu_.
   std::mutex mu_;

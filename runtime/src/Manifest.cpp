@@ -432,7 +432,10 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
   bool claims = launch && launch->is_object() && launch->contains("tile_claims");
   bool numerics = std::any_of(m.states.begin(), m.states.end(),
                               [](const StateDesc &s) { return s.saturates; });
-  bool reductions = root.contains("phases");
+  // A GPU kernel with reductions lists its arguments; its step reads the
+  // per-tensor values where it has per-tensor reductions.
+  bool reductions = hasGpuPhases(root);
+  bool values = reductions && m.numTensorReductions > 0;
   const json *j = r.member(root, "", "args", false);
   if (!j) {
     if (reductions)
@@ -461,11 +464,13 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
     ArgDesc a;
     if (!parseArgName(m, name, a) || a.kind == ArgDesc::Kind::NumTensors ||
         a.kind == ArgDesc::Kind::ReductionPartials ||
-        (a.kind == ArgDesc::Kind::ReductionValues && !reductions))
+        a.kind == ArgDesc::Kind::StepPartials ||
+        a.kind == ArgDesc::Kind::NumStepTensors ||
+        (a.kind == ArgDesc::Kind::ReductionValues && !values))
       r.error(field, cat("unknown argument \"", name,
                          "\" (expected descriptors, tile_map, num_tiles, "
                          "uniforms, work_counters, numerics_counters",
-                         reductions ? ", reduction_values" : "",
+                         values ? ", reduction_values" : "",
                          " or a table name)"));
     m.args.push_back(a);
   }
@@ -475,7 +480,7 @@ void parseArgs(const Reader &r, const json &root, Manifest &m) {
     need.push_back("work_counters");
   if (numerics)
     need.push_back("numerics_counters");
-  if (reductions)
+  if (values)
     need.push_back("reduction_values");
   for (const TableDesc &t : m.tables)
     need.push_back(t.name);
@@ -543,6 +548,14 @@ void parseBinaries(const Reader &r, const json &root, Manifest &m) {
 }
 
 } // namespace
+
+std::vector<qopt_reduction_kind> Manifest::stepKinds() const {
+  std::vector<qopt_reduction_kind> kinds;
+  for (const ReductionDesc &d : reductionList)
+    if (d.scope == QOPT_REDUCTION_SCOPE_STEP)
+      kinds.push_back(d.kind);
+  return kinds;
+}
 
 long Manifest::findHyper(std::string_view name) const {
   for (size_t i = 0; i < hypers.size(); ++i)
@@ -674,9 +687,10 @@ ManifestPtr parseManifest(std::string_view text, const std::string &source) {
   parseStates(r, root, *m);
   checkStreams(r, *m);
   parseTables(r, root, *m);
+  parseUniforms(r, root, *m);
+  parseReductions(r, root, *m);
   parseArgs(r, root, *m);
   parsePhases(r, root, *m);
-  parseUniforms(r, root, *m);
   if (m->stochastic && !m->uniforms.empty())
     m->seedUniform = r.integer(*param, "param", "seed_uniform", false, -1, 0,
                                static_cast<int64_t>(m->uniforms.size()) - 1);
@@ -743,7 +757,8 @@ std::vector<float> evaluateUniforms(const Manifest &m,
     fail(QOPT_ERROR_INVALID_ARGUMENT, "step ", step, " for kernel '", m.kernel,
          "': stochastic rounding's counter holds steps up to 2^24 = 16777216");
   std::vector<double> values = resolveHypers(m, hypers, numHypers);
-  std::vector<float> out(m.uniforms.size());
+  // The step reductions' slots stay 0.0: their combine writes them.
+  std::vector<float> out(m.numUniforms(), 0.0f);
   for (size_t i = 0; i < m.uniforms.size(); ++i) {
     double v = evaluate(m.uniforms[i], values, static_cast<double>(step));
     // NaN only: an infinite uniform can be meant (a clipping threshold of

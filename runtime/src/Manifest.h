@@ -77,6 +77,9 @@ struct ArgDesc {
   /// a kernel with a saturating state, QOPT_NUMERICS_COUNTERS int64 values.
   /// ReductionPartials, ReductionValues: the runtime's reduction workspace
   /// (docs/abi.md, "Reductions"); NumTensors: the list's tensors (int64).
+  /// StepPartials: the step's float64 accumulation rows of the step
+  /// reductions (the finish writes its launch's rows, the combine reads all
+  /// of them); NumStepTensors: the step's tensors over all launches (int64).
   enum class Kind {
     Descriptors,
     TileMap,
@@ -87,16 +90,20 @@ struct ArgDesc {
     NumericsCounters,
     ReductionPartials,
     ReductionValues,
-    NumTensors
+    NumTensors,
+    StepPartials,
+    NumStepTensors
   };
   Kind kind = Kind::Descriptors;
   size_t table = 0; ///< Table: index into tables
 };
 
 /// A launch before the step (docs/abi.md, "Reductions"): the reduce
-/// pre-pass over the step's tiles or the finish, one block per tensor.
+/// pre-pass over the step's tiles, the finish, one block per tensor, or the
+/// combine of the step reductions, one block. A host manifest's phases
+/// (`partials` over tiles, `combine` one call) have no threads or args.
 struct PhaseDesc {
-  enum class Grid { Tiles, Tensors };
+  enum class Grid { Tiles, Tensors, One };
   std::string name, entry;
   Grid grid = Grid::Tiles;
   int64_t threadsPerBlock = 1;
@@ -108,6 +115,17 @@ struct PhaseDesc {
 struct ReductionWorkspace {
   int64_t partialBytesPerTile = 0;
   int64_t valueBytesPerTensor = 0;
+  int64_t stepPartialBytesPerTensor = 0; ///< S * 8
+};
+
+/// One entry of the manifest's "reductions", in update order: a per-tensor
+/// reduction (index r_t among those) or a step reduction (index s among
+/// those, its value in uniform slot `uniform` = len(uniforms) + s).
+struct ReductionDesc {
+  qopt_reduction_kind kind = QOPT_REDUCTION_SUM;
+  qopt_reduction_scope scope = QOPT_REDUCTION_SCOPE_TENSOR;
+  int64_t uniform = -1; ///< step reductions only
+  size_t index = 0;     ///< among the reductions of its scope
 };
 
 struct Manifest {
@@ -133,9 +151,15 @@ struct Manifest {
   std::vector<TableDesc> tables;
   std::vector<ArgDesc> args;
   /// Launched in order before the step, on its stream; empty for a kernel
-  /// without per-tensor reductions (and for host manifests).
+  /// without reductions (and for host manifests). A combine (grid One) is
+  /// last: the phases before it are phase A of a step with step reductions.
   std::vector<PhaseDesc> phases;
+  /// A host manifest with step reductions: `partials` then `combine`.
+  std::vector<PhaseDesc> hostPhases;
   ReductionWorkspace workspace;
+  /// "reductions", in update order, and how many are of each scope.
+  std::vector<ReductionDesc> reductionList;
+  size_t numTensorReductions = 0, numStepReductions = 0;
   /// "reductions" present: the host function computes a tensor's
   /// reductions in the range that holds its first tile, so a step's
   /// ranges hold whole tensors.
@@ -147,6 +171,11 @@ struct Manifest {
 
   /// Index of hyperparameter `name`, or -1.
   long findHyper(std::string_view name) const;
+  /// The uniform slots a kernel reads: the evaluated ones, then one per step
+  /// reduction (written by the combine).
+  size_t numUniforms() const { return uniforms.size() + numStepReductions; }
+  /// The kinds of the step reductions, in order.
+  std::vector<qopt_reduction_kind> stepKinds() const;
 };
 
 using ManifestPtr = std::shared_ptr<const Manifest>;
@@ -168,7 +197,8 @@ std::string readFile(const std::string &path);
 std::vector<double> resolveHypers(const Manifest &m, const qopt_hyper *hypers,
                                   size_t numHypers);
 
-/// Evaluates every uniform and rounds it to float32 (docs/abi.md).
+/// Evaluates every uniform and rounds it to float32 (docs/abi.md); the step
+/// reductions' slots after them are 0.0 (numUniforms() values).
 std::vector<float> evaluateUniforms(const Manifest &m,
                                     const qopt_hyper *hypers,
                                     size_t numHypers, int64_t step);

@@ -1,10 +1,10 @@
 //===- Phases.cpp - A kernel's launch arguments and its phases ------------===//
 //
 // The arguments of a launch by kind, and the launches a kernel with
-// per-tensor reductions makes before its step (docs/abi.md, "Reductions"):
-// the reduce pre-pass over the step's tiles, then the finish, one block per
-// tensor, on the step's stream, with the workspace of the step's staging
-// buffer.
+// reductions makes before its step (docs/abi.md, "Reductions"): the reduce
+// pre-pass over the step's tiles, then the finish, one block per tensor,
+// then (step reductions) the combine, one block, on the step's stream, with
+// the workspace of the step's staging buffer.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernel.h"
@@ -49,6 +49,12 @@ std::vector<void *> LaunchArgs::params(const std::vector<ArgDesc> &args) {
     case ArgDesc::Kind::NumTensors:
       out.push_back(&numTensors);
       break;
+    case ArgDesc::Kind::StepPartials:
+      out.push_back(&stepPartials);
+      break;
+    case ArgDesc::Kind::NumStepTensors:
+      out.push_back(&numStepTensors);
+      break;
     }
   }
   return out;
@@ -79,14 +85,22 @@ void Kernel::loadPhases() {
   }
 }
 
-void Kernel::launchPhases(LaunchArgs &args, cu::CUstream stream) {
+size_t Kernel::combinePhase() const {
+  const std::vector<PhaseDesc> &p = manifest_->phases;
+  return !p.empty() && p.back().grid == PhaseDesc::Grid::One ? p.size() - 1
+                                                             : p.size();
+}
+
+void Kernel::launchPhases(LaunchArgs &args, cu::CUstream stream, size_t from,
+                          size_t to) {
   const Manifest &m = *manifest_;
-  for (size_t i = 0; i < m.phases.size(); ++i) {
+  for (size_t i = from; i < to; ++i) {
     const PhaseDesc &p = m.phases[i];
     // Any grid is correct: a block steps a contiguous range of tiles, or
-    // tensors k, k + gridDim.x, ...
-    int64_t work = p.grid == PhaseDesc::Grid::Tiles ? args.numTiles
-                                                    : args.numTensors;
+    // tensors k, k + gridDim.x, ...; the combine is exactly one block.
+    int64_t work = p.grid == PhaseDesc::Grid::Tiles     ? args.numTiles
+                   : p.grid == PhaseDesc::Grid::Tensors ? args.numTensors
+                                                        : 1;
     auto grid = static_cast<unsigned>(
         std::clamp<int64_t>(work, 1, phases_[i].maxBlocks));
     std::vector<void *> params = args.params(p.args);

@@ -187,14 +187,15 @@ void Kernel::checkBuffers(const ListView &v, const void *const *tables,
     spans.push_back({address(p), address(p) + bytes,
                      static_cast<uint32_t>(v.numStreamBuffers + i), false});
   }
-  if (deviceUniforms && !m.uniforms.empty()) {
+  // The combine of a kernel with step reductions writes their slots.
+  if (deviceUniforms && m.numUniforms() > 0) {
     if (address(deviceUniforms) % 4 != 0)
       fail(QOPT_ERROR_VALIDATION, "uniforms: pointer ",
            hexPtr(address(deviceUniforms)), " is not 4-byte aligned");
     spans.push_back({address(deviceUniforms),
-                     address(deviceUniforms) + m.uniforms.size() * sizeof(float),
+                     address(deviceUniforms) + m.numUniforms() * sizeof(float),
                      static_cast<uint32_t>(v.numStreamBuffers + v.numTables),
-                     false});
+                     m.numStepReductions > 0});
   }
   // The kernel adds to its counters: written, 8-byte aligned int64s.
   if (extra.counters && takesCounters()) {

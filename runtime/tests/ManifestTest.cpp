@@ -228,6 +228,7 @@ TEST_P(MalformedManifest, NamesFileAndField) {
 /// The phases of a kernel with per-tensor reductions (docs/abi.md,
 /// "Reductions") added to the full example.
 void addPhases(json &j) {
+  j["reductions"] = json::parse(R"([{"kind": "norm", "scope": "tensor"}])");
   j["args"].push_back("reduction_values");
   j["phases"] = json::parse(R"([
     {"name": "reduce", "entry": "k_reduce", "grid": "tiles", "threads_per_block": 256,
@@ -267,7 +268,7 @@ const Malformed kMalformed[] = {
        addPhases(j);
        j["phases"][0]["grid"] = "blocks";
      },
-     "phases[0].grid", "\"blocks\" (expected tiles or tensors)"},
+     "phases[0].grid", "\"blocks\" (expected tiles, tensors or one)"},
     {"finish takes no tile map",
      [](json &j) {
        addPhases(j);

@@ -7,7 +7,8 @@
  * other pointer). Copies happen at once, events are always complete and
  * launches run nothing: each is recorded with its grid and argument values,
  * so a test reads the descriptors and tile map the runtime uploaded from the
- * pointers it passed (sim_set_arg_count says how many). sim_count(name) returns how often an entry point was
+ * pointers it passed (sim_set_arg_count says how many; a log of every launch
+ * by its entry point's name keeps them too). sim_count(name) returns how often an entry point was
  * called since sim_reset(). Events complete at once unless
  * sim_set_events_pending(1) holds them in flight. Not thread-safe: the tests call it from one
  * thread. */
@@ -37,8 +38,12 @@ static int eventsPending; /* cuEventQuery answers CUDA_ERROR_NOT_READY */
 static unsigned lastGrid;
 static int argCount;
 static uint64_t lastArgs[kMaxArgs];
+static int numLogged; /* entries of launchLog (below) */
 
-API void sim_reset(void) { memset(&counts, 0, sizeof counts); }
+API void sim_reset(void) {
+  memset(&counts, 0, sizeof counts);
+  numLogged = 0;
+}
 
 /* Nonzero: every event stays in flight for cuEventQuery (a device far
  * behind the host); cuEventSynchronize still returns. */
@@ -110,15 +115,57 @@ API int cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = &prima
 API int cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return 0; }
 API int cuCtxPushCurrent_v2(void *ctx) { (void)ctx; return 0; }
 API int cuCtxPopCurrent_v2(void **ctx) { if (ctx) *ctx = &primary; return 0; }
-static int module, function;
+/* Entry points by name: cuModuleGetFunction hands out one function per name,
+ * and each launch is logged with its function's name and its arguments
+ * (sim_set_function_args says how many a name takes; the others record
+ * none). */
+enum { kMaxFunctions = 64, kMaxLog = 256, kNameBytes = 64 };
+static struct Function {
+  char name[kNameBytes];
+  int args;
+} functions[kMaxFunctions];
+static int numFunctions;
+static struct LogEntry {
+  int function;
+  unsigned grid, block;
+  uint64_t args[kMaxArgs];
+} launchLog[kMaxLog];
+
+static int functionIndex(const char *name) {
+  for (int i = 0; i < numFunctions; ++i)
+    if (!strcmp(functions[i].name, name)) return i;
+  if (numFunctions == kMaxFunctions) return -1;
+  strncpy(functions[numFunctions].name, name, kNameBytes - 1);
+  functions[numFunctions].args = -1;
+  return numFunctions++;
+}
+
+API void sim_set_function_args(const char *name, int n) {
+  int i = functionIndex(name);
+  if (i >= 0) functions[i].args = n < kMaxArgs ? n : kMaxArgs;
+}
+API int sim_logged(void) { return numLogged; }
+API const char *sim_logged_name(int i) {
+  return i >= 0 && i < numLogged && launchLog[i].function >= 0
+             ? functions[launchLog[i].function].name : "";
+}
+API unsigned sim_logged_grid(int i) { return i >= 0 && i < numLogged ? launchLog[i].grid : 0; }
+API unsigned sim_logged_block(int i) { return i >= 0 && i < numLogged ? launchLog[i].block : 0; }
+API uint64_t sim_logged_arg(int i, int j) {
+  return i >= 0 && i < numLogged && j >= 0 && j < kMaxArgs ? launchLog[i].args[j] : 0;
+}
+
+static int module;
 API int cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *o, void **v) {
   (void)image; (void)n; (void)o; (void)v;
   *m = &module;
   return 0;
 }
 API int cuModuleGetFunction(void **f, void *m, const char *name) {
-  (void)m; (void)name;
-  *f = &function;
+  (void)m;
+  int i = functionIndex(name);
+  if (i < 0) return 500; /* CUDA_ERROR_NOT_FOUND */
+  *f = &functions[i];
   return 0;
 }
 API int cuModuleUnload(void *m) { (void)m; return 0; }
@@ -155,13 +202,22 @@ API int cuMemcpyDtoH_v2(void *dst, devptr src, size_t bytes) {
 API int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, unsigned shared, void *stream,
                        void **params, void **extra) {
-  (void)f; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared;
+  (void)gy; (void)gz; (void)by; (void)bz; (void)shared;
   (void)stream; (void)extra;
   ++counts.launches;
   lastGrid = gx;
   memset(lastArgs, 0, sizeof lastArgs);
-  for (int i = 0; params && i < argCount; ++i)
+  const struct Function *fn = (const struct Function *)f;
+  int n = fn->args >= 0 ? fn->args : argCount;
+  for (int i = 0; params && i < n; ++i)
     memcpy(&lastArgs[i], params[i], 8);
+  if (numLogged < kMaxLog) {
+    struct LogEntry *e = &launchLog[numLogged++];
+    e->function = (int)(fn - functions);
+    e->grid = gx;
+    e->block = bx;
+    memcpy(e->args, lastArgs, sizeof lastArgs);
+  }
   return 0;
 }
 static int event;
@@ -178,7 +234,11 @@ API int cuEventSynchronize(void *e) {
   ++counts.eventWaits;
   return 0;
 }
-API int cuStreamIsCapturing(void *s, int *status) { (void)s; *status = 0; return 0; }
+/* Nonzero: every stream reports an active capture (CU_STREAM_CAPTURE_STATUS_ACTIVE);
+ * what a capture records runs nothing here either. */
+static int capturing;
+API void sim_set_capturing(int c) { capturing = c; }
+API int cuStreamIsCapturing(void *s, int *status) { (void)s; *status = capturing ? 1 : 0; return 0; }
 API int cuCtxSynchronize(void) { return 0; }
 
 /* Attributes: 2 memory type, 8 is managed, 9 device ordinal, 11 range start,

@@ -28,6 +28,13 @@ struct Sim {
   uint64_t (*lastArg)(int) = nullptr;
   unsigned (*lastGrid)() = nullptr;
   void (*setEventsPending)(int) = nullptr;
+  void (*setFunctionArgs)(const char *, int) = nullptr;
+  int (*logged)() = nullptr;
+  const char *(*loggedName)(int) = nullptr;
+  unsigned (*loggedGrid)(int) = nullptr;
+  unsigned (*loggedBlock)(int) = nullptr;
+  uint64_t (*loggedArg)(int, int) = nullptr;
+  void (*setCapturing)(int) = nullptr;
 };
 
 Sim &sim() {
@@ -360,6 +367,193 @@ TEST_F(SimulatedDevice, StepManyRefusesEveryLaunchWhenOneIsInvalid) {
   qopt_kernel_destroy(second);
 }
 
+/// A GPU kernel with one step reduction (norm, uniform 1) and no per-tensor
+/// one: reduce, finish and combine phases (docs/abi.md, "Step reductions").
+std::string stepManifest(const std::string &k) {
+  return R"({
+  "format": "qopt-manifest", "version": 1, "kernel": ")" + k + R"(", "arch": "sm_90",
+  "param": {"name": "p", "dtype": "f32"}, "grad": {"name": "g", "dtype": "f32"},
+  "hypers": [{"name": "lr", "default": 0.5}],
+  "streams": [{"name": "p", "role": "param", "dtype": "f32", "per": "element", "access": "read_write"},
+              {"name": "g", "role": "grad", "dtype": "f32", "per": "element", "access": "read"}],
+  "uniforms": [{"index": 0, "expr": "lr"}],
+  "reductions": [{"kind": "norm", "scope": "step", "uniform": 1}],
+  "args": ["descriptors", "tile_map", "num_tiles", "uniforms"],
+  "phases": [{"name": "reduce", "entry": ")" + k + R"(_reduce", "grid": "tiles", "threads_per_block": 256,
+              "args": ["descriptors", "tile_map", "num_tiles", "uniforms", "reduction_partials"]},
+             {"name": "finish", "entry": ")" + k + R"(_finish", "grid": "tensors", "threads_per_block": 512,
+              "args": ["descriptors", "num_tensors", "uniforms", "reduction_partials", "step_partials"]},
+             {"name": "combine", "entry": ")" + k + R"(_combine", "grid": "one", "threads_per_block": 512,
+              "args": ["num_step_tensors", "step_partials", "uniforms"]}],
+  "reduction_workspace": {"chunk_elements": 2048, "partial_bytes_per_tile": 8,
+                          "step_partial_bytes_per_tensor": 8},
+  "launch": {"threads_per_block": 256, "elements_per_thread": 8, "tile_elements": 2048,
+             "descriptor_bytes": 32}
+})";
+}
+
+/// Two kernels with the step reduction, on the fixture's context.
+class SimulatedStepReductions : public SimulatedDevice {
+protected:
+  qopt_manifest *ma = nullptr, *mb = nullptr;
+  qopt_kernel *ka = nullptr, *kb = nullptr;
+  void SetUp() override {
+    SimulatedDevice::SetUp();
+    const char ptx[] = "// simulated";
+    ma = parseOrDie(stepManifest("sa"));
+    mb = parseOrDie(stepManifest("sb"));
+    ASSERT_EQ(qopt_kernel_create_from_image(ctx, ma, QOPT_BINARY_PTX, ptx, sizeof ptx, &ka),
+              QOPT_SUCCESS) << qopt_last_error();
+    ASSERT_EQ(qopt_kernel_create_from_image(ctx, mb, QOPT_BINARY_PTX, ptx, sizeof ptx, &kb),
+              QOPT_SUCCESS) << qopt_last_error();
+    for (const char *k : {"sa", "sb"}) {
+      std::string n = k;
+      sim().setFunctionArgs(n.c_str(), 4);
+      sim().setFunctionArgs((n + "_reduce").c_str(), 5);
+      sim().setFunctionArgs((n + "_finish").c_str(), 5);
+      sim().setFunctionArgs((n + "_combine").c_str(), 3);
+    }
+    sim().reset();
+  }
+  void TearDown() override {
+    qopt_kernel_destroy(ka);
+    qopt_kernel_destroy(kb);
+    qopt_manifest_destroy(ma);
+    qopt_manifest_destroy(mb);
+    SimulatedDevice::TearDown();
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> v;
+    for (int i = 0; i < sim().logged(); ++i)
+      v.push_back(sim().loggedName(i));
+    return v;
+  }
+};
+
+TEST_F(SimulatedStepReductions, PhaseAOverEveryLaunchThenCombineAndStep) {
+  List a = makeList({3000, 10});
+  List b = makeList({5000, 1, 2048}, 32 << 20);
+  // b's parameters after a's.
+  for (size_t k = 0; k < 3; ++k)
+    b.data[2 * k] = static_cast<char *>(b.data[2 * k]) + (16 << 20);
+  qopt_launch l[] = {{ka, &a.view, nullptr, 0, 1, nullptr, nullptr, 0, nullptr},
+                     {kb, &b.view, nullptr, 0, 1, nullptr, nullptr, 0, nullptr}};
+  for (int round = 0; round < 2; ++round) {
+    sim().reset();
+    ASSERT_EQ(qopt_step_many(l, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+    EXPECT_EQ(names(), (std::vector<std::string>{"sa_reduce", "sa_finish", "sb_reduce",
+                                                 "sb_finish", "sa_combine", "sa",
+                                                 "sb_combine", "sb"}))
+        << round;
+    // The finishes write rows 0-1 and 2-4 of one workspace; both combines
+    // read all 5 rows and write slot 1 of their launch's uniforms, which
+    // their step reads.
+    uint64_t rows = sim().loggedArg(1, 4);
+    EXPECT_EQ(rows % 8, 0u);
+    EXPECT_EQ(sim().loggedArg(3, 4), rows + 2 * 8);
+    for (int c : {4, 6}) {
+      EXPECT_EQ(sim().loggedArg(c, 0), 5u) << c;   // num_step_tensors
+      EXPECT_EQ(sim().loggedArg(c, 1), rows) << c; // step_partials
+      EXPECT_EQ(sim().loggedGrid(c), 1u) << c;
+      EXPECT_EQ(sim().loggedBlock(c), 512u) << c;
+      EXPECT_EQ(sim().loggedArg(c + 1, 3), sim().loggedArg(c, 2)) << c; // uniforms
+    }
+    EXPECT_NE(sim().loggedArg(4, 2), sim().loggedArg(6, 2));
+    // The uniforms uploaded: lr, then the step value's slot (0.0 until the
+    // combine writes it).
+    const float *u = reinterpret_cast<const float *>(sim().loggedArg(5, 3));
+    EXPECT_EQ(u[0], 0.5f);
+    EXPECT_EQ(u[1], 0.0f);
+    // The second step reuses the staging buffers, workspace and all.
+    if (round == 1)
+      EXPECT_EQ(sim().count("cuMemAlloc"), 0);
+  }
+}
+
+TEST_F(SimulatedStepReductions, SplitApiWritesAndReadsTheCallersRows) {
+  List a = makeList({3000, 10});
+  List b = makeList({5000}, 32 << 20);
+  b.data[0] = static_cast<char *>(b.data[0]) + (16 << 20);
+  qopt_launch l[] = {{ka, &a.view, nullptr, 0, 1, nullptr, nullptr, 0, nullptr},
+                     {kb, &b.view, nullptr, 0, 1, nullptr, nullptr, 0, nullptr}};
+  int64_t T = 0, S = 0;
+  ASSERT_EQ(qopt_step_partials_shape(l, 2, &T, &S), QOPT_SUCCESS);
+  EXPECT_EQ(T, 3);
+  EXPECT_EQ(S, 1);
+  void *rows = nullptr;
+  ASSERT_EQ(qopt_buffer_alloc(ctx, 64, &rows), QOPT_SUCCESS);
+  auto at = [&](int k) { return uint64_t(reinterpret_cast<uintptr_t>(rows)) + 8u * k; };
+  ASSERT_EQ(qopt_step_many_partials(l, 2, static_cast<double *>(rows), nullptr),
+            QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_EQ(names(), (std::vector<std::string>{"sa_reduce", "sa_finish", "sb_reduce",
+                                               "sb_finish"}));
+  EXPECT_EQ(sim().loggedArg(1, 4), at(0));
+  EXPECT_EQ(sim().loggedArg(3, 4), at(2));
+  sim().reset();
+  // Without per-tensor reductions phase B launches no reduce or finish.
+  ASSERT_EQ(qopt_step_many_from_partials(l, 2, static_cast<double *>(rows), nullptr),
+            QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_EQ(names(), (std::vector<std::string>{"sa_combine", "sa", "sb_combine", "sb"}));
+  EXPECT_EQ(sim().loggedArg(0, 0), 3u);
+  EXPECT_EQ(sim().loggedArg(0, 1), at(0));
+  EXPECT_EQ(sim().loggedArg(2, 1), at(0));
+  qopt_buffer_free(ctx, rows);
+}
+
+TEST_F(SimulatedStepReductions, CombineWritesTheCallersDeviceUniforms) {
+  List a = makeList({3000});
+  void *u = nullptr;
+  ASSERT_EQ(qopt_buffer_alloc(ctx, 64, &u), QOPT_SUCCESS);
+  ASSERT_EQ(qopt_step_device_uniforms(ka, &a.view, static_cast<float *>(u), nullptr, 0,
+                                      nullptr),
+            QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_EQ(names(), (std::vector<std::string>{"sa_reduce", "sa_finish", "sa_combine", "sa"}));
+  EXPECT_EQ(sim().loggedArg(2, 2), uint64_t(reinterpret_cast<uintptr_t>(u)));
+  EXPECT_EQ(sim().loggedArg(3, 3), uint64_t(reinterpret_cast<uintptr_t>(u)));
+  // The combine writes the uniforms: a buffer inside the gradient is refused.
+  sim().reset();
+  EXPECT_EQ(qopt_step_device_uniforms(ka, &a.view, reinterpret_cast<float *>(grads + 64),
+                                      nullptr, 0, nullptr),
+            QOPT_ERROR_VALIDATION);
+  EXPECT_NE(std::string(qopt_last_error()).find("overlapping buffers"), std::string::npos)
+      << qopt_last_error();
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 0);
+  qopt_buffer_free(ctx, u);
+}
+
+TEST_F(SimulatedStepReductions, CaptureUsesTheWorkspaceAWarmUpReserved) {
+  List a = makeList({3000, 10});
+  List b = makeList({5000}, 32 << 20);
+  b.data[0] = static_cast<char *>(b.data[0]) + (16 << 20);
+  qopt_launch l[] = {{ka, &a.view, nullptr, 0, 1, nullptr, nullptr, 0, nullptr},
+                     {kb, &b.view, nullptr, 0, 1, nullptr, nullptr, 0, nullptr}};
+  // Without a warm-up the capture finds no staging buffer (the rows' workspace
+  // included) and launches nothing.
+  sim().setCapturing(1);
+  EXPECT_EQ(qopt_step_many(l, 2, nullptr), QOPT_ERROR_CAPTURE);
+  EXPECT_NE(std::string(qopt_last_error()).find("warm-up"), std::string::npos)
+      << qopt_last_error();
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 0);
+  EXPECT_EQ(sim().count("cuMemAlloc"), 0);
+  // A warm-up step reserves it; the captured step then allocates nothing.
+  sim().setCapturing(0);
+  ASSERT_EQ(qopt_step_many(l, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  sim().reset();
+  sim().setCapturing(1);
+  ASSERT_EQ(qopt_step_many(l, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  sim().setCapturing(0);
+  EXPECT_EQ(sim().count("cuMemAlloc"), 0);
+  EXPECT_EQ(names(), (std::vector<std::string>{"sa_reduce", "sa_finish", "sb_reduce",
+                                               "sb_finish", "sa_combine", "sa",
+                                               "sb_combine", "sb"}));
+  // The graph keeps its buffers, workspace and all: the next uncaptured step
+  // uses others.
+  uint64_t captured = sim().loggedArg(1, 4);
+  sim().reset();
+  ASSERT_EQ(qopt_step_many(l, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_NE(sim().loggedArg(1, 4), captured);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -377,6 +571,14 @@ int main(int argc, char **argv) {
   s.lastArg = reinterpret_cast<uint64_t (*)(int)>(::dlsym(h, "sim_last_arg"));
   s.lastGrid = reinterpret_cast<unsigned (*)()>(::dlsym(h, "sim_last_grid"));
   s.setEventsPending = reinterpret_cast<void (*)(int)>(::dlsym(h, "sim_set_events_pending"));
+  s.setFunctionArgs =
+      reinterpret_cast<void (*)(const char *, int)>(::dlsym(h, "sim_set_function_args"));
+  s.logged = reinterpret_cast<int (*)()>(::dlsym(h, "sim_logged"));
+  s.loggedName = reinterpret_cast<const char *(*)(int)>(::dlsym(h, "sim_logged_name"));
+  s.loggedGrid = reinterpret_cast<unsigned (*)(int)>(::dlsym(h, "sim_logged_grid"));
+  s.loggedBlock = reinterpret_cast<unsigned (*)(int)>(::dlsym(h, "sim_logged_block"));
+  s.loggedArg = reinterpret_cast<uint64_t (*)(int, int)>(::dlsym(h, "sim_logged_arg"));
+  s.setCapturing = reinterpret_cast<void (*)(int)>(::dlsym(h, "sim_set_capturing"));
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

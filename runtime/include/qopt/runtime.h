@@ -51,7 +51,7 @@ extern "C" {
 #endif
 
 /// Version of this library (major * 10000 + minor * 100 + patch).
-#define QOPT_RUNTIME_VERSION 500
+#define QOPT_RUNTIME_VERSION 600
 /// The manifest "version" this library reads.
 #define QOPT_MANIFEST_VERSION 1
 
@@ -293,7 +293,39 @@ typedef struct qopt_manifest_info {
   /// QOPT_NUMERICS_COUNTERS where the kernel takes numerics counters (its
   /// args list `numerics_counters`), else 0.
   int32_t num_numerics_counters;
+  /// The manifest's "reductions" (qopt_manifest_get_reduction): all of
+  /// them, and the step reductions among them (S). num_uniforms counts the
+  /// S uniform slots of the step reductions too.
+  size_t num_reductions;
+  size_t num_step_reductions;
 } qopt_manifest_info;
+
+/// A reduction's kind (docs/dsl.md, "Reductions"). Step reductions are
+/// sum, max or norm.
+typedef enum qopt_reduction_kind {
+  QOPT_REDUCTION_SUM = 1,
+  QOPT_REDUCTION_MEAN = 2,
+  QOPT_REDUCTION_MAX = 3,
+  QOPT_REDUCTION_NORM = 4,
+  QOPT_REDUCTION_RMS = 5,
+} qopt_reduction_kind;
+
+/// Per tensor, or over every tensor of a step (all launches of one
+/// qopt_step_many call).
+typedef enum qopt_reduction_scope {
+  QOPT_REDUCTION_SCOPE_TENSOR = 0,
+  QOPT_REDUCTION_SCOPE_STEP = 1,
+} qopt_reduction_scope;
+
+typedef struct qopt_reduction_info {
+  qopt_reduction_kind kind;
+  qopt_reduction_scope scope;
+  /// Its index among the reductions of its scope (r_t or s).
+  int64_t index;
+  /// A step reduction's uniform slot (U + s, U the evaluated uniforms); -1
+  /// for a per-tensor one.
+  int64_t uniform;
+} qopt_reduction_info;
 
 typedef struct qopt_stream_info {
   const char *name;  ///< "p", "p.ecc", "m.codes", ...
@@ -342,6 +374,11 @@ qopt_manifest_get_hyper(const qopt_manifest *manifest, size_t index,
 QOPT_RUNTIME_API qopt_status
 qopt_manifest_get_table(const qopt_manifest *manifest, size_t index,
                         qopt_table_info *info);
+/// Reduction `index` of the manifest's "reductions", in update order
+/// (0 <= index < num_reductions).
+QOPT_RUNTIME_API qopt_status
+qopt_manifest_get_reduction(const qopt_manifest *manifest, size_t index,
+                            qopt_reduction_info *info);
 
 /// A hyperparameter value by name. Names the manifest does not list are an
 /// error (QOPT_ERROR_NOT_FOUND); listed names not given take their default.
@@ -351,7 +388,8 @@ typedef struct qopt_hyper {
 } qopt_hyper;
 
 /// Evaluates the manifest's uniform expressions in float64 and rounds each to
-/// float32 once: out[i] = (float)eval(uniforms[i]). `step` is the 1-based
+/// float32 once: out[i] = (float)eval(uniforms[i]); the step reductions'
+/// slots after them (num_uniforms counts them) are 0.0. `step` is the 1-based
 /// step count as the spec sees it. `capacity` must be >= num_uniforms.
 /// Errors (QOPT_ERROR_INVALID_ARGUMENT): `step` < 1, unknown or missing
 /// hyperparameter, a bool hyperparameter not 0/1, a NaN result (the message
@@ -520,6 +558,23 @@ typedef void (*qopt_host_counted_kernel_fn)(
     const float *uniforms, const float *const *tables, int64_t tile_begin,
     int64_t tile_end, int64_t *numerics_counters);
 
+/// The host backend's phase A of a kernel with step reductions (docs/abi.md,
+/// "Step reductions"): for each tensor whose first tile lies in
+/// [tile_begin, tile_end), its S float64 accumulations at
+/// step_partials[k * S + s] (k: the tensor's index in this launch). Reads
+/// the tensors only.
+typedef void (*qopt_host_partials_fn)(const void *descriptors,
+                                      const int32_t *tile_map,
+                                      int64_t num_tiles, const float *uniforms,
+                                      const float *const *tables,
+                                      int64_t tile_begin, int64_t tile_end,
+                                      double *step_partials);
+/// Phase B: the tree over the step's `num_step_tensors` rows of S
+/// accumulations, finished and rounded to float32 into uniforms[U + s].
+typedef void (*qopt_host_combine_fn)(int64_t num_step_tensors,
+                                     const double *step_partials,
+                                     float *uniforms);
+
 /// Loads a kernel of the registry onto the context's device. CUDA: picks the
 /// binary for the device's architecture (cubin for the same sm, then a cubin
 /// the device can run, then fatbin, then PTX through the driver JIT, trying
@@ -541,6 +596,18 @@ QOPT_RUNTIME_API qopt_status qopt_kernel_create_from_image(
 QOPT_RUNTIME_API qopt_status qopt_kernel_create_host(
     qopt_context *context, const qopt_manifest *manifest,
     qopt_host_kernel_fn function, qopt_kernel **out);
+/// Gives a qopt_kernel_create_host kernel whose manifest has step
+/// reductions its phase functions: `phase` "partials" (a
+/// qopt_host_partials_fn) or "combine" (a qopt_host_combine_fn), cast to
+/// void (*)(void). A kernel loaded from a manifest's host library has them
+/// from its "phases" already. Errors: INVALID_ARGUMENT for another name, a
+/// NULL function or a kernel that is not a host kernel with step
+/// reductions.
+typedef void (*qopt_host_phase_fn)(void);
+QOPT_RUNTIME_API qopt_status qopt_kernel_set_host_phase(qopt_kernel *kernel,
+                                                        const char *phase,
+                                                        qopt_host_phase_fn function);
+
 /// Destroys a kernel. Its staging buffers (including those kept for captured
 /// graphs) are freed: no step of it may be in flight or replayed later.
 QOPT_RUNTIME_API qopt_status qopt_kernel_destroy(qopt_kernel *kernel);
@@ -704,8 +771,50 @@ typedef struct qopt_launch {
 /// are two launches or more. A driver
 /// failure while launching launch i (after validation) leaves launches
 /// 0..i-1 enqueued; the message says so.
+///
+/// Step reductions (docs/abi.md, "Step reductions"): where any launch's
+/// kernel has them, every launch's kernel must have the same list of step
+/// reduction kinds (QOPT_ERROR_VALIDATION naming the launches otherwise;
+/// nothing is launched). The step then runs in two phases over the step's
+/// T tensors (all launches): phase A, launch by launch, writes each tensor's
+/// S float64 accumulations (the reduce and finish launches; the host's
+/// partials function); phase B, launch by launch, combines the T rows into
+/// the uniform slots U + s (each launch's combine, into its own uniforms)
+/// and steps. The T * S * 8 bytes of rows are the runtime's (on CUDA in the
+/// first launch's staging buffer: reserved by an uncaptured step, kept by a
+/// captured graph).
 QOPT_RUNTIME_API qopt_status qopt_step_many(const qopt_launch *launches,
                                             size_t num_launches, void *stream);
+
+/// The rows of a step's reductions: T, the tensors of every launch, and S,
+/// the step reductions of their kernels (0 where none has any; the same
+/// kinds check as qopt_step_many). A caller of the split API below holds
+/// T * S float64.
+QOPT_RUNTIME_API qopt_status qopt_step_partials_shape(
+    const qopt_launch *launches, size_t num_launches,
+    int64_t *num_step_tensors, int64_t *num_step_reductions);
+
+/// Phase A of qopt_step_many into the caller's buffer, for an all-reduce
+/// between the phases (sharded training: SUM for the rows of sum and norm,
+/// whose accumulation is a sum of squares; MAX for max): validates
+/// everything qopt_step_many validates, then writes the T x S rows
+/// (tensor (base + k) of launch i, base the tensors of the launches before
+/// it, at step_partials[(base + k) * S + s]). Steps nothing.
+/// `step_partials`: device memory of the context for CUDA (host memory for
+/// the host backend), 8-byte aligned, T * S float64. Kernels without step
+/// reductions are refused (INVALID_ARGUMENT).
+QOPT_RUNTIME_API qopt_status qopt_step_many_partials(
+    const qopt_launch *launches, size_t num_launches, double *step_partials,
+    void *stream);
+
+/// Phase B of qopt_step_many from the caller's rows (as
+/// qopt_step_many_partials wrote them, all-reduced): validates, runs the
+/// reduce and finish of kernels that also have per-tensor reductions (their
+/// finish writes its rows to the runtime's workspace, not the caller's),
+/// then each launch's combine, reading `step_partials`, and its step.
+QOPT_RUNTIME_API qopt_status qopt_step_many_from_partials(
+    const qopt_launch *launches, size_t num_launches,
+    const double *step_partials, void *stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -172,6 +172,12 @@ public:
     check(qopt_manifest_get_table(h_, index, &t));
     return t;
   }
+  /// Reduction `index` of "reductions" (kind, scope, uniform slot).
+  qopt_reduction_info reduction(size_t index) const {
+    qopt_reduction_info r;
+    check(qopt_manifest_get_reduction(h_, index, &r));
+    return r;
+  }
   /// The float32 uniforms for these hyperparameters and step.
   std::vector<float> evaluateUniforms(const std::vector<qopt_hyper> &hypers,
                                       int64_t step) const {
@@ -299,6 +305,13 @@ public:
     qopt_manifest *m = nullptr;
     check(qopt_kernel_get_manifest(h_, &m));
     return Manifest(m);
+  }
+  /// A host kernel's phase functions of its step reductions.
+  void setHostPhases(qopt_host_partials_fn partials, qopt_host_combine_fn combine) {
+    check(qopt_kernel_set_host_phase(
+        h_, "partials", reinterpret_cast<qopt_host_phase_fn>(partials)));
+    check(qopt_kernel_set_host_phase(
+        h_, "combine", reinterpret_cast<qopt_host_phase_fn>(combine)));
   }
   qopt_kernel_info info() const {
     qopt_kernel_info i;
