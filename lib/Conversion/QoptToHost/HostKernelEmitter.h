@@ -120,11 +120,20 @@ private:
     return findStream(streams, role, state);
   }
 
-  /// The function's entry after its arguments: the stack buffers, uniforms,
-  /// skip flag (which moves `tileEnd` to `tileBegin`) and codebook
-  /// midpoints. Fails where the skip flag is not launch-uniform.
-  LogicalResult emitEntry(FunctionContext &function, Value tables,
-                          Value uniformsPtr, Value tileBegin, Value &tileEnd);
+  /// The parameters every function over a tile range starts with
+  /// (qopt_host_kernel_fn's): descriptors, tile map, tile count, uniforms,
+  /// tables, tile_begin, tile_end.
+  SmallVector<Type> tileFunctionParams();
+  /// A new exported function `<kernel><suffix>` of `params` returning
+  /// nothing; the builder is left at the start of its entry block.
+  Block *createFunction(ModuleOp module, StringRef suffix,
+                        ArrayRef<Type> params);
+  /// The entry of a function over a tile range (tileFunctionParams()
+  /// first): the stack buffers, uniforms, skip flag (which moves `tileEnd`
+  /// to tile_begin) and codebook midpoints. Fails where the skip flag is
+  /// not launch-uniform.
+  LogicalResult emitEntry(FunctionContext &function, Block *entry,
+                          Value &tileEnd);
   /// Tile `t` (i64) of the tile map: its tensor's descriptor read.
   TileContext emitTileStart(Value descs, Value tileMap, Value t);
   /// The chunk of `lanes` elements from `offset` in `tile`.

@@ -314,9 +314,27 @@ void HostKernelEmitter::emitRequantize(const FunctionContext &function,
                 size, first, stored);
 }
 
+SmallVector<Type> HostKernelEmitter::tileFunctionParams() {
+  return {ptr(), ptr(), i64(), ptr(), ptr(), i64(), i64()};
+}
+
+Block *HostKernelEmitter::createFunction(ModuleOp module, StringRef suffix,
+                                         ArrayRef<Type> params) {
+  b.setInsertionPointToEnd(module.getBody());
+  auto fnType = LLVM::LLVMFunctionType::get(
+      LLVM::LLVMVoidType::get(b.getContext()), params);
+  auto func = LLVM::LLVMFuncOp::create(
+      b, loc, (optimizer.getSymName() + suffix).str(), fnType);
+  func.setPassthroughAttr(b.getArrayAttr({b.getStringAttr("nounwind")}));
+  Block *entry = func.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+  return entry;
+}
+
 LogicalResult HostKernelEmitter::emitEntry(FunctionContext &function,
-                                           Value tables, Value uniformsPtr,
-                                           Value tileBegin, Value &tileEnd) {
+                                           Block *entry, Value &tileEnd) {
+  Value uniformsPtr = entry->getArgument(3), tables = entry->getArgument(4);
+  Value tileBegin = entry->getArgument(5);
   // The host-evaluated uniforms, then one slot per whole-step reduction
   // (the combine function wrote them).
   unsigned numUniforms = getNumHostUniforms(optimizer) +
@@ -408,24 +426,16 @@ LogicalResult HostKernelEmitter::emit(ModuleOp module) {
   // qopt_host_kernel_fn: descriptors, tile map, tile count, uniforms, tables,
   // tile_begin, tile_end; where a state saturates, the numerics counters
   // (qopt_host_counted_kernel_fn).
-  b.setInsertionPointToEnd(module.getBody());
-  SmallVector<Type> params = {ptr(), ptr(), i64(), ptr(), ptr(), i64(), i64()};
+  SmallVector<Type> params = tileFunctionParams();
   if (countsNumerics(optimizer))
     params.push_back(ptr());
-  auto fnType = LLVM::LLVMFunctionType::get(
-      LLVM::LLVMVoidType::get(b.getContext()), params);
-  auto func = LLVM::LLVMFuncOp::create(
-      b, loc, (optimizer.getSymName() + "_host").str(), fnType);
-  func.setPassthroughAttr(b.getArrayAttr({b.getStringAttr("nounwind")}));
-  Block *entry = func.addEntryBlock(b);
-  b.setInsertionPointToStart(entry);
+  Block *entry = createFunction(module, "_host", params);
   Value descs = entry->getArgument(0), tileMap = entry->getArgument(1);
-  Value uniformsPtr = entry->getArgument(3), tables = entry->getArgument(4);
   Value tileBegin = entry->getArgument(5), tileEnd = entry->getArgument(6);
   FunctionContext function;
   if (countsNumerics(optimizer))
     function.numericsCounters = entry->getArgument(7);
-  if (failed(emitEntry(function, tables, uniformsPtr, tileBegin, tileEnd)))
+  if (failed(emitEntry(function, entry, tileEnd)))
     return failure();
 
   // for (t = tile_begin; t < tile_end; ++t)
@@ -476,22 +486,14 @@ LogicalResult HostKernelEmitter::emitPartials(ModuleOp module) {
   // tables, tile_begin, tile_end, double *step_partials): the whole-step
   // reductions' accumulations of each tensor whose first tile is in the
   // range, at row k (its index in the launch) * S + s. Writes nothing else.
-  b.setInsertionPointToEnd(module.getBody());
-  SmallVector<Type> params = {ptr(), ptr(), i64(), ptr(), ptr(), i64(), i64(),
-                              ptr()};
-  auto fnType = LLVM::LLVMFunctionType::get(
-      LLVM::LLVMVoidType::get(b.getContext()), params);
-  auto func = LLVM::LLVMFuncOp::create(
-      b, loc, (optimizer.getSymName() + "_partials").str(), fnType);
-  func.setPassthroughAttr(b.getArrayAttr({b.getStringAttr("nounwind")}));
-  Block *entry = func.addEntryBlock(b);
-  b.setInsertionPointToStart(entry);
+  SmallVector<Type> params = tileFunctionParams();
+  params.push_back(ptr());
+  Block *entry = createFunction(module, "_partials", params);
   Value descs = entry->getArgument(0), tileMap = entry->getArgument(1);
-  Value uniformsPtr = entry->getArgument(3), tables = entry->getArgument(4);
   Value tileBegin = entry->getArgument(5), tileEnd = entry->getArgument(6);
   Value stepPartials = entry->getArgument(7);
   FunctionContext function;
-  if (failed(emitEntry(function, tables, uniformsPtr, tileBegin, tileEnd)))
+  if (failed(emitEntry(function, entry, tileEnd)))
     return failure();
   auto tiles = scf::ForOp::create(b, loc, tileBegin, tileEnd, constI64(1));
   b.setInsertionPoint(tiles.getBody()->getTerminator());

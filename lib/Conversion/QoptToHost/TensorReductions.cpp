@@ -175,14 +175,7 @@ void HostKernelEmitter::emitCombine(ModuleOp module) {
   SmallVector<ReduceOp> global = getReductions(optimizer, /*global=*/true);
   int64_t perStep = global.size();
   Type f64 = b.getF64Type();
-  b.setInsertionPointToEnd(module.getBody());
-  auto fnType = LLVM::LLVMFunctionType::get(
-      LLVM::LLVMVoidType::get(b.getContext()), {i64(), ptr(), ptr()});
-  auto func = LLVM::LLVMFuncOp::create(
-      b, loc, (optimizer.getSymName() + "_combine").str(), fnType);
-  func.setPassthroughAttr(b.getArrayAttr({b.getStringAttr("nounwind")}));
-  Block *entry = func.addEntryBlock(b);
-  b.setInsertionPointToStart(entry);
+  Block *entry = createFunction(module, "_combine", {i64(), ptr(), ptr()});
   Value numRows = entry->getArgument(0), rows = entry->getArgument(1);
   Value uniforms = entry->getArgument(2);
   SmallVector<ReductionKind> kinds;
