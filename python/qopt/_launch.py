@@ -611,7 +611,7 @@ def _step_groups(launches: List[_Launch]) -> Optional[List[Any]]:
 
 
 def _step_split(entries, lns: List[_Launch], stream, groups: List[Any]) -> None:
-    """One step with whole-step reductions over sharded tensors (docs/abi.md, "Step reductions"):
+    """One step with whole-step reductions over sharded tensors (docs/abi.md, "Whole-step reductions"):
     phase A writes this rank's [T][S] float64 rows (one per tensor of the step, one column per
     step reduction), the rows are all-reduced (SUM for sum and norm, whose rows are sums of
     squares; MAX for max) over `groups`, and phase B combines and steps from them. Every rank

@@ -252,13 +252,19 @@ class FlashAdamWClip(FlashAdamW):
     ``min(1, max_grad_norm / (norm + 1e-6))`` as it loads it, as
     ``torch.nn.utils.clip_grad_norm_(params, max_grad_norm)`` before ``FlashAdamW.step()`` does.
     The step is one runtime call: a norm pass over the gradients (their float64 rows, one per
-    tensor), the combine of all rows into the norm, then the step (docs/abi.md, "Step
+    tensor), the combine of all rows into the norm, then the step (docs/abi.md, "Whole-step
     reductions"); no host sync, the gradients in memory stay as they are.
 
     The norm's order is docs/numerics.md's fixed tree (float64 sums of squares per 2048-element
     chunk, pairwise over chunks, tensors and launches), not torch's (float32 per-tensor norms of
     the norms): the two norms differ by float rounding (relative ~1e-7), so the clipped step
-    matches ``clip_grad_norm_`` + ``FlashAdamW`` to that tolerance, not bit for bit.
+    matches ``clip_grad_norm_`` + ``FlashAdamW`` to that tolerance, not bit for bit. The norm is
+    accumulated in float64, so float16 gradients whose norm exceeds 65504 are still clipped by
+    their true norm (``clip_grad_norm_`` computes an infinite float16 norm there and zeroes the
+    update). One NaN gradient element makes the norm NaN and so every parameter of the step NaN,
+    as ``clip_grad_norm_`` + ``step()`` does; ``skip_nonfinite=True`` skips such a step on the
+    device (one more read of the gradients). The norm itself is not kept: there is no
+    ``last_grad_norm``.
 
     FlashAdamW's arguments and defaults, plus ``max_grad_norm`` (a positive float, default 1.0;
     ``float('inf')`` does not clip: the kernel is given the largest float32) and ``process_group``: where the gradients are sharded
@@ -289,15 +295,21 @@ class FlashAdamWClip(FlashAdamW):
             raise ValueError(f"{cls}: max_grad_norm=None; {cls} clips in its kernel, so "
                              f"max_grad_norm is a positive number (FlashAdamW does not clip)")
         self.process_group = process_group
+        # max_grad_norm goes through FlashAdamW's constructor so that a param group that repeats
+        # it is checked against it; _KERNEL_CLIPS keeps the torch-side norm pass off.
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          decouple_lr=decouple_lr, quantize=quantize,
                          compress_state_dict=compress_state_dict,
                          master_weight_bits=master_weight_bits, check_numerics=check_numerics,
                          fused=fused, capturable=capturable, min_8bit_size=min_8bit_size,
-                         skip_nonfinite=skip_nonfinite)
-        self.max_grad_norm = norm
+                         skip_nonfinite=skip_nonfinite, max_grad_norm=norm)
 
     def _kernel_hypers(self, group):
+        # the attribute may have been changed since the constructor checked it
+        cls = type(self).__name__
+        if check_max_grad_norm(cls, self.max_grad_norm) is None:
+            raise ValueError(f"{cls}: max_grad_norm=None; {cls} clips in its kernel, so "
+                             f"max_grad_norm is a positive number (FlashAdamW does not clip)")
         hypers = super()._kernel_hypers(group)
         # inf (no clipping) as the largest float32: max_grad_norm / (norm + 1e-6) >= 1 for every
         # finite norm, so the coefficient is exactly 1 (hyperparameters are finite)

@@ -173,6 +173,30 @@ def test_clip_needs_a_norm():
                             max_grad_norm=-1)
 
 
+def test_group_may_repeat_the_optimizers_norm():
+    ps = [torch.nn.Parameter(torch.zeros(4, dtype=torch.bfloat16)) for _ in range(2)]
+    opt = qopt.FlashAdamWClip([{"params": ps[:1], "max_grad_norm": 1.0}, {"params": ps[1:]}],
+                              max_grad_norm=1.0)
+    assert opt.max_grad_norm == 1.0
+    with pytest.raises(ValueError, match=r"max_grad_norm=0.1 in a param group .*\(1.0\)"):
+        qopt.FlashAdamWClip([{"params": ps[:1], "max_grad_norm": 0.1}], max_grad_norm=1.0)
+
+
+@needs_kernel
+@pytest.mark.parametrize("bad", [-1.0, 0.0, None, float("nan")])
+def test_step_checks_a_norm_set_after_the_constructor(bad):
+    ps = _params()
+    for p, g in zip(ps, _grads(1)):
+        p.grad = g
+    before = [p.detach().clone() for p in ps]
+    opt = qopt.FlashAdamWClip(ps, lr=1e-2, max_grad_norm=1.0)
+    opt.max_grad_norm = bad
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        opt.step()
+    for p, b in zip(ps, before):
+        assert torch.equal(p.detach(), b)
+
+
 def _rank(rank, init, out, steps, max_norm):
     """One process of the sharded run: its part of every tensor (rank 0 the first FIRST[k]
     elements, rank 1 the rest), stepped with process_group=WORLD; rank 0 also steps the whole
