@@ -278,6 +278,7 @@ Spec::Spec(const std::string &manifestPath) : path(manifestPath) {
       Phase phase;
       phase.entry = p["entry"].get<std::string>();
       phase.overTensors = p["grid"].get<std::string>() == "tensors";
+      phase.one = p["grid"].get<std::string>() == "one";
       phase.threadsPerBlock = p["threads_per_block"].get<int>();
       for (const auto &a : p["args"])
         phase.args.push_back(a.get<std::string>());
@@ -286,6 +287,7 @@ Spec::Spec(const std::string &manifestPath) : path(manifestPath) {
     const auto &w = j["reduction_workspace"];
     partialBytesPerTile = w["partial_bytes_per_tile"].get<int64_t>();
     valueBytesPerTensor = w["value_bytes_per_tensor"].get<int64_t>();
+    stepPartialBytesPerTensor = w.value("step_partial_bytes_per_tensor", int64_t(0));
   }
   if (args.empty()) {
     args = {"descriptors", "tile_map", "num_tiles", "uniforms"};

@@ -150,11 +150,15 @@ struct Spec {
   struct Phase {
     std::string entry;
     bool overTensors = false; ///< grid "tensors" (else "tiles")
+    bool one = false;         ///< grid "one": exactly one block (a combine)
     int threadsPerBlock = 0;
     std::vector<std::string> args;
   };
   std::vector<Phase> phases;
   int64_t partialBytesPerTile = 0, valueBytesPerTensor = 0;
+  /// Whole-step reductions' rows (docs/abi.md, "Whole-step reductions"):
+  /// the bench's step is one launch, so its tensors are the step's.
+  int64_t stepPartialBytesPerTensor = 0;
   std::vector<qopt_table_info> tables;   ///< codebook tables, in order
   std::vector<std::string> tableStates;  ///< the state each table serves
   std::string binaryPath, binaryFormat;  ///< what the bench loads itself

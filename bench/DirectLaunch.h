@@ -165,7 +165,7 @@ struct TensorSet {
   /// The reduction workspace of a kernel with phases: chunk partials and
   /// per-tensor values (docs/abi.md, "Reductions").
   DeviceMem workspace;
-  cu::CUdeviceptr partials = 0, values = 0;
+  cu::CUdeviceptr partials = 0, values = 0, stepPartials = 0;
   int64_t numTiles = 0, numTensors = 0;
   std::vector<void *> voidPtrs;
 };
@@ -244,9 +244,12 @@ inline void fillSet(const Spec &spec, const std::vector<int64_t> &numels, Tensor
   set.numTensors = int64_t(numels.size());
   if (!spec.phases.empty()) {
     size_t partialBytes = size_t(numTiles * spec.partialBytesPerTile + 255) / 256 * 256;
-    set.workspace = DeviceMem(partialBytes + size_t(set.numTensors * spec.valueBytesPerTensor));
+    size_t valueBytes = size_t(set.numTensors * spec.valueBytesPerTensor + 255) / 256 * 256;
+    set.workspace = DeviceMem(partialBytes + valueBytes +
+                              size_t(set.numTensors * spec.stepPartialBytesPerTensor));
     set.partials = set.workspace.ptr;
     set.values = set.workspace.ptr + partialBytes;
+    set.stepPartials = set.values + valueBytes;
   }
   set.voidPtrs = set.arena.voidPtrs();
 }
@@ -259,7 +262,7 @@ struct Launcher {
                   cu::CUstream stream) const {
     cu::CUdeviceptr descs = set.descs, tiles = set.tiles, counters = set.workCounters;
     cu::CUdeviceptr numerics = set.numericsCounters;
-    cu::CUdeviceptr partials = set.partials, values = set.values;
+    cu::CUdeviceptr partials = set.partials, values = set.values, rows = set.stepPartials;
     int64_t numTiles = set.numTiles, numTensors = set.numTensors;
     std::vector<cu::CUdeviceptr> tbl = tables;
     auto paramsOf = [&](const std::vector<std::string> &names) {
@@ -269,8 +272,10 @@ struct Launcher {
           params.push_back(&partials);
         else if (a == "reduction_values")
           params.push_back(&values);
-        else if (a == "num_tensors")
+        else if (a == "num_tensors" || a == "num_step_tensors")
           params.push_back(&numTensors);
+        else if (a == "step_partials")
+          params.push_back(&rows);
         else
           params.push_back(param(a, descs, tiles, numTiles, uniforms, counters, numerics, tbl));
       }
@@ -283,8 +288,9 @@ struct Launcher {
       const Spec::Phase &p = spec.phases[i];
       std::vector<void *> params = paramsOf(p.args);
       int64_t wave = int64_t(grid) * k.phaseOccupancy[i] / std::max(k.occupancyBlocks, 1);
-      unsigned g = unsigned(std::max<int64_t>(
-          1, std::min<int64_t>(p.overTensors ? numTensors : numTiles, wave)));
+      unsigned g = p.one ? 1u
+                         : unsigned(std::max<int64_t>(
+                               1, std::min<int64_t>(p.overTensors ? numTensors : numTiles, wave)));
       BCU(cu::driver().cuLaunchKernel(k.phaseFns[i], g, 1, 1, unsigned(p.threadsPerBlock), 1, 1, 0,
                                       stream, params.data(), nullptr));
     }

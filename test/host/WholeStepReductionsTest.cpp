@@ -296,7 +296,9 @@ public:
 
 std::string manifestPath(qopt_backend backend, bool shipped, const std::string &stem) {
   if (shipped) {
-    std::string host = QOPT_DEFAULT_KERNEL_DIR; // <build>/kernels/host
+    // $QOPT_TEST_KERNEL_ROOT: the shipped kernels' folder (<build>/kernels) elsewhere.
+    const char *root = std::getenv("QOPT_TEST_KERNEL_ROOT");
+    std::string host = root && *root ? std::string(root) + "/host" : QOPT_DEFAULT_KERNEL_DIR;
     std::string dir = host.substr(0, host.rfind('/')) + (backend == QOPT_BACKEND_CUDA ? "/ptx" : "/host");
     return dir + "/" + stem + ".manifest.json";
   }
