@@ -87,6 +87,18 @@ Kernel::Slot Kernel::makeSlot(size_t bytes) {
   return s;
 }
 
+void Kernel::reclaimSlot(Slot &s, size_t bytes) {
+  if (s.pending) {
+    QOPT_CU(cuEventSynchronize, s.done);
+    s.pending = false;
+  }
+  if (s.capacity < bytes) {
+    Slot fresh = makeSlot(bytes);
+    freeSlot(s);
+    s = fresh;
+  }
+}
+
 void Kernel::freeSlot(Slot &s) {
   // Teardown: the first failure is not worth more than the others.
   const cu::Driver &d = cu::driver();
@@ -188,13 +200,7 @@ long Kernel::pickSlot(size_t bytes, bool capturing,
       Slot &s = slots_[i];
       if (taken(s))
         continue;
-      QOPT_CU(cuEventSynchronize, s.done);
-      s.pending = false;
-      if (s.capacity < bytes) {
-        Slot fresh = makeSlot(bytes);
-        freeSlot(s);
-        s = fresh;
-      }
+      reclaimSlot(s, bytes);
       pick = static_cast<long>(i);
     }
   }
@@ -225,16 +231,7 @@ long Kernel::pickSlot(size_t bytes, bool capturing,
         oldest = static_cast<long>(i);
     }
     if (oldest >= 0) {
-      Slot &s = slots_[static_cast<size_t>(oldest)];
-      if (s.pending) {
-        QOPT_CU(cuEventSynchronize, s.done);
-        s.pending = false;
-      }
-      if (s.capacity < bytes) {
-        Slot fresh = makeSlot(bytes);
-        freeSlot(s);
-        s = fresh;
-      }
+      reclaimSlot(slots_[static_cast<size_t>(oldest)], bytes);
     }
   }
   return pick;

@@ -246,6 +246,9 @@ private:
                          const std::vector<Span> &sorted) const;
   Slot makeSlot(size_t bytes);
   void freeSlot(Slot &s);
+  /// Waits for `s`'s step to finish (a wait: back-pressure only) and grows
+  /// it to `bytes` where it is smaller.
+  void reclaimSlot(Slot &s, size_t bytes);
 
   ContextPtr ctx_;
   ManifestPtr manifest_;
