@@ -309,24 +309,41 @@ std::string manifestPath(qopt_backend backend, bool shipped, const std::string &
 
 class WholeStepRuntime : public ::testing::TestWithParam<qopt_backend> {};
 
-ref::StepSpec flashAdamWClip(double maxGradNorm) {
+/// FlashAdamWClip's reference; `f32`: the `.f32` variant (float32 parameter
+/// and gradient, no error bits).
+ref::StepSpec flashAdamWClip(double maxGradNorm, bool f32 = false) {
   ref::Hyper h;
   h.maxGradNorm = maxGradNorm;
-  ref::StepSpec s = ref::flashAdamW(h, ref::Master::EccI8);
+  ref::StepSpec s = ref::flashAdamW(h, f32 ? ref::Master::None : ref::Master::EccI8);
   s.optimizer = ref::Optimizer::FlashAdamWClip;
+  if (f32) {
+    s.param = ref::DType::F32;
+    s.grad = ref::DType::F32;
+  }
   return s;
 }
 
 /// Three steps of FlashAdamWClip over two launches (one qopt_step_many), with
 /// gradients whose global norm is far above max_grad_norm (clipped), then far
 /// below (not clipped); every stream byte for byte against ref::stepWhole.
+void checkFlashAdamWClip(qopt_backend backend, bool f32);
+
 TEST_P(WholeStepRuntime, FlashAdamWClipMatchesReferenceByteForByte) {
-  RuntimeStep rt(GetParam(), manifestPath(GetParam(), true, "flash_adamw_clip"));
+  for (bool f32 : {false, true}) {
+    SCOPED_TRACE(f32 ? "flash_adamw_clip.f32" : "flash_adamw_clip");
+    checkFlashAdamWClip(GetParam(), f32);
+    if (HasFatalFailure() || IsSkipped())
+      return;
+  }
+}
+
+void checkFlashAdamWClip(qopt_backend backend, bool f32) {
+  RuntimeStep rt(backend, manifestPath(backend, true, f32 ? "flash_adamw_clip.f32" : "flash_adamw_clip"));
   if (!rt.skip.empty())
     GTEST_SKIP() << rt.skip;
   ASSERT_TRUE(rt.ok) << rt.error;
   for (double maxGradNorm : {0.5, 1e6}) {
-    ref::StepSpec spec = flashAdamWClip(maxGradNorm);
+    ref::StepSpec spec = flashAdamWClip(maxGradNorm, f32);
     std::mt19937 rng(7);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     const std::vector<std::vector<int64_t>> sizes = {{5000, 70000, 33}, {4097, 1}};
