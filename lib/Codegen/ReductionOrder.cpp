@@ -40,6 +40,24 @@ static SmallVector<Value> combineWithStacks(OpBuilder &b, Location loc,
   return out;
 }
 
+/// `count` merges from the top of stacks of `depth` subtrees, starting from
+/// `init`: merge i is `stack[depth - 1 - i] ⊕ acc` (older first).
+static scf::ForOp mergeFromTop(OpBuilder &b, Location loc,
+                               ArrayRef<ReductionKind> kinds,
+                               ArrayRef<Value> stacks, Value depth, Value count,
+                               ValueRange init) {
+  auto loop = scf::ForOp::create(b, loc, constI64(b, loc, 0), count,
+                                 constI64(b, loc, 1), init);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value at = arith::SubIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, depth, constI64(b, loc, 1)),
+      loop.getInductionVar());
+  scf::YieldOp::create(
+      b, loc, combineWithStacks(b, loc, kinds, stacks, at, loop.getRegionIterArgs()));
+  return loop;
+}
+
 double mlir::qopt::reductionIdentity(ReductionKind kind) {
   return kind == ReductionKind::max ? -INFINITY : -0.0;
 }
@@ -59,18 +77,7 @@ Value mlir::qopt::pushTreeLeaf(OpBuilder &b, Location loc,
       b, loc, b.getI64Type(),
       arith::XOrIOp::create(b, loc, leafIndex, constI64(b, loc, -1)),
       /*is_zero_poison=*/false);
-  auto merge = scf::ForOp::create(b, loc, constI64(b, loc, 0), merges,
-                                  constI64(b, loc, 1), leaves);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(merge.getBody());
-    Value below = arith::SubIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, depth, constI64(b, loc, 1)),
-        merge.getInductionVar());
-    scf::YieldOp::create(b, loc,
-                         combineWithStacks(b, loc, kinds, stacks, below,
-                                           merge.getRegionIterArgs()));
-  }
+  scf::ForOp merge = mergeFromTop(b, loc, kinds, stacks, depth, merges, leaves);
   Value top = arith::SubIOp::create(b, loc, depth, merges);
   for (auto [index, kind] : llvm::enumerate(kinds))
     LLVM::StoreOp::create(b, loc, merge.getResult(index),
@@ -83,18 +90,7 @@ SmallVector<Value> mlir::qopt::foldTreeStacks(OpBuilder &b, Location loc,
                                               ArrayRef<Value> stacks,
                                               Value depth,
                                               ValueRange identities) {
-  auto fold = scf::ForOp::create(b, loc, constI64(b, loc, 0), depth,
-                                 constI64(b, loc, 1), identities);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(fold.getBody());
-    Value at = arith::SubIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, depth, constI64(b, loc, 1)),
-        fold.getInductionVar());
-    scf::YieldOp::create(b, loc,
-                         combineWithStacks(b, loc, kinds, stacks, at,
-                                           fold.getRegionIterArgs()));
-  }
+  scf::ForOp fold = mergeFromTop(b, loc, kinds, stacks, depth, depth, identities);
   return SmallVector<Value>(fold.getResults());
 }
 
