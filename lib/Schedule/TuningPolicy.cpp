@@ -22,13 +22,22 @@ static bool hasParamBits(OptimizerOp optimizer, unsigned bits) {
   return optimizer.getParamType().getIntOrFloatBitWidth() == bits;
 }
 
-/// Group states, no codebook state and a 16-bit parameter: steps bound by
-/// their instruction issue, where the staging frees the registers that loads
-/// in flight would hold. docs/tuning.md#async-copy
+/// Whether every element of `state` takes at most 16 bits: a group state or
+/// a 16-bit plain one.
+static bool hasNarrowElements(StateOp state) {
+  if (isa<GroupSchemeAttr>(state.getScheme()))
+    return true;
+  auto plain = dyn_cast<PlainSchemeAttr>(state.getScheme());
+  return plain && plain.getStorage().getWidth() <= 16;
+}
+
+/// A 16-bit parameter and states that are all group states or 16-bit plain
+/// ones: steps bound by their instruction issue, where the staging frees the
+/// registers that loads in flight would hold. docs/tuning.md#async-copy
 static bool prefersStagedTiles(OptimizerOp optimizer) {
-  return hasStateOf<GroupSchemeAttr>(optimizer) &&
-         !hasStateOf<CodebookSchemeAttr>(optimizer) &&
-         hasParamBits(optimizer, 16);
+  SmallVector<StateOp> states = getStates(optimizer);
+  return !states.empty() && hasParamBits(optimizer, 16) &&
+         llvm::all_of(states, hasNarrowElements);
 }
 
 bool mlir::qopt::hasSmallCodebookBlocks(OptimizerOp optimizer) {
@@ -71,13 +80,12 @@ int64_t mlir::qopt::chooseElementsPerThread(OptimizerOp optimizer,
   SmallVector<StateOp> states = getStates(optimizer);
   for (StateOp state : states)
     maxGroup = std::max(maxGroup, getReductionSize(state));
-  // docs/tuning.md#lanes: one state and no staging, 16 lanes, but for a
-  // codebook state, whose kernels are built for 64 registers a thread.
-  int64_t preferred = !prefersStagedTiles(optimizer) && states.size() <= 1 &&
-                              !hasStateOf<CodebookSchemeAttr>(optimizer)
-                          ? 16
-                          : 8;
-  int64_t lanes = std::min<int64_t>(preferred, minGroup);
+  // docs/tuning.md#lanes: 8, but 16 for one group state unstaged (an f32
+  // parameter).
+  bool oneGroupUnstaged = states.size() == 1 &&
+                          isa<GroupSchemeAttr>(states.front().getScheme()) &&
+                          !prefersStagedTiles(optimizer);
+  int64_t lanes = std::min<int64_t>(oneGroupUnstaged ? 16 : 8, minGroup);
   while (threads > 0 && (threads * lanes) % maxGroup != 0 && lanes < 16 &&
          lanes * 2 <= minGroup)
     lanes *= 2;

@@ -93,13 +93,57 @@ qopt.optimizer @CodebookF32 param "p" : f32 master none grad "g" : f32 {
 
 // A plan already attached is replaced, not kept.
 // CHECK-LABEL: qopt.optimizer @Replanned
-// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 16,
+// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 8,
 // CHECK-SAME: min_blocks_per_sm = 2,
 qopt.optimizer @Replanned param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 32, lanes = 1, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, waves = 1, min_tiles_per_block = 1, suggested_blocks_per_sm = 4>} {
   qopt.update {
     %g = qopt.load_grad : f32
     %p = qopt.load_param : f32
     %pn = arith.subf %p, %g : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// Two 16-bit plain states and a bf16 parameter: staged like group states
+// (docs/tuning.md#async-copy), at 512 x 8.
+// CHECK-LABEL: qopt.optimizer @PlainBf16
+// CHECK-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = {{[2-4]}},
+// CHECK-SAME: run_pointers = true,
+qopt.optimizer @PlainBf16 param "p" : bf16 master none grad "g" : bf16 {
+  qopt.state @m : #qopt.plain<storage = bf16>
+  qopt.state @v : #qopt.plain<storage = bf16>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %v = qopt.load_state @v : f32
+    %mn = arith.addf %m, %g : f32
+    %vn = arith.addf %v, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_state @v, %vn : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// One float32 plain state: unstaged (a 32-bit state), 256 threads of 8
+// lanes (docs/tuning.md#lanes), two blocks a multiprocessor at least.
+// CHECK-LABEL: qopt.optimizer @PlainF32OneState
+// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0,
+// CHECK-SAME: min_blocks_per_sm = 2,
+qopt.optimizer @PlainF32OneState param "p" : bf16 master none grad "g" : bf16 {
+  qopt.state @m : #qopt.plain<storage = f32>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %mn = arith.addf %m, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
     qopt.store_param %pn : f32
   }
 }

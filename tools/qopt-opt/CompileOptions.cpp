@@ -66,8 +66,8 @@ struct CompileOptions {
     cl::value_desc("path"), cl::init(""), cl::cat(compileCategory)};
   cl::opt<int64_t> threadsPerBlock{
       "threads-per-block",
-      cl::desc("Threads per block (0: 512 with async copies (group states, "
-               "no codebook, a 16-bit parameter), for two or more states "
+      cl::desc("Threads per block (0: 512 with async copies (group or 16-bit "
+               "states, a 16-bit parameter), for two or more states "
                "without a codebook, or for two or more states with codebook "
                "blocks of at most 256 and an f32 parameter; else 256)"),
       cl::init(0), cl::cat(compileCategory)};
@@ -78,8 +78,8 @@ struct CompileOptions {
   cl::opt<int64_t> elementsPerThread{
       "elements-per-thread",
       cl::desc("Consecutive elements each GPU thread owns per tile (0: "
-               "8 with async copies, else 16 for one state and 8 for more, "
-               "more where a block needs a larger tile; at most the smallest "
+               "8, 16 for one group state unstaged, more where a block needs a "
+               "larger tile; at most the smallest "
                "group or block: a larger number is lowered to it, as the "
                "manifest's elements_per_thread shows)"),
       cl::init(0), cl::cat(compileCategory)};
@@ -110,8 +110,8 @@ struct CompileOptions {
                "streams of 4, 8 or a power of two times 16 bytes per "
                "thread)"),
       cl::values(clEnumValN(AsyncCopy::Auto, "auto",
-                            "on for group states without a codebook and "
-                            "a 16-bit parameter, and for two or more "
+                            "on for states that are all group or 16-bit "
+                            "plain ones and a 16-bit parameter, and for two or more "
                             "states with codebook blocks of at most 256 "
                             "and a 16-bit parameter (docs/tuning.md \"Async "
                             "copies\"), else off"),

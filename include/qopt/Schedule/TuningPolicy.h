@@ -59,8 +59,8 @@ struct StagingLimits {
 int64_t chooseThreadsPerBlock(OptimizerOp optimizer, int64_t requested);
 
 /// Consecutive elements per GPU thread (the lanes of a host chunk):
-/// `requested`, or with `requested <= 0` 8 where the tiles are staged, else
-/// 16 for one state and 8 for more, raised until `threads` such threads
+/// `requested`, or with `requested <= 0` 8, but 16 for one group state whose
+/// tiles are not staged, raised until `threads` such threads
 /// cover the largest block; never more than the smallest group, so that a
 /// thread's lanes lie in one group. docs/tuning.md#lanes
 int64_t chooseElementsPerThread(OptimizerOp optimizer, int64_t threads,

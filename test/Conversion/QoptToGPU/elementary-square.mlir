@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=tile-claims=0 --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="tile-claims=0 elements-per-thread=16" --convert-qopt-to-gpu | FileCheck %s
 
 // x ** c with a constant c of 2 is one f32 product, as torch computes it; no
 // float64 arithmetic (docs/numerics.md, "Elementary functions").

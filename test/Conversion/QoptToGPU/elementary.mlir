@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=tile-claims=0 --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="tile-claims=0 elements-per-thread=16" --convert-qopt-to-gpu | FileCheck %s
 // RUN: qopt-opt %s --emit=ptx | FileCheck %s --check-prefix=PTX
 
 // The elementary functions are float64 arithmetic on the lanes

@@ -1,6 +1,6 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu=guarded-ieee=false | FileCheck %s --check-prefix=PLAIN
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=tile-claims=0 --convert-qopt-to-gpu=mode=fast | FileCheck %s --check-prefix=FAST
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=elements-per-thread=16 --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=elements-per-thread=16 --convert-qopt-to-gpu=guarded-ieee=false | FileCheck %s --check-prefix=PLAIN
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="tile-claims=0 elements-per-thread=16" --convert-qopt-to-gpu=mode=fast | FileCheck %s --check-prefix=FAST
 // RUN: qopt-opt %s --emit=ptx | FileCheck %s --check-prefix=PTX
 
 // Guarded IEEE (strict mode, the default): the update's divisions and square

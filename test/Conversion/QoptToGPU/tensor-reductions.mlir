@@ -1,4 +1,4 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="target=gpu" --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="target=gpu elements-per-thread=16" --convert-qopt-to-gpu | FileCheck %s
 // RUN: not qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="target=gpu threads-per-block=32 elements-per-thread=4" --convert-qopt-to-gpu 2>&1 | FileCheck %s --check-prefix=SHAPE
 
 // Per-tensor reductions on the GPU (docs/abi.md, "Reductions"): three entry
