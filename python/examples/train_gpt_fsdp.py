@@ -26,7 +26,8 @@ in float32); --clip 0 turns clipping off.
 
 Checkpoints: after step --save-at, ``dcp.save`` writes {"model": get_model_state_dict,
 "optim": get_optimizer_state_dict} (torch.distributed.checkpoint.state_dict, nested form) to
---ckpt, and rank 0 writes --ckpt/meta.json (step, world size, optimizer, model configuration) and
+--ckpt, and rank 0 writes --ckpt/meta.json (the step, the world size and the run's configuration,
+which a resume must match: RUN_KEYS) and
 --ckpt/weights.pt (the full weights, name -> tensor, for checks). --resume DIR loads that checkpoint
 into freshly initialised processes of any world size (``dcp.load`` then ``set_model_state_dict``
 and ``set_optimizer_state_dict``) and trains steps meta.step+1 .. --steps. A resume at the saving
@@ -34,17 +35,20 @@ world size repeats the uninterrupted run bit for bit; at another world size the 
 and the shards (so the 8-bit moments' groups) differ, and the run continues within the bound that
 python/tests/DIST.md states.
 
-Outputs (rank 0): --csv FILE with one row per step: step, loss (the global batch's mean
-cross-entropy in nats per byte, as float32 written exactly), lr, tokens_per_s (global tokens of the
-step over its wall time, the step's end synchronised by the loss all-reduce), step_ms; --save-weights
-FILE with the final full weights (name -> CPU tensor). Errors (a bad flag, a checkpoint of another
+Outputs (rank 0): --csv FILE with one row per step: step, loss (the mean over ranks of each rank's
+float32 mean cross-entropy in nats per byte, i.e. the global batch's mean; written with repr, so
+exactly), lr, tokens_per_s (global tokens of the step over its wall time, the step's end
+synchronised by the loss all-reduce), step_ms; --save-weights FILE with the final full weights
+(name -> CPU tensor). Errors (a bad flag, a checkpoint of another
 optimizer or model, a global batch that the world size does not divide) exit with a message naming
 the problem; status 1 on any failure.
 
 Environment: launched by torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT), or as a single
 process (world size 1). NCCL_NVLS_ENABLE=0 and TORCH_SYMM_MEM_DISABLE_MULTICAST=1 are set where
 unset (NVLink multicast stays off, python/tests/DIST.md), and so is CUBLAS_WORKSPACE_CONFIG=:4096:8
-for torch's deterministic algorithms (on by default, warn-only; --no-deterministic turns them off).
+for torch's deterministic algorithms (on by default, warn-only: an op without a deterministic
+implementation, such as cuDNN attention's backward, warns and runs; --no-deterministic turns
+them off).
 """
 
 from __future__ import annotations
