@@ -20,7 +20,7 @@
 # TORCH_SYMM_MEM_DISABLE_MULTICAST=1). Exit status: 0 when every run finished and every verdict in
 # the report holds, 1 otherwise.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 R=${1:?usage: multi_gpu_29.sh OUTDIR}
 mkdir -p "$R/runs" "$R/logs"
 R=$(cd "$R" && pwd)
@@ -55,6 +55,8 @@ if [ "$N" -ge 2 ]; then W=2; M=$([ "$N" -ge 4 ] && echo 4 || echo 1); else W=1; 
 run() {
   local world=$1 tag=$2 opt=$3; shift 3
   mkdir -p "$R/runs/$opt" "$WORK/$opt"
+  # (TORCHRUN and TRAIN_ARGS are word lists: split on purpose)
+  # shellcheck disable=SC2206
   local cmd=($TORCHRUN --standalone --nproc_per_node="$world" python/examples/train_gpt_fsdp.py
              --opt "$opt" --steps "$STEPS" $TRAIN_ARGS "$@"
              --csv "$R/runs/$opt/$tag.csv" --save-weights "$WORK/$opt/$tag.pt")
