@@ -276,6 +276,7 @@ Spec::Spec(const std::string &manifestPath) : path(manifestPath) {
   if (j.contains("phases")) {
     for (const auto &p : j["phases"]) {
       Phase phase;
+      phase.name = p["name"].get<std::string>();
       phase.entry = p["entry"].get<std::string>();
       phase.overTensors = p["grid"].get<std::string>() == "tensors";
       phase.one = p["grid"].get<std::string>() == "one";

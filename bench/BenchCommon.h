@@ -148,6 +148,7 @@ struct Spec {
   /// The launches before the step of a kernel with per-tensor reductions
   /// (docs/abi.md, "Reductions"), and its workspace's sizes.
   struct Phase {
+    std::string name; ///< reduce, finish, combine
     std::string entry;
     bool overTensors = false; ///< grid "tensors" (else "tiles")
     bool one = false;         ///< grid "one": exactly one block (a combine)

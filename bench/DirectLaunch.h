@@ -258,6 +258,9 @@ struct Launcher {
   const Spec &spec;
   const DirectKernel &k;
   std::vector<cu::CUdeviceptr> tables; // device tables in manifest order
+  /// -1: the phases and the step; i < phases: only phase i; phases.size():
+  /// only the step.
+  int only = -1;
   void operator()(const TensorSet &set, cu::CUdeviceptr uniforms, unsigned grid,
                   cu::CUstream stream) const {
     cu::CUdeviceptr descs = set.descs, tiles = set.tiles, counters = set.workCounters;
@@ -285,6 +288,8 @@ struct Launcher {
     // wave of the blocks that fit (the step's grid scaled by the two
     // occupancies), no more blocks than tiles or tensors.
     for (size_t i = 0; i < spec.phases.size(); ++i) {
+      if (only >= 0 && size_t(only) != i)
+        continue;
       const Spec::Phase &p = spec.phases[i];
       std::vector<void *> params = paramsOf(p.args);
       int64_t wave = int64_t(grid) * k.phaseOccupancy[i] / std::max(k.occupancyBlocks, 1);
@@ -294,6 +299,8 @@ struct Launcher {
       BCU(cu::driver().cuLaunchKernel(k.phaseFns[i], g, 1, 1, unsigned(p.threadsPerBlock), 1, 1, 0,
                                       stream, params.data(), nullptr));
     }
+    if (only >= 0 && size_t(only) != spec.phases.size())
+      return;
     std::vector<void *> params = paramsOf(spec.args);
     const qopt_launch_info &l = spec.info.launch;
     BCU(cu::driver().cuLaunchKernel(k.fn, grid, 1, 1, unsigned(l.threads_per_block), 1, 1,

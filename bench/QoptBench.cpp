@@ -83,7 +83,9 @@ void usage() {
       "                  [--no-sweep | --sweep-at 64] [--no-runtime] [--iters N]\n"
       "                  [--json FILE] [--csv FILE]\n"
       "                  [--experiments [--exp-ptx DIR] [--maxregs 128,96]]\n"
-      "  DIR: build/kernels (its fatbin/ subdirectory is used if present, else ptx/)\n");
+      "  DIR: build/kernels (its fatbin/ subdirectory is used if present, else ptx/)\n"
+      "  A kernel with reductions (reduce pre-pass, finish[, combine], step) is also timed\n"
+      "  one phase at a time on the same buffers and grids: 'phases alone' (ms, medians).\n");
 }
 
 } // namespace
@@ -488,6 +490,22 @@ int main(int argc, char **argv) {
                     name.c_str(), (long long)numel, numels.size(), st.median, st.min, gbps,
                     double(bytes) / double(numel), K, grid, bad ? "  NONFINITE PARAMS" : "");
         std::fflush(stdout);
+        // Each phase alone, then the step alone: where the time goes.
+        if (!spec.phases.empty()) {
+          json pj = json::array();
+          std::printf("   phases alone:");
+          for (size_t i = 0; i <= spec.phases.size(); ++i) {
+            Launcher alone{spec, k, devTablePtrs, int(i)};
+            Stats s2 = stats(timeEach(
+                n, [&](int j) { alone(sets[j % K], uT.ptr, grid, stream); }, stream, spacerA,
+                spacerB));
+            std::string phase = i < spec.phases.size() ? spec.phases[i].name : "step";
+            pj.push_back({{"phase", phase}, {"ms_median", s2.median}, {"ms_min", s2.min}});
+            std::printf(" %s %.4f ms", phase.c_str(), s2.median);
+          }
+          std::printf("\n");
+          c["phases_alone"] = pj;
+        }
         rows.push_back({spec.stem, name, numel, int64_t(numels.size()), bytes,
                         double(bytes) / double(numel), st.median, st.min, st.max, gbps, K, n,
                         grid});
