@@ -148,6 +148,55 @@ int64_t mlir::qopt::chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged) {
   return 2;
 }
 
+/// Whether the operand of a reduction of the update reads a state (a
+/// qopt.load_state in the backward slice of the reductions' operands).
+static bool reductionOperandsReadState(OptimizerOp optimizer) {
+  Block &body = optimizer.getUpdate().getBody().front();
+  llvm::SmallPtrSet<Operation *, 32> slice;
+  SmallVector<Value> work;
+  for (ReduceOp reduce : body.getOps<ReduceOp>())
+    work.push_back(reduce.getOperand());
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (def && slice.insert(def).second)
+      llvm::append_range(work, def->getOperands());
+  }
+  return llvm::any_of(slice,
+                      [](Operation *op) { return isa<LoadStateOp>(op); });
+}
+
+int64_t mlir::qopt::chooseReducePassLanes(OptimizerOp optimizer,
+                                          KernelPlanAttr step) {
+  // docs/tuning.md#prepass: twice the lanes where the loads are all there
+  // is (the gradient alone) or two reductions' trees per element (norm(p)
+  // and norm(u)); one reduction over a state's arithmetic keeps 8.
+  int64_t lanes = step.getLanes();
+  bool twice = optimizer.getGradType().getIntOrFloatBitWidth() == 16 &&
+               lanes == 8 &&
+               (getReductions(optimizer).size() >= 2 ||
+                !reductionOperandsReadState(optimizer));
+  if (!twice)
+    return lanes;
+  // A warp's elements within one chunk, at least a warp per block, a
+  // thread's lanes within one group or codebook block.
+  return std::min({2 * lanes, kReductionChunk / 32, step.getTile() / 32,
+                   getMinGroupSize(optimizer)});
+}
+
+KernelPlanAttr mlir::qopt::chooseReducePassPlan(OptimizerOp optimizer,
+                                                KernelPlanAttr step) {
+  int64_t lanes = chooseReducePassLanes(optimizer, step);
+  return KernelPlanAttr::get(
+      step.getContext(), step.getTile() / lanes, lanes, /*stages=*/0,
+      /*shared_bytes=*/0, /*codebook_buckets=*/false, /*bulk_copy=*/false,
+      /*run_pointers=*/false, /*invariant_descriptors=*/false,
+      /*l2_prefetch_tiles=*/0, /*claim_tiles=*/0, /*claim_static_eighths=*/0,
+      /*min_blocks_per_sm=*/0, step.getZeroShortcutLaneDivisors(),
+      step.getScaledRangeChecks(), /*early_saturation_counts=*/false,
+      /*waves=*/1, step.getMinTilesPerBlock(),
+      step.getSuggestedBlocksPerSm());
+}
+
 int64_t mlir::qopt::chooseGridWaves(OptimizerOp optimizer) {
   return !hasStateOf<CodebookSchemeAttr>(optimizer) &&
                  hasParamBits(optimizer, 16)

@@ -10,6 +10,7 @@
 
 #include "qopt/Conversion/Passes.h"
 #include "qopt/Dialect/Qopt/QoptOps.h"
+#include "qopt/Schedule/TuningPolicy.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -126,10 +127,13 @@ static json::Object stateObject(StateOp state) {
 /// The GPU kernel's launches before its step and their workspace
 /// (docs/abi.md, "Reductions"): the reduce pre-pass over the step's tiles
 /// and the finish, one block per tensor, of convert-qopt-to-gpu.
-static void addReductionPhases(json::Object &kernel, StringRef name,
+static void addReductionPhases(json::Object &kernel, OptimizerOp optimizer,
                                KernelPlanAttr plan,
                                ArrayRef<std::string> tableArgs,
                                int64_t numReductions, int64_t numGlobal) {
+  StringRef name = optimizer.getSymName();
+  // The pre-pass's block is of its own plan's threads (the step's tile).
+  KernelPlanAttr reducePlan = chooseReducePassPlan(optimizer, plan);
   json::Array reduceArgs{"descriptors", "tile_map", "num_tiles", "uniforms"};
   for (const std::string &t : tableArgs)
     reduceArgs.push_back(t);
@@ -145,7 +149,7 @@ static void addReductionPhases(json::Object &kernel, StringRef name,
       json::Object{{"name", "reduce"},
                    {"entry", (name + "_reduce").str()},
                    {"grid", "tiles"},
-                   {"threads_per_block", plan.getThreads()},
+                   {"threads_per_block", reducePlan.getThreads()},
                    {"args", std::move(reduceArgs)}},
       json::Object{{"name", "finish"},
                    {"entry", (name + "_finish").str()},
@@ -342,7 +346,7 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     if (!reductions.empty())
       kernel["reductions"] = std::move(reductions);
     if (gpuReductions)
-      addReductionPhases(kernel, optimizer.getSymName(), plan, tableArgs,
+      addReductionPhases(kernel, optimizer, plan, tableArgs,
                          reduceOps.size(), numGlobal);
     else if (numGlobal)
       addHostStepPhases(kernel, optimizer.getSymName(), numGlobal);

@@ -101,6 +101,21 @@ TileStaging chooseTileStaging(OptimizerOp optimizer, TileShape shape);
 /// docs/tuning.md#l2-prefetch
 int64_t chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged);
 
+/// The lanes of the GPU reduce pre-pass for the step plan `step`: twice the
+/// step's 8 for a 16-bit gradient where the reductions' operands read no
+/// state (the gradient alone) or the update has two or more reductions;
+/// the step's elsewhere. At most 64 (a warp's elements within one
+/// 2048-element chunk), a warp per block and the smallest group or
+/// codebook block. docs/tuning.md#prepass
+int64_t chooseReducePassLanes(OptimizerOp optimizer, KernelPlanAttr step);
+
+/// The GPU reduce pre-pass's plan (docs/abi.md, "Reductions") for the step
+/// plan `step`: the step's tile as tile / lanes threads of
+/// chooseReducePassLanes, no stages, claims, L2 prefetch or bucket tables,
+/// one wave. The pre-pass's chunk partials do not depend on it
+/// (docs/numerics.md §7). docs/tuning.md#prepass
+KernelPlanAttr chooseReducePassPlan(OptimizerOp optimizer, KernelPlanAttr step);
+
 /// How many waves of resident blocks a launch asks for at most: 4 for
 /// updates of a 16-bit parameter without a codebook state, 1 elsewhere.
 /// docs/tuning.md#waves

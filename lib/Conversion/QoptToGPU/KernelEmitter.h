@@ -201,9 +201,6 @@ public:
   /// in one chunk, as the reduce pre-pass needs; an error emitted if not.
   static LogicalResult checkReductionShape(OptimizerOp optimizer,
                                            KernelPlanAttr plan);
-  /// The reduce pre-pass's plan: `plan`'s tile (threads and lanes), no
-  /// stages, claims, prefetch or bucket tables.
-  static KernelPlanAttr reducePassPlan(KernelPlanAttr plan);
   /// The finish kernel `<kernel>_finish`: one block per tensor, the tree
   /// over its chunk partials, one f32 value per tensor and per-tensor
   /// reduction, one f64 accumulation per tensor and whole-step reduction.

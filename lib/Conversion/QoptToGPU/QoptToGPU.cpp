@@ -19,6 +19,8 @@
 
 #include "KernelEmitter.h"
 
+#include "qopt/Schedule/TuningPolicy.h"
+
 namespace mlir::qopt {
 #define GEN_PASS_DEF_CONVERTQOPTTOGPU
 #include "qopt/Conversion/Passes.h.inc"
@@ -62,8 +64,8 @@ struct ConvertQoptToGPUPass
       if (!getReductions(optimizer).empty()) {
         if (failed(KernelEmitter::checkReductionShape(optimizer, plan)))
           return signalPassFailure();
-        KernelEmitter reduce(optimizer, KernelEmitter::reducePassPlan(plan), b,
-                             mode == ArithMode::Fast, checkedRounding,
+        KernelEmitter reduce(optimizer, chooseReducePassPlan(optimizer, plan),
+                             b, mode == ArithMode::Fast, checkedRounding,
                              guardedIeee, KernelPhase::Reduce);
         if (failed(reduce.emit(gpuModule)) ||
             failed(emitter.emitFinish(gpuModule)))

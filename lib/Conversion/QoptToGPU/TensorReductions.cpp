@@ -42,18 +42,6 @@ LogicalResult KernelEmitter::checkReductionShape(OptimizerOp optimizer,
   return success();
 }
 
-KernelPlanAttr KernelEmitter::reducePassPlan(KernelPlanAttr plan) {
-  return KernelPlanAttr::get(
-      plan.getContext(), plan.getThreads(), plan.getLanes(), /*stages=*/0,
-      /*shared_bytes=*/0, /*codebook_buckets=*/false, /*bulk_copy=*/false,
-      /*run_pointers=*/false, /*invariant_descriptors=*/false,
-      /*l2_prefetch_tiles=*/0, /*claim_tiles=*/0, /*claim_static_eighths=*/0,
-      /*min_blocks_per_sm=*/0, plan.getZeroShortcutLaneDivisors(),
-      plan.getScaledRangeChecks(), /*early_saturation_counts=*/false,
-      /*waves=*/1, plan.getMinTilesPerBlock(),
-      plan.getSuggestedBlocksPerSm());
-}
-
 Value KernelEmitter::treeOf(ReductionKind kind, ArrayRef<Value> values) {
   SmallVector<Value> level(values.begin(), values.end());
   while (level.size() > 1) {
