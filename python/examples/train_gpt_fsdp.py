@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import importlib
 import json
 import math
 import os
@@ -86,16 +85,7 @@ RUN_KEYS = ("opt", "param_dtype", "layers", "d_model", "heads", "seq", "batch", 
 
 def unavailable() -> str:
     """Why this script cannot run with this torch ("" if it can)."""
-    if not dist.is_available():
-        return "torch.distributed is not available in this PyTorch"
-    try:
-        from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy  # noqa: F401
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict  # noqa: F401
-        importlib.import_module("torch.distributed.checkpoint")
-    except Exception as e:   # ImportError; torch 1.13's FSDP fails to import on Python 3.11
-        return (f"torch {torch.__version__} lacks FSDP2 (torch.distributed.fsdp.fully_shard) or "
-                f"DCP's state_dict API (torch >= 2.6 needed): {type(e).__name__}: {e}")
-    return ""
+    return qopt.fsdp2_unavailable()
 
 
 def parse_args(argv=None):

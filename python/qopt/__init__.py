@@ -25,6 +25,7 @@ from .trust_ratio import LAMB, LAMB8bit, LAMB32bit, LARS, LARS8bit, LARS32bit, S
 from . import ecc
 from ._policy import GlobalOptimManager
 from ._release import GradientReleaseHandle, enable_gradient_release
+from ._reshard import fsdp2_unavailable
 from .flash import (FlashOptimizer, NumericsError, cast_model, compute_ecc_bits,
                     reconstruct_fp32_param)
 
@@ -38,7 +39,7 @@ __all__ = ["FlashAdamW", "FlashAdamWClip", "FlashAdam", "FlashSGD", "FlashSGDW",
            "runtime_version", "forget_allocations", "kernel_dirs", "default_kernel_dirs", "STATE_FORMAT",
            "STATE_FORMAT_VERSION", "GlobalOptimManager", "FlashOptimizer", "NumericsError", "cast_model",
            "compute_ecc_bits", "reconstruct_fp32_param", "enable_gradient_release",
-           "GradientReleaseHandle", "__version__"]
+           "GradientReleaseHandle", "fsdp2_unavailable", "__version__"]
 
 
 def runtime_version() -> tuple:

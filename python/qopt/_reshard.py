@@ -39,6 +39,26 @@ from ._launch import TORCH_DTYPES, _local
 _DTENSOR: list = []
 
 
+def fsdp2_unavailable() -> str:
+    """Why FSDP2 training with DCP checkpoints of qopt state cannot run with this PyTorch, or "" if
+    it can: it needs ``torch.distributed``, FSDP2 (``torch.distributed.fsdp.fully_shard`` with
+    ``MixedPrecisionPolicy``) and DCP's state_dict API
+    (``torch.distributed.checkpoint.state_dict.get_optimizer_state_dict``), i.e. torch >= 2.6.
+    Imports nothing at qopt's import time; never raises."""
+    import importlib
+    import torch.distributed as dist
+    if not dist.is_available():
+        return "torch.distributed is not available in this PyTorch"
+    try:
+        from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy  # noqa: F401
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict  # noqa: F401
+        importlib.import_module("torch.distributed.checkpoint")
+    except Exception as e:   # ImportError; torch 1.13's FSDP fails to import on Python 3.11
+        return (f"torch {torch.__version__} lacks FSDP2 (torch.distributed.fsdp.fully_shard) or "
+                f"DCP's state_dict API (torch >= 2.6 needed): {type(e).__name__}: {e}")
+    return ""
+
+
 def dtensor_class():
     """torch's DTensor class, or None where this torch has none (torch < 2.0)."""
     if not _DTENSOR:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
 import os
 import sys
 import tempfile
@@ -69,19 +68,11 @@ ALIGNED = "4.weight"
 
 
 def unavailable() -> str:
-    """Why this check cannot run here ("" if it can)."""
-    if not dist.is_available():
-        return "torch.distributed is not available in this PyTorch"
-    if not dist.is_gloo_available():
-        return "torch.distributed has no gloo backend"
-    try:
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict  # noqa: F401
-        importlib.import_module("torch.distributed.checkpoint")
-    except Exception as e:   # ImportError; torch 1.13's FSDP fails to import on Python 3.11
-        return (f"torch {torch.__version__} lacks FSDP2 (torch.distributed.fsdp.fully_shard) or "
-                f"DCP's state_dict API (torch >= 2.6 needed): {type(e).__name__}: {e}")
-    return ""
+    """Why this check cannot run here ("" if it can): FSDP2 and DCP, on gloo."""
+    why = qopt.fsdp2_unavailable()
+    if not why and not dist.is_gloo_available():
+        why = "torch.distributed has no gloo backend"
+    return why
 
 
 def make_model(seed: int) -> torch.nn.Module:

@@ -39,3 +39,17 @@ def test_dcp_save_at_n_load_at_m(save, load, flatten, tmp_path):
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, (r.stdout[-8000:] + "\n" + r.stderr[-4000:])
     assert r.stdout.count("PASS") == len(load.split(",")), r.stdout
+
+
+def test_fsdp2_unavailable_names_the_torch_it_needs():
+    """qopt.fsdp2_unavailable() says why FSDP2 + DCP cannot run, independently of the imports it
+    tries: a torch older than 2.6 has no DCP state_dict API for optimizers, so it must say why."""
+    import torch
+    import qopt
+    why = qopt.fsdp2_unavailable()
+    assert isinstance(why, str)
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    if (major, minor) < (2, 6):
+        assert why and "torch >= 2.6" in why, why
+    elif why:
+        pytest.skip(why)
