@@ -337,24 +337,28 @@ private:
   /// Lane 0 gets the index-order tree of the f64 `v` of the warp's first
   /// `width` lanes (shuffles down by 1, 2, ..., width / 2).
   Value warpTree(ReductionKind kind, Value v, int64_t width);
-  /// The finish thread's subtree of its run of `count` partials from
-  /// `first` (of reduction `index` of `numReductions`, interleaved), by a
+  /// The finish warp's subtree of its run of `count` partials from `first`
+  /// (of reduction `index` of `numReductions`, interleaved), in every lane
+  /// of the warp of thread `tid`: coalesced segments of 32 partials, a
   /// stack of subtrees in `stack` (local memory).
   Value emitRunSubtree(ReductionKind kind, Value partials, Value stack,
                        Value first, Value count, int64_t numReductions,
-                       int64_t index, Value identity);
-  /// The finish's value from each thread's `subtree`: the tree over the
-  /// block's threads (shuffles, then warp 0 over the warps' `slots` in
-  /// shared memory), the division by `n` and square root as the kind has
-  /// them, one rounding to f32 (a NaN canonical), stored to `out` by thread 0.
+                       int64_t index, Value identity, Value tid);
+  /// Lane 0's f64 `v` in every lane of the warp.
+  Value broadcastLane0(Value v);
+  /// The finish's value from each warp's `subtree`: the tree over the
+  /// block's warps (warp 0 over their `slots` in shared memory), the
+  /// division by `n` and square root as the kind has them, one rounding to
+  /// f32 (a NaN canonical), stored to `out` by thread 0.
   /// With `accumulation` the f64 tree itself is stored, unfinished.
   void emitFinishValue(ReductionKind kind, Value subtree, Value slots,
                        Value identity, Value n, Value out,
                        bool accumulation = false);
-  /// Thread t's aligned run of `numPartials` partials for the finish and
-  /// combine trees: its first index and its count (>= 0), the run's length
-  /// the least power of two L with L * threads >= numPartials.
-  std::pair<Value, Value> emitThreadRun(Value tid, Value numPartials);
+  /// The aligned run of `numPartials` partials of thread `tid`'s warp for
+  /// the finish and combine trees: its first index and its count (>= 0), the
+  /// run's length the least power of two L of at least a batch of segments
+  /// with L * warps >= numPartials.
+  std::pair<Value, Value> emitWarpRun(Value tid, Value numPartials);
   /// The reduction's float64 term of f32 lanes `x` (x, or x * x for norm
   /// and rms), the identity where `mask` is false.
   Value reductionTerms(ReductionKind kind, Value x, Value mask);

@@ -6,9 +6,10 @@
 // chunk's float64 partial, the pairwise tree of its terms in index order
 // (each thread's lanes pairwise, shuffles down by 1, 2, 4, 8, 16 lanes, then
 // the chunk's warps through shared memory); `<kernel>_finish` reduces each
-// tensor's partials by the same tree (each thread the subtree of an aligned,
-// power-of-two run of them, then the block's threads by shuffles and shared
-// memory) and writes one float32 per tensor and reduction; the step reads
+// tensor's partials by the same tree (each warp the subtree of an aligned,
+// power-of-two run of them from coalesced segments of 32, then the block's
+// warps through shared memory) and writes one float32 per tensor and
+// reduction; the step reads
 // those (KernelEmitter::TileUpdate::reduction).
 //
 //===----------------------------------------------------------------------===//
@@ -21,8 +22,11 @@ using namespace mlir;
 using namespace mlir::qopt;
 
 static constexpr int64_t kFinishThreads = kReductionFinishThreads;
-/// Partials a finish thread loads at once (a power of two).
-static constexpr int64_t kFinishBatch = 8;
+/// Segments of 32 consecutive partials a finish warp loads at once, lane i
+/// partial i of each (a power of two).
+static constexpr int64_t kFinishSegments = 4;
+/// Partials of a finish warp's batch: the least run a warp owns.
+static constexpr int64_t kFinishBatch = 32 * kFinishSegments;
 /// Entries of a finish thread's stack of subtrees: one per bit set in its
 /// count of partials (< 2^64).
 static constexpr int64_t kFinishStackDepth = 64;
@@ -230,7 +234,7 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
   Value numPartials = arith::DivUIOp::create(
       b, loc, arith::AddIOp::create(b, loc, numel, constI64(kReductionChunk - 1)),
       constI64(kReductionChunk));
-  auto [begin, mine] = emitThreadRun(kernel.tid, numPartials);
+  auto [begin, mine] = emitWarpRun(kernel.tid, numPartials);
   Value first = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, firstTile, constI64(chunksPerTile)),
       begin);
@@ -240,7 +244,7 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
     Value identity = arith::ConstantOp::create(
         b, loc, b.getF64FloatAttr(reductionIdentity(kind)));
     Value subtree = emitRunSubtree(kind, partials, stack, first, mine, count,
-                                   index, identity);
+                                   index, identity, kernel.tid);
     // A per-tensor value at k * Rt + r, a whole-step accumulation at
     // k * S + s of the launch's rows of the step.
     bool global = op.getGlobal();
@@ -259,20 +263,21 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
   return success();
 }
 
-std::pair<Value, Value> KernelEmitter::emitThreadRun(Value tid,
-                                                     Value numPartials) {
-  // Thread t's run is [t * L, t * L + L): the tree over the partials padded
-  // to L * threads is each run's subtree, then the tree over the threads'
+std::pair<Value, Value> KernelEmitter::emitWarpRun(Value tid,
+                                                   Value numPartials) {
+  // Warp w's run is [w * L, w * L + L): the tree over the partials padded
+  // to L * warps is each run's subtree, then the tree over the warps'
   // subtrees.
+  int64_t warps = kFinishThreads / 32;
   Value run;
   {
     auto grow = scf::WhileOp::create(b, loc, TypeRange{i64()},
-                                     ValueRange{constI64(1)});
+                                     ValueRange{constI64(kFinishBatch)});
     Block *before = b.createBlock(&grow.getBefore(), {}, {i64()}, {loc});
     Value s = before->getArgument(0);
     Value small = arith::CmpIOp::create(
         b, loc, arith::CmpIPredicate::ult,
-        arith::MulIOp::create(b, loc, s, constI64(kFinishThreads)), numPartials);
+        arith::MulIOp::create(b, loc, s, constI64(warps)), numPartials);
     scf::ConditionOp::create(b, loc, small, ValueRange{s});
     Block *after = b.createBlock(&grow.getAfter(), {}, {i64()}, {loc});
     scf::YieldOp::create(
@@ -282,7 +287,8 @@ std::pair<Value, Value> KernelEmitter::emitThreadRun(Value tid,
     b.setInsertionPointAfter(grow);
     run = grow.getResult(0);
   }
-  Value begin = arith::MulIOp::create(b, loc, tid, run);
+  Value warp = arith::DivUIOp::create(b, loc, tid, constI64(32));
+  Value begin = arith::MulIOp::create(b, loc, warp, run);
   Value mine = arith::MinSIOp::create(
       b, loc,
       arith::MaxSIOp::create(b, loc,
@@ -317,7 +323,7 @@ LogicalResult KernelEmitter::emitCombine(gpu::GPUModuleOp module) {
       LLVM::AllocaOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()),
                              f64, constI64(kFinishStackDepth), 8);
   Value tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
-  auto [first, mine] = emitThreadRun(tid, numRows);
+  auto [first, mine] = emitWarpRun(tid, numRows);
   // No division: mean and rms have no whole-step form.
   Value n = arith::ConstantOp::create(b, loc, b.getF64FloatAttr(1.0));
   unsigned firstSlot = getNumHostUniforms(optimizer);
@@ -326,7 +332,7 @@ LogicalResult KernelEmitter::emitCombine(gpu::GPUModuleOp module) {
     Value identity = arith::ConstantOp::create(
         b, loc, b.getF64FloatAttr(reductionIdentity(kind)));
     Value subtree = emitRunSubtree(kind, rows, stack, first, mine, perStep, s,
-                                   identity);
+                                   identity, tid);
     emitFinishValue(kind, subtree, slots, identity, n,
                     gep(uniforms, f32(), constI64(firstSlot + s)));
     gpu::BarrierOp::create(b, loc);
@@ -345,9 +351,9 @@ void KernelEmitter::emitFinishValue(ReductionKind kind, Value subtree,
   Value qnan = arith::ConstantOp::create(
       b, loc,
       b.getFloatAttr(f32(), llvm::APFloat::getQNaN(llvm::APFloat::IEEEsingle())));
-  // The threads' subtrees in index order: each warp's by shuffles, then
-  // warp 0 over the warps' through shared memory.
-  Value tree = warpTree(kind, subtree, 32);
+  // The warps' subtrees in index order (each warp's lanes hold its own),
+  // warp 0 over them through shared memory.
+  Value tree = subtree;
   {
     auto lane0 = ifZero(laneId);
     OpBuilder::InsertionGuard guard(b);
@@ -385,15 +391,19 @@ void KernelEmitter::emitFinishValue(ReductionKind kind, Value subtree,
 Value KernelEmitter::emitRunSubtree(ReductionKind kind, Value partials,
                                     Value stack, Value first, Value count,
                                     int64_t numReductions, int64_t index,
-                                    Value identity) {
-  // The run (an aligned power-of-two run) in batches of kFinishBatch
-  // partials whose loads are in flight together; a batch's tree (the
-  // partials past the run's `count` the identity) is a subtree of the run's,
-  // or the whole run's where the run is shorter. Batch j merges with the
-  // stack's subtrees as often as j has trailing ones (each merge `older ⊕
-  // newer`), then is pushed; what is left is folded newest first, which
-  // the padding's identities do not change.
+                                    Value identity, Value tid) {
+  // The warp's run (an aligned power-of-two run of at least a batch) in
+  // batches of kFinishSegments segments of 32 partials: lane i loads
+  // partial i of each segment (coalesced), the segment's tree is the
+  // warp's shuffle tree and the batch's the pairwise tree of its segments,
+  // a subtree of the run's (the partials past the run's `count` the
+  // identity). Lane 0's batch tree, broadcast to the warp, merges with the
+  // stack's subtrees as often as the batch's index has trailing ones (each
+  // merge `older ⊕ newer`), then is pushed; what is left is folded newest
+  // first, which the padding's identities do not change. Every lane keeps
+  // the same stack.
   Type f64 = b.getF64Type();
+  Value lane = arith::RemUIOp::create(b, loc, tid, constI64(32));
   Value batches = arith::DivUIOp::create(
       b, loc, arith::AddIOp::create(b, loc, count, constI64(kFinishBatch - 1)),
       constI64(kFinishBatch));
@@ -404,11 +414,11 @@ Value KernelEmitter::emitRunSubtree(ReductionKind kind, Value partials,
     b.setInsertionPointToStart(push.getBody());
     Value j = push.getInductionVar();
     Value sp = push.getRegionIterArgs()[0];
+    Value base = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, j, constI64(kFinishBatch)), lane);
     SmallVector<Value> leaves;
-    for (int64_t i = 0; i < kFinishBatch; ++i) {
-      Value at = arith::AddIOp::create(
-          b, loc, arith::MulIOp::create(b, loc, j, constI64(kFinishBatch)),
-          constI64(i));
+    for (int64_t i = 0; i < kFinishSegments; ++i) {
+      Value at = arith::AddIOp::create(b, loc, base, constI64(32 * i));
       Value inside =
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, count);
       Value safe = arith::SelectOp::create(b, loc, inside, at, constI64(0));
@@ -421,11 +431,33 @@ Value KernelEmitter::emitRunSubtree(ReductionKind kind, Value partials,
       leaves.push_back(arith::SelectOp::create(
           b, loc, inside, load(f64, gep(partials, f64, element), 8), identity));
     }
-    Value v = treeOf(kind, leaves);
+    SmallVector<Value> segments;
+    for (Value leaf : leaves)
+      segments.push_back(warpTree(kind, leaf, 32));
+    Value v = broadcastLane0(treeOf(kind, segments));
     scf::YieldOp::create(b, loc,
                          pushTreeLeaf(b, loc, kind, stack, ValueRange{v}, j, sp));
   }
   return foldTreeStacks(b, loc, kind, stack, push.getResult(0),
                         ValueRange{identity})
       .front();
+}
+
+Value KernelEmitter::broadcastLane0(Value v) {
+  // A float64 crosses lanes as two 32-bit halves.
+  Value bits = arith::BitcastOp::create(b, loc, i64(), v);
+  auto fromLane0 = [&](Value half) -> Value {
+    return gpu::ShuffleOp::create(b, loc, half, constI32(0), constI32(32),
+                                  gpu::ShuffleMode::IDX)
+        .getShuffleResult();
+  };
+  Value lo = fromLane0(arith::TruncIOp::create(b, loc, i32(), bits));
+  Value hi = fromLane0(arith::TruncIOp::create(
+      b, loc, i32(), arith::ShRUIOp::create(b, loc, bits, constI64(32))));
+  Value joined = arith::OrIOp::create(
+      b, loc,
+      arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64(), hi),
+                            constI64(32)),
+      arith::ExtUIOp::create(b, loc, i64(), lo));
+  return arith::BitcastOp::create(b, loc, b.getF64Type(), joined);
 }

@@ -39,18 +39,22 @@
 // CHECK-NOT: vector<16xbf16>
 // CHECK: gpu.return
 
-// The finish: 512 threads, a block per tensor; each thread's run of
-// partials in batches of 8 loaded together (their tree: 7 sums), the
-// batches by a stack of subtrees in local memory (merges: the trailing ones
-// of the batch's index), folded newest first; then shuffles and shared
-// memory; the square root rounded once (sqrt.rn.f64), one rounding to f32.
+// The finish: 512 threads, a block per tensor; each warp's run of
+// partials in batches of 4 segments of 32 loaded together (lane i partial i
+// of each segment), each segment's tree by shuffles down 1 ... 16 (the f64
+// in two halves), the batch's by 3 sums, broadcast from lane 0 (two idx
+// shuffles); the batches by a stack of subtrees in local memory (merges: the
+// trailing ones of the batch's index), folded newest first; then the warps
+// through shared memory; the square root rounded once (sqrt.rn.f64), one
+// rounding to f32.
 // CHECK-LABEL: gpu.func @Norm_finish(%{{.+}}: !llvm.ptr<1>, %{{.+}}: i64, %{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 512, 1, 1>}
 // CHECK: llvm.alloca %{{.+}} x f64
-// CHECK-COUNT-8: llvm.load %{{.+}} {alignment = 8 : i64} : !llvm.ptr<1> -> f64
-// CHECK-COUNT-7: arith.addf %{{.+}}, %{{.+}} : f64
+// CHECK-COUNT-4: llvm.load %{{.+}} {alignment = 8 : i64} : !llvm.ptr<1> -> f64
+// CHECK-COUNT-40: gpu.shuffle  down
+// CHECK-COUNT-3: arith.addf %{{.+}}, %{{.+}} : f64
+// CHECK-COUNT-2: gpu.shuffle  idx %{{.+}}, %c0_i32
 // CHECK: "llvm.intr.cttz"
 // CHECK: arith.addf %{{.+}}, %{{.+}} : f64
-// CHECK: gpu.shuffle  down
 // CHECK: gpu.barrier
 // CHECK: "sqrt.rn.f64 $0, $1;"
 // CHECK: arith.truncf %{{.+}} : f64 to f32
