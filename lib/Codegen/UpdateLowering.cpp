@@ -10,6 +10,7 @@
 
 #include "qopt/Codegen/StreamCodecs.h"
 
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
@@ -93,10 +94,82 @@ static unsigned reductionIndex(ReduceOp op) {
   return index;
 }
 
+llvm::DenseMap<Value, UpdateScope>
+mlir::qopt::getInvariantValues(OptimizerOp optimizer) {
+  llvm::DenseMap<Value, UpdateScope> scopes, invariants;
+  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+    if (op.getNumResults() != 1)
+      continue;
+    Value result = op.getResult(0);
+    if (isa<arith::ConstantOp, UniformOp>(op)) {
+      scopes[result] = UpdateScope::Launch;
+      continue;
+    }
+    if (auto reduce = dyn_cast<ReduceOp>(op)) {
+      scopes[result] =
+          reduce.getGlobal() ? UpdateScope::Launch : UpdateScope::Tensor;
+      continue;
+    }
+    if (!isVectorizableUpdateOp(&op) || op.getNumRegions() != 0 ||
+        !isPure(&op))
+      continue;
+    UpdateScope scope = UpdateScope::Launch;
+    for (Value operand : op.getOperands()) {
+      auto it = scopes.find(operand);
+      scope = it == scopes.end() ? UpdateScope::Element
+                                 : std::max(scope, it->second);
+    }
+    if (scope == UpdateScope::Element)
+      continue;
+    scopes[result] = scope;
+    invariants[result] = scope;
+  }
+  return invariants;
+}
+
+void mlir::qopt::lowerInvariants(
+    LaneMath &m, OptimizerOp optimizer,
+    const llvm::DenseMap<Value, UpdateScope> &invariants, UpdateScope scope,
+    llvm::DenseMap<Value, Value> &values) {
+  OpBuilder &b = m.builder();
+  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+    if (op.getNumResults() != 1)
+      continue;
+    auto it = invariants.find(op.getResult(0));
+    if (it == invariants.end() || it->second != scope)
+      continue;
+    IRMapping mapping;
+    bool known = true;
+    for (Value operand : op.getOperands()) {
+      Value scalar = values.lookup(operand);
+      if (auto constant = operand.getDefiningOp<arith::ConstantOp>())
+        scalar = arith::ConstantOp::create(b, op.getLoc(), constant.getValue());
+      if (!scalar) {
+        known = false;
+        break;
+      }
+      mapping.map(operand, vector::BroadcastOp::create(
+                               b, op.getLoc(),
+                               VectorType::get({1}, scalar.getType()), scalar)
+                               .getResult());
+    }
+    if (!known)
+      continue;
+    FailureOr<Value> lanes = vectorizeUpdateOp(m, &op, mapping, 1);
+    if (failed(lanes))
+      continue;
+    values[op.getResult(0)] =
+        vector::ExtractOp::create(b, op.getLoc(), *lanes, ArrayRef<int64_t>{0});
+  }
+}
+
 /// The op's lanes: a load, a uniform, a reduction or the update's
 /// arithmetic.
 static FailureOr<Value> lowerValueOp(UpdateTarget &target, Operation &op,
                                      IRMapping &mapping, int64_t lanes) {
+  if (op.getNumResults() == 1)
+    if (Value lanesOnce = target.invariant(op.getResult(0)))
+      return lanesOnce;
   if (auto reduce = dyn_cast<ReduceOp>(op))
     return target.reduction(reductionIndex(reduce), reduce);
   if (auto loadGrad = dyn_cast<LoadGradOp>(op)) {

@@ -54,6 +54,14 @@ FailureOr<Value> mlir::qopt::getSkipFlag(OptimizerOp optimizer,
 }
 
 
+bool mlir::qopt::isVectorizableUpdateOp(Operation *op) {
+  if (isa<math::SqrtOp, math::AbsFOp, math::FloorOp, math::CopySignOp,
+          math::ExpOp, math::LogOp, math::TanhOp, math::Atan2Op,
+          math::PowFOp>(op))
+    return true;
+  return op->getDialect() && op->getDialect()->getNamespace() == "arith";
+}
+
 FailureOr<Value> mlir::qopt::vectorizeUpdateOp(LaneMath &m, Operation *op,
                                                IRMapping &mapping,
                                                int64_t lanes) {

@@ -26,6 +26,9 @@ namespace mlir::qopt {
 /// the lanes cannot run.
 FailureOr<Value> vectorizeUpdateOp(LaneMath &m, Operation *op,
                                    IRMapping &mapping, int64_t lanes);
+/// Whether vectorizeUpdateOp rebuilds `op` (an arith op, or one of the math
+/// ops it lowers).
+bool isVectorizableUpdateOp(Operation *op);
 
 /// Widens a stored parameter, gradient or plain state (bf16, f16, f32) to f32.
 Value widenToF32(LaneMath &m, Value stored);

@@ -91,6 +91,11 @@ public:
   /// operands read none).
   virtual FailureOr<Value> reduction(unsigned index, ReduceOp op);
 
+  /// The lanes of update value `result` where the target computed it once
+  /// for all of them (lowerInvariants: a value of the launch or of the
+  /// tensor), else null, and the walk lowers its op on the lanes.
+  virtual Value invariant(Value result) { return {}; }
+
   /// Called after each op of the update is lowered, `mapping` holding its
   /// results' lanes.
   virtual void noteLowered(Operation &op, IRMapping &mapping) {}
@@ -108,6 +113,32 @@ protected:
   ArrayRef<StreamInfo> streams;
   ArrayRef<StateOp> states;
 };
+
+/// How widely a value of the update is the same: on every lane of a launch
+/// (constants, uniforms, whole-step reductions and the arithmetic of them),
+/// on every lane of one tensor (its per-tensor reductions too), or per
+/// element.
+enum class UpdateScope { Launch, Tensor, Element };
+
+/// The update's arithmetic whose result is the same on every lane of a
+/// launch or of a tensor: each op that vectorizeUpdateOp lowers (constants
+/// aside) whose operands are constants, qopt.uniform and qopt.reduce results
+/// or such results, with the widest scope it holds in (Launch where no
+/// operand is per tensor). FlashAdamWClip's clip coefficient min(1, max_norm
+/// / (norm + eps)) is one of the launch, LAMB's trust ratio one of a tensor.
+llvm::DenseMap<Value, UpdateScope> getInvariantValues(OptimizerOp optimizer);
+
+/// Builds, at the builder's insertion point, the values of `invariants`
+/// whose scope is `scope`, each once as a scalar (f32 or i1), in the
+/// update's order, with `m`'s arithmetic on 1-lane vectors (the same
+/// operations, so the same bits, as the lanes would compute). Operands come
+/// from `values` (update value -> scalar): the caller puts the leaves there
+/// (qopt.uniform, qopt.reduce) and, for the tensor's scope, the launch's
+/// values. The results are added to `values`; a value whose operand has no
+/// scalar is left to the lanes.
+void lowerInvariants(LaneMath &m, OptimizerOp optimizer,
+                     const llvm::DenseMap<Value, UpdateScope> &invariants,
+                     UpdateScope scope, llvm::DenseMap<Value, Value> &values);
 
 /// Lowers `target`'s optimizer's qopt.update onto `target`: loads, uniforms
 /// and arithmetic in the update's order, then beginStores and the stores in

@@ -72,6 +72,11 @@ struct KernelContext {
   Value block, grid, chunk;       ///< i64; chunk = ceil(numTiles / grid)
   Value tid;                      ///< i64
   SmallVector<Value> uniformValues; ///< f32 scalars
+  /// The step's update values that are the same on every lane of the launch
+  /// or of a tensor (getInvariantValues), and the launch's computed at the
+  /// entry: update value -> scalar (lowerInvariants).
+  llvm::DenseMap<Value, UpdateScope> invariantScopes;
+  llvm::DenseMap<Value, Value> invariants;
 
   /// Dynamic shared memory's tile stages (null: not staged); with bulk
   /// copies per stage an mbarrier (S x i64) and a count of the warps done
@@ -129,6 +134,9 @@ struct RunContext {
   /// The step's per-tensor reductions of the tensor (f32 scalars, in
   /// getReductions' order); empty without reductions.
   SmallVector<Value> reductionValues;
+  /// The kernel's invariants and the tensor's, computed once per run:
+  /// update value -> scalar.
+  llvm::DenseMap<Value, Value> invariants;
   Value numel;        ///< i64: the tensor's elements
   Value firstTile;    ///< the tensor's first tile
   Value firstInTensor; ///< the run's first tile, counted in its tensor
@@ -553,6 +561,14 @@ public:
     return e.emitStoreState(tile, state, value);
   }
   Value globalIndex() override { return e.globalIndex(tile); }
+  /// The run's scalar of a value of the launch or the tensor, broadcast.
+  Value invariant(Value result) override {
+    Value scalar = tile.run.invariants.lookup(result);
+    if (!scalar)
+      return {};
+    return vector::BroadcastOp::create(e.b, e.loc,
+                                       e.lanesOf(scalar.getType()), scalar);
+  }
   /// A value stored into a codebook state is one whose maximum of
   /// magnitudes the tile takes (LaneFacts::magnitudeMaxima).
   void noteLowered(Operation &op, IRMapping &mapping) override {

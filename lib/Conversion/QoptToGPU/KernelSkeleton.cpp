@@ -102,6 +102,22 @@ LogicalResult KernelEmitter::emitKernelEntry(KernelContext &kernel) {
   if (*skip)
     kernel.numTiles = arith::SelectOp::create(b, loc, *skip, constI64(0),
                                              kernel.numTiles);
+  // The step's arithmetic of uniforms and whole-step reductions, once.
+  if (phase != KernelPhase::Step)
+    return success();
+  kernel.invariantScopes = getInvariantValues(optimizer);
+  unsigned firstSlot = getNumHostUniforms(optimizer);
+  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+    unsigned index = kernel.uniformValues.size();
+    if (auto uniform = dyn_cast<UniformOp>(op))
+      index = uniform.getIndex();
+    else if (auto reduce = dyn_cast<ReduceOp>(op); reduce && reduce.getGlobal())
+      index = firstSlot + getScopedReductionIndex(reduce);
+    if (index < kernel.uniformValues.size())
+      kernel.invariants[op.getResult(0)] = kernel.uniformValues[index];
+  }
+  lowerInvariants(math, optimizer, kernel.invariantScopes, UpdateScope::Launch,
+                  kernel.invariants);
 
   return success();
 }

@@ -137,6 +137,16 @@ void KernelEmitter::beginRun(RunContext &run, Value stop) {
               arith::AddIOp::create(b, loc, first, constI64(r))),
           4));
   }
+  // The update's arithmetic of the tensor's reductions, once per run.
+  run.invariants = kernel.invariants;
+  for (ReduceOp reduce : getReductions(optimizer, /*global=*/false)) {
+    unsigned scoped = getScopedReductionIndex(reduce);
+    if (scoped < run.reductionValues.size())
+      run.invariants[reduce.getResult()] = run.reductionValues[scoped];
+  }
+  if (phase == KernelPhase::Step)
+    lowerInvariants(math, optimizer, kernel.invariantScopes,
+                    UpdateScope::Tensor, run.invariants);
   run.numel = load(i64(), run.desc, 8);
   run.firstTile = load(i64(), gep(run.desc, b.getI8Type(), constI64(8)), 8);
   // The run ends at the tensor's last tile or at `stop`; at least one tile,
