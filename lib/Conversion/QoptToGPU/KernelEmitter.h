@@ -347,7 +347,8 @@ private:
   Value warpTree(ReductionKind kind, Value v, int64_t width);
   /// The finish warp's subtree of its run of `count` partials from `first`
   /// (of reduction `index` of `numReductions`, interleaved), in every lane
-  /// of the warp of thread `tid`: coalesced segments of 32 partials, a
+  /// of the warp of thread `tid`: coalesced segments (each lane's run of
+  /// consecutive partials in registers, then the warp's shuffles), a
   /// stack of subtrees in `stack` (local memory).
   Value emitRunSubtree(ReductionKind kind, Value partials, Value stack,
                        Value first, Value count, int64_t numReductions,

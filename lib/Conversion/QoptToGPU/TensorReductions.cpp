@@ -7,7 +7,8 @@
 // (each thread's lanes pairwise, shuffles down by 1, 2, 4, 8, 16 lanes, then
 // the chunk's warps through shared memory); `<kernel>_finish` reduces each
 // tensor's partials by the same tree (each warp the subtree of an aligned,
-// power-of-two run of them from coalesced segments of 32, then the block's
+// power-of-two run of them from coalesced segments, each lane's run of a
+// segment in registers, then the shuffles, then the block's
 // warps through shared memory) and writes one float32 per tensor and
 // reduction; the step reads
 // those (KernelEmitter::TileUpdate::reduction).
@@ -22,11 +23,16 @@ using namespace mlir;
 using namespace mlir::qopt;
 
 static constexpr int64_t kFinishThreads = kReductionFinishThreads;
-/// Segments of 32 consecutive partials a finish warp loads at once, lane i
-/// partial i of each (a power of two).
+/// Consecutive partials a finish lane loads and reduces in registers (a
+/// power of two): the warp's shuffles, one a cycle per SM, bound the finish
+/// otherwise (bench/NOTES.md#finish).
+static constexpr int64_t kFinishLeavesPerLane = 4;
+/// Partials of a finish segment: the warp's lanes' runs, consecutive.
+static constexpr int64_t kFinishSegment = 32 * kFinishLeavesPerLane;
+/// Segments a finish warp loads at once (a power of two).
 static constexpr int64_t kFinishSegments = 4;
 /// Partials of a finish warp's batch: the least run a warp owns.
-static constexpr int64_t kFinishBatch = 32 * kFinishSegments;
+static constexpr int64_t kFinishBatch = kFinishSegment * kFinishSegments;
 /// Entries of a finish thread's stack of subtrees: one per bit set in its
 /// count of partials (< 2^64).
 static constexpr int64_t kFinishStackDepth = 64;
@@ -393,9 +399,12 @@ Value KernelEmitter::emitRunSubtree(ReductionKind kind, Value partials,
                                     int64_t numReductions, int64_t index,
                                     Value identity, Value tid) {
   // The warp's run (an aligned power-of-two run of at least a batch) in
-  // batches of kFinishSegments segments of 32 partials: lane i loads
-  // partial i of each segment (coalesced), the segment's tree is the
-  // warp's shuffle tree and the batch's the pairwise tree of its segments,
+  // batches of kFinishSegments segments of kFinishSegment partials: lane i
+  // loads the segment's partials [i * P, i * P + P) (P =
+  // kFinishLeavesPerLane; the warp's loads cover consecutive lines), their
+  // pairwise tree in registers is a subtree, the segment's tree is the
+  // warp's shuffle tree over the lanes' and the batch's the pairwise tree
+  // of its segments,
   // a subtree of the run's (the partials past the run's `count` the
   // identity). Lane 0's batch tree, broadcast to the warp, merges with the
   // stack's subtrees as often as the batch's index has trailing ones (each
@@ -415,25 +424,32 @@ Value KernelEmitter::emitRunSubtree(ReductionKind kind, Value partials,
     Value j = push.getInductionVar();
     Value sp = push.getRegionIterArgs()[0];
     Value base = arith::AddIOp::create(
-        b, loc, arith::MulIOp::create(b, loc, j, constI64(kFinishBatch)), lane);
-    SmallVector<Value> leaves;
+        b, loc, arith::MulIOp::create(b, loc, j, constI64(kFinishBatch)),
+        arith::MulIOp::create(b, loc, lane, constI64(kFinishLeavesPerLane)));
+    SmallVector<Value> laneTrees;
     for (int64_t i = 0; i < kFinishSegments; ++i) {
-      Value at = arith::AddIOp::create(b, loc, base, constI64(32 * i));
-      Value inside =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at, count);
-      Value safe = arith::SelectOp::create(b, loc, inside, at, constI64(0));
-      Value element = arith::AddIOp::create(
-          b, loc,
-          arith::MulIOp::create(b, loc,
-                                arith::AddIOp::create(b, loc, first, safe),
-                                constI64(numReductions)),
-          constI64(index));
-      leaves.push_back(arith::SelectOp::create(
-          b, loc, inside, load(f64, gep(partials, f64, element), 8), identity));
+      SmallVector<Value> leaves;
+      for (int64_t k = 0; k < kFinishLeavesPerLane; ++k) {
+        Value at = arith::AddIOp::create(b, loc, base,
+                                         constI64(kFinishSegment * i + k));
+        Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                             at, count);
+        Value safe = arith::SelectOp::create(b, loc, inside, at, constI64(0));
+        Value element = arith::AddIOp::create(
+            b, loc,
+            arith::MulIOp::create(b, loc,
+                                  arith::AddIOp::create(b, loc, first, safe),
+                                  constI64(numReductions)),
+            constI64(index));
+        leaves.push_back(arith::SelectOp::create(
+            b, loc, inside, load(f64, gep(partials, f64, element), 8),
+            identity));
+      }
+      laneTrees.push_back(treeOf(kind, leaves));
     }
     SmallVector<Value> segments;
-    for (Value leaf : leaves)
-      segments.push_back(warpTree(kind, leaf, 32));
+    for (Value laneTree : laneTrees)
+      segments.push_back(warpTree(kind, laneTree, 32));
     Value v = broadcastLane0(treeOf(kind, segments));
     scf::YieldOp::create(b, loc,
                          pushTreeLeaf(b, loc, kind, stack, ValueRange{v}, j, sp));
