@@ -345,14 +345,14 @@ private:
   /// Lane 0 gets the index-order tree of the f64 `v` of the warp's first
   /// `width` lanes (shuffles down by 1, 2, ..., width / 2).
   Value warpTree(ReductionKind kind, Value v, int64_t width);
-  /// The finish warp's subtree of its run of `count` partials from `first`
-  /// (of reduction `index` of `numReductions`, interleaved), in every lane
-  /// of the warp of thread `tid`: coalesced segments (each lane's run of
-  /// consecutive partials in registers, then the warp's shuffles), a
-  /// stack of subtrees in `stack` (local memory).
-  Value emitRunSubtree(ReductionKind kind, Value partials, Value stack,
-                       Value first, Value count, int64_t numReductions,
-                       int64_t index, Value identity, Value tid);
+  /// The finish warp's subtrees of its run of `count` partials from `first`
+  /// of every reduction of `kinds` (interleaved: chunk c's at c * R + r), in
+  /// every lane of the warp of thread `tid`, in one pass: coalesced segments
+  /// (each lane's run of consecutive partials in registers, then the warp's
+  /// shuffles), a stack of subtrees per reduction (local memory).
+  SmallVector<Value> emitRunSubtrees(ArrayRef<ReductionKind> kinds,
+                                     Value partials, Value first, Value count,
+                                     ArrayRef<Value> identities, Value tid);
   /// Lane 0's f64 `v` in every lane of the warp.
   Value broadcastLane0(Value v);
   /// The finish's value from each warp's `subtree`: the tree over the

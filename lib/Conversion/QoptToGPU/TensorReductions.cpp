@@ -220,10 +220,6 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
     numTensors = arith::SelectOp::create(b, loc, *skip, constI64(0), numTensors);
   Value slots = sharedArray(module, kernel.prefix + "_warps",
                             kFinishThreads / 32, f64);
-  // The thread's stack of subtrees, in local memory.
-  Value stack =
-      LLVM::AllocaOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()),
-                             f64, constI64(kFinishStackDepth), 8);
   Value block = indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
   Value grid = indexToI64(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
   int64_t chunksPerTile = tile / kReductionChunk;
@@ -245,12 +241,16 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
       b, loc, arith::MulIOp::create(b, loc, firstTile, constI64(chunksPerTile)),
       begin);
   Value n = arith::SIToFPOp::create(b, loc, f64, numel);
+  SmallVector<ReductionKind> kinds;
+  SmallVector<Value> identities;
+  for (ReduceOp op : reductions) {
+    kinds.push_back(op.getKind());
+    identities.push_back(arith::ConstantOp::create(
+        b, loc, b.getF64FloatAttr(reductionIdentity(op.getKind()))));
+  }
+  SmallVector<Value> subtrees =
+      emitRunSubtrees(kinds, partials, first, mine, identities, kernel.tid);
   for (auto [index, op] : llvm::enumerate(reductions)) {
-    ReductionKind kind = op.getKind();
-    Value identity = arith::ConstantOp::create(
-        b, loc, b.getF64FloatAttr(reductionIdentity(kind)));
-    Value subtree = emitRunSubtree(kind, partials, stack, first, mine, count,
-                                   index, identity, kernel.tid);
     // A per-tensor value at k * Rt + r, a whole-step accumulation at
     // k * S + s of the launch's rows of the step.
     bool global = op.getGlobal();
@@ -258,7 +258,7 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
         b, loc,
         arith::MulIOp::create(b, loc, k, constI64(global ? perStep : perTensor)),
         constI64(getScopedReductionIndex(op)));
-    emitFinishValue(kind, subtree, slots, identity, n,
+    emitFinishValue(kinds[index], subtrees[index], slots, identities[index], n,
                     global ? gep(stepPartials, f64, at) : gep(values, f32(), at),
                     /*accumulation=*/global);
     // The slots are written again by the next reduction or tensor.
@@ -325,21 +325,22 @@ LogicalResult KernelEmitter::emitCombine(gpu::GPUModuleOp module) {
   Value uniforms = entry->getArgument(2);
   std::string prefix = "__qopt_" + name;
   Value slots = sharedArray(module, prefix + "_warps", kFinishThreads / 32, f64);
-  Value stack =
-      LLVM::AllocaOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()),
-                             f64, constI64(kFinishStackDepth), 8);
   Value tid = indexToI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   auto [first, mine] = emitWarpRun(tid, numRows);
   // No division: mean and rms have no whole-step form.
   Value n = arith::ConstantOp::create(b, loc, b.getF64FloatAttr(1.0));
   unsigned firstSlot = getNumHostUniforms(optimizer);
+  SmallVector<ReductionKind> kinds;
+  SmallVector<Value> identities;
+  for (ReduceOp op : global) {
+    kinds.push_back(op.getKind());
+    identities.push_back(arith::ConstantOp::create(
+        b, loc, b.getF64FloatAttr(reductionIdentity(op.getKind()))));
+  }
+  SmallVector<Value> subtrees =
+      emitRunSubtrees(kinds, rows, first, mine, identities, tid);
   for (auto [s, op] : llvm::enumerate(global)) {
-    ReductionKind kind = op.getKind();
-    Value identity = arith::ConstantOp::create(
-        b, loc, b.getF64FloatAttr(reductionIdentity(kind)));
-    Value subtree = emitRunSubtree(kind, rows, stack, first, mine, perStep, s,
-                                   identity, tid);
-    emitFinishValue(kind, subtree, slots, identity, n,
+    emitFinishValue(kinds[s], subtrees[s], slots, identities[s], n,
                     gep(uniforms, f32(), constI64(firstSlot + s)));
     gpu::BarrierOp::create(b, loc);
   }
@@ -394,24 +395,36 @@ void KernelEmitter::emitFinishValue(ReductionKind kind, Value subtree,
   }
 }
 
-Value KernelEmitter::emitRunSubtree(ReductionKind kind, Value partials,
-                                    Value stack, Value first, Value count,
-                                    int64_t numReductions, int64_t index,
-                                    Value identity, Value tid) {
+SmallVector<Value> KernelEmitter::emitRunSubtrees(
+    ArrayRef<ReductionKind> kinds, Value partials, Value first, Value count,
+    ArrayRef<Value> identities, Value tid) {
   // The warp's run (an aligned power-of-two run of at least a batch) in
-  // batches of kFinishSegments segments of kFinishSegment partials: lane i
+  // batches of kFinishSegments segments of kFinishSegment partials, every
+  // reduction in the same pass (a chunk's R partials are adjacent): lane i
   // loads the segment's partials [i * P, i * P + P) (P =
   // kFinishLeavesPerLane; the warp's loads cover consecutive lines), their
   // pairwise tree in registers is a subtree, the segment's tree is the
   // warp's shuffle tree over the lanes' and the batch's the pairwise tree
-  // of its segments,
-  // a subtree of the run's (the partials past the run's `count` the
-  // identity). Lane 0's batch tree, broadcast to the warp, merges with the
-  // stack's subtrees as often as the batch's index has trailing ones (each
-  // merge `older ⊕ newer`), then is pushed; what is left is folded newest
-  // first, which the padding's identities do not change. Every lane keeps
-  // the same stack.
+  // of its segments, a subtree of the run's (the partials past the run's
+  // `count` the identity). Lane 0's batch tree, broadcast to the warp,
+  // merges with the stack's subtrees as often as the batch's index has
+  // trailing ones (each merge `older ⊕ newer`), then is pushed; what is left
+  // is folded newest first, which the padding's identities do not change.
+  // Every lane keeps the same stacks (local memory, one per reduction).
   Type f64 = b.getF64Type();
+  int64_t numReductions = kinds.size();
+  SmallVector<Value> stacks;
+  for (int64_t r = 0; r < numReductions; ++r) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&b.getInsertionBlock()
+                                    ->getParent()
+                                    ->getParentOfType<gpu::GPUFuncOp>()
+                                    .getBody()
+                                    .front());
+    stacks.push_back(LLVM::AllocaOp::create(
+        b, loc, LLVM::LLVMPointerType::get(b.getContext()), f64,
+        constI64(kFinishStackDepth), 8));
+  }
   Value lane = arith::RemUIOp::create(b, loc, tid, constI64(32));
   Value batches = arith::DivUIOp::create(
       b, loc, arith::AddIOp::create(b, loc, count, constI64(kFinishBatch - 1)),
@@ -426,37 +439,38 @@ Value KernelEmitter::emitRunSubtree(ReductionKind kind, Value partials,
     Value base = arith::AddIOp::create(
         b, loc, arith::MulIOp::create(b, loc, j, constI64(kFinishBatch)),
         arith::MulIOp::create(b, loc, lane, constI64(kFinishLeavesPerLane)));
-    SmallVector<Value> laneTrees;
-    for (int64_t i = 0; i < kFinishSegments; ++i) {
-      SmallVector<Value> leaves;
+    // leaves[r][i]: reduction r's leaves of segment i, in index order.
+    SmallVector<SmallVector<SmallVector<Value>>> leaves(
+        numReductions, SmallVector<SmallVector<Value>>(kFinishSegments));
+    for (int64_t i = 0; i < kFinishSegments; ++i)
       for (int64_t k = 0; k < kFinishLeavesPerLane; ++k) {
         Value at = arith::AddIOp::create(b, loc, base,
                                          constI64(kFinishSegment * i + k));
         Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                              at, count);
         Value safe = arith::SelectOp::create(b, loc, inside, at, constI64(0));
-        Value element = arith::AddIOp::create(
-            b, loc,
-            arith::MulIOp::create(b, loc,
-                                  arith::AddIOp::create(b, loc, first, safe),
-                                  constI64(numReductions)),
-            constI64(index));
-        leaves.push_back(arith::SelectOp::create(
-            b, loc, inside, load(f64, gep(partials, f64, element), 8),
-            identity));
+        Value chunk = arith::MulIOp::create(
+            b, loc, arith::AddIOp::create(b, loc, first, safe),
+            constI64(numReductions));
+        for (int64_t r = 0; r < numReductions; ++r) {
+          Value element = arith::AddIOp::create(b, loc, chunk, constI64(r));
+          leaves[r][i].push_back(arith::SelectOp::create(
+              b, loc, inside, load(f64, gep(partials, f64, element), 8),
+              identities[r]));
+        }
       }
-      laneTrees.push_back(treeOf(kind, leaves));
+    SmallVector<Value> batchTrees;
+    for (int64_t r = 0; r < numReductions; ++r) {
+      SmallVector<Value> segments;
+      for (int64_t i = 0; i < kFinishSegments; ++i)
+        segments.push_back(
+            warpTree(kinds[r], treeOf(kinds[r], leaves[r][i]), 32));
+      batchTrees.push_back(broadcastLane0(treeOf(kinds[r], segments)));
     }
-    SmallVector<Value> segments;
-    for (Value laneTree : laneTrees)
-      segments.push_back(warpTree(kind, laneTree, 32));
-    Value v = broadcastLane0(treeOf(kind, segments));
-    scf::YieldOp::create(b, loc,
-                         pushTreeLeaf(b, loc, kind, stack, ValueRange{v}, j, sp));
+    scf::YieldOp::create(
+        b, loc, pushTreeLeaf(b, loc, kinds, stacks, batchTrees, j, sp));
   }
-  return foldTreeStacks(b, loc, kind, stack, push.getResult(0),
-                        ValueRange{identity})
-      .front();
+  return foldTreeStacks(b, loc, kinds, stacks, push.getResult(0), identities);
 }
 
 Value KernelEmitter::broadcastLane0(Value v) {

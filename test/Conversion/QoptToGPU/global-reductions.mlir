@@ -36,9 +36,10 @@
 // each value rounded once to f32 into its uniform slot.
 // CHECK-LABEL: gpu.func @Clip_combine(
 // CHECK-SAME: %{{.+}}: i64, %{{.+}}: !llvm.ptr<1>, %[[CU:[^:]+]]: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 512, 1, 1>}
+// Both trees in one pass over the rows, then each value.
+// CHECK: arith.maximumf %{{.+}}, %{{.+}} : f64
 // CHECK: llvm.getelementptr %[[CU]][%c1_i64{{[_0-9]*}}]
 // CHECK: arith.truncf %{{.+}} : f64 to f32
-// CHECK: arith.maximumf %{{.+}}, %{{.+}} : f64
 // CHECK: llvm.getelementptr %[[CU]][%c2_i64{{[_0-9]*}}]
 // CHECK: arith.truncf %{{.+}} : f64 to f32
 // CHECK: gpu.return

@@ -40,24 +40,23 @@
 // CHECK: gpu.return
 
 // The finish: 512 threads, a block per tensor; each warp's run of
-// partials in batches of 4 segments of 128 loaded together (lane i the
-// partials [4i, 4i + 4) of each segment, their tree in registers by 3
-// sums), each segment's tree by shuffles down 1 ... 16 (the f64
+// partials in batches of 4 segments of 128 loaded together, both
+// reductions in one pass (lane i the partials [4i, 4i + 4) of each segment,
+// each chunk's two adjacent; each reduction's 4 in registers by 3 sums),
+// each segment's tree by shuffles down 1 ... 16 (the f64
 // in two halves), the batch's by 3 sums, broadcast from lane 0 (two idx
-// shuffles); the batches by a stack of subtrees in local memory (merges: the
-// trailing ones of the batch's index), folded newest first; then the warps
+// shuffles); the batches by a stack of subtrees per reduction in local
+// memory (merges: the trailing ones of the batch's index), folded newest
+// first; then, one reduction after the other, the warps
 // through shared memory; the square root rounded once (sqrt.rn.f64), one
 // rounding to f32.
 // CHECK-LABEL: gpu.func @Norm_finish(%{{.+}}: !llvm.ptr<1>, %{{.+}}: i64, %{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>, %{{.+}}: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 512, 1, 1>}
 // CHECK: llvm.alloca %{{.+}} x f64
-// CHECK-COUNT-4: llvm.load %{{.+}} {alignment = 8 : i64} : !llvm.ptr<1> -> f64
-// CHECK-COUNT-3: arith.addf %{{.+}}, %{{.+}} : f64
-// CHECK-COUNT-4: llvm.load %{{.+}} {alignment = 8 : i64} : !llvm.ptr<1> -> f64
-// CHECK-COUNT-3: arith.addf %{{.+}}, %{{.+}} : f64
-// CHECK-COUNT-8: llvm.load %{{.+}} {alignment = 8 : i64} : !llvm.ptr<1> -> f64
+// CHECK-COUNT-32: llvm.load %{{.+}} {alignment = 8 : i64} : !llvm.ptr<1> -> f64
 // CHECK-NOT: gpu.shuffle
-// CHECK-COUNT-40: gpu.shuffle  down
 // CHECK-COUNT-3: arith.addf %{{.+}}, %{{.+}} : f64
+// CHECK-COUNT-80: gpu.shuffle  down
+// CHECK-COUNT-3: arith.maximumf %{{.+}}, %{{.+}} : f64
 // CHECK-COUNT-2: gpu.shuffle  idx %{{.+}}, %c0_i32
 // CHECK: "llvm.intr.cttz"
 // CHECK: arith.addf %{{.+}}, %{{.+}} : f64
@@ -65,7 +64,7 @@
 // CHECK: "sqrt.rn.f64 $0, $1;"
 // CHECK: arith.truncf %{{.+}} : f64 to f32
 // CHECK: arith.cmpf uno
-// CHECK: "llvm.intr.cttz"
+// CHECK-NOT: "llvm.intr.cttz"
 // CHECK: arith.maximumf %{{.+}}, %{{.+}} : f64
 // CHECK: gpu.return
 
