@@ -345,6 +345,9 @@ private:
   /// Lane 0 gets the index-order tree of the f64 `v` of the warp's first
   /// `width` lanes (shuffles down by 1, 2, ..., width / 2).
   Value warpTree(ReductionKind kind, Value v, int64_t width);
+  /// The kinds of `reductions` and their identities (f64 constants).
+  std::pair<SmallVector<ReductionKind>, SmallVector<Value>>
+  reductionKinds(ArrayRef<ReduceOp> reductions);
   /// The finish warp's subtrees of its run of `count` partials from `first`
   /// of every reduction of `kinds` (interleaved: chunk c's at c * R + r), in
   /// every lane of the warp of thread `tid`, in one pass: coalesced segments

@@ -241,13 +241,7 @@ LogicalResult KernelEmitter::emitFinish(gpu::GPUModuleOp module) {
       b, loc, arith::MulIOp::create(b, loc, firstTile, constI64(chunksPerTile)),
       begin);
   Value n = arith::SIToFPOp::create(b, loc, f64, numel);
-  SmallVector<ReductionKind> kinds;
-  SmallVector<Value> identities;
-  for (ReduceOp op : reductions) {
-    kinds.push_back(op.getKind());
-    identities.push_back(arith::ConstantOp::create(
-        b, loc, b.getF64FloatAttr(reductionIdentity(op.getKind()))));
-  }
+  auto [kinds, identities] = reductionKinds(reductions);
   SmallVector<Value> subtrees =
       emitRunSubtrees(kinds, partials, first, mine, identities, kernel.tid);
   for (auto [index, op] : llvm::enumerate(reductions)) {
@@ -330,13 +324,7 @@ LogicalResult KernelEmitter::emitCombine(gpu::GPUModuleOp module) {
   // No division: mean and rms have no whole-step form.
   Value n = arith::ConstantOp::create(b, loc, b.getF64FloatAttr(1.0));
   unsigned firstSlot = getNumHostUniforms(optimizer);
-  SmallVector<ReductionKind> kinds;
-  SmallVector<Value> identities;
-  for (ReduceOp op : global) {
-    kinds.push_back(op.getKind());
-    identities.push_back(arith::ConstantOp::create(
-        b, loc, b.getF64FloatAttr(reductionIdentity(op.getKind()))));
-  }
+  auto [kinds, identities] = reductionKinds(global);
   SmallVector<Value> subtrees =
       emitRunSubtrees(kinds, rows, first, mine, identities, tid);
   for (auto [s, op] : llvm::enumerate(global)) {
@@ -393,6 +381,17 @@ void KernelEmitter::emitFinishValue(ReductionKind kind, Value subtree,
     });
     LLVM::StoreOp::create(b, loc, r, out, 4);
   }
+}
+
+std::pair<SmallVector<ReductionKind>, SmallVector<Value>>
+KernelEmitter::reductionKinds(ArrayRef<ReduceOp> reductions) {
+  std::pair<SmallVector<ReductionKind>, SmallVector<Value>> out;
+  for (ReduceOp op : reductions) {
+    out.first.push_back(op.getKind());
+    out.second.push_back(arith::ConstantOp::create(
+        b, loc, b.getF64FloatAttr(reductionIdentity(op.getKind()))));
+  }
+  return out;
 }
 
 SmallVector<Value> KernelEmitter::emitRunSubtrees(
