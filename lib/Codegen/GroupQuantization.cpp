@@ -76,13 +76,26 @@ Value mlir::qopt::groupStoredScale(LaneMath &m, GroupSchemeAttr scheme,
 
 /// The divisor of a group's quantization: max(absmax, 1e-12) (the authors'
 /// kernel) or the stored scale with 0 taken as 1 (seed 003).
-static Value quantizationDivisor(LaneMath &m, GroupSchemeAttr scheme,
-                                 Value absmax, Value storedScale) {
+static Value groupDivisor(LaneMath &m, GroupSchemeAttr scheme, Value absmax,
+                          Value storedScale) {
   if (scheme.getDivisor() == ScaleDivisor::absmax)
     return m.maxKeepNaN(absmax, m.constF(absmax, 1e-12));
   Value zero = m.constF(storedScale, 0.0);
   return m.select(m.cmp(arith::CmpFPredicate::OEQ, storedScale, zero),
                   m.constF(storedScale, 1.0), storedScale);
+}
+
+/// groupDivisor of broadcast lanes computed on their scalars and broadcast:
+/// a division by it then sees a uniform divisor (one reciprocal and one
+/// range check a thread, not a tree over identical lanes).
+static Value quantizationDivisor(LaneMath &m, GroupSchemeAttr scheme,
+                                 Value absmax, Value storedScale) {
+  Value a = LaneMath::uniformOf(absmax);
+  Value s = LaneMath::uniformOf(storedScale);
+  if (!a || !s)
+    return groupDivisor(m, scheme, absmax, storedScale);
+  return vector::BroadcastOp::create(m.builder(), m.location(), absmax.getType(),
+                                     groupDivisor(m, scheme, a, s));
 }
 
 /// Under overflow = saturate, y = x / divisor clamped to [-1, 1] before

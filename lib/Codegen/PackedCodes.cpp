@@ -12,6 +12,12 @@
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include "llvm/ADT/bit.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
 using namespace mlir;
 using namespace mlir::qopt;
 
@@ -103,17 +109,111 @@ Value mlir::qopt::dequantizeTable(LaneMath &m, GroupSchemeAttr scheme,
   return m.mul(entry, scale);
 }
 
+/// The table's 15 midpoints (e_k + e_k+1) * 0.5, each rounded to float32.
+static SmallVector<float, 16> midpointsOf(ArrayRef<float> table) {
+  SmallVector<float, 16> mids;
+  for (size_t k = 0; k + 1 < table.size(); ++k)
+    mids.push_back((table[k] + table[k + 1]) * 0.5f);
+  return mids;
+}
+
+static uint32_t floatBits(float f) { return llvm::bit_cast<uint32_t>(f); }
+
+/// getCodeTableBuckets' construction; null where a bucket would hold two
+/// midpoints or a midpoint's magnitude is not inside (2^e, 1).
+static std::optional<CodeTableBuckets> buildBuckets(ArrayRef<float> table) {
+  constexpr int kShift = CodeTableBuckets::kShift;
+  constexpr uint32_t kOne = 0x3F800000u;
+  SmallVector<float, 16> mids = midpointsOf(table);
+  uint32_t lowest = kOne;
+  for (float mid : mids) {
+    if (!(std::abs(mid) > 0.0f && std::abs(mid) < 1.0f))
+      return std::nullopt;
+    lowest = std::min(lowest, floatBits(std::abs(mid)));
+  }
+  CodeTableBuckets buckets;
+  // The largest power of two strictly below every midpoint's magnitude.
+  buckets.magLo = (lowest & 0x7F800000u) == lowest ? lowest - 0x00800000u
+                                                   : lowest & 0x7F800000u;
+  buckets.perSign = int64_t((kOne - buckets.magLo) >> kShift) + 1;
+  auto bucketOf = [&](uint32_t mag) { return int64_t((mag - buckets.magLo) >> kShift); };
+  uint32_t lowMask = (uint32_t(1) << kShift) - 1;
+  buckets.entries.assign(2 * buckets.perSign, 0);
+  for (int64_t k = 0; k < buckets.perSign; ++k) {
+    uint32_t first = buckets.magLo + (uint32_t(k) << kShift);
+    // Positive c in bucket k: the midpoints below the bucket's first
+    // magnitude, and the one inside it, if any. Negative c = -|c|: the
+    // midpoints below -|c| are those of magnitude above |c| among the
+    // negative ones.
+    uint32_t below = 0, above = 0;
+    int64_t positiveInside = -1, negativeInside = -1;
+    for (float mid : mids) {
+      uint32_t mag = floatBits(std::abs(mid));
+      bool positive = mid > 0.0f;
+      int64_t &inside = positive ? positiveInside : negativeInside;
+      if (bucketOf(mag) == k) {
+        if (inside >= 0)
+          return std::nullopt; // two midpoints of one sign in the bucket
+        inside = mag & lowMask;
+      } else if (positive && mag < first) {
+        ++below;
+      } else if (!positive && mag > first) {
+        ++above;
+      }
+    }
+    // All negative midpoints lie below a positive c.
+    uint32_t negatives = 0;
+    for (float mid : mids)
+      negatives += mid < 0.0f;
+    uint32_t positiveBase = negatives + below;
+    buckets.entries[k] =
+        (positiveBase << kShift) +
+        (positiveInside >= 0 ? lowMask - uint32_t(positiveInside) : 0);
+    buckets.entries[buckets.perSign + k] =
+        (above << kShift) + (negativeInside >= 0 ? uint32_t(negativeInside) : 0);
+  }
+  // A NaN c (clamped to 2^e, of either sign) takes the entry nearest 0.
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  if (buckets.code(nan) != zeroCode(table) ||
+      buckets.code(-nan) != zeroCode(table))
+    return std::nullopt;
+  return buckets;
+}
+
+int64_t CodeTableBuckets::code(float c) const {
+  uint32_t cBits = floatBits(c);
+  // maxNum then minNum, as the lowering: a NaN clamps to 2^e.
+  float mag = std::fmin(std::fmax(std::abs(c), llvm::bit_cast<float>(magLo)), 1.0f);
+  uint32_t magBits = floatBits(mag);
+  uint32_t sign = cBits >> 31 ? ~uint32_t(0) : 0;
+  int64_t index = int64_t((magBits - magLo) >> kShift) + (sign ? perSign : 0);
+  uint32_t low = (magBits ^ sign) & ((uint32_t(1) << kShift) - 1);
+  return int64_t((entries[index] + low) >> kShift);
+}
+
+const CodeTableBuckets *mlir::qopt::getCodeTableBuckets(Companding companding) {
+  static const std::optional<CodeTableBuckets> dynamic =
+      buildBuckets(getCodeTable(Companding::dynamic));
+  if (companding == Companding::dynamic && dynamic)
+    return &*dynamic;
+  return nullptr;
+}
+
 Value mlir::qopt::quantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value x,
                                 Value divisor) {
+  return tableCodeOfQuotient(m, scheme, m.div(x, divisor));
+}
+
+Value mlir::qopt::tableCodeOfQuotient(LaneMath &m, GroupSchemeAttr scheme,
+                                      Value c) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
   ArrayRef<float> table = getCodeTable(scheme.getCompanding());
-  // c = x / divisor; the code counts the midpoints strictly below c (the
-  // lower code on a tie), each midpoint (e_k + e_k+1) * 0.5 in float32; a
-  // NaN c takes the entry nearest 0.
-  Value c = m.div(x, divisor);
-  Type i8 = withElement(x.getType(), b.getI8Type());
-  Type i32 = withElement(x.getType(), b.getI32Type());
+  // The code counts the midpoints strictly below c (the lower code on a
+  // tie), each midpoint (e_k + e_k+1) * 0.5 in float32; a NaN c takes the
+  // entry nearest 0.
+  Type i8 = withElement(c.getType(), b.getI8Type());
+  Type i32 = withElement(c.getType(), b.getI32Type());
   if (isSixteenths(table)) {
     // Midpoint k is (k + 1.5) / 16, so with s = 16 c (exact) the count is
     // ceil(s - 1.5) clamped to [0, 15], and s clamped to [1, 16] first
@@ -137,9 +237,7 @@ Value mlir::qopt::quantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value x,
   // does, and so on; each probe's midpoint a tree of selects over the bits
   // found. NaN compares false everywhere (code 0) and is replaced.
   assert(table.size() == 16 && "4-bit tables have 16 entries");
-  SmallVector<float, 16> mids;
-  for (size_t k = 0; k + 1 < table.size(); ++k)
-    mids.push_back((table[k] + table[k + 1]) * 0.5f);
+  SmallVector<float, 16> mids = midpointsOf(table);
   SmallVector<Value, 4> bits;
   Value code = m.constI(i8, 0);
   for (int64_t step = 8; step >= 1; step /= 2) {

@@ -104,6 +104,8 @@ public:
   /// [2^-60, 2^60] (guardedDiv's domain), which the caller ensures or does
   /// not need; no check here.
   Value divByUniformUnchecked(Value a, Value u);
+  /// The scalar a broadcast lane vector was built from, if it is one.
+  static Value uniformOf(Value v);
   /// IEEE square root (sqrt.rn; llvm.sqrt on the host), or the approximate
   /// one in fast mode.
   Value sqrt(Value a);
@@ -211,8 +213,6 @@ private:
   bool guardIEEE = false;
   bool opaqueScalarIEEE = false;
   LaneFacts *facts = nullptr;
-  /// The scalar a broadcast lane vector was built from, if it is one.
-  static Value uniformOf(Value v);
   Value andCond(Value a, Value c);
   /// The condition under which `v` is nonnegative (or NaN), if known: a
   /// null Value where it always is.

@@ -17,6 +17,8 @@
 #define QOPT_CODEGEN_STREAMCODECS_H
 
 #include "qopt/Codegen/LaneMath.h"
+#include <cstdint>
+#include <vector>
 
 namespace mlir::qopt {
 
@@ -92,6 +94,34 @@ Value dequantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value codes,
 /// strictly below x / divisor; a NaN takes the entry nearest 0.
 Value quantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value x,
                     Value divisor);
+/// A 4-bit table's code from the quotient c = x / divisor (i8 lanes):
+/// quantizeTable after its division.
+Value tableCodeOfQuotient(LaneMath &m, GroupSchemeAttr scheme, Value c);
+
+/// A 4-bit table's codes looked up by the bits of c (the GPU's search for a
+/// table that is not computed arithmetically). |c|, clamped to [2^e, 1]
+/// with 2^e below every midpoint's magnitude (a NaN to 2^e), falls in
+/// bucket (bits(|c|) - bits(2^e)) >> kShift, kShift mantissa bits of
+/// magnitude a bucket, and no bucket holds two midpoints. Entry k of the
+/// positive half (c's sign bit clear) is (n << kShift) + (2^kShift - 1 - o)
+/// and of the negative half, at perSign + k, (n << kShift) + o, where n
+/// counts the midpoints strictly below every c of the bucket and o is the
+/// low kShift bits of the bucket's midpoint magnitude (0 and no o without
+/// one); the code is the entry plus the low kShift bits of bits(|c|),
+/// complemented for a negative c, shifted right by kShift: the carry is
+/// whether c lies above the bucket's midpoint. bench/NOTES.md#q4buckets
+struct CodeTableBuckets {
+  static constexpr int kShift = 20;
+  uint32_t magLo = 0;   // bits(2^e)
+  int64_t perSign = 0;  // buckets of one sign: 2^e up to 1.0
+  std::vector<uint32_t> entries; // positive, then negative
+  /// The code of one float32 c, as the lookup computes it (for the tests).
+  int64_t code(float c) const;
+};
+/// The table's buckets, or null where the table is computed arithmetically
+/// or some bucket would hold two midpoints.
+const CodeTableBuckets *getCodeTableBuckets(Companding companding);
+
 /// docs/abi.md "Packed 4-bit codes": the bytes' mask of a vector of lanes
 /// (lane 2j's bit for byte j), the codes (i8 lanes, sign-extended where
 /// `isSigned`) of `bytes` (i8, half as many), and the bytes of `codes` with

@@ -104,6 +104,8 @@ struct KernelContext {
   /// Per group state of a 4-bit table that is not computed arithmetically
   /// (`dynamic`): its 16 entries in shared memory, stored by thread 0.
   llvm::DenseMap<int, Value> codeTableShared;
+  /// ... and its code buckets (CodeTableBuckets' entries), stored with it.
+  llvm::DenseMap<int, Value> codeBucketsShared;
   /// One slot per warp for each block reduction of a group across warps.
   SmallVector<Value> reductionSlots;
   /// Per codebook state whose block spans warps: 2 x warps slots (two
@@ -494,6 +496,21 @@ private:
   /// or the divisor lies outside [2^-30, 2^60].
   Value codebookCodes(const TileContext &tile, int stateIndex, Value value,
                       Value divisor, Value absmax);
+  /// TableCodes.cpp: each 4-bit `dynamic` table state's entries and code
+  /// buckets in shared memory, stored by thread 0.
+  void emitCodeTables(KernelContext &kernel);
+  /// A 4-bit table state's codes (i8 lanes) of `value` in a group whose
+  /// absmax is `absmax` (scalar, saturated as stored; `rawAbsmax` before
+  /// that) and stored scale `storedScale` (widened to f32): c = x / d by
+  /// d's reciprocal and the table's buckets where that is exact, else
+  /// quantizeGroup's IEEE chain.
+  Value tableCodes(const TileContext &tile, int stateIndex,
+                   GroupSchemeAttr group, Value value, Value absmax,
+                   Value rawAbsmax, Value storedScale);
+  /// The codes of the lanes of c by the bucket table `table` in shared
+  /// memory (CodeTableBuckets::code).
+  Value bucketTableCodes(Value table, const CodeTableBuckets &buckets,
+                         Value c);
   /// The bucket path's codes of the lanes of `normalized` (c), from the
   /// bucket table `buckets`; `nonnegative`: every c is >= 0 or -0.
   Value bucketCodes(const TileContext &tile, Value buckets, Value normalized,

@@ -152,27 +152,7 @@ void KernelEmitter::emitSharedMemory(KernelContext &kernel) {
   // table), filled once per block; per block reduction one slot per warp.
   for (auto [k, stateIndex] : llvm::enumerate(kernel.codebookStates))
     emitCodebookTable(kernel, k, stateIndex, dynamicBase, bucketsOffset);
-  for (auto [i, state] : llvm::enumerate(states)) {
-    auto group = dyn_cast<GroupSchemeAttr>(state.getScheme());
-    if (!group || !isCodeTable(group.getCompanding()) ||
-        isArithmeticTable(group.getCompanding()))
-      continue;
-    // The entries are looked up by code, one shared load a lane, where a
-    // tree of selects takes about 19 instructions. bench/NOTES.md#q4speed
-    ArrayRef<float> entries = getCodeTable(group.getCompanding());
-    Value table = sharedArray(kernel.module,
-                              kernel.prefix + "_codetable" + std::to_string(i),
-                              entries.size());
-    auto first = ifZero(kernel.tid);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&first.getThenRegion().front());
-    for (auto [k, e] : llvm::enumerate(entries))
-      LLVM::StoreOp::create(b, loc,
-                            arith::ConstantOp::create(b, loc, b.getF32FloatAttr(e)),
-                            gep(table, f32(), constI64(k)),
-                            4);
-    kernel.codeTableShared[i] = table;
-  }
+  emitCodeTables(kernel);
   unsigned slot = 0;
   for (auto [i, state] : llvm::enumerate(states)) {
     if (getReductionSize(state) / lanes <= 32)

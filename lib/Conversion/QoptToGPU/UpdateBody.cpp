@@ -124,11 +124,15 @@ LogicalResult KernelEmitter::emitStoreState(TileContext &tile, int index,
     absmax = saturateGroupAbsmax(math, group, absmax);
     Value stored = groupStoredScale(math, group, absmax);
     Value storedF32 = widenToF32(math, stored);
-    Value codes = quantizeGroup(
-        guardedMath, group, value,
-        vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax),
-        vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32),
-        checkedRounding);
+    Value codes =
+        isCodeTable(group.getCompanding())
+            ? tableCodes(tile, index, group, value, absmax, rawAbsmax,
+                         storedF32)
+            : quantizeGroup(
+                  guardedMath, group, value,
+                  vector::BroadcastOp::create(b, loc, lanesOf(f32()), absmax),
+                  vector::BroadcastOp::create(b, loc, lanesOf(f32()), storedF32),
+                  checkedRounding);
     if (isPacked(group))
       codes = packNibbles(math, codes, tile.isFull() ? Value() : tile.laneMask);
     storeElements(tile, streamIndex(StreamRole::StateCodes, index), codes);

@@ -12,9 +12,10 @@
 // CHECK: gpu.shuffle xor
 // CHECK: %[[S16:.+]] = arith.truncf %{{.+}} : f32 to f16
 // CHECK: %[[S:.+]] = arith.extf %[[S16]] : f16 to f32
-// CHECK: %[[SV:.+]] = vector.broadcast %[[S]] : f32 to vector<8xf32>
-// CHECK: %[[ZERO:.+]] = arith.cmpf oeq, %[[SV]], %{{.+}} : vector<8xf32>
-// CHECK: %[[DIV:.+]] = arith.select %[[ZERO]], %{{.+}}, %[[SV]] : vector<8xi1>, vector<8xf32>
+// The divisor once (the group's), then its lanes.
+// CHECK: %[[ZERO:.+]] = arith.cmpf oeq, %[[S]], %{{.+}} : f32
+// CHECK: %[[DS:.+]] = arith.select %[[ZERO]], %{{.+}}, %[[S]] : f32
+// CHECK: %[[DIV:.+]] = vector.broadcast %[[DS]] : f32 to vector<8xf32>
 // 2y / (1 + |y|) with y = m / divisor as one approximate quotient, 254 m /
 // (divisor + |m|).
 // CHECK: %[[DEN:.+]] = arith.addf %[[DIV]], %{{.+}} : vector<8xf32>

@@ -19,7 +19,7 @@
 // CHECK-LABEL: gpu.func @Codes
 // The softsign code (state m): 2z / (1 + |z|) with z = m / s as one
 // approximate quotient, 254 m / (s + |m|).
-// CHECK: arith.constant dense<9.99999996E-13> : vector<8xf32>
+// CHECK: arith.constant 9.99999996E-13 : f32
 // CHECK: %[[ABS:.+]] = llvm.call_intrinsic "llvm.fabs"(%{{.+}}) : (vector<8xf32>) -> vector<8xf32>
 // CHECK-NEXT: %[[DEN:.+]] = arith.addf %{{.+}}, %[[ABS]] : vector<8xf32>
 // CHECK: vector.extract %[[DEN]][0] : f32 from vector<8xf32>
