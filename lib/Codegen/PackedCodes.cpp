@@ -83,13 +83,25 @@ static Value selectByBits(LaneMath &m, Value like, ArrayRef<float> cands,
   return m.select(bits.front(), hi, lo);
 }
 
+bool mlir::qopt::hasNonnegativeEntries(Companding companding) {
+  ArrayRef<float> table = getCodeTable(companding);
+  return !table.empty() &&
+         llvm::all_of(table, [](float e) { return !std::signbit(e); });
+}
+
 Value mlir::qopt::dequantizeTable(LaneMath &m, GroupSchemeAttr scheme,
                                   Value codes, Value scale) {
+  // x = entry * scale, one rounding.
+  return m.mul(tableEntries(m, scheme, codes), scale);
+}
+
+Value mlir::qopt::tableEntries(LaneMath &m, GroupSchemeAttr scheme,
+                               Value codes) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
   ArrayRef<float> table = getCodeTable(scheme.getCompanding());
   Type f32 = withElement(codes.getType(), b.getF32Type());
-  // entry = table[code], exactly, then x = entry * scale, one rounding.
+  // entry = table[code], exactly.
   Value entry;
   if (isSixteenths(table)) {
     // (code + 1) / 16: a small integer and a power of two, both exact.
@@ -104,9 +116,10 @@ Value mlir::qopt::dequantizeTable(LaneMath &m, GroupSchemeAttr scheme,
           arith::AndIOp::create(b, loc, codes,
                                 m.constI(codes.getType(), int64_t(1) << bit)),
           m.constI(codes.getType(), 0)));
-    entry = selectByBits(m, scale, table, bits);
+    Value like = arith::ConstantOp::create(b, loc, b.getZeroAttr(f32));
+    entry = selectByBits(m, like, table, bits);
   }
-  return m.mul(entry, scale);
+  return entry;
 }
 
 /// The table's 15 midpoints (e_k + e_k+1) * 0.5, each rounded to float32.

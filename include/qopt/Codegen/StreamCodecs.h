@@ -87,9 +87,12 @@ bool isCodeTable(Companding companding);
 /// (k + 1) / 16 table) rather than looked up.
 bool isArithmeticTable(Companding companding);
 /// A table scheme's x = table[code] * scale (codes: i8 lanes holding the
-/// index 0..15; scale: f32 lanes).
+/// index 0..15; scale: f32 lanes), and table[code] alone (f32 lanes, exact).
 Value dequantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value codes,
                       Value scale);
+Value tableEntries(LaneMath &m, GroupSchemeAttr scheme, Value codes);
+/// Whether no entry of the table has its sign bit set (`nonzero`'s).
+bool hasNonnegativeEntries(Companding companding);
 /// A table scheme's code (i8 lanes): the number of midpoints of the table
 /// strictly below x / divisor; a NaN takes the entry nearest 0.
 Value quantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value x,

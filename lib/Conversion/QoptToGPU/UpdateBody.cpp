@@ -30,20 +30,30 @@ FailureOr<Value> KernelEmitter::emitLoadState(TileContext &tile, int index) {
     Value scale = loadPerGroup(tile, streamIndex(StreamRole::StateScales, index),
                                group.getGroupSize());
     Value scaleLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), scale);
+    if (!isCodeTable(group.getCompanding()))
+      return dequantizeGroup(math, group, codes, scaleLanes);
+    // entry = table[code] (from shared memory where the kernel holds the
+    // table), then entry * scale, as dequantizeTable.
+    Value entries;
     if (Value table = tile.kernel.codeTableShared.lookup(index)) {
-      // entry = table[code] from shared memory, then entry * scale (as
-      // dequantizeTable).
-      Value entries = arith::ConstantOp::create(
-          b, loc, b.getZeroAttr(lanesOf(f32())));
+      entries = arith::ConstantOp::create(b, loc,
+                                          b.getZeroAttr(lanesOf(f32())));
       for (int64_t lane = 0; lane < lanes; ++lane) {
         Value code = arith::ExtUIOp::create(
             b, loc, i64(), vector::ExtractOp::create(b, loc, codes, lane));
         entries = vector::InsertOp::create(
             b, loc, load(f32(), gep(table, f32(), code), 4), entries, lane);
       }
-      return math.mul(entries, scaleLanes);
+    } else {
+      entries = tableEntries(math, group, codes);
     }
-    return dequantizeGroup(math, group, codes, scaleLanes);
+    // A table of nonnegative entries ((k + 1) / 16: Adam's v in AdamW4bit)
+    // makes the state nonnegative where its scale is, as a codebook's
+    // unsigned qmap does: the guards of sqrt(v / bc2) and of the division
+    // by it then skip their looks at the lanes.
+    if (guardedMath.isGuarded() && hasNonnegativeEntries(group.getCompanding()))
+      tile.kernel.facts.nonnegative[entries] = Value();
+    return math.mul(entries, scaleLanes);
   }
   auto codebook = cast<CodebookSchemeAttr>(scheme);
   Value codes = loadElements(tile, streamIndex(StreamRole::StateCodes, index));
