@@ -218,7 +218,7 @@ Value mlir::qopt::quantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value x,
 }
 
 Value mlir::qopt::tableCodeOfQuotient(LaneMath &m, GroupSchemeAttr scheme,
-                                      Value c) {
+                                      Value c, bool withinOne) {
   OpBuilder &b = m.builder();
   Location loc = m.location();
   ArrayRef<float> table = getCodeTable(scheme.getCompanding());
@@ -235,7 +235,9 @@ Value mlir::qopt::tableCodeOfQuotient(LaneMath &m, GroupSchemeAttr scheme,
     // ceil(y) is y rounded to an integer (the biased sum) plus one where
     // that went down.
     Value s = m.mul(c, m.constF(c, 16.0));
-    s = m.minNum(m.maxNum(s, m.constF(s, 1.0)), m.constF(s, 16.0));
+    s = m.maxNum(s, m.constF(s, 1.0));
+    if (!withinOne)
+      s = m.minNum(s, m.constF(s, 16.0));
     Value y = m.sub(s, m.constF(s, 1.5));
     Value biased = m.add(y, m.constF(y, kCodeBias));
     Value rounded = m.sub(biased, m.constF(biased, kCodeBias));

@@ -98,8 +98,10 @@ bool hasNonnegativeEntries(Companding companding);
 Value quantizeTable(LaneMath &m, GroupSchemeAttr scheme, Value x,
                     Value divisor);
 /// A 4-bit table's code from the quotient c = x / divisor (i8 lanes):
-/// quantizeTable after its division.
-Value tableCodeOfQuotient(LaneMath &m, GroupSchemeAttr scheme, Value c);
+/// quantizeTable after its division. `withinOne`: every lane's c is NaN or
+/// in [-1, 1] (the clamps above 1 are left out).
+Value tableCodeOfQuotient(LaneMath &m, GroupSchemeAttr scheme, Value c,
+                          bool withinOne = false);
 
 /// A 4-bit table's codes looked up by the bits of c (the GPU's search for a
 /// table that is not computed arithmetically). |c|, clamped to [2^e, 1]

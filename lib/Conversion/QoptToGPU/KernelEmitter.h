@@ -507,10 +507,14 @@ private:
   Value tableCodes(const TileContext &tile, int stateIndex,
                    GroupSchemeAttr group, Value value, Value absmax,
                    Value rawAbsmax, Value storedScale);
+  /// A 4-bit table state's entries (f32 lanes) from its 16 in shared memory
+  /// (`table`), indexed by the nibbles of `packed` (lanes / 2 bytes).
+  Value tableEntriesFromShared(Value table, Value packed);
   /// The codes of the lanes of c by the bucket table `table` in shared
-  /// memory (CodeTableBuckets::code).
-  Value bucketTableCodes(Value table, const CodeTableBuckets &buckets,
-                         Value c);
+  /// memory (CodeTableBuckets::code); `withinOne`: every lane's |c| <= 1 or
+  /// NaN.
+  Value bucketTableCodes(Value table, const CodeTableBuckets &buckets, Value c,
+                         bool withinOne);
   /// The bucket path's codes of the lanes of `normalized` (c), from the
   /// bucket table `buckets`; `nonnegative`: every c is >= 0 or -0.
   Value bucketCodes(const TileContext &tile, Value buckets, Value normalized,

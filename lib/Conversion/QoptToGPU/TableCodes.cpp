@@ -94,10 +94,12 @@ Value KernelEmitter::tableCodes(const TileContext &tile, int stateIndex,
   Value table = codebookBuckets
                     ? tile.kernel.codeBucketsShared.lookup(stateIndex)
                     : Value();
+  // A full tile's lanes all hold the tensor's elements: |c| <= 1 in each
+  // (or NaN), so the clamps to 1 go.
   scf::YieldOp::create(b, loc,
                        buckets && table
-                           ? bucketTableCodes(table, *buckets, c)
-                           : tableCodeOfQuotient(math, group, c));
+                           ? bucketTableCodes(table, *buckets, c, tile.isFull())
+                           : tableCodeOfQuotient(math, group, c, tile.isFull()));
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   scf::YieldOp::create(b, loc, ieeeCodes());
   b.setInsertionPointAfter(ifOp);
@@ -105,8 +107,8 @@ Value KernelEmitter::tableCodes(const TileContext &tile, int stateIndex,
 }
 
 Value KernelEmitter::bucketTableCodes(Value table,
-                                      const CodeTableBuckets &buckets,
-                                      Value c) {
+                                      const CodeTableBuckets &buckets, Value c,
+                                      bool withinOne) {
   // CodeTableBuckets::code, lane by lane. bits(2^e) has no low kShift bits,
   // so the bucket is bits(|c|) >> kShift less a constant, which the shared
   // load's address takes.
@@ -118,10 +120,11 @@ Value KernelEmitter::bucketTableCodes(Value table,
   Value one = math.constF(magLo, 1.0);
   for (int64_t i = 0; i < lanes; ++i) {
     Value ci = vector::ExtractOp::create(b, loc, c, i);
-    // llvm.maxnum first: a NaN lane clamps to 2^e.
-    Value mag = math.intrinsic(
-        "llvm.minnum",
-        {math.intrinsic("llvm.maxnum", {math.abs(ci), magLo}), one});
+    // llvm.maxnum first: a NaN lane clamps to 2^e. Above 1 only where a
+    // lane may lie outside the tensor.
+    Value mag = math.intrinsic("llvm.maxnum", {math.abs(ci), magLo});
+    if (!withinOne)
+      mag = math.intrinsic("llvm.minnum", {mag, one});
     Value magBits = arith::BitcastOp::create(b, loc, i32(), mag);
     Value sign = arith::ShRSIOp::create(
         b, loc, arith::BitcastOp::create(b, loc, i32(), ci), constI32(31));
@@ -141,4 +144,38 @@ Value KernelEmitter::bucketTableCodes(Value table,
         b, loc, arith::TruncIOp::create(b, loc, b.getI8Type(), code), codes, i);
   }
   return codes;
+}
+
+Value KernelEmitter::tableEntriesFromShared(Value table, Value packed) {
+  // Lane k's code is nibble k of the packed bytes (docs/abi.md "Packed 4-bit
+  // codes"): in the 32-bit word k / 8 it is bits 4 (k % 8) up, so its entry's
+  // byte offset, 4 code, is the word shifted right by 4 (k % 8) - 2 (left by
+  // 2 for the first) and masked to 0x3C: two operations a lane where the
+  // bytes' unpacking, widening and scaling took four.
+  Value entries =
+      arith::ConstantOp::create(b, loc, b.getZeroAttr(lanesOf(f32())));
+  if (lanes % 8 != 0) {
+    // Fewer lanes than a word's nibbles: each code unpacked, then its entry.
+    Value codes = unpackNibbles(math, packed, /*isSigned=*/false);
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      Value code = arith::ExtUIOp::create(
+          b, loc, i64(), vector::ExtractOp::create(b, loc, codes, lane));
+      entries = vector::InsertOp::create(
+          b, loc, load(f32(), gep(table, f32(), code), 4), entries, lane);
+    }
+    return entries;
+  }
+  Value words = vector::BitCastOp::create(
+      b, loc, VectorType::get({lanes / 8}, i32()), packed);
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    Value word = vector::ExtractOp::create(b, loc, words, lane / 8);
+    int64_t shift = 4 * (lane % 8) - 2;
+    Value moved =
+        shift < 0 ? arith::ShLIOp::create(b, loc, word, constI32(-shift)).getResult()
+                  : arith::ShRUIOp::create(b, loc, word, constI32(shift)).getResult();
+    Value offset = arith::AndIOp::create(b, loc, moved, constI32(0x3C));
+    Value entry = load(f32(), gep(table, b.getI8Type(), offset), 4);
+    entries = vector::InsertOp::create(b, loc, entry, entries, lane);
+  }
+  return entries;
 }

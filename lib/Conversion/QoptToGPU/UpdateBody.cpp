@@ -19,14 +19,17 @@ FailureOr<Value> KernelEmitter::emitLoadState(TileContext &tile, int index) {
                       loadElements(tile, streamIndex(StreamRole::State, index)));
   if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
     unsigned codesStream = streamIndex(StreamRole::StateCodes, index);
-    // A table's nibble is an index; other 4-bit codes are two's complement
-    // where the storage is signed.
-    Value codes =
-        isPacked(group)
-            ? unpackNibbles(math, loadPackedBytes(tile, codesStream),
-                            group.getStorage().isSigned() &&
-                                !isCodeTable(group.getCompanding()))
-            : loadElements(tile, codesStream);
+    Value packed = isPacked(group) ? loadPackedBytes(tile, codesStream) : Value();
+    // A table in shared memory is indexed by the packed bytes themselves;
+    // otherwise the codes: a table's nibble is an index, other 4-bit codes
+    // are two's complement where the storage is signed.
+    Value table = tile.kernel.codeTableShared.lookup(index);
+    Value codes;
+    if (!table)
+      codes = packed ? unpackNibbles(math, packed,
+                                     group.getStorage().isSigned() &&
+                                         !isCodeTable(group.getCompanding()))
+                     : loadElements(tile, codesStream);
     Value scale = loadPerGroup(tile, streamIndex(StreamRole::StateScales, index),
                                group.getGroupSize());
     Value scaleLanes = vector::BroadcastOp::create(b, loc, lanesOf(f32()), scale);
@@ -34,19 +37,8 @@ FailureOr<Value> KernelEmitter::emitLoadState(TileContext &tile, int index) {
       return dequantizeGroup(math, group, codes, scaleLanes);
     // entry = table[code] (from shared memory where the kernel holds the
     // table), then entry * scale, as dequantizeTable.
-    Value entries;
-    if (Value table = tile.kernel.codeTableShared.lookup(index)) {
-      entries = arith::ConstantOp::create(b, loc,
-                                          b.getZeroAttr(lanesOf(f32())));
-      for (int64_t lane = 0; lane < lanes; ++lane) {
-        Value code = arith::ExtUIOp::create(
-            b, loc, i64(), vector::ExtractOp::create(b, loc, codes, lane));
-        entries = vector::InsertOp::create(
-            b, loc, load(f32(), gep(table, f32(), code), 4), entries, lane);
-      }
-    } else {
-      entries = tableEntries(math, group, codes);
-    }
+    Value entries = table ? tableEntriesFromShared(table, packed)
+                          : tableEntries(math, group, codes);
     // A table of nonnegative entries ((k + 1) / 16: Adam's v in AdamW4bit)
     // makes the state nonnegative where its scale is, as a codebook's
     // unsigned qmap does: the guards of sqrt(v / bc2) and of the division
