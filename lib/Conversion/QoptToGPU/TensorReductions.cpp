@@ -300,9 +300,9 @@ std::pair<Value, Value> KernelEmitter::emitWarpRun(Value tid,
 
 LogicalResult KernelEmitter::emitCombine(gpu::GPUModuleOp module) {
   // (num_step_tensors, step partials, uniforms), one block: the step's rows
-  // of accumulations, reduction s at row * S + s.
+  // of accumulations, reduction s at row * S + s for the step's S
+  // reductions.
   SmallVector<ReduceOp> global = getReductions(optimizer, /*global=*/true);
-  int64_t perStep = global.size();
   Type f64 = b.getF64Type();
   std::string name = (optimizer.getSymName() + "_combine").str();
   b.setInsertionPointToEnd(module.getBody());
