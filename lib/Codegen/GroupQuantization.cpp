@@ -273,11 +273,12 @@ static Value fixFailingLanes(LaneMath &m, LaneMath &ieee,
 /// relative condition number is at most 1, so each rounding adds its
 /// relative error to t's. In units of 2^-24: the IEEE chain rounds at most 4
 /// times (softsign: y, 1 + |y|, the quotient, the product by 127; sqrt: the
-/// root, the product by 255, the quotient), the approximate one at most 6
+/// root, the product by 255, the quotient; linear: the quotient and the
+/// product), the approximate one at most 6
 /// (div.approx.ftz.f32 within 2 ulp, 4 units, for divisors in [2^-126,
 /// 2^126]; sqrt.approx.ftz.f32 within 2^-23, 2 units; the IEEE sum, 1; its
 /// last product p * k is not rounded): softsign 4 + 5 (the sum, the
-/// quotient), sqrt 3 + 6 (the root, range / divisor). (The divisor + |u| is
+/// quotient), sqrt 3 + 6 (the root, range / divisor), linear 2 + 4. (The divisor + |u| is
 /// within div.approx's range as |u| <= 2 divisor: the divisor is the
 /// group's absmax, or its stored scale, which is within a factor of 2 of
 /// it; the divisor is checked to lie in [2^-40, 2^100].)
@@ -445,12 +446,10 @@ Value mlir::qopt::quantizeGroup(LaneMath &m, GroupSchemeAttr scheme, Value x,
     return quantizeTable(m, scheme, x, divisor);
   Type i32 = withElement(x.getType(), b.getI32Type());
   Type i8 = withElement(x.getType(), b.getI8Type());
-  // Linear codes have one IEEE division: the check costs more than it
-  // saves. docs/tuning.md#checked-rounding
+  // Every companding, linear codes too (docs/tuning.md#checked-rounding).
   if (checkedRounding && !m.isFast() &&
       m.getTarget() == LaneMath::Target::NVVM &&
-      isa<VectorType>(x.getType()) &&
-      scheme.getCompanding() != Companding::linear)
+      isa<VectorType>(x.getType()))
     return arith::TruncIOp::create(
         b, loc, i8,
         arith::BitcastOp::create(b, loc, i32,
