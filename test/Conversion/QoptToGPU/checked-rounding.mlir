@@ -13,8 +13,8 @@
 // divisor is in [2^-40, 2^100] (below 65504 for a saturating f16 scale: a
 // saturated group takes the IEEE chain); otherwise each lane keeps its code where its
 // own check holds, and a loop gives the lanes that fail, one at a time, the
-// IEEE chain and its clamp. A linear code (one IEEE division) keeps the IEEE chain
-// alone.
+// IEEE chain and its clamp. A linear code is checked the same way (t' = x *
+// (127 / d)).
 
 // CHECK-LABEL: gpu.func @Codes
 // The softsign code (state m): 2z / (1 + |z|) with z = m / s as one
@@ -105,10 +105,14 @@
 // CHECK: llvm.inline_asm "sqrt.rn.f32 $0, $1;"
 // CHECK: llvm.inline_asm "div.rn.f32 $0, $1, $2;"
 // CHECK: vector.insert %{{.+}}, %{{.+}} [7] : f32 into vector<8xf32>
-// The linear code (state w): no approximate chain, up to the next state's
-// absmax. The sqrt code of y - g * g (state y), of unknown sign: a negative
+// The linear code (state w), checked as the others: t' = w * (127 / d),
+// the quotient once per thread, then the biased sum and the distance.
+// CHECK: %[[KW:.+]] = llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"(%{{.+}}, %{{.+}}) : (f32, f32) -> f32
+// CHECK-NEXT: %[[KWV:.+]] = vector.broadcast %[[KW]] : f32 to vector<8xf32>
+// CHECK-NEXT: arith.constant dense<0x4B400000>
+// CHECK-NEXT: llvm.intr.fma(%{{.+}}, %[[KWV]], %{{.+}})
+// The sqrt code of y - g * g (state y), of unknown sign: a negative
 // lane turned into NaN before the lanes' maximum.
-// CHECK-NOT: llvm.nvvm.div.approx
 // CHECK: %[[NAN:.+]] = arith.constant dense<0x7FC00000> : vector<8xf32>
 // CHECK: %[[NEG:.+]] = arith.cmpf olt, %[[Y:.+]], %{{.+}} : vector<8xf32>
 // CHECK: arith.select %[[NEG]], %[[NAN]], %[[Y]] : vector<8xi1>, vector<8xf32>
