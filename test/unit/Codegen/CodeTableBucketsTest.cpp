@@ -65,16 +65,20 @@ void expectSameCodes(const CodeTableBuckets &buckets,
   EXPECT_EQ(mismatches, 0) << "of " << cs.size() << " values";
 }
 
+/// The float32 of magnitude bits `bits`, of both signs.
+void addBothSigns(std::vector<float> &cs, uint32_t bits) {
+  float f = llvm::bit_cast<float>(bits);
+  cs.push_back(f);
+  cs.push_back(-f);
+}
+
 /// Every float32 of magnitude bits within 64 of `centre`, both signs,
 /// magnitude at most 1.
 void addAround(std::vector<float> &cs, uint32_t centre) {
   for (int64_t d = -64; d <= 64; ++d) {
     int64_t bits = int64_t(centre) + d;
-    if (bits < 0 || bits > 0x3F800000)
-      continue;
-    float f = llvm::bit_cast<float>(uint32_t(bits));
-    cs.push_back(f);
-    cs.push_back(-f);
+    if (bits >= 0 && bits <= 0x3F800000)
+      addBothSigns(cs, uint32_t(bits));
   }
 }
 
@@ -105,10 +109,8 @@ TEST(CodeTableBuckets, MatchesReferenceNearMidpointsAndEdges) {
     addAround(cs, buckets->magLo + (uint32_t(k) << CodeTableBuckets::kShift));
   // Zeros, subnormals, the clamp's floor and below it, 1.
   for (float f : {0.0f, std::numeric_limits<float>::denorm_min(),
-                  std::numeric_limits<float>::min(), 1e-30f, 1e-3f, 1.0f}) {
-    cs.push_back(f);
-    cs.push_back(-f);
-  }
+                  std::numeric_limits<float>::min(), 1e-30f, 1e-3f, 1.0f})
+    addBothSigns(cs, llvm::bit_cast<uint32_t>(f));
   expectSameCodes(*buckets, cs);
 }
 
@@ -117,11 +119,8 @@ TEST(CodeTableBuckets, MatchesReferenceOnAStrideOfAllMagnitudes) {
   ASSERT_NE(buckets, nullptr);
   std::vector<float> cs;
   // A prime stride over the patterns 0 .. bits(1.0), both signs.
-  for (uint32_t bits = 0; bits <= 0x3F800000u; bits += 997) {
-    float f = llvm::bit_cast<float>(bits);
-    cs.push_back(f);
-    cs.push_back(-f);
-  }
+  for (uint32_t bits = 0; bits <= 0x3F800000u; bits += 997)
+    addBothSigns(cs, bits);
   expectSameCodes(*buckets, cs);
 }
 
