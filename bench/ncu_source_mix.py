@@ -3,7 +3,7 @@
 
     ncu --section SourceCounters --page source --print-source sass --csv \\
         qopt-bench --specs K --sizes 64 ... > src.csv
-    python3 bench/ncu_source_mix.py src.csv [--numel N] [--listing MIN]
+    python3 bench/ncu_source_mix.py src.csv[.gz] [--numel N] [--listing MIN]
 
 Prints thread instructions per element (warp instructions executed x 32 / N; N defaults to
 64 Mi, qopt-bench's 64Mi case) in all and by opcode, and with --listing the instructions
@@ -13,6 +13,7 @@ executed at least MIN times per element, in address order, with their stall samp
 import argparse
 import collections
 import csv
+import gzip
 import sys
 
 
@@ -22,7 +23,8 @@ def main():
     ap.add_argument("--numel", type=int, default=64 * 1024 * 1024)
     ap.add_argument("--listing", type=float, default=None)
     args = ap.parse_args()
-    with open(args.csv) as fh:
+    opener = gzip.open if args.csv.endswith(".gz") else open
+    with opener(args.csv, "rt") as fh:
         lines = [l for l in fh if l.startswith('"')]
     header, rows = None, []
     for row in csv.reader(lines):

@@ -30,6 +30,7 @@ struct PlanKernelPass : public qopt::impl::PlanKernelBase<PlanKernelPass> {
     request.codebookBuckets = codebookBuckets;
     request.bulkCopy = bulkCopy;
     request.l2Prefetch = l2Prefetch;
+    request.splitAbsmaxBarrier = splitAbsmaxBarrier;
     for (OptimizerOp optimizer : getOperation().getOps<OptimizerOp>()) {
       FailureOr<KernelPlanAttr> plan = chooseKernelPlan(optimizer, request);
       if (failed(plan))

@@ -193,7 +193,7 @@ KernelPlanAttr mlir::qopt::chooseReducePassPlan(OptimizerOp optimizer,
       /*l2_prefetch_tiles=*/0, /*claim_tiles=*/0, /*claim_static_eighths=*/0,
       /*min_blocks_per_sm=*/0, step.getZeroShortcutLaneDivisors(),
       step.getScaledRangeChecks(), /*early_saturation_counts=*/false,
-      /*waves=*/1, step.getMinTilesPerBlock(),
+      /*split_absmax_barrier=*/false, /*waves=*/1, step.getMinTilesPerBlock(),
       step.getSuggestedBlocksPerSm());
 }
 
@@ -265,16 +265,33 @@ bool mlir::qopt::chooseEarlySaturationCounts(OptimizerOp optimizer,
   return !staged && hasStateOf<CodebookSchemeAttr>(optimizer);
 }
 
+int64_t mlir::qopt::getCodebookRegisterBound(OptimizerOp optimizer) {
+  // docs/tuning.md#registers
+  if (optimizer.getParamType().isF32() && getStates(optimizer).size() >= 2 &&
+      !hasSmallCodebookBlocks(optimizer))
+    return 80;
+  return 64;
+}
+
+bool mlir::qopt::chooseSplitAbsmaxBarrier(OptimizerOp optimizer,
+                                          int64_t lanes, bool requested) {
+  // docs/tuning.md#split-absmax: at the 64-register bound the split was
+  // slower.
+  if (!requested || lanes < 2 || getCodebookRegisterBound(optimizer) <= 64)
+    return false;
+  return llvm::any_of(getStates(optimizer), [&](StateOp state) {
+    auto codebook = dyn_cast<CodebookSchemeAttr>(state.getScheme());
+    return codebook && codebook.getBlock() / lanes > 32;
+  });
+}
+
 int64_t mlir::qopt::chooseMinBlocksPerSM(OptimizerOp optimizer,
                                          int64_t threads,
                                          int64_t dynamicSharedBytes) {
   // docs/tuning.md#registers
   SmallVector<StateOp> states = getStates(optimizer);
   bool codebook = hasStateOf<CodebookSchemeAttr>(optimizer);
-  int64_t codebookRegisters = 64;
-  if (optimizer.getParamType().isF32() && states.size() >= 2 &&
-      !hasSmallCodebookBlocks(optimizer))
-    codebookRegisters = 80;
+  int64_t codebookRegisters = getCodebookRegisterBound(optimizer);
   int64_t codebookBlocks = std::min<int64_t>(
       65536 / (threads * codebookRegisters),
       228 * 1024 / (dynamicSharedBytes +
@@ -312,7 +329,7 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
         /*claim_static_eighths=*/0, /*min_blocks_per_sm=*/0,
         /*zero_shortcut_lane_divisors=*/false,
         /*scaled_range_checks=*/false, /*early_saturation_counts=*/false,
-        waves, minTiles,
+        /*split_absmax_barrier=*/false, waves, minTiles,
         chooseSuggestedBlocksPerSM(0));
 
   TileStaging staging = chooseAsyncCopy(optimizer, request.asyncCopy)
@@ -345,6 +362,9 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
       chooseMinBlocksPerSM(optimizer, shape->threads, sharedBytes),
       chooseZeroShortcutLaneDivisors(optimizer, runPointers),
       chooseScaledRangeChecks(optimizer, runPointers),
-      chooseEarlySaturationCounts(optimizer, staged), waves, minTiles,
+      chooseEarlySaturationCounts(optimizer, staged),
+      chooseSplitAbsmaxBarrier(optimizer, shape->lanes,
+                               request.splitAbsmaxBarrier),
+      waves, minTiles,
       chooseSuggestedBlocksPerSM(sharedBytes));
 }

@@ -66,6 +66,8 @@ PlanKernelOptions mlir::qopt::getPlanKernelOptions(const KernelOptions &options,
   bool bulk = getChipNumber(options.chip) >= 90;
   plan.l2Prefetch = plan.l2Prefetch && bulk;
   plan.bulkCopy = plan.bulkCopy && bulk;
+  // mbarrier.try_wait is sm_90's too.
+  plan.splitAbsmaxBarrier = plan.splitAbsmaxBarrier && bulk;
   return plan;
 }
 

@@ -152,6 +152,14 @@ struct CompileOptions {
                "shared memory; off by default, docs/tuning.md \"Bulk "
                "copies\")"),
       cl::init(false), cl::cat(compileCategory)};
+  cl::opt<bool> splitAbsmaxBarrier{
+      "split-absmax-barrier",
+      cl::desc("Codebook blocks that span warps, on sm_90 and newer: the "
+               "warps' maxima exchanged through an mbarrier's arrive (once "
+               "the tile's states are computed) and wait (before their codes) "
+               "instead of one bar.sync (same results; docs/tuning.md "
+               "\"Split absmax barrier\")"),
+      cl::init(true), cl::cat(compileCategory)};
   cl::opt<int64_t> tileClaims{
       "tile-claims",
       cl::desc("Tiles past each block's static range claimed this many at a "
@@ -199,6 +207,7 @@ static CompileRequest makeRequest(const CompileOptions &opts) {
   kernel.plan.tileClaimsStaticEighths = opts.tileClaimsStaticEighths;
   kernel.plan.codebookBuckets = opts.codebookBuckets;
   kernel.plan.bulkCopy = opts.bulkCopy;
+  kernel.plan.splitAbsmaxBarrier = opts.splitAbsmaxBarrier;
   ArithMode mode = opts.mode == "fast" ? ArithMode::Fast : ArithMode::Strict;
   kernel.lowering.mode = mode;
   kernel.lowering.checkedRounding = opts.checkedRounding;

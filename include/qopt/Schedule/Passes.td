@@ -72,6 +72,12 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
            "barrier per stage, instead of each thread's cp.async of its own "
            "bytes (same results, the same shared memory; "
            "docs/tuning.md#bulk-copy)">,
+    Option<"splitAbsmaxBarrier", "split-absmax-barrier", "bool",
+           /*default=*/"true",
+           "Codebook blocks that span warps (sm_90 and newer): each warp "
+           "posts its maxima and every thread arrives at an mbarrier once "
+           "the tile's stored states are computed, and waits before their "
+           "codes (chooseSplitAbsmaxBarrier; docs/tuning.md#split-absmax)">,
     Option<"l2Prefetch", "l2-prefetch", "bool", /*default=*/"true",
            "Unstaged kernels: thread 0 prefetches a later full tile's read "
            "streams into L2 (cp.async.bulk.prefetch, sm_90 and newer; "

@@ -34,6 +34,8 @@ struct PlanRequest {
   bool codebookBuckets = true;
   bool bulkCopy = false;   ///< asked for, and the chip has cp.async.bulk
   bool l2Prefetch = true;  ///< the chip has cp.async.bulk.prefetch.L2
+  /// asked for, and the chip has mbarrier.try_wait (sm_90)
+  bool splitAbsmaxBarrier = true;
 };
 
 /// Limits on the tile stages.
@@ -164,6 +166,16 @@ bool chooseScaledRangeChecks(OptimizerOp optimizer, bool runPointers);
 /// unstaged kernels with a codebook state, whose 64 registers the raw
 /// absmax held to the store spilled. docs/tuning.md#counters
 bool chooseEarlySaturationCounts(OptimizerOp optimizer, bool staged);
+/// The registers a thread of a codebook kernel is held to, which sizes its
+/// blocks per SM: 80 with an f32 parameter, two or more states and no small
+/// codebook blocks, else 64. docs/tuning.md#registers
+int64_t getCodebookRegisterBound(OptimizerOp optimizer);
+/// Whether the absmax of codebook blocks that span warps (more than 32
+/// threads' `lanes`) goes through a split arrive / wait: where `requested`,
+/// such a block exists and the kernel is held to more than 64 registers.
+/// docs/tuning.md#split-absmax
+bool chooseSplitAbsmaxBarrier(OptimizerOp optimizer, int64_t lanes,
+                              bool requested);
 
 /// The blocks per multiprocessor a kernel's registers are bounded for
 /// (nvvm.minctasm), 0 for no bound: codebook kernels as many as fit the

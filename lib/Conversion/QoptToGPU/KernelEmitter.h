@@ -111,6 +111,13 @@ struct KernelContext {
   /// Per codebook state whose block spans warps: 2 x warps slots (two
   /// tiles' parities).
   llvm::DenseMap<int, Value> codebookSlots;
+  /// With the plan's split_absmax_barrier, the mbarrier (i64 address in
+  /// shared memory) at which every thread arrives once a tile's maxima are
+  /// posted and waits before its codes; else null (a bar.sync between).
+  Value absmaxArrivals;
+  /// ... and its symbol, which the arrivals and waits name in their PTX so
+  /// that no register holds the address across the tile loop.
+  std::string absmaxArrivalsSymbol;
   /// The range facts of the tile bodies' lanes, for the guards. Each tile
   /// body clears its own (LaneFacts::clear); what is placed at the kernel's
   /// entry (reciprocals and roots of uniforms) serves every body.
@@ -175,6 +182,9 @@ struct TileContext {
   unsigned nextReductionSlot = 0;
   /// Per codebook state whose block spans warps, its absmax once reduced.
   llvm::DenseMap<int, Value> codebookAbsmax;
+  /// The thread's arrival (mbarrier state, i64) at kernel.absmaxArrivals
+  /// once this tile's maxima are posted early; else null.
+  Value absmaxArrival;
 
   /// Whether this is the body of a tile wholly inside its tensor: plain
   /// vector loads and stores, no masks.
@@ -199,6 +209,7 @@ public:
         checkedRounding(checkedRounding),
         codebookBuckets(plan.getCodebookBuckets()),
         bulkCopy(plan.getBulkCopy()),
+        splitAbsmaxBarrier(plan.getSplitAbsmaxBarrier()),
         claims{plan.getClaimTiles(), plan.getClaimStaticEighths()},
         threads(plan.getThreads()), lanes(plan.getLanes()),
         tile(plan.getTile()), staging(getTileStaging(optimizer, plan)),
@@ -386,15 +397,21 @@ private:
   Value reduceGroupMax(TileContext &tile, Value scalar, int64_t groupSize,
                        bool magnitudes = false);
   /// The absmax of each codebook state whose block spans warps, all behind
-  /// one barrier, into tile.codebookAbsmax: per warp a redux.sync, lane 0's
-  /// maximum into the state's slots of this tile's parity, the barrier,
-  /// then each group's warps' maxima by one more redux.sync. The slots
-  /// alternate by tile (a block's tiles are consecutive within a claim, and
-  /// a barrier ends each claim), so no second barrier keeps a tile's writes
-  /// behind the reads of the one before: a warp writes a buffer again two
-  /// tiles on, after all warps passed the barrier between.
-  void reduceCodebookAbsmaxes(TileContext &tile,
-                              ArrayRef<std::pair<int, Value>> lanesMax);
+  /// one barrier, into tile.codebookAbsmax, in two parts. Per warp a redux.sync of each state's lanes maximum, lane 0's into the
+  /// state's slots of this tile's parity; then the block's bar.sync, or
+  /// with kernel.absmaxArrivals the thread's arrival (tile.absmaxArrival),
+  /// so that the tile's work that needs no absmax runs before the wait. The
+  /// slots alternate by tile (a block's tiles are consecutive within a
+  /// claim, and a barrier ends each claim), so no second barrier keeps a
+  /// tile's writes behind the reads of the one before: a warp writes a
+  /// buffer again two tiles on, after every warp has read it and arrived at
+  /// (or passed) the barrier between.
+  void postCodebookMaxima(TileContext &tile,
+                          ArrayRef<std::pair<int, Value>> lanesMax);
+  /// After the arrival's phase completes (where split), each state's block
+  /// maximum from its warps' slots by one more redux.sync, into
+  /// tile.codebookAbsmax.
+  void readCodebookAbsmaxes(TileContext &tile, ArrayRef<int> stateIndices);
   /// The maximum of |value| over the thread's lanes, lanes past the end of
   /// the tensor as 0 (a codebook block's absmax before its reduction).
   Value lanesAbsMax(const TileContext &tile, Value value) {
@@ -542,6 +559,9 @@ private:
   /// Stages filled by bulk copies (cp.async.bulk, sm_90+): the plan says so
   /// only for an sm_90 or newer target and a staging that allows them.
   bool bulkCopy;
+  /// The plan's split_absmax_barrier: codebook blocks that span warps
+  /// exchange their maxima through an mbarrier's arrive and wait.
+  bool splitAbsmaxBarrier;
   /// The plan's tile claims; where enabled the kernel takes the work
   /// counters as its last argument.
   TileClaims claims;
@@ -558,10 +578,15 @@ private:
 class KernelEmitter::TileUpdate : public UpdateTarget {
 public:
   /// `codebookStored`: the update's values stored into codebook states.
+  /// `codebookStored`: the update's values stored into codebook states;
+  /// `crossWarpStored`: per codebook state whose block spans warps, its
+  /// index and the update value stored into it.
   TileUpdate(KernelEmitter &emitter, TileContext &tile,
-             const llvm::DenseSet<Value> &codebookStored)
+             const llvm::DenseSet<Value> &codebookStored,
+             ArrayRef<std::pair<int, Value>> crossWarpStored)
       : UpdateTarget(emitter.optimizer, emitter.streams, emitter.states),
-        e(emitter), tile(tile), codebookStored(codebookStored) {}
+        e(emitter), tile(tile), codebookStored(codebookStored),
+        crossWarpStored(crossWarpStored) {}
 
   LaneMath &codecMath() override { return e.math; }
   LaneMath &updateMath() override { return e.guardedMath; }
@@ -596,11 +621,11 @@ public:
   }
   /// A value stored into a codebook state is one whose maximum of
   /// magnitudes the tile takes (LaneFacts::magnitudeMaxima).
-  void noteLowered(Operation &op, IRMapping &mapping) override {
-    for (Value result : op.getResults())
-      if (codebookStored.count(result))
-        tile.kernel.facts.magnitudeMaxima.insert(mapping.lookup(result));
-  }
+  /// Where the kernel splits the absmax barrier, the tile's maxima are
+  /// posted (postCodebookMaxima) as soon as every value stored into a
+  /// codebook state whose block spans warps is lowered: the arithmetic
+  /// that follows (the parameter's update) runs before the wait.
+  void noteLowered(Operation &op, IRMapping &mapping) override;
   /// The codebook states' block absmax, all behind one barrier.
   LogicalResult beginStores(ArrayRef<UpdateStore> stores) override;
   /// A per-tensor value, which the run read (the finish kernel wrote it),
@@ -625,6 +650,9 @@ private:
   KernelEmitter &e;
   TileContext &tile;
   const llvm::DenseSet<Value> &codebookStored;
+  ArrayRef<std::pair<int, Value>> crossWarpStored;
+  /// Whether this tile's maxima are posted (by noteLowered).
+  bool posted = false;
 };
 
 /// The alignment of a thread's vector of `lanes` elements: the stream's base

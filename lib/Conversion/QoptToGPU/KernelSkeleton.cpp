@@ -167,6 +167,20 @@ void KernelEmitter::emitSharedMemory(KernelContext &kernel) {
       kernel.reductionSlots.push_back(
           sharedArray(kernel.module, name, threads / 32));
   }
+  if (splitAbsmaxBarrier && !kernel.codebookSlots.empty()) {
+    // Every thread arrives once a tile (postCodebookMaxima); thread 0 sets
+    // the count before the barrier below.
+    kernel.absmaxArrivalsSymbol = kernel.prefix + "_absmax_arrivals";
+    Value arrivals =
+        sharedArray(kernel.module, kernel.absmaxArrivalsSymbol, 1, i64());
+    kernel.absmaxArrivals = LLVM::PtrToIntOp::create(b, loc, i64(), arrivals);
+    auto first = ifZero(kernel.tid);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&first.getThenRegion().front());
+    syncPtx(b, loc, Type(), kernel.absmaxArrivals,
+            "mbarrier.init.shared.b64 [$0], " + std::to_string(threads) + ";",
+            "l");
+  }
   if (bulkCopy) {
     // Thread 0 sets up the stages' barriers (one arrival: the issuing
     // thread's expect_tx) and readers' counts; the barrier below publishes

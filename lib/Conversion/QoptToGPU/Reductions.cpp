@@ -66,15 +66,27 @@ Value KernelEmitter::reduceGroupMax(TileContext &tile, Value scalar,
   return result;
 }
 
-void KernelEmitter::reduceCodebookAbsmaxes(
+/// The warp's index and its slot offset for this tile's parity.
+static std::pair<Value, Value> warpAndParity(OpBuilder &b, Location loc,
+                                             Value tid, Value tileIndex,
+                                             int64_t warps) {
+  Value c32 = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
+  Value warp = arith::DivUIOp::create(b, loc, tid, c32);
+  Value parity = arith::MulIOp::create(
+      b, loc,
+      arith::RemUIOp::create(
+          b, loc, tileIndex,
+          arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(2))),
+      arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(warps)));
+  return {warp, parity};
+}
+
+void KernelEmitter::postCodebookMaxima(
     TileContext &tile, ArrayRef<std::pair<int, Value>> lanesMax) {
   const KernelContext &kernel = tile.kernel;
-  int64_t warps = threads / 32;
-  Value warp = arith::DivUIOp::create(b, loc, kernel.tid, constI64(32));
+  auto [warp, parity] =
+      warpAndParity(b, loc, kernel.tid, tile.index, threads / 32);
   Value laneId = arith::RemUIOp::create(b, loc, kernel.tid, constI64(32));
-  Value parity = arith::MulIOp::create(
-      b, loc, arith::RemUIOp::create(b, loc, tile.index, constI64(2)),
-      constI64(warps));
   SmallVector<Value> warpMaxima;
   for (auto [index, value] : lanesMax)
     warpMaxima.push_back(warpMaxOfMagnitudes(value));
@@ -89,8 +101,46 @@ void KernelEmitter::reduceCodebookAbsmaxes(
               arith::AddIOp::create(b, loc, parity, warp)),
           4);
   }
-  gpu::BarrierOp::create(b, loc);
-  for (auto [index, value] : lanesMax) {
+  if (!kernel.absmaxArrivals) {
+    gpu::BarrierOp::create(b, loc);
+    return;
+  }
+  // Every thread arrives (release: lane 0's stores above are visible to
+  // whoever acquires the phase). One arrival a warp, its state shuffled to
+  // the warp, measured no faster (docs/tuning.md#split-absmax).
+  tile.absmaxArrival = syncPtx(
+      b, loc, i64(), ValueRange{},
+      "mbarrier.arrive.shared.b64 $0, [" + kernel.absmaxArrivalsSymbol + "];",
+      "=l");
+}
+
+void KernelEmitter::readCodebookAbsmaxes(TileContext &tile,
+                                         ArrayRef<int> stateIndices) {
+  const KernelContext &kernel = tile.kernel;
+  if (Value state = tile.absmaxArrival) {
+    // try_wait suspends the thread for a while before it reports the phase
+    // still open; the loop asks again. Its acquire orders the slot reads.
+    auto wait = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
+    OpBuilder::InsertionGuard guard(b);
+    b.createBlock(&wait.getBefore());
+    Value done = syncPtx(
+        b, loc, i32(), ValueRange{state},
+        "{ .reg .pred done; mbarrier.try_wait.shared.b64 done, [" +
+            kernel.absmaxArrivalsSymbol + "], $1; selp.u32 $0, 1, 0, done; }",
+        "=r,l");
+    scf::ConditionOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, done,
+                              constI32(0)),
+        ValueRange{});
+    b.createBlock(&wait.getAfter());
+    scf::YieldOp::create(b, loc);
+  }
+  tile.absmaxArrival = Value();
+  auto [warp, parity] =
+      warpAndParity(b, loc, kernel.tid, tile.index, threads / 32);
+  Value laneId = arith::RemUIOp::create(b, loc, kernel.tid, constI64(32));
+  for (int index : stateIndices) {
     int64_t warpsPerGroup = getReductionSize(states[index]) / lanes / 32;
     // Lane j reads warp j of its group (the group's last where j is past).
     Value firstWarp = arith::MulIOp::create(

@@ -107,7 +107,7 @@ LogicalResult KernelEmitter::emitChunkPartials(TileContext &tile) {
   SmallVector<ReduceOp> reductions = getReductions(optimizer);
   SmallVector<Value> operands(reductions.size());
   llvm::DenseSet<Value> noCodebookStores;
-  TileUpdate target(*this, tile, noCodebookStores);
+  TileUpdate target(*this, tile, noCodebookStores, {});
   if (failed(lowerReductionOperands(
           target, lanes,
           [&](unsigned index, ReduceOp, Value x) { operands[index] = x; })))

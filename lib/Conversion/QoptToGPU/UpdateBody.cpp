@@ -197,37 +197,73 @@ LogicalResult KernelEmitter::emitTile(TileContext &tile) {
   // The update's values stored into codebook states, whose absmax (the
   // maximum of magnitudes) the tile computes.
   llvm::DenseSet<Value> codebookStored;
-  for (Operation &op : optimizer.getUpdate().getBody().front())
-    if (auto store = dyn_cast<StoreStateOp>(op))
-      if (isa<CodebookSchemeAttr>(
-              SymbolTable::lookupNearestSymbolFrom<StateOp>(
-                  optimizer, store.getStateAttr())
-                  .getScheme()))
-        codebookStored.insert(store.getValue());
-  TileUpdate target(*this, tile, codebookStored);
+  SmallVector<std::pair<int, Value>> crossWarpStored;
+  for (Operation &op : optimizer.getUpdate().getBody().front()) {
+    auto store = dyn_cast<StoreStateOp>(op);
+    if (!store)
+      continue;
+    auto index = llvm::find_if(states, [&](StateOp state) {
+      return state.getSymName() == store.getState();
+    });
+    if (index == states.end() ||
+        !isa<CodebookSchemeAttr>(index->getScheme()))
+      continue;
+    codebookStored.insert(store.getValue());
+    int stateIndex = static_cast<int>(index - states.begin());
+    if (tile.kernel.codebookSlots.count(stateIndex))
+      crossWarpStored.push_back({stateIndex, store.getValue()});
+  }
+  TileUpdate target(*this, tile, codebookStored, crossWarpStored);
   if (failed(lowerUpdate(target, lanes)))
     return failure();
   flushStores(tile);
   return success();
 }
 
+void KernelEmitter::TileUpdate::noteLowered(Operation &op,
+                                            IRMapping &mapping) {
+  bool stored = false;
+  for (Value result : op.getResults())
+    if (codebookStored.count(result)) {
+      tile.kernel.facts.magnitudeMaxima.insert(mapping.lookup(result));
+      stored = true;
+    }
+  if (!stored || posted || !tile.kernel.absmaxArrivals ||
+      crossWarpStored.empty())
+    return;
+  SmallVector<std::pair<int, Value>> lanesMax;
+  for (auto [index, value] : crossWarpStored) {
+    Value lanes = mapping.lookupOrNull(value);
+    if (!lanes)
+      return;
+    lanesMax.push_back({index, e.lanesAbsMax(tile, lanes)});
+  }
+  e.postCodebookMaxima(tile, lanesMax);
+  posted = true;
+}
+
 LogicalResult KernelEmitter::TileUpdate::beginStores(
     ArrayRef<UpdateStore> stores) {
   SmallVector<std::pair<int, Value>> lanesMax;
+  SmallVector<int> indices;
   for (const UpdateStore &store : stores)
     if (store.state >= 0 && tile.kernel.codebookSlots.count(store.state)) {
       e.loc = store.op->getLoc();
-      lanesMax.push_back({store.state, e.lanesAbsMax(tile, store.value)});
+      indices.push_back(store.state);
+      if (!posted)
+        lanesMax.push_back({store.state, e.lanesAbsMax(tile, store.value)});
     }
-  if (lanesMax.empty())
+  if (indices.empty())
     return success();
-  e.reduceCodebookAbsmaxes(tile, lanesMax);
+  if (!posted)
+    e.postCodebookMaxima(tile, lanesMax);
+  e.readCodebookAbsmaxes(tile, indices);
   if (!e.plan.getEarlySaturationCounts())
     return success();
   // Their saturation counts, one branch per block size, before any state's
   // codes: a raw absmax lives no longer than its saturation.
   std::map<int64_t, SmallVector<std::pair<Attribute, Value>>> byBlock;
-  for (auto [index, value] : lanesMax) {
+  for (int index : indices) {
     auto codebook = cast<CodebookSchemeAttr>(e.states[index].getScheme());
     byBlock[codebook.getBlock()].push_back(
         {codebook, tile.codebookAbsmax.lookup(index)});

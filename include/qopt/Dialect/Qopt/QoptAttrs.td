@@ -155,6 +155,7 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
         l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0,
         min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true,
         scaled_range_checks = true, early_saturation_counts = false,
+        split_absmax_barrier = false,
         waves = 4, min_tiles_per_block = 128,
         suggested_blocks_per_sm = 1>} { ... }
     ```
@@ -175,7 +176,10 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     through its base with `scaled_range_checks`. With
     `early_saturation_counts` a saturating codebook block is counted where
     its absmax is reduced (not where it is stored), and the code search takes
-    the saturated absmax as finite. `waves`,
+    the saturated absmax as finite. With `split_absmax_barrier` the codebook
+    blocks that span warps exchange their warps' maxima through an mbarrier
+    (sm_90): each thread arrives once the tile's stored states are computed
+    and waits before their codes, not at one bar.sync. `waves`,
     `min_tiles_per_block` and `suggested_blocks_per_sm` are the manifest's
     launch fields.
   }];
@@ -195,6 +199,7 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     "bool":$zero_shortcut_lane_divisors,
     "bool":$scaled_range_checks,
     "bool":$early_saturation_counts,
+    "bool":$split_absmax_barrier,
     "int64_t":$waves,
     "int64_t":$min_tiles_per_block,
     "int64_t":$suggested_blocks_per_sm);
