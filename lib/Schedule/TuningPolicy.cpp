@@ -145,7 +145,14 @@ int64_t mlir::qopt::chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged) {
   if (staged || !hasStateOf<CodebookSchemeAttr>(optimizer) ||
       !hasParamBits(optimizer, 16))
     return 0;
-  return 2;
+  // docs/tuning.md#l2-prefetch: 2 tiles ahead where a codebook block spans
+  // more than a warp's 256 elements (its tile waits at the block's barrier),
+  // else 1.
+  bool largeBlocks = llvm::any_of(getStates(optimizer), [](StateOp state) {
+    return isa<CodebookSchemeAttr>(state.getScheme()) &&
+           getReductionSize(state) > 256;
+  });
+  return largeBlocks ? 2 : 1;
 }
 
 /// Whether the operand of a reduction of the update reads a state (a

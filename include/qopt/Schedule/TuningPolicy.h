@@ -98,8 +98,9 @@ int64_t chooseStagingSharedLimit(OptimizerOp optimizer, int64_t threads);
 TileStaging chooseTileStaging(OptimizerOp optimizer, TileShape shape);
 
 /// How many tiles ahead an unstaged GPU kernel's thread 0 prefetches the
-/// next full tile's read streams into L2: 2 for codebook updates with a
-/// 16-bit parameter, 0 elsewhere and for staged kernels.
+/// next full tile's read streams into L2, for codebook updates with a 16-bit
+/// parameter: 2 where a codebook block has more than 256 elements, else 1;
+/// 0 elsewhere and for staged kernels.
 /// docs/tuning.md#l2-prefetch
 int64_t chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged);
 

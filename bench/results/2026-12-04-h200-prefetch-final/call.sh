@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The L2 prefetch one tile ahead where every codebook block lies in a warp
+# (fin2): the GPU suites on every spec and variant; a182d52's kernels (fin)
+# against it for the kernels that changed and block2048 as a control,
+# alternating; the realistic pool; every default kernel against the copy
+# roof; torch's fused AdamW in the same call.
+set -uo pipefail
+source bench/device_call.sh
+device_call_begin pfin .carry/c19
+gpu_suites fin2 "$S/ieee"
+stamp ab
+bench_rounds ab lion8bit,lion8bit.f16,lion8bit.scaled,adagrad8bit,adagrad8bit.f16,rmsprop8bit,rmsprop8bit.scaled,ademamix8bit,ademamix8bit.f16,lars8bit,lars8bit.scaled,adamw8bit_block2048 \
+  16,64,256 fin fin2
+stamp realistic
+realistic lion8bit,adagrad8bit,rmsprop8bit,ademamix8bit,adamw8bit_block2048 fin fin2
+stamp all
+timeout 240 "$B/qopt-bench" --kernels "$S/fin2" --sizes 64 --no-gpt2 --no-sweep --no-runtime --csv "$R/all-fin2.csv" \
+  > "$R/all-fin2.log" 2>&1
+echo "all rc=$?"
+stamp torch
+timeout 200 python3 bench/torch_baselines.py --out "$R/torch.json" --sizes 64 > "$R/torch.log" 2>&1
+echo "torch rc=$?"
+tail -4 "$R/torch.log"
+device_call_end
