@@ -195,7 +195,9 @@ LogicalResult KernelEmitter::emitTile(TileContext &tile) {
       reads.push_back(stream);
   preloadElements(tile, reads);
   // The update's values stored into codebook states, whose absmax (the
-  // maximum of magnitudes) the tile computes.
+  // maximum of magnitudes) the tile computes; and per state whose block
+  // spans warps (it has slots) the value, whose maxima a split barrier posts
+  // as soon as all such values are lowered (TileUpdate::noteLowered).
   llvm::DenseSet<Value> codebookStored;
   SmallVector<std::pair<int, Value>> crossWarpStored;
   for (Operation &op : optimizer.getUpdate().getBody().front()) {
