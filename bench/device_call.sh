@@ -98,6 +98,22 @@ realistic() {
   done
 }
 
+# SPECS REALISTIC_SPECS SET...: an A/B call's measurements: bench_rounds ab
+# SPECS at 16, 64 and 256 Mi (and the GPT-2 list) over the sets, then the
+# realistic pool of REALISTIC_SPECS over those of the sets that hold every
+# kernel (a SET written set=specs, which holds only those, is left out).
+ab_realistic() {
+  local specs=$1 real=$2 item
+  shift 2
+  bench_rounds ab "$specs" 16,64,256 "$@"
+  stamp realistic
+  local sets=()
+  for item in "$@"; do
+    [ "$item" = "${item%%=*}" ] && sets+=("$item")
+  done
+  realistic "$real" "${sets[@]}"
+}
+
 # KERNEL SET SPEC NAME: ncu's source page (SASS with executed counts) of one
 # launch of KERNEL in qopt-bench's timed loop at 64 Mi, as $R/NAME.csv.gz
 # (bench/ncu_source_mix.py reads it).

@@ -5,8 +5,6 @@
 set -uo pipefail
 source bench/device_call.sh
 device_call_begin nopf .carry/c16
-bench_rounds ab lion8bit,adagrad8bit,rmsprop8bit,adamw8bit_block2048,ademamix8bit,lars8bit,lion8bit.f16,adamw8bit_block2048.scaled \
-  16,64,256 fin nopf
-stamp realistic
-realistic lion8bit,adagrad8bit,rmsprop8bit,adamw8bit_block2048,ademamix8bit fin nopf
+ab_realistic lion8bit,adagrad8bit,rmsprop8bit,adamw8bit_block2048,ademamix8bit,lars8bit,lion8bit.f16,adamw8bit_block2048.scaled lion8bit,adagrad8bit,rmsprop8bit,adamw8bit_block2048,ademamix8bit \
+  fin nopf
 device_call_end

@@ -6,7 +6,6 @@
 set -uo pipefail
 source bench/device_call.sh
 device_call_begin dist .carry/c17
-bench_rounds ab lion8bit 16,64,256 fin d1 d3 d4 nopf
-stamp realistic
-realistic lion8bit fin d1 d3 d4 nopf
+ab_realistic lion8bit lion8bit \
+  fin d1 d3 d4 nopf
 device_call_end

@@ -9,10 +9,8 @@ source bench/device_call.sh
 device_call_begin pfin .carry/c19
 gpu_suites fin2 "$S/ieee"
 stamp ab
-bench_rounds ab lion8bit,lion8bit.f16,lion8bit.scaled,adagrad8bit,adagrad8bit.f16,rmsprop8bit,rmsprop8bit.scaled,ademamix8bit,ademamix8bit.f16,lars8bit,lars8bit.scaled,adamw8bit_block2048 \
-  16,64,256 fin fin2
-stamp realistic
-realistic lion8bit,adagrad8bit,rmsprop8bit,ademamix8bit,adamw8bit_block2048 fin fin2
+ab_realistic lion8bit,lion8bit.f16,lion8bit.scaled,adagrad8bit,adagrad8bit.f16,rmsprop8bit,rmsprop8bit.scaled,ademamix8bit,ademamix8bit.f16,lars8bit,lars8bit.scaled,adamw8bit_block2048 lion8bit,adagrad8bit,rmsprop8bit,ademamix8bit,adamw8bit_block2048 \
+  fin fin2
 stamp all
 timeout 240 "$B/qopt-bench" --kernels "$S/fin2" --sizes 64 --no-gpt2 --no-sweep --no-runtime --csv "$R/all-fin2.csv" \
   > "$R/all-fin2.log" 2>&1

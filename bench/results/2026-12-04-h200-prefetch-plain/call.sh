@@ -6,7 +6,6 @@
 set -uo pipefail
 source bench/device_call.sh
 device_call_begin plain .carry/c21
-bench_rounds ab adam_atan2,lamb_state32,lars_state32,stable_adamw 16,64,256 fin2 pf1
-stamp realistic
-realistic adam_atan2,stable_adamw fin2 pf1
+ab_realistic adam_atan2,lamb_state32,lars_state32,stable_adamw adam_atan2,stable_adamw \
+  fin2 pf1
 device_call_end

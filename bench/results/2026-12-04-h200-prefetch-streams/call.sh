@@ -6,7 +6,6 @@
 set -uo pipefail
 source bench/device_call.sh
 device_call_begin streams .carry/c20
-bench_rounds ab lion8bit,adagrad8bit 16,64,256 fin2 codes pg nopf
-stamp realistic
-realistic lion8bit,adagrad8bit fin2 codes pg nopf
+ab_realistic lion8bit,adagrad8bit lion8bit,adagrad8bit \
+  fin2 codes pg nopf
 device_call_end

@@ -6,9 +6,7 @@
 set -uo pipefail
 source bench/device_call.sh
 device_call_begin pf .carry/c15
-bench_rounds ab lion8bit,adagrad8bit,rmsprop8bit,adamw8bit_block2048,ademamix8bit,lars8bit,lion8bit.f16,adamw8bit_block2048.scaled \
-  16,64,256 fin pf
-stamp realistic
-realistic lion8bit,adagrad8bit,rmsprop8bit,adamw8bit_block2048,ademamix8bit fin pf
+ab_realistic lion8bit,adagrad8bit,rmsprop8bit,adamw8bit_block2048,ademamix8bit,lars8bit,lion8bit.f16,adamw8bit_block2048.scaled lion8bit,adagrad8bit,rmsprop8bit,adamw8bit_block2048,ademamix8bit \
+  fin pf
 ncu_source Lion8bit pf lion8bit src_lion8bit_pf
 device_call_end

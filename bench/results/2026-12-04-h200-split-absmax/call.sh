@@ -8,10 +8,8 @@ source bench/device_call.sh
 device_call_begin split .carry/c9
 gpu_suites cand "$S/ieee"
 stamp ab
-bench_rounds ab adamw8bit_block2048,adamw8bit_block2048.f16,adamw8bit_block2048.f32,adamw8bit_block2048.scaled,flash_adamw \
-  16,64,256 main cand
-stamp realistic
-realistic adamw8bit_block2048,adamw8bit_block2048.f32 main cand
+ab_realistic adamw8bit_block2048,adamw8bit_block2048.f16,adamw8bit_block2048.f32,adamw8bit_block2048.scaled,flash_adamw adamw8bit_block2048,adamw8bit_block2048.f32 \
+  main cand
 stamp ncu
 for set in main cand; do
   timeout 100 ncu --clock-control none -k "regex:^AdamW8bit_block2048\$" --launch-skip 12 --launch-count 1 \

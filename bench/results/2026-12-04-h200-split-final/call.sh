@@ -7,8 +7,6 @@ source bench/device_call.sh
 device_call_begin final .carry/c13
 gpu_suites fin "$S/ieee"
 stamp ab
-bench_rounds ab adamw8bit_block2048.f32,adamw8bit_block2048.f32.scaled,adamw8bit_block2048,flash_adamw \
-  16,64,256 main fin
-stamp realistic
-realistic adamw8bit_block2048,adamw8bit_block2048.f32 main fin
+ab_realistic adamw8bit_block2048.f32,adamw8bit_block2048.f32.scaled,adamw8bit_block2048,flash_adamw adamw8bit_block2048,adamw8bit_block2048.f32 \
+  main fin
 device_call_end

@@ -8,10 +8,8 @@
 set -uo pipefail
 source bench/device_call.sh
 device_call_begin hint .carry/c11
-bench_rounds ab adamw8bit_block2048,adamw8bit_block2048.f16,adamw8bit_block2048.scaled,adamw8bit_block2048.f16.scaled,adamw8bit_block2048.f32 \
-  16,64,256 main candh mainb3 candhb3 cand=adamw8bit_block2048.f32
-stamp realistic
-realistic adamw8bit_block2048,adamw8bit_block2048.f32 main candh mainb3 candhb3
+ab_realistic adamw8bit_block2048,adamw8bit_block2048.f16,adamw8bit_block2048.scaled,adamw8bit_block2048.f16.scaled,adamw8bit_block2048.f32 adamw8bit_block2048,adamw8bit_block2048.f32 \
+  main candh mainb3 candhb3 cand=adamw8bit_block2048.f32
 ncu_source AdamW8bit_block2048 candh adamw8bit_block2048 src_block2048_candh
 ncu_source AdamW8bit_block2048 candhb3 adamw8bit_block2048 src_block2048_candhb3
 device_call_end

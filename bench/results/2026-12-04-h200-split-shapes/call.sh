@@ -6,8 +6,6 @@
 set -uo pipefail
 source bench/device_call.sh
 device_call_begin shapes .carry/c10
-bench_rounds ab adamw8bit_block2048,adamw8bit_block2048.f16,adamw8bit_block2048.scaled,adamw8bit_block2048.f16.scaled,adamw8bit_block2048.f32 \
-  16,64,256 main cand mainb3 candb3
-stamp realistic
-realistic adamw8bit_block2048,adamw8bit_block2048.f16 main cand mainb3 candb3
+ab_realistic adamw8bit_block2048,adamw8bit_block2048.f16,adamw8bit_block2048.scaled,adamw8bit_block2048.f16.scaled,adamw8bit_block2048.f32 adamw8bit_block2048,adamw8bit_block2048.f16 \
+  main cand mainb3 candb3
 device_call_end

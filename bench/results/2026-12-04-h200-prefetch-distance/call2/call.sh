@@ -5,8 +5,6 @@
 set -uo pipefail
 source bench/device_call.sh
 device_call_begin dist2 .carry/c18
-bench_rounds ab lion8bit,lion8bit.f16,adagrad8bit,rmsprop8bit,adamw8bit_block2048,adamw8bit_block2048.f16,adamw8bit_block2048.scaled,ademamix8bit,lars8bit \
-  16,64,256 fin d1
-stamp realistic
-realistic lion8bit,adagrad8bit,rmsprop8bit,adamw8bit_block2048,ademamix8bit fin d1
+ab_realistic lion8bit,lion8bit.f16,adagrad8bit,rmsprop8bit,adamw8bit_block2048,adamw8bit_block2048.f16,adamw8bit_block2048.scaled,ademamix8bit,lars8bit lion8bit,adagrad8bit,rmsprop8bit,adamw8bit_block2048,ademamix8bit \
+  fin d1
 device_call_end
