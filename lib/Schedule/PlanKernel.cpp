@@ -30,6 +30,8 @@ struct PlanKernelPass : public qopt::impl::PlanKernelBase<PlanKernelPass> {
     request.codebookBuckets = codebookBuckets;
     request.bulkCopy = bulkCopy;
     request.l2Prefetch = l2Prefetch;
+    request.l2PrefetchTiles = l2PrefetchTiles;
+    request.l2PrefetchKind = l2PrefetchKind;
     request.splitAbsmaxBarrier = splitAbsmaxBarrier;
     for (OptimizerOp optimizer : getOperation().getOps<OptimizerOp>()) {
       FailureOr<KernelPlanAttr> plan = chooseKernelPlan(optimizer, request);

@@ -141,18 +141,47 @@ TileStaging mlir::qopt::chooseTileStaging(OptimizerOp optimizer,
   return staging;
 }
 
-int64_t mlir::qopt::chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged) {
-  if (staged || !hasStateOf<CodebookSchemeAttr>(optimizer) ||
-      !hasParamBits(optimizer, 16))
-    return 0;
-  // docs/tuning.md#l2-prefetch: 2 tiles ahead where a codebook block spans
-  // more than a warp's 256 elements (its tile waits at the block's barrier),
-  // else 1.
-  bool largeBlocks = llvm::any_of(getStates(optimizer), [](StateOp state) {
+/// Whether a codebook block of `optimizer` spans more than a warp's 256
+/// elements (its tile then waits at the block's barrier).
+static bool hasCodebookBlocksAcrossWarps(OptimizerOp optimizer) {
+  return llvm::any_of(getStates(optimizer), [](StateOp state) {
     return isa<CodebookSchemeAttr>(state.getScheme()) &&
            getReductionSize(state) > 256;
   });
-  return largeBlocks ? 2 : 1;
+}
+
+int64_t mlir::qopt::chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged) {
+  if (staged)
+    return 0;
+  // docs/tuning.md#l2-prefetch
+  bool codebook = hasStateOf<CodebookSchemeAttr>(optimizer);
+  int64_t states = getStates(optimizer).size();
+  // Thread 0's bulk prefetch 2 tiles ahead where a codebook block spans
+  // warps and the parameter is 16-bit.
+  if (codebook && hasParamBits(optimizer, 16) &&
+      hasCodebookBlocksAcrossWarps(optimizer))
+    return 2;
+  // Three codebook states of an f32 parameter spill at their 64 registers,
+  // more with the prefetch's.
+  if (codebook && optimizer.getParamType().isF32() && states >= 3)
+    return 0;
+  // Each thread's lines 1 tile ahead for every other codebook update and
+  // for two or more states with a group state (unstaged: an f32
+  // parameter's). One state without a codebook lost, as did two float32
+  // plain states (the *_state32 specs, StableAdamW).
+  if (codebook)
+    return 1;
+  return states >= 2 && hasStateOf<GroupSchemeAttr>(optimizer) ? 1 : 0;
+}
+
+bool mlir::qopt::chooseL2PrefetchLines(OptimizerOp optimizer,
+                                       L2PrefetchKind requested) {
+  if (requested != L2PrefetchKind::Auto)
+    return requested == L2PrefetchKind::Lines;
+  // docs/tuning.md#l2-prefetch: lines lost 5 to 7% where a codebook block
+  // spans warps (the bulk prefetch's branch is then warp 0's alone).
+  return !(hasParamBits(optimizer, 16) &&
+           hasCodebookBlocksAcrossWarps(optimizer));
 }
 
 /// Whether the operand of a reduction of the update reads a state (a
@@ -197,8 +226,9 @@ KernelPlanAttr mlir::qopt::chooseReducePassPlan(OptimizerOp optimizer,
       step.getContext(), step.getTile() / lanes, lanes, /*stages=*/0,
       /*shared_bytes=*/0, /*codebook_buckets=*/false, /*bulk_copy=*/false,
       /*run_pointers=*/false, /*invariant_descriptors=*/false,
-      /*l2_prefetch_tiles=*/0, /*claim_tiles=*/0, /*claim_static_eighths=*/0,
-      /*min_blocks_per_sm=*/0, step.getZeroShortcutLaneDivisors(),
+      /*l2_prefetch_tiles=*/0, /*l2_prefetch_lines=*/false, /*claim_tiles=*/0,
+      /*claim_static_eighths=*/0, /*min_blocks_per_sm=*/0,
+      step.getZeroShortcutLaneDivisors(),
       step.getScaledRangeChecks(), /*early_saturation_counts=*/false,
       /*split_absmax_barrier=*/false, /*waves=*/1, step.getMinTilesPerBlock(),
       step.getSuggestedBlocksPerSm());
@@ -332,8 +362,8 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
         ctx, shape->threads, shape->lanes, /*stages=*/0, /*shared_bytes=*/0,
         /*codebook_buckets=*/false, /*bulk_copy=*/false,
         /*run_pointers=*/false, /*invariant_descriptors=*/false,
-        /*l2_prefetch_tiles=*/0, /*claim_tiles=*/0,
-        /*claim_static_eighths=*/0, /*min_blocks_per_sm=*/0,
+        /*l2_prefetch_tiles=*/0, /*l2_prefetch_lines=*/false,
+        /*claim_tiles=*/0, /*claim_static_eighths=*/0, /*min_blocks_per_sm=*/0,
         /*zero_shortcut_lane_divisors=*/false,
         /*scaled_range_checks=*/false, /*early_saturation_counts=*/false,
         /*split_absmax_barrier=*/false, waves, minTiles,
@@ -358,14 +388,20 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
       getDynamicSharedBytes(optimizer, staging, request.codebookBuckets);
   bool bulkCopy =
       request.bulkCopy && staged && isBulkStageable(optimizer, staging, *shape);
-  int64_t l2Prefetch =
-      request.l2Prefetch ? chooseL2PrefetchTiles(optimizer, staged) : 0;
+  int64_t l2Prefetch = 0;
+  if (request.l2Prefetch && !staged)
+    l2Prefetch = request.l2PrefetchTiles >= 0
+                     ? request.l2PrefetchTiles
+                     : chooseL2PrefetchTiles(optimizer, staged);
+  bool l2PrefetchLines =
+      l2Prefetch > 0 &&
+      chooseL2PrefetchLines(optimizer, request.l2PrefetchKind);
   bool runPointers = chooseRunThreadPointers(optimizer, staged);
   return KernelPlanAttr::get(
       ctx, shape->threads, shape->lanes, staged ? staging.stages : 0,
       sharedBytes, request.codebookBuckets, bulkCopy, runPointers,
       chooseInvariantDescriptorLoads(optimizer, runPointers), l2Prefetch,
-      claims.tiles, claims.staticEighths,
+      l2PrefetchLines, claims.tiles, claims.staticEighths,
       chooseMinBlocksPerSM(optimizer, shape->threads, sharedBytes),
       chooseZeroShortcutLaneDivisors(optimizer, runPointers),
       chooseScaledRangeChecks(optimizer, runPointers),

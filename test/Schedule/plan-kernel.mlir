@@ -11,14 +11,14 @@
 // cost registers), no claims, 4 waves. The host plan keeps the tile and
 // steps it statically.
 // CHECK-LABEL: qopt.optimizer @Group
-// CHECK-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4, shared_bytes = 114688, codebook_buckets = true, bulk_copy = false, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = true, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2>
+// CHECK-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4, shared_bytes = 114688, codebook_buckets = true, bulk_copy = false, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = true, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2>
 // HOST-LABEL: qopt.optimizer @Group
-// HOST-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
+// HOST-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
 // Unstaged when asked: 512 x 8 still (two states), claims of 3 tiles past
 // 5/8 as asked, no dynamic shared memory; without run thread pointers the
 // two states' descriptor loads are invariant.
 // ASKED-LABEL: qopt.optimizer @Group
-// ASKED-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = true, bulk_copy = false, run_pointers = false, invariant_descriptors = true, l2_prefetch_tiles = 0, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
+// ASKED-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = true, bulk_copy = false, run_pointers = false, invariant_descriptors = true, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
 qopt.optimizer @Group param "p" : bf16 master none grad "g" : bf16 {
   qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = linear, scale = f16, rounding = half_even, divisor = absmax>
   qopt.state @v : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_even, divisor = absmax>
@@ -46,11 +46,11 @@ qopt.optimizer @Group param "p" : bf16 master none grad "g" : bf16 {
 // multiprocessor, no all-zero shortcut for lane divisors (a 16-bit
 // parameter), saturation counts at the absmax, one wave.
 // CHECK-LABEL: qopt.optimizer @Codebook
-// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 24584, codebook_buckets = true, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 2, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 4, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = true, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
+// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 24584, codebook_buckets = true, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 2, l2_prefetch_lines = false, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 4, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = true, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
 // HOST-LABEL: qopt.optimizer @Codebook
-// HOST-SAME: #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
+// HOST-SAME: #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
 // ASKED-LABEL: qopt.optimizer @Codebook
-// ASKED-SAME: l2_prefetch_tiles = 0, claim_tiles = 3, claim_static_eighths = 5,
+// ASKED-SAME: l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 3, claim_static_eighths = 5,
 qopt.optimizer @Codebook param "p" : bf16 master none grad "g" : bf16 {
   qopt.state @m : #qopt.codebook<block = 2048>
   qopt.update {
@@ -73,6 +73,7 @@ qopt.optimizer @Codebook param "p" : bf16 master none grad "g" : bf16 {
 // where not asked, nor on the host).
 // CHECK-LABEL: qopt.optimizer @CodebookF32
 // CHECK-SAME: run_pointers = false, invariant_descriptors = false,
+// CHECK-SAME: l2_prefetch_tiles = 1, l2_prefetch_lines = true,
 // CHECK-SAME: min_blocks_per_sm = 3, zero_shortcut_lane_divisors = true, scaled_range_checks = false,
 // CHECK-SAME: split_absmax_barrier = true,
 // HOST-LABEL: qopt.optimizer @CodebookF32
@@ -102,7 +103,7 @@ qopt.optimizer @CodebookF32 param "p" : f32 master none grad "g" : f32 {
 // CHECK-LABEL: qopt.optimizer @Replanned
 // CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 8,
 // CHECK-SAME: min_blocks_per_sm = 2,
-qopt.optimizer @Replanned param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 32, lanes = 1, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 1, suggested_blocks_per_sm = 4>} {
+qopt.optimizer @Replanned param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 32, lanes = 1, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 1, suggested_blocks_per_sm = 4>} {
   qopt.update {
     %g = qopt.load_grad : f32
     %p = qopt.load_param : f32
@@ -151,6 +152,98 @@ qopt.optimizer @PlainF32OneState param "p" : bf16 master none grad "g" : bf16 {
     %mn = arith.addf %m, %g : f32
     %pn = arith.subf %p, %mn : f32
     qopt.store_state @m, %mn : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// The L2 prefetch of unstaged kernels (docs/tuning.md#l2-prefetch): each
+// thread's lines 1 tile ahead for two states with a group state (an f32
+// parameter leaves them unstaged); none for one group state, nor for two
+// float32 plain states, nor for three codebook states of an f32 parameter.
+// CHECK-LABEL: qopt.optimizer @TwoGroupF32
+// CHECK-SAME: stages = 0,
+// CHECK-SAME: l2_prefetch_tiles = 1, l2_prefetch_lines = true,
+// ASKED-LABEL: qopt.optimizer @TwoGroupF32
+// ASKED-SAME: l2_prefetch_tiles = 0, l2_prefetch_lines = false,
+qopt.optimizer @TwoGroupF32 param "p" : f32 master none grad "g" : f32 {
+  qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
+  qopt.state @v : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_up, divisor = absmax>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %v = qopt.load_state @v : f32
+    %mn = arith.addf %m, %g : f32
+    %gg = arith.mulf %g, %g : f32
+    %vn = arith.addf %v, %gg : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_state @v, %vn : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// CHECK-LABEL: qopt.optimizer @OneGroupF32
+// CHECK-SAME: l2_prefetch_tiles = 0, l2_prefetch_lines = false,
+qopt.optimizer @OneGroupF32 param "p" : f32 master none grad "g" : f32 {
+  qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = softsign, scale = f16, rounding = half_up, divisor = absmax>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %mn = arith.addf %m, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// CHECK-LABEL: qopt.optimizer @TwoPlainF32States
+// CHECK-SAME: l2_prefetch_tiles = 0, l2_prefetch_lines = false,
+qopt.optimizer @TwoPlainF32States param "p" : bf16 master none grad "g" : bf16 {
+  qopt.state @m : #qopt.plain<storage = f32>
+  qopt.state @v : #qopt.plain<storage = f32>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %v = qopt.load_state @v : f32
+    %mn = arith.addf %m, %g : f32
+    %vn = arith.addf %v, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_state @v, %vn : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// CHECK-LABEL: qopt.optimizer @ThreeCodebookF32
+// CHECK-SAME: l2_prefetch_tiles = 0, l2_prefetch_lines = false,
+qopt.optimizer @ThreeCodebookF32 param "p" : f32 master none grad "g" : f32 {
+  qopt.state @a : #qopt.codebook<block = 256>
+  qopt.state @b : #qopt.codebook<block = 256>
+  qopt.state @c : #qopt.codebook<block = 256>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %a = qopt.load_state @a : f32
+    %b = qopt.load_state @b : f32
+    %c = qopt.load_state @c : f32
+    %an = arith.addf %a, %g : f32
+    %bn = arith.addf %b, %g : f32
+    %cn = arith.addf %c, %an : f32
+    %pn = arith.subf %p, %bn : f32
+    qopt.store_state @a, %an : f32
+    qopt.store_state @b, %bn : f32
+    qopt.store_state @c, %cn : f32
     qopt.store_param %pn : f32
   }
 }

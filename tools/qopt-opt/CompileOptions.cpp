@@ -160,6 +160,25 @@ struct CompileOptions {
                "instead of one bar.sync (same results; docs/tuning.md "
                "\"Split absmax barrier\")"),
       cl::init(true), cl::cat(compileCategory)};
+  cl::opt<int64_t> l2PrefetchTiles{
+      "l2-prefetch-tiles",
+      cl::desc("Unstaged kernels on sm_90 and newer: the full tile this many "
+               "tiles ahead is prefetched into L2 (-1: the measured choice, "
+               "docs/tuning.md \"L2 prefetch\"; 0: none)"),
+      cl::init(-1), cl::cat(compileCategory)};
+  cl::opt<L2PrefetchKind> l2PrefetchKind{
+      "l2-prefetch-kind",
+      cl::desc("Who issues an unstaged kernel's L2 prefetch"),
+      cl::values(clEnumValN(L2PrefetchKind::Auto, "auto",
+                            "the measured choice (docs/tuning.md \"L2 "
+                            "prefetch\")"),
+                 clEnumValN(L2PrefetchKind::Bulk, "bulk",
+                            "thread 0: one cp.async.bulk.prefetch.L2 of each "
+                            "read stream's tile"),
+                 clEnumValN(L2PrefetchKind::Lines, "lines",
+                            "every thread: prefetch.global.L2 of its own "
+                            "lanes")),
+      cl::init(L2PrefetchKind::Auto), cl::cat(compileCategory)};
   cl::opt<int64_t> tileClaims{
       "tile-claims",
       cl::desc("Tiles past each block's static range claimed this many at a "
@@ -208,6 +227,8 @@ static CompileRequest makeRequest(const CompileOptions &opts) {
   kernel.plan.codebookBuckets = opts.codebookBuckets;
   kernel.plan.bulkCopy = opts.bulkCopy;
   kernel.plan.splitAbsmaxBarrier = opts.splitAbsmaxBarrier;
+  kernel.plan.l2PrefetchTiles = opts.l2PrefetchTiles;
+  kernel.plan.l2PrefetchKind = opts.l2PrefetchKind;
   ArithMode mode = opts.mode == "fast" ? ArithMode::Fast : ArithMode::Strict;
   kernel.lowering.mode = mode;
   kernel.lowering.checkedRounding = opts.checkedRounding;
@@ -251,6 +272,12 @@ static LogicalResult checkFlags(const CompileOptions &opts,
                     "--tile-claims-static-eighths 0 (chosen) or 1 to 8; got "
                  << opts.tileClaims << " and "
                  << opts.tileClaimsStaticEighths << "\n";
+    return failure();
+  }
+  if (opts.l2PrefetchTiles < -1) {
+    llvm::errs() << "qopt-opt: error: --l2-prefetch-tiles takes -1 (chosen), "
+                    "0 (none) or a positive number, got "
+                 << opts.l2PrefetchTiles << "\n";
     return failure();
   }
   if (opts.threadsPerBlock < 0 || opts.elementsPerThread < 0) {

@@ -79,9 +79,25 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
            "the tile's stored states are computed, and waits before their "
            "codes (chooseSplitAbsmaxBarrier; docs/tuning.md#split-absmax)">,
     Option<"l2Prefetch", "l2-prefetch", "bool", /*default=*/"true",
-           "Unstaged kernels: thread 0 prefetches a later full tile's read "
-           "streams into L2 (cp.async.bulk.prefetch, sm_90 and newer; "
-           "chooseL2PrefetchTiles says how far, 0 for none)">,
+           "Unstaged kernels (sm_90 and newer): a later full tile's read "
+           "streams prefetched into L2 (chooseL2PrefetchTiles says how far, "
+           "0 for none; chooseL2PrefetchLines by whom)">,
+    Option<"l2PrefetchTiles", "l2-prefetch-tiles", "int64_t",
+           /*default=*/"-1",
+           "With l2-prefetch, how many tiles ahead every unstaged kernel "
+           "prefetches: -1 for chooseL2PrefetchTiles' choice, 0 for none">,
+    Option<"l2PrefetchKind", "l2-prefetch-kind",
+           "::mlir::qopt::L2PrefetchKind",
+           /*default=*/"::mlir::qopt::L2PrefetchKind::Auto",
+           "Who issues the L2 prefetch of an unstaged kernel's later tiles",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::qopt::L2PrefetchKind::Auto, "auto",
+                        "the measured best for the update "
+                        "(chooseL2PrefetchLines)"),
+             clEnumValN(::mlir::qopt::L2PrefetchKind::Bulk, "bulk",
+                        "thread 0, one cp.async.bulk.prefetch.L2 per stream"),
+             clEnumValN(::mlir::qopt::L2PrefetchKind::Lines, "lines",
+                        "every thread, prefetch.global.L2 of its own lanes"))}]>,
   ];
 }
 

@@ -19,6 +19,12 @@ namespace mlir::qopt {
 /// Whether a GPU kernel copies its tiles ahead with cp.async.
 enum class AsyncCopy { Auto, On, Off };
 
+/// How an unstaged GPU kernel prefetches its later tiles into L2: Auto for
+/// the policy's choice (chooseL2PrefetchLines), Bulk by thread 0's
+/// cp.async.bulk.prefetch of each stream's tile, Lines by each thread's
+/// prefetch.global.L2 of its own lanes.
+enum class L2PrefetchKind { Auto, Bulk, Lines };
+
 /// Which lowering a plan is for.
 enum class PlanTarget { GPU, Host };
 
@@ -34,6 +40,9 @@ struct PlanRequest {
   bool codebookBuckets = true;
   bool bulkCopy = false;   ///< asked for, and the chip has cp.async.bulk
   bool l2Prefetch = true;  ///< the chip has cp.async.bulk.prefetch.L2
+  /// Tiles ahead for every unstaged kernel (-1: chooseL2PrefetchTiles).
+  int64_t l2PrefetchTiles = -1;
+  L2PrefetchKind l2PrefetchKind = L2PrefetchKind::Auto;
   /// asked for, and the chip has mbarrier.try_wait (sm_90)
   bool splitAbsmaxBarrier = true;
 };
@@ -97,12 +106,20 @@ int64_t chooseStagingSharedLimit(OptimizerOp optimizer, int64_t threads);
 /// where two stages exceed it or no stream can be staged.
 TileStaging chooseTileStaging(OptimizerOp optimizer, TileShape shape);
 
-/// How many tiles ahead an unstaged GPU kernel's thread 0 prefetches the
-/// next full tile's read streams into L2, for codebook updates with a 16-bit
-/// parameter: 2 where a codebook block has more than 256 elements, else 1;
-/// 0 elsewhere and for staged kernels.
+/// How many tiles ahead an unstaged GPU kernel prefetches a later full
+/// tile's read streams into L2: 2 for codebook updates of a 16-bit parameter
+/// whose codebook blocks span warps; 0 for three or more states with a
+/// codebook and an f32 parameter; else 1 for updates with a codebook state,
+/// and for two or more states one of which is a group state; 0 elsewhere
+/// and for staged kernels.
 /// docs/tuning.md#l2-prefetch
 int64_t chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged);
+
+/// Whether an unstaged kernel's L2 prefetch is each thread's prefetch of its
+/// own lanes (prefetch.global.L2) rather than thread 0's bulk prefetch of
+/// the whole tile: `requested`, or for Auto lines but where codebook blocks
+/// span warps and the parameter is 16-bit. docs/tuning.md#l2-prefetch
+bool chooseL2PrefetchLines(OptimizerOp optimizer, L2PrefetchKind requested);
 
 /// The lanes of the GPU reduce pre-pass for the step plan `step`: twice the
 /// step's 8 for a 16-bit gradient where the reductions' operands read no

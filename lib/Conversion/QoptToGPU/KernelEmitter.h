@@ -451,6 +451,9 @@ private:
   void emitCopyPrologue(const RunContext &run);
   LogicalResult emitTileLoopBody(const RunContext &run, scf::ForOp loop);
   void emitL2Prefetch(const RunContext &run, Value k, Value t);
+  /// The plan's l2_prefetch_lines: each thread's prefetch of its own lanes
+  /// of the full tile `l2_prefetch_tiles` after `tile` (loop index `k`).
+  void emitL2PrefetchLines(const TileContext &tile, Value k);
   /// The body of a full tile `tile` (its index, and its base or thread
   /// pointers set) in `split`'s then region.
   LogicalResult emitFullTile(TileContext &tile, scf::IfOp split, Value k);

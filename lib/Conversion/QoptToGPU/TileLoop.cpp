@@ -284,12 +284,12 @@ LogicalResult KernelEmitter::emitTileLoopBody(const RunContext &run,
 }
 
 void KernelEmitter::emitL2Prefetch(const RunContext &run, Value k, Value t) {
-  // Thread 0 has L2 fetch the read streams of the run's full tile
-  // `prefetchAhead` tiles on (the plan's l2_prefetch_tiles): a tile's loads
-  // then wait on L2, not DRAM, with no register or shared memory held for
-  // them.
+  // Without the plan's l2_prefetch_lines thread 0 has L2 fetch the read
+  // streams of the run's full tile `prefetchAhead` tiles on (the plan's
+  // l2_prefetch_tiles), one bulk prefetch per stream: a tile's loads then
+  // wait on L2, not DRAM, with no register or shared memory held for them.
   int64_t prefetchAhead = plan.getL2PrefetchTiles();
-  if (!prefetchAhead)
+  if (!prefetchAhead || plan.getL2PrefetchLines())
     return;
   {
     // Only the block's own tiles (the run's: the next run's first tiles are
@@ -314,6 +314,32 @@ void KernelEmitter::emitL2Prefetch(const RunContext &run, Value k, Value t) {
             gep(streamPtr(run, i), memoryType(streams[i].storage), first),
             constI32(tileBytes(i)), Value());
   }
+}
+
+void KernelEmitter::emitL2PrefetchLines(const TileContext &tile, Value k) {
+  // With the plan's l2_prefetch_lines each thread has L2 fetch its own
+  // lanes of the read streams `prefetchAhead` tiles on, from its own
+  // pointers: no descriptor load, no uniform address and no branch that
+  // ptxas if-converts into every warp (docs/tuning.md#l2-prefetch). The
+  // warp's lanes make whole lines, as its loads do.
+  int64_t prefetchAhead = plan.getL2PrefetchTiles();
+  if (!prefetchAhead || !plan.getL2PrefetchLines())
+    return;
+  const RunContext &run = tile.run;
+  Value inRun = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                      plus(run, k, prefetchAhead), run.fullLimit);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, inRun, false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  auto level = NVVM::PrefetchCacheLevelAttr::get(b.getContext(),
+                                                 NVVM::PrefetchCacheLevel::L2);
+  for (unsigned i : getReadStreams(optimizer))
+    if (streams[i].perElements == 1)
+      NVVM::PrefetchOp::create(
+          b, loc, level, /*evictPriority=*/nullptr,
+          gep(threadPtr(tile, i), b.getI8Type(),
+              constI64(prefetchAhead * tileBytes(i))),
+          /*predicate=*/Value());
 }
 
 LogicalResult KernelEmitter::emitFullTile(TileContext &tile, scf::IfOp split,
@@ -341,6 +367,7 @@ LogicalResult KernelEmitter::emitFullTile(TileContext &tile, scf::IfOp split,
         tile.stage = stageOf(run, k);
       }
     }
+    emitL2PrefetchLines(tile, k);
     tile.full = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
     tile.active = tile.full;
     tile.laneMask = arith::ConstantOp::create(

@@ -152,8 +152,8 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
         #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4,
         shared_bytes = 131072, codebook_buckets = true, bulk_copy = false,
         run_pointers = true, invariant_descriptors = false,
-        l2_prefetch_tiles = 0, claim_tiles = 0, claim_static_eighths = 0,
-        min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true,
+        l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0,
+        claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true,
         scaled_range_checks = true, early_saturation_counts = false,
         split_absmax_barrier = false,
         waves = 4, min_tiles_per_block = 128,
@@ -167,7 +167,10 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     `run_pointers` a full tile addresses its streams from thread pointers
     that the run's loop carries (which a staged kernel's copies need);
     without, from the run's descriptor, whose loads are marked invariant
-    with `invariant_descriptors`. Past each block's static range of
+    with `invariant_descriptors`. An unstaged kernel has L2 fetch the read
+    streams of the full tile `l2_prefetch_tiles` on (0: none): thread 0 by
+    one bulk prefetch per stream, or with `l2_prefetch_lines` each thread its
+    own lanes' bytes (prefetch.global.L2). Past each block's static range of
     `claim_static_eighths` / 8 of the tiles, tiles are claimed `claim_tiles`
     at a time (0: none, no work counters). `min_blocks_per_sm` bounds the
     registers (`nvvm.minctasm`, 0: none). Guarded IEEE division tries the
@@ -193,6 +196,7 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     "bool":$run_pointers,
     "bool":$invariant_descriptors,
     "int64_t":$l2_prefetch_tiles,
+    "bool":$l2_prefetch_lines,
     "int64_t":$claim_tiles,
     "int64_t":$claim_static_eighths,
     "int64_t":$min_blocks_per_sm,
