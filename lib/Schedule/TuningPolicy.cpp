@@ -388,14 +388,17 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
       getDynamicSharedBytes(optimizer, staging, request.codebookBuckets);
   bool bulkCopy =
       request.bulkCopy && staged && isBulkStageable(optimizer, staging, *shape);
+  // A staged kernel prefetches only where asked, past the tiles its copies
+  // run ahead, by lines (its stages are filled per thread).
   int64_t l2Prefetch = 0;
-  if (request.l2Prefetch && !staged)
-    l2Prefetch = request.l2PrefetchTiles >= 0
-                     ? request.l2PrefetchTiles
-                     : chooseL2PrefetchTiles(optimizer, staged);
+  if (request.l2Prefetch && request.l2PrefetchTiles < 0)
+    l2Prefetch = chooseL2PrefetchTiles(optimizer, staged);
+  else if (request.l2Prefetch &&
+           (!staged || request.l2PrefetchTiles >= staging.stages))
+    l2Prefetch = request.l2PrefetchTiles;
   bool l2PrefetchLines =
       l2Prefetch > 0 &&
-      chooseL2PrefetchLines(optimizer, request.l2PrefetchKind);
+      (staged || chooseL2PrefetchLines(optimizer, request.l2PrefetchKind));
   bool runPointers = chooseRunThreadPointers(optimizer, staged);
   return KernelPlanAttr::get(
       ctx, shape->threads, shape->lanes, staged ? staging.stages : 0,

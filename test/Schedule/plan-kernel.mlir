@@ -1,6 +1,8 @@
 // RUN: qopt-opt %s --qopt-plan-kernel -split-input-file | FileCheck %s
 // RUN: qopt-opt %s --qopt-plan-kernel=target=host -split-input-file | FileCheck %s --check-prefix=HOST
 // RUN: qopt-opt %s --qopt-plan-kernel="async-copy=off tile-claims=3 l2-prefetch=false split-absmax-barrier=false" -split-input-file | FileCheck %s --check-prefix=ASKED
+// RUN: qopt-opt %s --qopt-plan-kernel="l2-prefetch-tiles=4" -split-input-file | FileCheck %s --check-prefix=AHEAD4
+// RUN: qopt-opt %s --qopt-plan-kernel="l2-prefetch-tiles=3" -split-input-file | FileCheck %s --check-prefix=AHEAD3
 
 // qopt-plan-kernel writes the tuning policy's launch plan (lib/Schedule) into
 // the IR; convert-qopt-to-gpu, convert-qopt-to-host and the manifest read it.
@@ -13,6 +15,13 @@
 // CHECK-LABEL: qopt.optimizer @Group
 // CHECK-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4, shared_bytes = 114688, codebook_buckets = true, bulk_copy = false, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = true, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2>
 // HOST-LABEL: qopt.optimizer @Group
+// A staged kernel prefetches only where asked and past its copies (three
+// tiles ahead with four stages), by lines.
+// AHEAD4-LABEL: qopt.optimizer @Group
+// AHEAD4-SAME: stages = 4,
+// AHEAD4-SAME: l2_prefetch_tiles = 4, l2_prefetch_lines = true,
+// AHEAD3-LABEL: qopt.optimizer @Group
+// AHEAD3-SAME: l2_prefetch_tiles = 0, l2_prefetch_lines = false,
 // HOST-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
 // Unstaged when asked: 512 x 8 still (two states), claims of 3 tiles past
 // 5/8 as asked, no dynamic shared memory; without run thread pointers the

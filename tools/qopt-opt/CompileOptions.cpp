@@ -162,9 +162,10 @@ struct CompileOptions {
       cl::init(true), cl::cat(compileCategory)};
   cl::opt<int64_t> l2PrefetchTiles{
       "l2-prefetch-tiles",
-      cl::desc("Unstaged kernels on sm_90 and newer: the full tile this many "
-               "tiles ahead is prefetched into L2 (-1: the measured choice, "
-               "docs/tuning.md \"L2 prefetch\"; 0: none)"),
+      cl::desc("On sm_90 and newer: the full tile this many tiles ahead is "
+               "prefetched into L2 (-1: the measured choice, docs/tuning.md "
+               "\"L2 prefetch\"; 0: none); a staged kernel takes it only past "
+               "the tiles its copies run ahead, by each thread's lines"),
       cl::init(-1), cl::cat(compileCategory)};
   cl::opt<L2PrefetchKind> l2PrefetchKind{
       "l2-prefetch-kind",

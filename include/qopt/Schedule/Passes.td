@@ -85,7 +85,9 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
     Option<"l2PrefetchTiles", "l2-prefetch-tiles", "int64_t",
            /*default=*/"-1",
            "With l2-prefetch, how many tiles ahead every unstaged kernel "
-           "prefetches: -1 for chooseL2PrefetchTiles' choice, 0 for none">,
+           "prefetches (a staged one only past the tiles its copies run "
+           "ahead, by lines): -1 for chooseL2PrefetchTiles' choice, 0 for "
+           "none">,
     Option<"l2PrefetchKind", "l2-prefetch-kind",
            "::mlir::qopt::L2PrefetchKind",
            /*default=*/"::mlir::qopt::L2PrefetchKind::Auto",
