@@ -275,9 +275,11 @@ static LogicalResult checkFlags(const CompileOptions &opts,
                  << opts.tileClaimsStaticEighths << "\n";
     return failure();
   }
-  if (opts.l2PrefetchTiles < -1) {
+  if (opts.l2PrefetchTiles < -1 ||
+      opts.l2PrefetchTiles > PlanRequest::kMaxL2PrefetchTiles) {
     llvm::errs() << "qopt-opt: error: --l2-prefetch-tiles takes -1 (chosen), "
-                    "0 (none) or a positive number, got "
+                    "0 (none) or a number of tiles up to "
+                 << PlanRequest::kMaxL2PrefetchTiles << ", got "
                  << opts.l2PrefetchTiles << "\n";
     return failure();
   }

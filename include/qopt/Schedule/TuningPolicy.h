@@ -40,8 +40,10 @@ struct PlanRequest {
   bool codebookBuckets = true;
   bool bulkCopy = false;   ///< asked for, and the chip has cp.async.bulk
   bool l2Prefetch = true;  ///< the chip has cp.async.bulk.prefetch.L2
-  /// Tiles ahead for every unstaged kernel (-1: chooseL2PrefetchTiles).
+  /// Tiles ahead for every unstaged kernel (-1: chooseL2PrefetchTiles), at
+  /// most kMaxL2PrefetchTiles (the loop's 32-bit tile counter adds it).
   int64_t l2PrefetchTiles = -1;
+  static constexpr int64_t kMaxL2PrefetchTiles = 1024;
   L2PrefetchKind l2PrefetchKind = L2PrefetchKind::Auto;
   /// asked for, and the chip has mbarrier.try_wait (sm_90)
   bool splitAbsmaxBarrier = true;

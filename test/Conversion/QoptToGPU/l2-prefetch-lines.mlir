@@ -10,6 +10,8 @@
 // RUN: qopt-opt %s --emit=ptx --l2-prefetch-kind=lines --arch=sm_80 -o %t.sm80.ptx
 // RUN: FileCheck %s --check-prefix=SM80 --input-file=%t.sm80.ptx
 // RUN: not qopt-opt %s --emit=ptx --l2-prefetch-tiles=-2 -o %t.bad.ptx 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not qopt-opt %s --emit=ptx --l2-prefetch-tiles=3000000000 -o %t.bad.ptx 2>&1 | FileCheck %s --check-prefix=BIG
+// RUN: not qopt-opt %s --qopt-plan-kernel="l2-prefetch-tiles=1025" 2>&1 | FileCheck %s --check-prefix=PASSBIG
 
 // One codebook state of blocks of 256 and a bf16 parameter (Lion8bit's
 // shape: 256 threads of 8 lanes, tiles of 2048 elements, one tile ahead).
@@ -59,7 +61,9 @@
 // PTX-NOT: cp.async.bulk.prefetch
 // Below sm_90 the pipelines ask for no L2 prefetch at all.
 // SM80-NOT: prefetch
-// BAD: qopt-opt: error: --l2-prefetch-tiles takes -1 (chosen), 0 (none) or a positive number, got -2
+// BAD: qopt-opt: error: --l2-prefetch-tiles takes -1 (chosen), 0 (none) or a number of tiles up to 1024, got -2
+// BIG: qopt-opt: error: --l2-prefetch-tiles takes -1 (chosen), 0 (none) or a number of tiles up to 1024, got 3000000000
+// PASSBIG: error: qopt-plan-kernel: l2-prefetch-tiles takes -1 (chosen), 0 (none) or up to 1024 tiles, got 1025
 
 qopt.optimizer @Lines param "p" : bf16 master none grad "g" : bf16 {
   qopt.state @m : #qopt.codebook<block = 256>
