@@ -114,6 +114,19 @@ ab_realistic() {
   realistic "$real" "${sets[@]}"
 }
 
+# SET: every kernel of SET at 64 Mi against the copy roof ($R/all-SET.{csv,log}),
+# then torch.optim.AdamW(fused=True) in the same call ($R/torch.{json,log}).
+roof_and_torch() {
+  stamp all
+  timeout 280 "$B/qopt-bench" --kernels "$S/$1" --sizes 64 --no-gpt2 --no-sweep --no-runtime --csv "$R/all-$1.csv" \
+    > "$R/all-$1.log" 2>&1
+  echo "all rc=$?"
+  stamp torch
+  timeout 200 python3 bench/torch_baselines.py --out "$R/torch.json" --sizes 64 > "$R/torch.log" 2>&1
+  echo "torch rc=$?"
+  tail -4 "$R/torch.log"
+}
+
 # KERNEL SET SPEC NAME: ncu's source page (SASS with executed counts) of one
 # launch of KERNEL in qopt-bench's timed loop at 64 Mi, as $R/NAME.csv.gz
 # (bench/ncu_source_mix.py reads it).

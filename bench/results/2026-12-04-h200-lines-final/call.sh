@@ -9,12 +9,5 @@ device_call_begin lfin .carry/c26
 gpu_suites pol2 "$S/ieee"
 stamp gpt2
 bench_rounds gpt2 flash_adamw,adamw8bit_block2048,lion8bit,adagrad8bit,rmsprop8bit 64 pol2
-stamp all
-timeout 280 "$B/qopt-bench" --kernels "$S/pol2" --sizes 64 --no-gpt2 --no-sweep --no-runtime --csv "$R/all-pol2.csv" \
-  > "$R/all-pol2.log" 2>&1
-echo "all rc=$?"
-stamp torch
-timeout 200 python3 bench/torch_baselines.py --out "$R/torch.json" --sizes 64 > "$R/torch.log" 2>&1
-echo "torch rc=$?"
-tail -4 "$R/torch.log"
+roof_and_torch pol2
 device_call_end

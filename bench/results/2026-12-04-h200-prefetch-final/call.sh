@@ -11,12 +11,5 @@ gpu_suites fin2 "$S/ieee"
 stamp ab
 ab_realistic lion8bit,lion8bit.f16,lion8bit.scaled,adagrad8bit,adagrad8bit.f16,rmsprop8bit,rmsprop8bit.scaled,ademamix8bit,ademamix8bit.f16,lars8bit,lars8bit.scaled,adamw8bit_block2048 lion8bit,adagrad8bit,rmsprop8bit,ademamix8bit,adamw8bit_block2048 \
   fin fin2
-stamp all
-timeout 240 "$B/qopt-bench" --kernels "$S/fin2" --sizes 64 --no-gpt2 --no-sweep --no-runtime --csv "$R/all-fin2.csv" \
-  > "$R/all-fin2.log" 2>&1
-echo "all rc=$?"
-stamp torch
-timeout 200 python3 bench/torch_baselines.py --out "$R/torch.json" --sizes 64 > "$R/torch.log" 2>&1
-echo "torch rc=$?"
-tail -4 "$R/torch.log"
+roof_and_torch fin2
 device_call_end
