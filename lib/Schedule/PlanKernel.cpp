@@ -19,6 +19,16 @@ namespace {
 struct PlanKernelPass : public qopt::impl::PlanKernelBase<PlanKernelPass> {
   using Base::Base;
 
+  LogicalResult initialize(MLIRContext *context) override {
+    int64_t aheadTiles = l2PrefetchTiles;
+    if (aheadTiles >= -1 && aheadTiles <= PlanRequest::kMaxL2PrefetchTiles)
+      return success();
+    return emitError(UnknownLoc::get(context),
+                     "qopt-plan-kernel: l2-prefetch-tiles takes -1 (chosen), "
+                     "0 (none) or up to ")
+           << PlanRequest::kMaxL2PrefetchTiles << " tiles, got " << aheadTiles;
+  }
+
   void runOnOperation() override {
     PlanRequest request;
     request.target = target;
@@ -30,14 +40,7 @@ struct PlanKernelPass : public qopt::impl::PlanKernelBase<PlanKernelPass> {
     request.codebookBuckets = codebookBuckets;
     request.bulkCopy = bulkCopy;
     request.l2Prefetch = l2Prefetch;
-    int64_t aheadTiles = l2PrefetchTiles;
-    if (aheadTiles < -1 || aheadTiles > PlanRequest::kMaxL2PrefetchTiles) {
-      getOperation().emitError("qopt-plan-kernel: l2-prefetch-tiles takes -1 "
-                               "(chosen), 0 (none) or up to ")
-          << PlanRequest::kMaxL2PrefetchTiles << " tiles, got " << aheadTiles;
-      return signalPassFailure();
-    }
-    request.l2PrefetchTiles = aheadTiles;
+    request.l2PrefetchTiles = l2PrefetchTiles;
     request.l2PrefetchKind = l2PrefetchKind;
     request.splitAbsmaxBarrier = splitAbsmaxBarrier;
     for (OptimizerOp optimizer : getOperation().getOps<OptimizerOp>()) {

@@ -161,8 +161,8 @@ int64_t mlir::qopt::chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged) {
   if (codebook && hasParamBits(optimizer, 16) &&
       hasCodebookBlocksAcrossWarps(optimizer))
     return 2;
-  // Three codebook states of an f32 parameter spill at their 64 registers,
-  // more with the prefetch's.
+  // Three or more states with a codebook and an f32 parameter spill at
+  // their 64 registers, more with the prefetch's.
   if (codebook && optimizer.getParamType().isF32() && states >= 3)
     return 0;
   // Each thread's lines 1 tile ahead for every other codebook update and

@@ -162,14 +162,16 @@ struct CompileOptions {
       cl::init(true), cl::cat(compileCategory)};
   cl::opt<int64_t> l2PrefetchTiles{
       "l2-prefetch-tiles",
-      cl::desc("On sm_90 and newer: the full tile this many tiles ahead is "
-               "prefetched into L2 (-1: the measured choice, docs/tuning.md "
-               "\"L2 prefetch\"; 0: none); a staged kernel takes it only past "
-               "the tiles its copies run ahead, by each thread's lines"),
+      cl::desc("On sm_90 and newer: the full tile this many tiles ahead (at "
+               "most 1024) is prefetched into L2 (-1: the measured choice, "
+               "docs/tuning.md \"L2 prefetch\"; 0: none); a staged kernel "
+               "takes it only past the tiles its copies run ahead, by each "
+               "thread's lines"),
       cl::init(-1), cl::cat(compileCategory)};
   cl::opt<L2PrefetchKind> l2PrefetchKind{
       "l2-prefetch-kind",
-      cl::desc("Who issues an unstaged kernel's L2 prefetch"),
+      cl::desc("Who issues an unstaged kernel's L2 prefetch, where it has "
+               "one (--l2-prefetch-tiles or the measured choice)"),
       cl::values(clEnumValN(L2PrefetchKind::Auto, "auto",
                             "the measured choice (docs/tuning.md \"L2 "
                             "prefetch\")"),

@@ -79,19 +79,21 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
            "the tile's stored states are computed, and waits before their "
            "codes (chooseSplitAbsmaxBarrier; docs/tuning.md#split-absmax)">,
     Option<"l2Prefetch", "l2-prefetch", "bool", /*default=*/"true",
-           "Unstaged kernels (sm_90 and newer): a later full tile's read "
-           "streams prefetched into L2 (chooseL2PrefetchTiles says how far, "
-           "0 for none; chooseL2PrefetchLines by whom)">,
+           "sm_90 and newer: a later full tile's read streams prefetched "
+           "into L2 (chooseL2PrefetchTiles says how far, 0 for none, staged "
+           "kernels only where l2-prefetch-tiles asks; chooseL2PrefetchLines "
+           "by whom)">,
     Option<"l2PrefetchTiles", "l2-prefetch-tiles", "int64_t",
            /*default=*/"-1",
            "With l2-prefetch, how many tiles ahead every unstaged kernel "
            "prefetches (a staged one only past the tiles its copies run "
            "ahead, by lines): -1 for chooseL2PrefetchTiles' choice, 0 for "
-           "none">,
+           "none, at most 1024">,
     Option<"l2PrefetchKind", "l2-prefetch-kind",
            "::mlir::qopt::L2PrefetchKind",
            /*default=*/"::mlir::qopt::L2PrefetchKind::Auto",
-           "Who issues the L2 prefetch of an unstaged kernel's later tiles",
+           "Who issues the L2 prefetch of an unstaged kernel's later tiles, "
+           "where the plan prefetches (l2-prefetch-tiles or the policy)",
            [{::llvm::cl::values(
              clEnumValN(::mlir::qopt::L2PrefetchKind::Auto, "auto",
                         "the measured best for the update "

@@ -56,8 +56,8 @@ void buildQoptOptimizationPipeline(OpPassManager &pm);
 void buildQoptToNVVMPipeline(OpPassManager &pm, const KernelOptions &options);
 
 /// qopt-plan-kernel's options for `options` and `target`: `options.plan`,
-/// with l2-prefetch, bulk-copy and split-absmax-barrier only where the chip
-/// has cp.async.bulk and mbarrier.try_wait (sm_90 and newer).
+/// with l2-prefetch (either kind), bulk-copy and split-absmax-barrier only
+/// where the chip has cp.async.bulk and mbarrier.try_wait (sm_90 and newer).
 PlanKernelOptions getPlanKernelOptions(const KernelOptions &options,
                                        PlanTarget target);
 

@@ -8,8 +8,9 @@
 // accesses. A partial last tile uses masked accesses. Group absmax is reduced
 // with warp shuffles, a codebook block's absmax by redux.sync within a warp and
 // through shared memory across warps (one barrier per tile for all states);
-// codebook codes come from a bucket table in dynamic shared memory, and the
-// unstaged codebook kernels prefetch a later tile into L2. With
+// codebook codes come from a bucket table in dynamic shared memory, and
+// where the plan says so a later tile is prefetched into L2 (thread 0's bulk
+// prefetch or each thread's lines). With
 // async copies each thread copies its part of the full tile stages - 1 ahead
 // into shared memory (cp.async) before it computes the current one, so the
 // tiles' loads are in flight without holding registers; a full tile then
@@ -49,6 +50,21 @@ struct ConvertQoptToGPUPass
       if (plan.getStages() > 0 && !plan.getRunPointers()) {
         optimizer.emitOpError("has a launch plan that stages tiles without "
                               "run_pointers");
+        return signalPassFailure();
+      }
+      // The loop adds the prefetch's distance to its 32-bit tile counter;
+      // a staged kernel's stages are filled per thread, so its prefetch is
+      // each thread's lines.
+      int64_t ahead = plan.getL2PrefetchTiles();
+      if (ahead < 0 || ahead > PlanRequest::kMaxL2PrefetchTiles) {
+        optimizer.emitOpError("has a launch plan with l2_prefetch_tiles = ")
+            << ahead << ", outside 0 to " << PlanRequest::kMaxL2PrefetchTiles;
+        return signalPassFailure();
+      }
+      if (ahead > 0 && plan.getStages() > 0 && !plan.getL2PrefetchLines()) {
+        optimizer.emitOpError("has a launch plan that stages tiles and "
+                              "prefetches them in bulk (l2_prefetch_lines = "
+                              "false)");
         return signalPassFailure();
       }
       OpBuilder b(module.getContext());

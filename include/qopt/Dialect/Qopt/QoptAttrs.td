@@ -167,10 +167,11 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     `run_pointers` a full tile addresses its streams from thread pointers
     that the run's loop carries (which a staged kernel's copies need);
     without, from the run's descriptor, whose loads are marked invariant
-    with `invariant_descriptors`. An unstaged kernel has L2 fetch the read
-    streams of the full tile `l2_prefetch_tiles` on (0: none): thread 0 by
+    with `invariant_descriptors`. A kernel has L2 fetch the read streams of
+    the full tile `l2_prefetch_tiles` on (0: none; at most 1024): thread 0 by
     one bulk prefetch per stream, or with `l2_prefetch_lines` each thread its
-    own lanes' bytes (prefetch.global.L2). Past each block's static range of
+    own lanes' bytes (prefetch.global.L2), which a staged kernel's must be.
+    Past each block's static range of
     `claim_static_eighths` / 8 of the tiles, tiles are claimed `claim_tiles`
     at a time (0: none, no work counters). `min_blocks_per_sm` bounds the
     registers (`nvvm.minctasm`, 0: none). Guarded IEEE division tries the
