@@ -62,8 +62,9 @@ PlanKernelOptions mlir::qopt::getPlanKernelOptions(const KernelOptions &options,
                                                   PlanTarget target) {
   PlanKernelOptions plan = options.plan;
   plan.target = target;
-  // cp.async.bulk.prefetch.L2 and cp.async.bulk are sm_90's (the L2
-  // prefetch by lines, which sm_80 has, was measured on sm_90 only).
+  // cp.async.bulk.prefetch.L2 and cp.async.bulk are sm_90's; the L2
+  // prefetch by lines takes the same gate, as the policy holds for sm_90
+  // and newer only (docs/tuning.md#l2-prefetch).
   bool bulk = getChipNumber(options.chip) >= 90;
   plan.l2Prefetch = plan.l2Prefetch && bulk;
   plan.bulkCopy = plan.bulkCopy && bulk;

@@ -39,8 +39,8 @@ struct PlanRequest {
   int64_t tileClaimsStaticEighths = 0;
   bool codebookBuckets = true;
   bool bulkCopy = false;   ///< asked for, and the chip has cp.async.bulk
-  /// L2 prefetch of either kind: asked for, and the chip is sm_90 or newer
-  /// (cp.async.bulk.prefetch.L2; the lines were measured there only).
+  /// L2 prefetch of either kind: asked for, and the chip is sm_90 or newer,
+  /// where the policy holds (docs/tuning.md#l2-prefetch).
   bool l2Prefetch = true;
   /// Tiles ahead for every unstaged kernel (-1: chooseL2PrefetchTiles), at
   /// most kMaxL2PrefetchTiles (the loop's 32-bit tile counter adds it).
