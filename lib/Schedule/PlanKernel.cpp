@@ -20,6 +20,12 @@ struct PlanKernelPass : public qopt::impl::PlanKernelBase<PlanKernelPass> {
   using Base::Base;
 
   LogicalResult initialize(MLIRContext *context) override {
+    int64_t blocks = minBlocksPerSM;
+    if (blocks < -1 || blocks > PlanRequest::kMaxMinBlocksPerSM)
+      return emitError(UnknownLoc::get(context),
+                       "qopt-plan-kernel: min-blocks-per-sm takes -1 (chosen), "
+                       "0 (no bound) or up to ")
+             << PlanRequest::kMaxMinBlocksPerSM << " blocks, got " << blocks;
     int64_t aheadTiles = l2PrefetchTiles;
     if (aheadTiles >= -1 && aheadTiles <= PlanRequest::kMaxL2PrefetchTiles)
       return success();
@@ -43,6 +49,8 @@ struct PlanKernelPass : public qopt::impl::PlanKernelBase<PlanKernelPass> {
     request.l2PrefetchTiles = l2PrefetchTiles;
     request.l2PrefetchKind = l2PrefetchKind;
     request.splitAbsmaxBarrier = splitAbsmaxBarrier;
+    request.registerPrefetch = registerPrefetch;
+    request.minBlocksPerSM = minBlocksPerSM;
     for (OptimizerOp optimizer : getOperation().getOps<OptimizerOp>()) {
       FailureOr<KernelPlanAttr> plan = chooseKernelPlan(optimizer, request);
       if (failed(plan))

@@ -184,6 +184,16 @@ bool mlir::qopt::chooseL2PrefetchLines(OptimizerOp optimizer,
            hasCodebookBlocksAcrossWarps(optimizer));
 }
 
+bool mlir::qopt::chooseRegisterPrefetch(OptimizerOp optimizer, bool staged,
+                                        RegisterPrefetch requested) {
+  if (staged || requested == RegisterPrefetch::Off)
+    return false;
+  if (requested == RegisterPrefetch::On)
+    return true;
+  // docs/tuning.md#register-prefetch
+  return false;
+}
+
 /// Whether the operand of a reduction of the update reads a state (a
 /// qopt.load_state in the backward slice of the reductions' operands).
 static bool reductionOperandsReadState(OptimizerOp optimizer) {
@@ -226,7 +236,8 @@ KernelPlanAttr mlir::qopt::chooseReducePassPlan(OptimizerOp optimizer,
       step.getContext(), step.getTile() / lanes, lanes, /*stages=*/0,
       /*shared_bytes=*/0, /*codebook_buckets=*/false, /*bulk_copy=*/false,
       /*run_pointers=*/false, /*invariant_descriptors=*/false,
-      /*l2_prefetch_tiles=*/0, /*l2_prefetch_lines=*/false, /*claim_tiles=*/0,
+      /*l2_prefetch_tiles=*/0, /*l2_prefetch_lines=*/false,
+      /*register_prefetch=*/false, /*claim_tiles=*/0,
       /*claim_static_eighths=*/0, /*min_blocks_per_sm=*/0,
       step.getZeroShortcutLaneDivisors(),
       step.getScaledRangeChecks(), /*early_saturation_counts=*/false,
@@ -363,7 +374,8 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
         /*codebook_buckets=*/false, /*bulk_copy=*/false,
         /*run_pointers=*/false, /*invariant_descriptors=*/false,
         /*l2_prefetch_tiles=*/0, /*l2_prefetch_lines=*/false,
-        /*claim_tiles=*/0, /*claim_static_eighths=*/0, /*min_blocks_per_sm=*/0,
+        /*register_prefetch=*/false, /*claim_tiles=*/0,
+        /*claim_static_eighths=*/0, /*min_blocks_per_sm=*/0,
         /*zero_shortcut_lane_divisors=*/false,
         /*scaled_range_checks=*/false, /*early_saturation_counts=*/false,
         /*split_absmax_barrier=*/false, waves, minTiles,
@@ -404,8 +416,12 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
       ctx, shape->threads, shape->lanes, staged ? staging.stages : 0,
       sharedBytes, request.codebookBuckets, bulkCopy, runPointers,
       chooseInvariantDescriptorLoads(optimizer, runPointers), l2Prefetch,
-      l2PrefetchLines, claims.tiles, claims.staticEighths,
-      chooseMinBlocksPerSM(optimizer, shape->threads, sharedBytes),
+      l2PrefetchLines,
+      chooseRegisterPrefetch(optimizer, staged, request.registerPrefetch),
+      claims.tiles, claims.staticEighths,
+      request.minBlocksPerSM >= 0
+          ? request.minBlocksPerSM
+          : chooseMinBlocksPerSM(optimizer, shape->threads, sharedBytes),
       chooseZeroShortcutLaneDivisors(optimizer, runPointers),
       chooseScaledRangeChecks(optimizer, runPointers),
       chooseEarlySaturationCounts(optimizer, staged),

@@ -13,7 +13,7 @@
 // cost registers), no claims, 4 waves. The host plan keeps the tile and
 // steps it statically.
 // CHECK-LABEL: qopt.optimizer @Group
-// CHECK-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4, shared_bytes = 114688, codebook_buckets = true, bulk_copy = false, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = true, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2>
+// CHECK-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4, shared_bytes = 114688, codebook_buckets = true, bulk_copy = false, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = true, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2>
 // HOST-LABEL: qopt.optimizer @Group
 // A staged kernel prefetches only where asked and past its copies (three
 // tiles ahead with four stages), by lines.
@@ -22,12 +22,12 @@
 // AHEAD4-SAME: l2_prefetch_tiles = 4, l2_prefetch_lines = true,
 // AHEAD3-LABEL: qopt.optimizer @Group
 // AHEAD3-SAME: l2_prefetch_tiles = 0, l2_prefetch_lines = false,
-// HOST-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
+// HOST-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
 // Unstaged when asked: 512 x 8 still (two states), claims of 3 tiles past
 // 5/8 as asked, no dynamic shared memory; without run thread pointers the
 // two states' descriptor loads are invariant.
 // ASKED-LABEL: qopt.optimizer @Group
-// ASKED-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = true, bulk_copy = false, run_pointers = false, invariant_descriptors = true, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
+// ASKED-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = true, bulk_copy = false, run_pointers = false, invariant_descriptors = true, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
 qopt.optimizer @Group param "p" : bf16 master none grad "g" : bf16 {
   qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = linear, scale = f16, rounding = half_even, divisor = absmax>
   qopt.state @v : #qopt.group<storage = ui8, group_size = 32, companding = sqrt, scale = f16, rounding = half_even, divisor = absmax>
@@ -55,11 +55,11 @@ qopt.optimizer @Group param "p" : bf16 master none grad "g" : bf16 {
 // multiprocessor, no all-zero shortcut for lane divisors (a 16-bit
 // parameter), saturation counts at the absmax, one wave.
 // CHECK-LABEL: qopt.optimizer @Codebook
-// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 24584, codebook_buckets = true, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 2, l2_prefetch_lines = false, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 4, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = true, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
+// CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 24584, codebook_buckets = true, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 2, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 3, claim_static_eighths = 5, min_blocks_per_sm = 4, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = true, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
 // HOST-LABEL: qopt.optimizer @Codebook
-// HOST-SAME: #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
+// HOST-SAME: #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>
 // ASKED-LABEL: qopt.optimizer @Codebook
-// ASKED-SAME: l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 3, claim_static_eighths = 5,
+// ASKED-SAME: l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 3, claim_static_eighths = 5,
 qopt.optimizer @Codebook param "p" : bf16 master none grad "g" : bf16 {
   qopt.state @m : #qopt.codebook<block = 2048>
   qopt.update {
@@ -112,7 +112,7 @@ qopt.optimizer @CodebookF32 param "p" : f32 master none grad "g" : f32 {
 // CHECK-LABEL: qopt.optimizer @Replanned
 // CHECK-SAME: #qopt.kernel_plan<threads = 256, lanes = 8,
 // CHECK-SAME: min_blocks_per_sm = 2,
-qopt.optimizer @Replanned param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 32, lanes = 1, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 1, suggested_blocks_per_sm = 4>} {
+qopt.optimizer @Replanned param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 32, lanes = 1, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 1, suggested_blocks_per_sm = 4>} {
   qopt.update {
     %g = qopt.load_grad : f32
     %p = qopt.load_param : f32

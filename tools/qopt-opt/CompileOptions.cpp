@@ -182,6 +182,24 @@ struct CompileOptions {
                             "every thread: prefetch.global.L2 of its own "
                             "lanes")),
       cl::init(L2PrefetchKind::Auto), cl::cat(compileCategory)};
+  cl::opt<RegisterPrefetch> registerPrefetch{
+      "register-prefetch",
+      cl::desc("Unstaged kernels: the next full tile's element streams loaded "
+               "into registers before the current tile's work, the loop "
+               "carrying them (same results)"),
+      cl::values(clEnumValN(RegisterPrefetch::Auto, "auto",
+                            "the measured choice (docs/tuning.md "
+                            "\"Register prefetch\")"),
+                 clEnumValN(RegisterPrefetch::On, "on",
+                            "every unstaged kernel"),
+                 clEnumValN(RegisterPrefetch::Off, "off", "never")),
+      cl::init(RegisterPrefetch::Auto), cl::cat(compileCategory)};
+  cl::opt<int64_t> minBlocksPerSM{
+      "min-blocks-per-sm",
+      cl::desc("The blocks per multiprocessor the kernel's registers are "
+               "bounded for (nvvm.minctasm; -1: the measured choice, "
+               "docs/tuning.md \"Register bounds\"; 0: no bound; at most 32)"),
+      cl::init(-1), cl::cat(compileCategory)};
   cl::opt<int64_t> tileClaims{
       "tile-claims",
       cl::desc("Tiles past each block's static range claimed this many at a "
@@ -232,6 +250,8 @@ static CompileRequest makeRequest(const CompileOptions &opts) {
   kernel.plan.splitAbsmaxBarrier = opts.splitAbsmaxBarrier;
   kernel.plan.l2PrefetchTiles = opts.l2PrefetchTiles;
   kernel.plan.l2PrefetchKind = opts.l2PrefetchKind;
+  kernel.plan.registerPrefetch = opts.registerPrefetch;
+  kernel.plan.minBlocksPerSM = opts.minBlocksPerSM;
   ArithMode mode = opts.mode == "fast" ? ArithMode::Fast : ArithMode::Strict;
   kernel.lowering.mode = mode;
   kernel.lowering.checkedRounding = opts.checkedRounding;
@@ -283,6 +303,14 @@ static LogicalResult checkFlags(const CompileOptions &opts,
                     "0 (none) or a number of tiles up to "
                  << PlanRequest::kMaxL2PrefetchTiles << ", got "
                  << opts.l2PrefetchTiles << "\n";
+    return failure();
+  }
+  if (opts.minBlocksPerSM < -1 ||
+      opts.minBlocksPerSM > PlanRequest::kMaxMinBlocksPerSM) {
+    llvm::errs() << "qopt-opt: error: --min-blocks-per-sm takes -1 (chosen), "
+                    "0 (no bound) or a number of blocks up to "
+                 << PlanRequest::kMaxMinBlocksPerSM << ", got "
+                 << opts.minBlocksPerSM << "\n";
     return failure();
   }
   if (opts.threadsPerBlock < 0 || opts.elementsPerThread < 0) {

@@ -102,6 +102,25 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
                         "thread 0, one cp.async.bulk.prefetch.L2 per stream"),
              clEnumValN(::mlir::qopt::L2PrefetchKind::Lines, "lines",
                         "every thread, prefetch.global.L2 of its own lanes"))}]>,
+    Option<"registerPrefetch", "register-prefetch",
+           "::mlir::qopt::RegisterPrefetch",
+           /*default=*/"::mlir::qopt::RegisterPrefetch::Auto",
+           "Unstaged kernels: load the next full tile's element streams into "
+           "registers before the current tile's work, the loop carrying "
+           "them (a software pipeline of one tile)",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::qopt::RegisterPrefetch::Auto, "auto",
+                        "the measured best for the update "
+                        "(chooseRegisterPrefetch)"),
+             clEnumValN(::mlir::qopt::RegisterPrefetch::On, "on",
+                        "every unstaged kernel"),
+             clEnumValN(::mlir::qopt::RegisterPrefetch::Off, "off",
+                        "never"))}]>,
+    Option<"minBlocksPerSM", "min-blocks-per-sm", "int64_t",
+           /*default=*/"-1",
+           "The blocks per multiprocessor a kernel's registers are bounded "
+           "for (nvvm.minctasm): -1 for chooseMinBlocksPerSM's choice, 0 for "
+           "no bound, at most 32">,
   ];
 }
 

@@ -25,6 +25,11 @@ enum class AsyncCopy { Auto, On, Off };
 /// prefetch.global.L2 of its own lanes.
 enum class L2PrefetchKind { Auto, Bulk, Lines };
 
+/// Whether an unstaged GPU kernel loads its next full tile's element streams
+/// into registers before it computes the current one (the loop carries
+/// them): Auto for the policy's choice (chooseRegisterPrefetch).
+enum class RegisterPrefetch { Auto, On, Off };
+
 /// Which lowering a plan is for.
 enum class PlanTarget { GPU, Host };
 
@@ -49,6 +54,11 @@ struct PlanRequest {
   L2PrefetchKind l2PrefetchKind = L2PrefetchKind::Auto;
   /// asked for, and the chip has mbarrier.try_wait (sm_90)
   bool splitAbsmaxBarrier = true;
+  RegisterPrefetch registerPrefetch = RegisterPrefetch::Auto;
+  /// The blocks per multiprocessor the registers are bounded for (-1:
+  /// chooseMinBlocksPerSM; 0: no bound), at most kMaxMinBlocksPerSM.
+  int64_t minBlocksPerSM = -1;
+  static constexpr int64_t kMaxMinBlocksPerSM = 32;
 };
 
 /// Limits on the tile stages.
@@ -124,6 +134,13 @@ int64_t chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged);
 /// the whole tile: `requested`, or for Auto lines but where codebook blocks
 /// span warps and the parameter is 16-bit. docs/tuning.md#l2-prefetch
 bool chooseL2PrefetchLines(OptimizerOp optimizer, L2PrefetchKind requested);
+
+/// Whether an unstaged kernel's loop carries its next full tile's element
+/// streams, loaded into registers before the current tile's work:
+/// `requested` (On only where the kernel is unstaged), or for Auto the
+/// measured choice. docs/tuning.md#register-prefetch
+bool chooseRegisterPrefetch(OptimizerOp optimizer, bool staged,
+                            RegisterPrefetch requested);
 
 /// The lanes of the GPU reduce pre-pass for the step plan `step`: twice the
 /// step's 8 for a 16-bit gradient where the reductions' operands read no

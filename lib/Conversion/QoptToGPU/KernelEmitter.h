@@ -459,8 +459,17 @@ private:
   LogicalResult emitFullTile(TileContext &tile, scf::IfOp split, Value k);
   /// The body of the partial tile of `fullTile`'s index, at the builder's
   /// insertion point (`split`'s else region).
-  LogicalResult emitPartialTile(const TileContext &fullTile, scf::IfOp split,
-                                ArrayRef<Value> nextPtrs);
+  LogicalResult emitPartialTile(const TileContext &fullTile, scf::IfOp split);
+  /// The element streams the plan's register_prefetch carries across the
+  /// step's tile loop (those read, one value per element); empty without it.
+  SmallVector<unsigned> registerPrefetchStreams() const;
+  /// The element streams `streamIds` of the run's tile `tiles` after loop
+  /// index `k` (tile index `t`), loaded as a full tile's where that tile is
+  /// one, poison elsewhere; `ptrs`: tile k's run thread pointers, or empty
+  /// to address them from the descriptor.
+  SmallVector<Value> loadFullTileIf(const RunContext &run, Value k, Value t,
+                                    int64_t tiles, ArrayRef<Value> ptrs,
+                                    ArrayRef<unsigned> streamIds);
   /// The next claim handed to the block, and the counters' reset.
   void emitClaimHandOver(const KernelContext &kernel,
                          const ClaimContext &claim, scf::WhileOp runs);

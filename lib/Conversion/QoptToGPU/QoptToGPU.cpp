@@ -67,6 +67,14 @@ struct ConvertQoptToGPUPass
                               "false)");
         return signalPassFailure();
       }
+      // The register prefetch loads from global memory; a staged kernel's
+      // tiles come from its stages.
+      if (plan.getRegisterPrefetch() && plan.getStages() > 0) {
+        optimizer.emitOpError("has a launch plan that stages tiles and "
+                              "prefetches them into registers "
+                              "(register_prefetch = true)");
+        return signalPassFailure();
+      }
       OpBuilder b(module.getContext());
       b.setInsertionPointToEnd(module.getBody());
       auto gpuModule = gpu::GPUModuleOp::create(

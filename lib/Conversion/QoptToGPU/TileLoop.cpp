@@ -93,11 +93,16 @@ FailureOr<scf::WhileOp> KernelEmitter::emitRuns(KernelContext &kernel,
   // Every kernel's loop carries them, the two-state ones too: computing the
   // copy pointers from the run's per tile costs a 64-bit add pair per stream
   // for both the current and the copies' pointers. docs/tuning.md#run-pointers
-  SmallVector<Value> aheadPtrs = advance(run.ptrs, run.ahead);
+  SmallVector<Value> loopInits = advance(run.ptrs, run.ahead);
+  // With the plan's register_prefetch the loop also carries the element
+  // streams of its tile, loaded one tile ahead: the run's first here.
+  llvm::append_range(loopInits,
+                     loadFullTileIf(run, run.lower, run.start, /*tiles=*/0,
+                                    run.ptrs, registerPrefetchStreams()));
   auto loop = scf::ForOp::create(
       b, loc, run.lower, run.upper,
       run.relative ? Value(constI32(1)) : Value(constI64(1)),
-      ValueRange(aheadPtrs));
+      ValueRange(loopInits));
   if (bulkCopy) {
     // Every thread is done with the run's stages before thread 0 fills them
     // with the next run's tiles (each issued tile was waited for, so no copy
@@ -237,8 +242,11 @@ LogicalResult KernelEmitter::emitTileLoopBody(const RunContext &run,
                                               scf::ForOp loop) {
   KernelContext &kernel = run.kernel;
   Value k = loop.getInductionVar();
-  SmallVector<Value> nextPtrs(loop.getRegionIterArgs().begin(),
-                              loop.getRegionIterArgs().end());
+  auto iterArgs = loop.getRegionIterArgs();
+  SmallVector<Value> nextPtrs(iterArgs.begin(),
+                              iterArgs.begin() + run.ptrs.size());
+  SmallVector<Value> carried(iterArgs.begin() + run.ptrs.size(),
+                             iterArgs.end());
   // The full tile's context; the partial tile's takes its index (and
   // without run thread pointers its base).
   TileContext fullTile(kernel, run);
@@ -256,6 +264,13 @@ LogicalResult KernelEmitter::emitTileLoopBody(const RunContext &run,
                                            next, run.fullLimit);
     copyAheadIf(kernel, nextFull, nextPtrs, stageOf(run, next));
   }
+  // The register prefetch: the next full tile's loads issued before this
+  // tile's work, whose own the loop carried in.
+  SmallVector<unsigned> prefetched = registerPrefetchStreams();
+  SmallVector<Value> nextLoads =
+      loadFullTileIf(run, k, t, /*tiles=*/1, fullTile.ptrs, prefetched);
+  for (auto [stream, value] : llvm::zip_equal(prefetched, carried))
+    fullTile.preloaded[stream] = value;
   emitL2Prefetch(run, k, t);
   // A tile wholly inside its tensor (every tile of a run but a tensor's
   // last; the same for all threads of the block, so block reductions may
@@ -279,8 +294,80 @@ LogicalResult KernelEmitter::emitTileLoopBody(const RunContext &run,
                                  /*withElseRegion=*/true);
   if (failed(emitFullTile(fullTile, split, k)))
     return failure();
+  // The tile's successor's pointers, after all of the tile's uses (where
+  // the loop carries them), and its prefetched loads.
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(split);
+    // The advance is inline PTX: as a GEP, LLVM folds the phi of advanced
+    // pointers into one of current pointers (InstCombine), the next
+    // tile's then computed at the top for the copies, both live to the
+    // stores and copied at the end of every tile.
+    SmallVector<Value> yielded;
+    for (auto [i, ptr] : llvm::enumerate(nextPtrs)) {
+      Value bits = LLVM::PtrToIntOp::create(b, loc, i64(), ptr);
+      Value sum = inlinePtx(
+          b, loc, i64(), bits,
+          "add.s64 $0, $1, " + std::to_string(tileBytes(i)) + ";", "=l,l");
+      yielded.push_back(LLVM::IntToPtrOp::create(b, loc, globalPtr(), sum));
+    }
+    llvm::append_range(yielded, nextLoads);
+    if (!yielded.empty())
+      scf::YieldOp::create(b, loc, yielded);
+  }
   b.setInsertionPointToStart(&split.getElseRegion().front());
-  return emitPartialTile(fullTile, split, nextPtrs);
+  return emitPartialTile(fullTile, split);
+}
+
+SmallVector<unsigned> KernelEmitter::registerPrefetchStreams() const {
+  SmallVector<unsigned> ids;
+  if (!plan.getRegisterPrefetch() || phase != KernelPhase::Step)
+    return ids;
+  for (unsigned stream : getReadStreams(optimizer))
+    if (streams[stream].perElements == 1)
+      ids.push_back(stream);
+  return ids;
+}
+
+SmallVector<Value> KernelEmitter::loadFullTileIf(const RunContext &run,
+                                                 Value k, Value t,
+                                                 int64_t tiles,
+                                                 ArrayRef<Value> ptrs,
+                                                 ArrayRef<unsigned> streamIds) {
+  SmallVector<Value> loaded;
+  if (streamIds.empty())
+    return loaded;
+  SmallVector<Type> types;
+  for (unsigned stream : streamIds)
+    types.push_back(lanesOf(memoryType(streams[stream].storage)));
+  // Only a tile wholly inside the run's tensor is loaded ahead (its
+  // successor in the run is then the tensor's partial tile or none); the
+  // values elsewhere are never used.
+  Value full = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                     plus(run, k, tiles), run.fullLimit);
+  auto ifOp = scf::IfOp::create(b, loc, types, full, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  Value base;
+  if (ptrs.empty())
+    base = tileThreadBase(
+        run, arith::AddIOp::create(b, loc, t, constI64(tiles)));
+  for (auto [i, stream] : llvm::enumerate(streamIds)) {
+    Type elem = memoryType(streams[stream].storage);
+    Value addr =
+        ptrs.empty()
+            ? gep(streamPtr(run, stream), elem, base)
+            : gep(ptrs[stream], b.getI8Type(),
+                  constI64(tiles * tileBytes(stream)));
+    loaded.push_back(load(types[i], addr, vectorAlignment(elem, lanes)));
+  }
+  scf::YieldOp::create(b, loc, loaded);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  SmallVector<Value> poison;
+  for (Type type : types)
+    poison.push_back(LLVM::PoisonOp::create(b, loc, type));
+  scf::YieldOp::create(b, loc, poison);
+  return SmallVector<Value>(ifOp.getResults());
 }
 
 void KernelEmitter::emitL2Prefetch(const RunContext &run, Value k, Value t) {
@@ -381,8 +468,7 @@ LogicalResult KernelEmitter::emitFullTile(TileContext &tile, scf::IfOp split,
 }
 
 LogicalResult KernelEmitter::emitPartialTile(const TileContext &fullTile,
-                                             scf::IfOp split,
-                                             ArrayRef<Value> nextPtrs) {
+                                             scf::IfOp split) {
   const RunContext &run = fullTile.run;
   // The partial tile addresses its streams from `base`.
   TileContext tile(fullTile.kernel, run);
@@ -390,25 +476,6 @@ LogicalResult KernelEmitter::emitPartialTile(const TileContext &fullTile,
   tile.base = fullTile.base;
   if (runThreadPointers())
     tile.base = tileThreadBase(run, tile.index);
-  // The tile's successor's pointers, after all of the tile's uses (where
-  // the loop carries them).
-  if (!nextPtrs.empty()) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointAfter(split);
-    // The advance is inline PTX: as a GEP, LLVM folds the phi of advanced
-    // pointers into one of current pointers (InstCombine), the next
-    // tile's then computed at the top for the copies, both live to the
-    // stores and copied at the end of every tile.
-    SmallVector<Value> advanced;
-    for (auto [i, ptr] : llvm::enumerate(nextPtrs)) {
-      Value bits = LLVM::PtrToIntOp::create(b, loc, i64(), ptr);
-      Value sum = inlinePtx(
-          b, loc, i64(), bits,
-          "add.s64 $0, $1, " + std::to_string(tileBytes(i)) + ";", "=l,l");
-      advanced.push_back(LLVM::IntToPtrOp::create(b, loc, globalPtr(), sum));
-    }
-    scf::YieldOp::create(b, loc, advanced);
-  }
   Value end = arith::AddIOp::create(b, loc, tile.base, constI64(lanes));
   tile.full =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, end, run.numel);

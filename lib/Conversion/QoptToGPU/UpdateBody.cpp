@@ -188,10 +188,10 @@ LogicalResult KernelEmitter::emitTile(TileContext &tile) {
     return emitChunkPartials(tile);
 
   // Every element stream the update reads, loaded up front (the scales and
-  // absmax are loaded where used).
+  // absmax are loaded where used) unless the loop carried it in.
   SmallVector<unsigned> reads;
   for (unsigned stream : getReadStreams(optimizer))
-    if (streams[stream].perElements == 1)
+    if (streams[stream].perElements == 1 && !tile.preloaded.count(stream))
       reads.push_back(stream);
   preloadElements(tile, reads);
   // The update's values stored into codebook states, whose absmax (the

@@ -4,7 +4,7 @@
 // pointers: a plan that stages tiles without them is refused.
 
 // expected-error @+1 {{has a launch plan that stages tiles without run_pointers}}
-qopt.optimizer @StagedWithoutRunPointers param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 2, shared_bytes = 16384, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
+qopt.optimizer @StagedWithoutRunPointers param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 2, shared_bytes = 16384, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
   qopt.update {
     %g = qopt.load_grad : f32
     %p = qopt.load_param : f32
@@ -19,7 +19,7 @@ qopt.optimizer @StagedWithoutRunPointers param "p" : bf16 master none grad "g" :
 // hand-written plan outside 0 to 1024 is refused.
 
 // expected-error @+1 {{has a launch plan with l2_prefetch_tiles = -3, outside 0 to 1024}}
-qopt.optimizer @NegativePrefetch param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = -3, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
+qopt.optimizer @NegativePrefetch param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = -3, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
   qopt.update {
     %g = qopt.load_grad : f32
     %p = qopt.load_param : f32
@@ -31,7 +31,7 @@ qopt.optimizer @NegativePrefetch param "p" : bf16 master none grad "g" : bf16 at
 // -----
 
 // expected-error @+1 {{has a launch plan with l2_prefetch_tiles = 4611686018427387904, outside 0 to 1024}}
-qopt.optimizer @HugePrefetch param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 4611686018427387904, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
+qopt.optimizer @HugePrefetch param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 4611686018427387904, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
   qopt.update {
     %g = qopt.load_grad : f32
     %p = qopt.load_param : f32
@@ -45,7 +45,7 @@ qopt.optimizer @HugePrefetch param "p" : bf16 master none grad "g" : bf16 attrib
 // A staged kernel's prefetch is each thread's lines.
 
 // expected-error @+1 {{has a launch plan that stages tiles and prefetches them in bulk (l2_prefetch_lines = false)}}
-qopt.optimizer @StagedBulkPrefetch param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 2, shared_bytes = 16384, codebook_buckets = false, bulk_copy = false, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 3, l2_prefetch_lines = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
+qopt.optimizer @StagedBulkPrefetch param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 2, shared_bytes = 16384, codebook_buckets = false, bulk_copy = false, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 3, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
   qopt.update {
     %g = qopt.load_grad : f32
     %p = qopt.load_param : f32

@@ -152,7 +152,8 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
         #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4,
         shared_bytes = 131072, codebook_buckets = true, bulk_copy = false,
         run_pointers = true, invariant_descriptors = false,
-        l2_prefetch_tiles = 0, l2_prefetch_lines = false, claim_tiles = 0,
+        l2_prefetch_tiles = 0, l2_prefetch_lines = false,
+        register_prefetch = false, claim_tiles = 0,
         claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true,
         scaled_range_checks = true, early_saturation_counts = false,
         split_absmax_barrier = false,
@@ -171,6 +172,9 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     the full tile `l2_prefetch_tiles` on (0: none; at most 1024): thread 0 by
     one bulk prefetch per stream, or with `l2_prefetch_lines` each thread its
     own lanes' bytes (prefetch.global.L2), which a staged kernel's must be.
+    With `register_prefetch` an unstaged kernel's loop carries the next full
+    tile's element streams, loaded into registers before the current tile's
+    work (a software pipeline of one tile).
     Past each block's static range of
     `claim_static_eighths` / 8 of the tiles, tiles are claimed `claim_tiles`
     at a time (0: none, no work counters). `min_blocks_per_sm` bounds the
@@ -198,6 +202,7 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     "bool":$invariant_descriptors,
     "int64_t":$l2_prefetch_tiles,
     "bool":$l2_prefetch_lines,
+    "bool":$register_prefetch,
     "int64_t":$claim_tiles,
     "int64_t":$claim_static_eighths,
     "int64_t":$min_blocks_per_sm,
