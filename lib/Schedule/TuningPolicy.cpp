@@ -184,14 +184,32 @@ bool mlir::qopt::chooseL2PrefetchLines(OptimizerOp optimizer,
            hasCodebookBlocksAcrossWarps(optimizer));
 }
 
+int64_t mlir::qopt::getRegisterPrefetchRegisters(OptimizerOp optimizer,
+                                                  int64_t lanes) {
+  SmallVector<StreamInfo> streams = getStreams(optimizer);
+  int64_t bytes = 0;
+  for (unsigned i : getReadStreams(optimizer))
+    if (streams[i].perElements == 1)
+      bytes += streams[i].storage.getIntOrFloatBitWidth() / 8;
+  return (lanes * bytes + 3) / 4;
+}
+
 bool mlir::qopt::chooseRegisterPrefetch(OptimizerOp optimizer, bool staged,
+                                        int64_t lanes,
                                         RegisterPrefetch requested) {
   if (staged || requested == RegisterPrefetch::Off)
     return false;
   if (requested == RegisterPrefetch::On)
     return true;
-  // docs/tuning.md#register-prefetch
-  return false;
+  // docs/tuning.md#register-prefetch: plain states only (the codebook
+  // kernels, held to 64 registers, lost 8 to 25%; the group states' f32
+  // variants at 16 lanes 0 to 6%), and at most 24 registers carried (two
+  // float32 states of an f32 parameter, 32, lost 1 to 13%).
+  if (hasStateOf<CodebookSchemeAttr>(optimizer) ||
+      hasStateOf<GroupSchemeAttr>(optimizer))
+    return false;
+  return getRegisterPrefetchRegisters(optimizer, lanes) <=
+         kMaxRegisterPrefetchRegisters;
 }
 
 /// Whether the operand of a reduction of the update reads a state (a
@@ -417,7 +435,8 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
       sharedBytes, request.codebookBuckets, bulkCopy, runPointers,
       chooseInvariantDescriptorLoads(optimizer, runPointers), l2Prefetch,
       l2PrefetchLines,
-      chooseRegisterPrefetch(optimizer, staged, request.registerPrefetch),
+      chooseRegisterPrefetch(optimizer, staged, shape->lanes,
+                             request.registerPrefetch),
       claims.tiles, claims.staticEighths,
       request.minBlocksPerSM >= 0
           ? request.minBlocksPerSM

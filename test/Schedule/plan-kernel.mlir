@@ -256,3 +256,73 @@ qopt.optimizer @ThreeCodebookF32 param "p" : f32 master none grad "g" : f32 {
     qopt.store_param %pn : f32
   }
 }
+
+// -----
+
+// Plain states only, unstaged: the register prefetch where a tile's loads
+// take at most 24 registers a thread (docs/tuning.md#register-prefetch).
+// One float32 state of an f32 parameter at 8 lanes: p, g and the state, 12
+// bytes an element, 24 registers: on (not on the host).
+// CHECK-LABEL: qopt.optimizer @OnePlainF32
+// CHECK-SAME: stages = 0,
+// CHECK-SAME: register_prefetch = true,
+// HOST-LABEL: qopt.optimizer @OnePlainF32
+// HOST-SAME: register_prefetch = false,
+qopt.optimizer @OnePlainF32 param "p" : f32 master none grad "g" : f32 {
+  qopt.state @m : #qopt.plain<storage = f32>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %mn = arith.addf %m, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// Two float32 states of an f32 parameter: 16 bytes an element, 32 registers:
+// off.
+// CHECK-LABEL: qopt.optimizer @TwoPlainF32Param
+// CHECK-SAME: register_prefetch = false,
+qopt.optimizer @TwoPlainF32Param param "p" : f32 master none grad "g" : f32 {
+  qopt.state @m : #qopt.plain<storage = f32>
+  qopt.state @v : #qopt.plain<storage = f32>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %v = qopt.load_state @v : f32
+    %mn = arith.addf %m, %g : f32
+    %vn = arith.addf %v, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_state @v, %vn : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// The same states of a bf16 parameter: 12 bytes an element, 24 registers:
+// on.
+// CHECK-LABEL: qopt.optimizer @TwoPlainBf16Param
+// CHECK-SAME: register_prefetch = true,
+qopt.optimizer @TwoPlainBf16Param param "p" : bf16 master none grad "g" : bf16 {
+  qopt.state @m : #qopt.plain<storage = f32>
+  qopt.state @v : #qopt.plain<storage = f32>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %m = qopt.load_state @m : f32
+    %v = qopt.load_state @v : f32
+    %mn = arith.addf %m, %g : f32
+    %vn = arith.addf %v, %g : f32
+    %pn = arith.subf %p, %mn : f32
+    qopt.store_state @m, %mn : f32
+    qopt.store_state @v, %vn : f32
+    qopt.store_param %pn : f32
+  }
+}

@@ -135,11 +135,22 @@ int64_t chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged);
 /// span warps and the parameter is 16-bit. docs/tuning.md#l2-prefetch
 bool chooseL2PrefetchLines(OptimizerOp optimizer, L2PrefetchKind requested);
 
+/// The registers a thread of `lanes` lanes holds for one tile's element
+/// streams (those the update reads, one value per element): the register
+/// prefetch's cost across the tile loop.
+int64_t getRegisterPrefetchRegisters(OptimizerOp optimizer, int64_t lanes);
+
+/// The most registers the register prefetch carries where the policy
+/// chooses it. docs/tuning.md#register-prefetch
+constexpr int64_t kMaxRegisterPrefetchRegisters = 24;
+
 /// Whether an unstaged kernel's loop carries its next full tile's element
 /// streams, loaded into registers before the current tile's work:
-/// `requested` (On only where the kernel is unstaged), or for Auto the
-/// measured choice. docs/tuning.md#register-prefetch
-bool chooseRegisterPrefetch(OptimizerOp optimizer, bool staged,
+/// `requested` (On only where the kernel is unstaged), or for Auto on where
+/// every state is plain (no codebook or group state) and the loads of a
+/// tile of `lanes` lanes take at most kMaxRegisterPrefetchRegisters.
+/// docs/tuning.md#register-prefetch
+bool chooseRegisterPrefetch(OptimizerOp optimizer, bool staged, int64_t lanes,
                             RegisterPrefetch requested);
 
 /// The lanes of the GPU reduce pre-pass for the step plan `step`: twice the
