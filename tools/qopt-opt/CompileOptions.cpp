@@ -267,6 +267,19 @@ static CompileRequest makeRequest(const CompileOptions &opts) {
 
 /// Checks the flags' values and their combination; reports the first that
 /// does not hold.
+/// Whether --`flag`'s `value` is -1 (chosen), 0 (`zero`) or a number of
+/// `unit` up to `max`; reports it otherwise.
+static LogicalResult checkChosenOrUpTo(llvm::StringRef flag, int64_t value,
+                                       llvm::StringRef zero,
+                                       llvm::StringRef unit, int64_t max) {
+  if (value >= -1 && value <= max)
+    return success();
+  llvm::errs() << "qopt-opt: error: --" << flag << " takes -1 (chosen), 0 ("
+               << zero << ") or a number of " << unit << " up to " << max
+               << ", got " << value << "\n";
+  return failure();
+}
+
 static LogicalResult checkFlags(const CompileOptions &opts,
                                 const CompileRequest &request) {
   if (opts.mode != "strict" && opts.mode != "fast") {
@@ -297,22 +310,13 @@ static LogicalResult checkFlags(const CompileOptions &opts,
                  << opts.tileClaimsStaticEighths << "\n";
     return failure();
   }
-  if (opts.l2PrefetchTiles < -1 ||
-      opts.l2PrefetchTiles > PlanRequest::kMaxL2PrefetchTiles) {
-    llvm::errs() << "qopt-opt: error: --l2-prefetch-tiles takes -1 (chosen), "
-                    "0 (none) or a number of tiles up to "
-                 << PlanRequest::kMaxL2PrefetchTiles << ", got "
-                 << opts.l2PrefetchTiles << "\n";
+  if (failed(checkChosenOrUpTo("l2-prefetch-tiles", opts.l2PrefetchTiles,
+                               "none", "tiles",
+                               PlanRequest::kMaxL2PrefetchTiles)) ||
+      failed(checkChosenOrUpTo("min-blocks-per-sm", opts.minBlocksPerSM,
+                               "no bound", "blocks",
+                               PlanRequest::kMaxMinBlocksPerSM)))
     return failure();
-  }
-  if (opts.minBlocksPerSM < -1 ||
-      opts.minBlocksPerSM > PlanRequest::kMaxMinBlocksPerSM) {
-    llvm::errs() << "qopt-opt: error: --min-blocks-per-sm takes -1 (chosen), "
-                    "0 (no bound) or a number of blocks up to "
-                 << PlanRequest::kMaxMinBlocksPerSM << ", got "
-                 << opts.minBlocksPerSM << "\n";
-    return failure();
-  }
   if (opts.threadsPerBlock < 0 || opts.elementsPerThread < 0) {
     llvm::errs() << "qopt-opt: error: --threads-per-block and "
                     "--elements-per-thread take 0 (chosen) or a positive "
