@@ -186,12 +186,19 @@ bool mlir::qopt::chooseL2PrefetchLines(OptimizerOp optimizer,
 
 int64_t mlir::qopt::getRegisterPrefetchRegisters(OptimizerOp optimizer,
                                                   int64_t lanes) {
+  // A vector of the lanes per element stream, a register per group or
+  // block stream (packed 4-bit codes are not carried).
   SmallVector<StreamInfo> streams = getStreams(optimizer);
-  int64_t bytes = 0;
-  for (unsigned i : getReadStreams(optimizer))
-    if (streams[i].perElements == 1)
-      bytes += streams[i].storage.getIntOrFloatBitWidth() / 8;
-  return (lanes * bytes + 3) / 4;
+  int64_t registers = 0;
+  for (unsigned i : getReadStreams(optimizer)) {
+    if (streams[i].packed)
+      continue;
+    int64_t bytes = streams[i].perElements == 1
+                        ? lanes * streams[i].storage.getIntOrFloatBitWidth() / 8
+                        : 4;
+    registers += (bytes + 3) / 4;
+  }
+  return registers;
 }
 
 bool mlir::qopt::chooseRegisterPrefetch(OptimizerOp optimizer, bool staged,
@@ -202,9 +209,9 @@ bool mlir::qopt::chooseRegisterPrefetch(OptimizerOp optimizer, bool staged,
   if (requested == RegisterPrefetch::On)
     return true;
   // docs/tuning.md#register-prefetch: plain states only (the codebook
-  // kernels, held to 64 registers, lost 8 to 25%; the group states' f32
-  // variants at 16 lanes 0 to 6%), and at most 24 registers carried (two
-  // float32 states of an f32 parameter, 32, lost 1 to 13%).
+  // kernels lost 3 to 25%, the unstaged group-state kernels 0 to 10%), and
+  // at most 24 registers carried (two float32 states of an f32 parameter,
+  // 32, lost 1 to 6%).
   if (hasStateOf<CodebookSchemeAttr>(optimizer) ||
       hasStateOf<GroupSchemeAttr>(optimizer))
     return false;
@@ -412,6 +419,14 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
            "16-byte chunks per thread, two stages in at most "
         << chooseStagingSharedLimit(optimizer, shape->threads)
         << " bytes of shared memory): its loads go to registers";
+  if (request.minBlocksPerSM >
+      PlanRequest::kMaxThreadsPerSM / shape->threads) {
+    optimizer.emitError("min-blocks-per-sm: ")
+        << request.minBlocksPerSM << " blocks of " << shape->threads
+        << " threads exceed the " << PlanRequest::kMaxThreadsPerSM
+        << " threads a multiprocessor holds";
+    return failure();
+  }
   TileClaims claims = chooseTileClaims(optimizer, staged, request.tileClaims,
                                        request.tileClaimsStaticEighths);
   int64_t sharedBytes =

@@ -184,14 +184,15 @@ struct CompileOptions {
       cl::init(L2PrefetchKind::Auto), cl::cat(compileCategory)};
   cl::opt<RegisterPrefetch> registerPrefetch{
       "register-prefetch",
-      cl::desc("Unstaged kernels: the next full tile's element streams loaded "
+      cl::desc("Unstaged kernels: the next full tile's read streams (not "
+               "packed 4-bit codes) loaded "
                "into registers before the current tile's work, the loop "
                "carrying them (same results)"),
       cl::values(clEnumValN(RegisterPrefetch::Auto, "auto",
                             "the measured choice (docs/tuning.md "
                             "\"Register prefetch\")"),
                  clEnumValN(RegisterPrefetch::On, "on",
-                            "every unstaged kernel"),
+                            "every unstaged kernel's step (not the reduce pre-pass)"),
                  clEnumValN(RegisterPrefetch::Off, "off", "never")),
       cl::init(RegisterPrefetch::Auto), cl::cat(compileCategory)};
   cl::opt<int64_t> minBlocksPerSM{
@@ -265,8 +266,6 @@ static CompileRequest makeRequest(const CompileOptions &opts) {
   return request;
 }
 
-/// Checks the flags' values and their combination; reports the first that
-/// does not hold.
 /// Whether --`flag`'s `value` is -1 (chosen), 0 (`zero`) or a number of
 /// `unit` up to `max`; reports it otherwise.
 static LogicalResult checkChosenOrUpTo(llvm::StringRef flag, int64_t value,
@@ -280,6 +279,8 @@ static LogicalResult checkChosenOrUpTo(llvm::StringRef flag, int64_t value,
   return failure();
 }
 
+/// Checks the flags' values and their combination; reports the first that
+/// does not hold.
 static LogicalResult checkFlags(const CompileOptions &opts,
                                 const CompileRequest &request) {
   if (opts.mode != "strict" && opts.mode != "fast") {

@@ -105,7 +105,8 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
     Option<"registerPrefetch", "register-prefetch",
            "::mlir::qopt::RegisterPrefetch",
            /*default=*/"::mlir::qopt::RegisterPrefetch::Auto",
-           "Unstaged kernels: load the next full tile's element streams into "
+           "Unstaged kernels: load the next full tile's read streams (not "
+           "packed 4-bit codes) into "
            "registers before the current tile's work, the loop carrying "
            "them (a software pipeline of one tile)",
            [{::llvm::cl::values(
@@ -113,7 +114,7 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
                         "the measured best for the update "
                         "(chooseRegisterPrefetch)"),
              clEnumValN(::mlir::qopt::RegisterPrefetch::On, "on",
-                        "every unstaged kernel"),
+                        "every unstaged kernel's step (not the reduce pre-pass)"),
              clEnumValN(::mlir::qopt::RegisterPrefetch::Off, "off",
                         "never"))}]>,
     Option<"minBlocksPerSM", "min-blocks-per-sm", "int64_t",

@@ -25,7 +25,7 @@ enum class AsyncCopy { Auto, On, Off };
 /// prefetch.global.L2 of its own lanes.
 enum class L2PrefetchKind { Auto, Bulk, Lines };
 
-/// Whether an unstaged GPU kernel loads its next full tile's element streams
+/// Whether an unstaged GPU kernel loads its next full tile's read streams
 /// into registers before it computes the current one (the loop carries
 /// them): Auto for the policy's choice (chooseRegisterPrefetch).
 enum class RegisterPrefetch { Auto, On, Off };
@@ -56,9 +56,12 @@ struct PlanRequest {
   bool splitAbsmaxBarrier = true;
   RegisterPrefetch registerPrefetch = RegisterPrefetch::Auto;
   /// The blocks per multiprocessor the registers are bounded for (-1:
-  /// chooseMinBlocksPerSM; 0: no bound), at most kMaxMinBlocksPerSM.
+  /// chooseMinBlocksPerSM; 0: no bound), at most kMaxMinBlocksPerSM and
+  /// kMaxThreadsPerSM threads in all (ptxas ignores a larger bound).
   int64_t minBlocksPerSM = -1;
   static constexpr int64_t kMaxMinBlocksPerSM = 32;
+  /// The threads a multiprocessor holds (sm_80 to sm_90).
+  static constexpr int64_t kMaxThreadsPerSM = 2048;
 };
 
 /// Limits on the tile stages.
@@ -135,9 +138,10 @@ int64_t chooseL2PrefetchTiles(OptimizerOp optimizer, bool staged);
 /// span warps and the parameter is 16-bit. docs/tuning.md#l2-prefetch
 bool chooseL2PrefetchLines(OptimizerOp optimizer, L2PrefetchKind requested);
 
-/// The registers a thread of `lanes` lanes holds for one tile's element
-/// streams (those the update reads, one value per element): the register
-/// prefetch's cost across the tile loop.
+/// The registers a thread of `lanes` lanes holds for one tile's read
+/// streams (a vector of its lanes per element stream, one per group or
+/// block stream, packed 4-bit codes not carried): the register prefetch's
+/// cost across the tile loop.
 int64_t getRegisterPrefetchRegisters(OptimizerOp optimizer, int64_t lanes);
 
 /// The most registers the register prefetch carries where the policy

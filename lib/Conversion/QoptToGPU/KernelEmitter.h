@@ -460,10 +460,11 @@ private:
   /// The body of the partial tile of `fullTile`'s index, at the builder's
   /// insertion point (`split`'s else region).
   LogicalResult emitPartialTile(const TileContext &fullTile, scf::IfOp split);
-  /// The element streams the plan's register_prefetch carries across the
-  /// step's tile loop (those read, one value per element); empty without it.
+  /// The streams the plan's register_prefetch carries across the step's
+  /// tile loop (those read but packed 4-bit codes: per element the lanes'
+  /// vector, per group or block the thread's scalar); empty without it.
   SmallVector<unsigned> registerPrefetchStreams() const;
-  /// The element streams `streamIds` of the run's tile `tiles` after loop
+  /// The streams `streamIds` of the run's tile `tiles` after loop
   /// index `k` (tile index `t`), loaded as a full tile's where that tile is
   /// one, poison elsewhere; `ptrs`: tile k's run thread pointers, or empty
   /// to address them from the descriptor.

@@ -67,6 +67,22 @@ struct ConvertQoptToGPUPass
                               "false)");
         return signalPassFailure();
       }
+      // Bulk copies fill stages; the register bound is a count of blocks
+      // that fit a multiprocessor's threads.
+      if (plan.getBulkCopy() && plan.getStages() == 0) {
+        optimizer.emitOpError("has a launch plan with bulk_copy and no "
+                              "stages");
+        return signalPassFailure();
+      }
+      int64_t minBlocks = plan.getMinBlocksPerSm();
+      int64_t threads = std::max<int64_t>(plan.getThreads(), 1);
+      if (minBlocks < 0 || minBlocks > PlanRequest::kMaxThreadsPerSM / threads) {
+        optimizer.emitOpError("has a launch plan with min_blocks_per_sm = ")
+            << minBlocks << ", outside 0 to "
+            << PlanRequest::kMaxThreadsPerSM / threads << " blocks of "
+            << threads << " threads";
+        return signalPassFailure();
+      }
       // The register prefetch loads from global memory; a staged kernel's
       // tiles come from its stages.
       if (plan.getRegisterPrefetch() && plan.getStages() > 0) {

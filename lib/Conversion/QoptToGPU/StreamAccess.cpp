@@ -219,6 +219,8 @@ void KernelEmitter::storeElements(TileContext &tile, unsigned stream,
 
 Value KernelEmitter::loadPerGroup(const TileContext &tile, unsigned stream,
                                   int64_t groupSize) {
+  if (Value v = tile.preloaded.lookup(stream))
+    return widenToF32(math, v);
   Type elem = memoryType(streams[stream].storage);
   if (const StagedStream *staged = staging.lookup(stream);
       staged && tile.isFull())

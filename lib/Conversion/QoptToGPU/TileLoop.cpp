@@ -323,8 +323,11 @@ SmallVector<unsigned> KernelEmitter::registerPrefetchStreams() const {
   SmallVector<unsigned> ids;
   if (!plan.getRegisterPrefetch() || phase != KernelPhase::Step)
     return ids;
+  // Every stream the update reads but packed 4-bit codes: per element a
+  // vector of the thread's lanes, per group or block the thread's scalar
+  // (its lanes lie in one group).
   for (unsigned stream : getReadStreams(optimizer))
-    if (streams[stream].perElements == 1)
+    if (!streams[stream].packed)
       ids.push_back(stream);
   return ids;
 }
@@ -338,8 +341,11 @@ SmallVector<Value> KernelEmitter::loadFullTileIf(const RunContext &run,
   if (streamIds.empty())
     return loaded;
   SmallVector<Type> types;
-  for (unsigned stream : streamIds)
-    types.push_back(lanesOf(memoryType(streams[stream].storage)));
+  for (unsigned stream : streamIds) {
+    Type elem = memoryType(streams[stream].storage);
+    types.push_back(streams[stream].perElements == 1 ? Type(lanesOf(elem))
+                                                     : elem);
+  }
   // Only a tile wholly inside the run's tensor is loaded ahead (its
   // successor in the run is then the tensor's partial tile or none); the
   // values elsewhere are never used.
@@ -353,13 +359,19 @@ SmallVector<Value> KernelEmitter::loadFullTileIf(const RunContext &run,
     base = tileThreadBase(
         run, arith::AddIOp::create(b, loc, t, constI64(tiles)));
   for (auto [i, stream] : llvm::enumerate(streamIds)) {
-    Type elem = memoryType(streams[stream].storage);
-    Value addr =
-        ptrs.empty()
-            ? gep(streamPtr(run, stream), elem, base)
-            : gep(ptrs[stream], b.getI8Type(),
-                  constI64(tiles * tileBytes(stream)));
-    loaded.push_back(load(types[i], addr, vectorAlignment(elem, lanes)));
+    const StreamInfo &info = streams[stream];
+    Type elem = memoryType(info.storage);
+    Value index = info.perElements == 1
+                      ? base
+                      : arith::DivUIOp::create(b, loc, base,
+                                               constI64(info.perElements));
+    Value addr = ptrs.empty() ? gep(streamPtr(run, stream), elem, index)
+                              : gep(ptrs[stream], b.getI8Type(),
+                                    constI64(tiles * tileBytes(stream)));
+    unsigned align = info.perElements == 1
+                         ? vectorAlignment(elem, lanes)
+                         : elem.getIntOrFloatBitWidth() / 8;
+    loaded.push_back(load(types[i], addr, align));
   }
   scf::YieldOp::create(b, loc, loaded);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());

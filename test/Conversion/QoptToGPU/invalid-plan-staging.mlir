@@ -53,3 +53,59 @@ qopt.optimizer @StagedBulkPrefetch param "p" : bf16 master none grad "g" : bf16 
     qopt.store_param %pn : f32
   }
 }
+
+// -----
+
+// A staged kernel's tiles come from its stages, not from registers loaded ahead.
+
+// expected-error @+1 {{has a launch plan that stages tiles and prefetches them into registers (register_prefetch = true)}}
+qopt.optimizer @StagedRegisterPrefetch param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 2, shared_bytes = 16384, codebook_buckets = false, bulk_copy = false, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = true, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %pn = arith.subf %p, %g : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// Bulk copies fill stages: none without them.
+
+// expected-error @+1 {{has a launch plan with bulk_copy and no stages}}
+qopt.optimizer @BulkWithoutStages param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = true, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %pn = arith.subf %p, %g : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// The register bound counts blocks that fit a multiprocessor's 2048 threads.
+
+// expected-error @+1 {{has a launch plan with min_blocks_per_sm = 9, outside 0 to 8 blocks of 256 threads}}
+qopt.optimizer @TooManyBlocks param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 9, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %pn = arith.subf %p, %g : f32
+    qopt.store_param %pn : f32
+  }
+}
+
+// -----
+
+// ... and is not negative.
+
+// expected-error @+1 {{has a launch plan with min_blocks_per_sm = -5, outside 0 to 8 blocks of 256 threads}}
+qopt.optimizer @NegativeBlocks param "p" : bf16 master none grad "g" : bf16 attributes {qopt.kernel_plan = #qopt.kernel_plan<threads = 256, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = -5, zero_shortcut_lane_divisors = true, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 1, min_tiles_per_block = 24, suggested_blocks_per_sm = 4>} {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    %p = qopt.load_param : f32
+    %pn = arith.subf %p, %g : f32
+    qopt.store_param %pn : f32
+  }
+}

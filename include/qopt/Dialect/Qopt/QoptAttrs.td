@@ -173,8 +173,8 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     one bulk prefetch per stream, or with `l2_prefetch_lines` each thread its
     own lanes' bytes (prefetch.global.L2), which a staged kernel's must be.
     With `register_prefetch` an unstaged kernel's loop carries the next full
-    tile's element streams, loaded into registers before the current tile's
-    work (a software pipeline of one tile).
+    tile's read streams (not packed 4-bit codes), loaded into registers
+    before the current tile's work (a software pipeline of one tile).
     Past each block's static range of
     `claim_static_eighths` / 8 of the tiles, tiles are claimed `claim_tiles`
     at a time (0: none, no work counters). `min_blocks_per_sm` bounds the
