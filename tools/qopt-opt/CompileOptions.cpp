@@ -185,21 +185,22 @@ struct CompileOptions {
   cl::opt<RegisterPrefetch> registerPrefetch{
       "register-prefetch",
       cl::desc("Unstaged kernels: the next full tile's read streams (not "
-               "packed 4-bit codes) loaded "
-               "into registers before the current tile's work, the loop "
-               "carrying them (same results)"),
+               "packed 4-bit codes) loaded into registers before the current "
+               "tile's work, the loop carrying them (same results)"),
       cl::values(clEnumValN(RegisterPrefetch::Auto, "auto",
                             "the measured choice (docs/tuning.md "
                             "\"Register prefetch\")"),
                  clEnumValN(RegisterPrefetch::On, "on",
-                            "every unstaged kernel's step (not the reduce pre-pass)"),
+                            "every unstaged kernel's step (not the reduce "
+                            "pre-pass)"),
                  clEnumValN(RegisterPrefetch::Off, "off", "never")),
       cl::init(RegisterPrefetch::Auto), cl::cat(compileCategory)};
   cl::opt<int64_t> minBlocksPerSM{
       "min-blocks-per-sm",
       cl::desc("The blocks per multiprocessor the kernel's registers are "
                "bounded for (nvvm.minctasm; -1: the measured choice, "
-               "docs/tuning.md \"Register bounds\"; 0: no bound; at most 32)"),
+               "docs/tuning.md \"Register bounds\"; 0: no bound; at most "
+               "2048 threads in all, e.g. 8 blocks of 256)"),
       cl::init(-1), cl::cat(compileCategory)};
   cl::opt<int64_t> tileClaims{
       "tile-claims",

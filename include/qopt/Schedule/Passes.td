@@ -121,7 +121,7 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
            /*default=*/"-1",
            "The blocks per multiprocessor a kernel's registers are bounded "
            "for (nvvm.minctasm): -1 for chooseMinBlocksPerSM's choice, 0 for "
-           "no bound, at most 32">,
+           "no bound, at most 2048 threads in all">,
   ];
 }
 
