@@ -419,6 +419,13 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
            "16-byte chunks per thread, two stages in at most "
         << chooseStagingSharedLimit(optimizer, shape->threads)
         << " bytes of shared memory): its loads go to registers";
+  // As for async copies: where the register prefetch was asked for and the
+  // kernel stages its tiles (its copies already run ahead of the compute).
+  if (request.registerPrefetch == RegisterPrefetch::On && staged)
+    optimizer.emitWarning("register prefetch: the ")
+        << shape->threads << " x " << shape->lanes
+        << " tiles are staged in shared memory by async copies, which "
+           "already load the next tiles: no register prefetch";
   if (request.minBlocksPerSM >
       PlanRequest::kMaxThreadsPerSM / shape->threads) {
     optimizer.emitError("min-blocks-per-sm: ")

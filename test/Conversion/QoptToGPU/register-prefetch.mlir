@@ -1,6 +1,6 @@
 // RUN: qopt-opt %s --qopt-plan-kernel="register-prefetch=on" | FileCheck %s --check-prefix=PLAN
 // RUN: qopt-opt %s --qopt-plan-kernel="register-prefetch=off" | FileCheck %s --check-prefix=PLAN-OFF
-// RUN: qopt-opt %s --qopt-plan-kernel="register-prefetch=on async-copy=on" | FileCheck %s --check-prefix=PLAN-STAGED
+// RUN: qopt-opt %s --qopt-plan-kernel="register-prefetch=on async-copy=on" 2>&1 | FileCheck %s --check-prefix=PLAN-STAGED
 // RUN: qopt-opt %s --qopt-plan-kernel="min-blocks-per-sm=3" | FileCheck %s --check-prefix=PLAN-BLOCKS
 // RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="register-prefetch=on tile-claims=0 l2-prefetch-tiles=0" --convert-qopt-to-gpu | FileCheck %s
 // RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="register-prefetch=off tile-claims=0 l2-prefetch-tiles=0" --convert-qopt-to-gpu | FileCheck %s --check-prefix=OFF
@@ -22,7 +22,9 @@
 
 // PLAN: l2_prefetch_lines = {{true|false}}, register_prefetch = true,
 // PLAN-OFF: register_prefetch = false,
-// A staged kernel's tiles come from its stages: no register prefetch.
+// A staged kernel's tiles come from its stages: no register prefetch, and
+// where it was asked for, a warning that says so.
+// PLAN-STAGED: warning: register prefetch: the 256 x 8 tiles are staged in shared memory by async copies, which already load the next tiles: no register prefetch
 // PLAN-STAGED: stages = {{[2-4]}},
 // PLAN-STAGED-SAME: register_prefetch = false,
 // PLAN-BLOCKS: min_blocks_per_sm = 3,
