@@ -6,6 +6,7 @@ state dicts are _checkpoint.py's); the subclasses in optim.py name the spec and 
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import itertools
 import math
@@ -610,22 +611,50 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
             out[name] = default
         return out
 
-    def __getstate__(self):
-        d = super().__getstate__()
-        d = dict(self.__dict__) if d is None else dict(d)
-        for k in ("_spec", "master_weight_bits", "_decouple_lr", "block_size", "quantize",
-                  "min_8bit_size", "check_numerics", "fused", "compress_state_dict",
-                  "stochastic_rounding", "seed", "bf16_stochastic_round", "_SPECS",
-                  "kahan_sum", "STREAM_KEYS"):
-            if k in self.__dict__:
-                d[k] = self.__dict__[k]
-        # (per-parameter overrides are kept by parameter identity, which a copy does not keep)
-        for k in ("_cache", "_tables_dev", "_kernels", "_finalizer", "_table_arrays", "_overrides",
-                  "_release"):
-            d.pop(k, None)
+    #: attributes that are handles or caches of this process (kernel modules, device tables, the
+    #: ctypes arrays, the step cache, gradient release's hooks): a copy or an unpickled optimizer
+    #: makes its own; torch's step / state_dict hooks are dropped, as torch.optim drops them
+    _NOT_COPIED = ("_cache", "_tables_dev", "_tables_host", "_kernels", "_finalizer",
+                   "_table_arrays", "_overrides", "_release")
+
+    def _copied_state(self) -> Dict[str, Any]:
+        """What copy.deepcopy and pickle keep: every attribute the optimizer was given or counted
+        (its options such as ``max_grad_norm``, ``skip_nonfinite``, ``state_dtype``, its counters,
+        ``process_group``), torch's ``defaults`` / ``state`` / ``param_groups``, and each
+        parameter's effective per-parameter config (override_config, GlobalOptimManager) by its
+        position (group, index), as bitsandbytes keeps overrides: the copy's parameters are new
+        objects, so overrides by identity would not reach them while the state keeps its
+        layout."""
+        d = {k: v for k, v in self.__dict__.items()
+             if k not in self._NOT_COPIED and not k.startswith("_optimizer_")}
+        d.update(super().__getstate__() or {})
+        if hasattr(self, "_config_of"):
+            d["_override_positions"] = [
+                (gi, pi, cfg) for gi, g in enumerate(self.param_groups)
+                for pi, p in enumerate(g["params"]) if (cfg := self._config_of(p))]
         return d
 
+    def __getstate__(self):
+        if self.__dict__.get("process_group") is not None:
+            raise TypeError(f"{type(self).__name__}: an optimizer with a process_group cannot be "
+                            f"pickled (a process group belongs to its processes); save "
+                            f"state_dict() instead, or copy.deepcopy it (the copy shares the "
+                            f"group)")
+        return self._copied_state()
+
+    def __deepcopy__(self, memo):
+        # The copy shares the process group (a communicator, not data) and copies the rest.
+        pg = self.__dict__.get("process_group")
+        if pg is not None:
+            memo.setdefault(id(pg), pg)
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(self._copied_state(), memo))
+        return new
+
     def __setstate__(self, state):
+        state = dict(state)
+        positions = state.pop("_override_positions", [])
         super().__setstate__(state)
         if type(self.state) is not _TrackedState:
             self.state = _TrackedState(dict, self.state)
@@ -634,6 +663,8 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
         if hasattr(self, "min_8bit_size"):
             from ._policy import _Overrides
             self._overrides = _Overrides()
+            for gi, pi, cfg in positions:
+                self._overrides.set(self.param_groups[gi]["params"][pi], dict(cfg))
         self._init_kernels()
         self._generation = getattr(self, "_generation", 0) + 1
         self._tables_host = None

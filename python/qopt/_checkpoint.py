@@ -26,6 +26,12 @@ STATE_FORMAT = "qopt-optimizer-state"
 STATE_FORMAT_VERSION = 1
 
 
+def _hooks(opt, kind: str):
+    """torch.optim.Optimizer's hooks of `kind` on `opt` (its ``_optimizer_<kind>_hooks``
+    dictionary, torch >= 2.1; none on older torch)."""
+    return list(opt.__dict__.get(f"_optimizer_{kind}_hooks", {}).values())
+
+
 class _Checkpoints:
     """Mixin of QoptOptimizer (_base.py): its checkpoints. It uses the optimizer's kernel specs
     (_kernel_spec, _param_kernel_spec), its expected state layout (_expected_state), its codebook
@@ -34,7 +40,19 @@ class _Checkpoints:
     def state_dict(self) -> Dict[str, Any]:
         """PyTorch's layout ({"state", "param_groups"}) plus a "qopt" record with the format
         version and the kernel. The quantized state is kept as it is (codes, scales or absmax,
-        error bits, the codebook tables, the step); tensors are referenced, not copied."""
+        error bits, the codebook tables, the step); tensors are referenced, not copied. torch's
+        state_dict pre- and post-hooks (``register_state_dict_pre_hook``, torch >= 2.1) run
+        before and after, as torch.optim runs them: a post-hook may return a new dict."""
+        for hook in _hooks(self, "state_dict_pre"):
+            hook(self)
+        sd = self._qopt_state_dict()
+        for hook in _hooks(self, "state_dict_post"):
+            returned = hook(self, sd)
+            if returned is not None:
+                sd = returned
+        return sd
+
+    def _qopt_state_dict(self) -> Dict[str, Any]:
         mapping: Dict[int, int] = {}
         groups = []
         start = 0
@@ -60,7 +78,20 @@ class _Checkpoints:
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Loads a state_dict of this optimizer class and kernel. Every state tensor must have the
         shape and dtype the kernel expects; anything else is refused with a ValueError (nothing is
-        loaded then). Tensors are copied to the parameter's device; the dict is not modified."""
+        loaded then). Tensors are copied to the parameter's device; the dict is not modified.
+        torch's load_state_dict pre-hooks (torch >= 2.1) are given a shallow copy of it first and
+        may return another; its post-hooks run once it is loaded."""
+        if isinstance(state_dict, dict):
+            state_dict = state_dict.copy()
+        for hook in _hooks(self, "load_state_dict_pre"):
+            returned = hook(self, state_dict)
+            if returned is not None:
+                state_dict = returned
+        self._qopt_load_state_dict(state_dict)
+        for hook in _hooks(self, "load_state_dict_post"):
+            hook(self)
+
+    def _qopt_load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         name = type(self).__name__
         meta = state_dict.get("qopt") if isinstance(state_dict, dict) else None
         ks_host = self._kernel_spec(C.BACKEND_HOST)

@@ -148,14 +148,14 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
         return super()._release_step(closure)
 
     # ---- checkpoints: compress_state_dict=False, torch.optim's format
-    def state_dict(self) -> Dict[str, Any]:
-        """With ``compress_state_dict=False`` (FlashOptim's option) every quantized state is given
+    def _qopt_state_dict(self) -> Dict[str, Any]:
+        """(state_dict, inside torch's hooks) With ``compress_state_dict=False`` (FlashOptim's option) every quantized state is given
         dequantized, a float32 tensor of the parameter's shape under FlashOptim's (and torch's) key
         (``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``), beside ``error_bits`` and ``step``: a
         torch.optim optimizer of the same algorithm loads it. Quantized again on load (values
         within half a code step), with the scheme the kernel's manifest gives (8-bit or packed
         4-bit codes, companded or on a 4-bit table)."""
-        sd = super().state_dict()
+        sd = super()._qopt_state_dict()
         if getattr(self, "compress_state_dict", True):
             return sd
         index = {}
@@ -168,15 +168,15 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
             sd["state"][i] = _dequantized_state(self, index[i], st)
         return sd
 
-    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        """Also loads a plain ``torch.optim`` checkpoint of the same algorithm (AdamW/Adam:
+    def _qopt_load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """(load_state_dict, inside torch's hooks) Also loads a plain ``torch.optim`` checkpoint of the same algorithm (AdamW/Adam:
         ``exp_avg``, ``exp_avg_sq``; SGD: ``momentum_buffer``; Lion: ``exp_avg``; float tensors):
         the states are quantized into this optimizer's groups (or kept float32 where its policy
         says so), error bits and a Kahan compensation start at 0 (the master is the parameter), and only the group options
         this optimizer has are taken (``amsgrad=True`` / ``maximize=True`` are refused)."""
         if _is_torch_optim_state(self, state_dict):
             state_dict = _from_torch_optim(self, state_dict)
-        super().load_state_dict(state_dict)
+        super()._qopt_load_state_dict(state_dict)
         for p, st in self.state.items():
             self._stamp(p, st)
         if getattr(self, "check_numerics", False):
