@@ -33,6 +33,14 @@ arith::FastMathFlagsAttr LaneMath::flags() {
   return arith::FastMathFlagsAttr::get(b.getContext(), f);
 }
 
+arith::FastMathFlagsAttr LaneMath::divisionFlags(Value divisor) {
+  Operation *def = divisor.getDefiningOp();
+  if (!fast || (def && isa<arith::ConstantOp, vector::BroadcastOp>(def)))
+    return flags();
+  return arith::FastMathFlagsAttr::get(
+      b.getContext(), arith::FastMathFlags::contract | arith::FastMathFlags::afn);
+}
+
 Value LaneMath::constF(Value like, double value) {
   Type type = withElement(like.getType(), b.getF32Type());
   return arith::ConstantOp::create(
@@ -148,7 +156,7 @@ Value LaneMath::div(Value a, Value c) {
   if (opaqueScalarIEEE && a.getType().isF32())
     return opaqueIEEE("div.rn.f32 $0, $1, $2;", {a, c});
   if (!approxIntrinsics)
-    return arith::DivFOp::create(b, loc, a, c, flags());
+    return arith::DivFOp::create(b, loc, a, c, divisionFlags(c));
   auto approxDiv = [&](Value x, Value y) {
     return intrinsic("llvm.nvvm.div.approx.ftz.f", {x, y});
   };

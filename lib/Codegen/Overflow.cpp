@@ -3,6 +3,7 @@
 // docs/numerics.md "Overflow": under a state's overflow = saturate policy a
 // group scale that does not fit its storage type stores the type's largest
 // finite value (the codes clamp against it, GroupQuantization.cpp), a
+// positive f16 scale that would round to 0 its smallest positive value, a
 // codebook block's NaN absmax becomes 0 and an infinite one the largest
 // float32, and every such group or block is counted in the kernel's
 // numerics counters (docs/abi.md, "Numerics counters").
@@ -30,7 +31,25 @@ namespace {
 struct ScaleLimits {
   double maxFinite, overflowsAt;
 };
+
+/// An f16 scale's underflow: a positive absmax at most 2^-25 (half the
+/// smallest subnormal; the tie goes to the even 0) rounds to a zero scale, so
+/// its group would dequantize to zeros. Saturated, it divides by and stores
+/// 2^-24, the smallest positive float16. (An f32 scale's divisor is at least
+/// 1e-12, which f32 holds.)
+constexpr double kF16UnderflowsAt = 0x1p-25;
+constexpr double kF16SmallestPositive = 0x1p-24;
+
 } // namespace
+
+/// Whether a (saturated, so never NaN) f16 absmax underflows: 0 < a <= 2^-25.
+static Value f16Underflows(LaneMath &m, Value absmax) {
+  return arith::AndIOp::create(
+      m.builder(), m.location(),
+      m.cmp(arith::CmpFPredicate::OGT, absmax, m.constF(absmax, 0.0)),
+      m.cmp(arith::CmpFPredicate::OLE, absmax,
+            m.constF(absmax, kF16UnderflowsAt)));
+}
 
 static ScaleLimits scaleLimits(GroupSchemeAttr scheme) {
   if (scheme.getScale().isF16())
@@ -49,7 +68,11 @@ Value mlir::qopt::saturateGroupAbsmax(LaneMath &m, GroupSchemeAttr scheme,
   // !(absmax < overflowsAt): a NaN saturates too.
   Value fits = m.cmp(arith::CmpFPredicate::OLT, absmax,
                      m.constF(absmax, limits.overflowsAt));
-  return m.select(fits, absmax, m.constF(absmax, limits.maxFinite));
+  Value saturated = m.select(fits, absmax, m.constF(absmax, limits.maxFinite));
+  if (!scheme.getScale().isF16())
+    return saturated;
+  return m.select(f16Underflows(m, saturated),
+                  m.constF(absmax, kF16SmallestPositive), saturated);
 }
 
 Value mlir::qopt::saturateCodebookAbsmax(LaneMath &m,
@@ -71,10 +94,12 @@ void mlir::qopt::countSaturation(LaneMath &m, Attribute scheme, Value absmax,
   if (!counters)
     return;
   double overflowsAt;
+  bool underflows = false;
   if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
     if (group.getOverflow() != Overflow::saturate)
       return;
     overflowsAt = scaleLimits(group).overflowsAt;
+    underflows = group.getScale().isF16();
   } else if (auto codebook = dyn_cast<CodebookSchemeAttr>(scheme)) {
     if (codebook.getOverflow() != Overflow::saturate)
       return;
@@ -89,6 +114,9 @@ void mlir::qopt::countSaturation(LaneMath &m, Attribute scheme, Value absmax,
       b, loc,
       m.cmp(arith::CmpFPredicate::OLT, absmax, m.constF(absmax, overflowsAt)),
       arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+  if (underflows)
+    saturated =
+        arith::OrIOp::create(b, loc, saturated, f16Underflows(m, absmax));
   Value null = LLVM::ZeroOp::create(b, loc, counters.getType());
   Value given = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne,
                                      counters, null);
@@ -102,8 +130,9 @@ void mlir::qopt::countSaturation(LaneMath &m, Attribute scheme, Value absmax,
     return arith::ConstantOp::create(
         b, loc, b.getI64IntegerAttr(static_cast<int64_t>(c)));
   };
-  // A finite absmax that its scale type cannot hold, or a NaN or infinite
-  // one (values that were not finite).
+  // A finite absmax that its scale type cannot hold (too large, or an f16
+  // scale's underflow), or a NaN or infinite one (values that were not
+  // finite).
   Value finite = m.cmp(arith::CmpFPredicate::OLT, absmax, m.constF(absmax, inf));
   Value index =
       arith::SelectOp::create(b, loc, finite,

@@ -104,7 +104,9 @@ FailureOr<Value> mlir::qopt::vectorizeUpdateOp(LaneMath &m, Operation *op,
   for (Type t : op->getResultTypes())
     state.addTypes(lanesOf(t));
   state.addAttributes(op->getAttrs());
-  if (m.isFast() && op->hasAttr("fastmath"))
+  if (m.isFast() && isa<arith::DivFOp>(op))
+    state.attributes.set("fastmath", m.divisionFlags(operand(1)));
+  else if (m.isFast() && op->hasAttr("fastmath"))
     state.attributes.set("fastmath",
                          arith::FastMathFlagsAttr::get(
                              b.getContext(), arith::FastMathFlags::contract |

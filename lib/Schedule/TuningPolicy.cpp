@@ -436,8 +436,32 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
   }
   TileClaims claims = chooseTileClaims(optimizer, staged, request.tileClaims,
                                        request.tileClaimsStaticEighths);
+  int64_t staticTables =
+      getCodebookStaticSharedBytes(optimizer, shape->threads);
+  if (staticTables > StagingLimits::kMaxStaticSharedBytes) {
+    optimizer.emitError("the ")
+        << getNumCodebookStates(optimizer) << " codebook states' tables need about " << staticTables
+        << " bytes of static shared memory at " << shape->threads
+        << " threads a block, more than the "
+        << StagingLimits::kMaxStaticSharedBytes
+        << " a GPU block has; use fewer codebook states (group states need "
+           "no tables)";
+    return failure();
+  }
+  // The bucket tables (one per codebook state) only where the kernel's
+  // shared memory stays within what every GPU grants a block; past it the
+  // codes are searched in the midpoint table alone (same codes).
+  // (The flag also gates a kernel's 4-bit tables' buckets, in static shared
+  // memory: a kernel without codebook states keeps the request.)
+  int64_t codebookStates = getNumCodebookStates(optimizer);
+  bool codebookBuckets =
+      request.codebookBuckets &&
+      (codebookStates == 0 ||
+       staticTables + (staged ? staging.sharedBytes() : 0) +
+               codebookStates * CodebookBuckets::kBytesPerState <=
+           StagingLimits::kPortableSharedBytes);
   int64_t sharedBytes =
-      getDynamicSharedBytes(optimizer, staging, request.codebookBuckets);
+      getDynamicSharedBytes(optimizer, staging, codebookBuckets);
   bool bulkCopy =
       request.bulkCopy && staged && isBulkStageable(optimizer, staging, *shape);
   // A staged kernel prefetches only where asked, past the tiles its copies
@@ -454,7 +478,7 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
   bool runPointers = chooseRunThreadPointers(optimizer, staged);
   return KernelPlanAttr::get(
       ctx, shape->threads, shape->lanes, staged ? staging.stages : 0,
-      sharedBytes, request.codebookBuckets, bulkCopy, runPointers,
+      sharedBytes, codebookBuckets, bulkCopy, runPointers,
       chooseInvariantDescriptorLoads(optimizer, runPointers), l2Prefetch,
       l2PrefetchLines,
       chooseRegisterPrefetch(optimizer, staged, shape->lanes,

@@ -412,7 +412,8 @@ _SQRT_SAFE_MAX = float.fromhex("0x1.fffffep63")
 
 def _saturated(am: torch.Tensor, scheme: dict, scale_dtype: torch.dtype) -> torch.Tensor:
     """docs/numerics.md "Overflow", saturate: an absmax the scale type cannot hold (or NaN) is
-    taken as that type's largest value."""
+    taken as that type's largest value; a positive one that a float16 scale rounds to 0 (at most
+    2^-25) as 2^-24, its smallest positive value."""
     if scheme.get("overflow", "ieee") != "saturate":
         return am
     if scale_dtype == torch.float16:
@@ -421,7 +422,11 @@ def _saturated(am: torch.Tensor, scheme: dict, scale_dtype: torch.dtype) -> torc
         fits, largest = am < 2.0 ** 64, _SQRT_SAFE_MAX
     else:
         fits, largest = torch.isfinite(am), _FLT_MAX
-    return torch.where(fits, am, torch.full_like(am, largest))
+    am = torch.where(fits, am, torch.full_like(am, largest))
+    if scale_dtype == torch.float16:
+        tiny = (am > 0) & (am <= 2.0 ** -25)
+        am = torch.where(tiny, torch.full_like(am, 2.0 ** -24), am)
+    return am
 
 
 def _group_quantize(x: torch.Tensor, scheme: dict, scale_dtype: torch.dtype):

@@ -117,3 +117,33 @@ def test_skip_nonfinite_skips_the_spike_and_counts_no_group(device):
     assert torch.equal(ps[0].detach(), before)
     assert float(opt.nonfinite_steps) == 1
     assert int(opt.nonfinite_groups) == 0 and int(opt.saturated_groups) == 0
+
+
+@pytest.mark.parametrize("scale", [2e-7, 1e-8])
+def test_tiny_gradients_do_not_zero_the_second_moment(device, scale):
+    """A float16 scale's underflow (docs/numerics.md "Overflow"): gradients of 2e-7 give v's group
+    absmax (sqrt(v) = sqrt(1 - beta2) |g|, about 6e-9 at the first step) below 2^-25, which a
+    float16 scale rounds to 0. Stored as 0, v dequantized to 0 under a nonzero m and the update was
+    m / eps: parameters moved up to 40 times lr against torch's 5 after five steps. Saturated, v's
+    scale is 2^-24: the displacement stays within twice torch.optim.AdamW's, and the groups are
+    counted."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4096, generator=g)
+    p = torch.nn.Parameter(x.to(torch.bfloat16).to(device))
+    x0 = p.detach().float().clone()
+    q = torch.nn.Parameter(x0.clone())
+    lr = 1e-3
+    opt = qopt.FlashAdamW([p], lr=lr, weight_decay=0.0)
+    ref = torch.optim.AdamW([q], lr=lr, weight_decay=0.0)
+    for _ in range(5):
+        grad = (scale * torch.randn(4096, generator=g)).to(torch.bfloat16)
+        p.grad = grad.to(device)
+        q.grad = grad.float().to(device)
+        opt.step()
+        ref.step()
+    ours = (qopt.master_weights(opt)[p].float() - x0).abs().max() / lr
+    theirs = (q.detach() - x0).abs().max() / lr
+    assert theirs.item() <= 5.0 + 1e-3
+    assert ours.item() <= 2.0 * theirs.item(), (ours.item(), theirs.item())
+    assert int(opt.saturated_groups) > 0
+    assert int(opt.nonfinite_groups) == 0

@@ -517,6 +517,43 @@ TEST_P(HostKernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
   }
 }
 
+TEST_P(HostKernelNumerics, TinyGradientsKeepFloat16ScalesNonzero) {
+  // docs/numerics.md "Overflow": gradients of 1e-9 to 1e-7 give group absmaxes at or below 2^-25
+  // (sqrt(v) after the first step is about 3e-2 |g|), which a float16 scale rounds to 0. Under
+  // saturate they store 2^-24 and are counted (byte for byte the reference, counters its counts:
+  // run()); a spec with a saturating f16 group state must have counted some groups here, where
+  // its gradient type holds them (not f16, which rounds 1e-8 to 0). Weight decay 0: an L2 term
+  // (FlashSGD's, FlashAdam's d = g + wd p) would make the states as large as the parameters.
+  for (size_t i = 0; i < info.num_hypers; ++i) {
+    qopt_hyper_info h{};
+    ASSERT_EQ(qopt_manifest_get_hyper(manifest, i, &h), QOPT_SUCCESS);
+    if (std::string(h.name) == "weight_decay") {
+      spec.hyper.weightDecay = 0.0;
+      extraHypers = {{"weight_decay", 0.0}};
+    }
+  }
+  for (float scale : {1e-9f, 1e-8f, 1e-7f}) {
+    SCOPED_TRACE("gradient scale " + std::to_string(scale));
+    counters = {};
+    refCounts = {};
+    run(randomTensors({4096 + 100, 300}), [&](int64_t, size_t, int64_t n) {
+      std::vector<float> g(n);
+      for (int64_t i = 0; i < n; ++i)
+        g[i] = scale * normal(rng);
+      return g;
+    });
+    if (HasFailure())
+      return;
+    bool f16Groups = false;
+    for (const ref::StateScheme &st : spec.states)
+      f16Groups |= st.kind == ref::StateKind::Group &&
+                   st.group.overflow == ref::Overflow::Saturate &&
+                   st.group.scaleDType == ref::ScaleDType::F16;
+    if (f16Groups && scale <= 1e-8f && spec.grad != ref::DType::F16)
+      EXPECT_GT(refCounts.saturated, 0) << "no f16 scale underflowed at this gradient scale";
+  }
+}
+
 /// The host function of the kernel under test, for the splitting trampoline.
 qopt_host_kernel_fn gHostFunction = nullptr;
 /// Where the kernel reads per-tensor reductions, a part of the range holds

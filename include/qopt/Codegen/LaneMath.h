@@ -203,6 +203,14 @@ public:
     return m;
   }
 
+  /// The fast-math flags of a division by `divisor`: fast mode's, but
+  /// reciprocals (arcp) only where the divisor is a constant or one value for
+  /// every lane (a broadcast: a launch- or group-uniform value), as docs/dsl.md
+  /// "Fast mode" says. A per-element divisor keeps its own division: LLVM
+  /// would share one reciprocal among its divisions, and 1 / d overflows to
+  /// inf for a subnormal d where x / d is finite. Strict mode: none.
+  arith::FastMathFlagsAttr divisionFlags(Value divisor);
+
 private:
   arith::FastMathFlagsAttr flags();
   OpBuilder &b;

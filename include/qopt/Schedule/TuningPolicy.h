@@ -78,6 +78,9 @@ struct StagingLimits {
   /// and static tables within it, so that it loads wherever an unstaged one
   /// does.
   static constexpr int64_t kPortableSharedBytes = 99 * 1024;
+  /// A block's static shared memory on every GPU (ptxas refuses more): the
+  /// codebook states' static tables must fit it.
+  static constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 };
 
 /// Threads per GPU block: `requested`, or with `requested <= 0` 512 for

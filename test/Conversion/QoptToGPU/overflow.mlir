@@ -3,8 +3,9 @@
 
 // docs/numerics.md "Overflow": with saturating states the kernel takes the
 // numerics counters last (docs/abi.md). A group's absmax (after the shuffles)
-// saturates to 65504 where it is not below 65520 (NaN included) before the
-// f16 scale; checked rounding sends a group whose divisor is not below 65504
+// saturates to 65504 where it is not below 65520 (NaN included), and to
+// 2^-24 where it is positive and at most 2^-25 (a zero f16), before the f16
+// scale; checked rounding sends a group whose divisor is not below 65504
 // to the IEEE chain (its clamp); the thread that stores the group's scale
 // adds 1 to counter 0 (finite absmax) or 1 (NaN or inf) by an atomic add,
 // behind a null check. A codebook block's absmax: NaN to 0, +inf to FLT_MAX.
@@ -17,6 +18,14 @@
 // CHECK-NEXT: %[[FITS:.+]] = arith.cmpf olt, %[[ABSMAX:[^,]+]], %[[LIMIT]] : f32
 // CHECK-NEXT: %[[MAX:.+]] = arith.constant 6.550400e+04 : f32
 // CHECK-NEXT: %[[SAT:.+]] = arith.select %[[FITS]], %[[ABSMAX]], %[[MAX]] : f32
+// An f16 scale's underflow: a positive absmax of at most 2^-25 takes 2^-24.
+// CHECK-NEXT: %[[SMALLEST:.+]] = arith.constant 5.96046448E-8 : f32
+// CHECK-NEXT: %[[HALF:.+]] = arith.constant 2.98023224E-8 : f32
+// CHECK-NEXT: %[[SMALL:.+]] = arith.cmpf ole, %[[SAT]], %[[HALF]] : f32
+// CHECK-NEXT: %[[ZERO0:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: %[[POS:.+]] = arith.cmpf ogt, %[[SAT]], %[[ZERO0]] : f32
+// CHECK-NEXT: %[[UNDER:.+]] = arith.andi %[[POS]], %[[SMALL]] : i1
+// CHECK-NEXT: arith.select %[[UNDER]], %[[SMALLEST]], %[[SAT]] : f32
 // CHECK-NEXT: %[[FLOOR:.+]] = arith.constant 9.99999996E-13 : f32
 // Checked rounding: the divisor's upper bound is 65504, exclusive.
 // CHECK: arith.constant 0.499755859 : f32
@@ -29,9 +38,15 @@
 // CHECK-NEXT: %[[LIMIT2:.+]] = arith.constant 6.552000e+04 : f32
 // CHECK-NEXT: %[[FITS2:.+]] = arith.cmpf olt, %[[ABSMAX]], %[[LIMIT2]] : f32
 // CHECK-NEXT: %[[OVER:.+]] = arith.xori %[[FITS2]], %[[TRUE]] : i1
+// CHECK-NEXT: %[[HALF2:.+]] = arith.constant 2.98023224E-8 : f32
+// CHECK-NEXT: %[[SMALL2:.+]] = arith.cmpf ole, %[[ABSMAX]], %[[HALF2]] : f32
+// CHECK-NEXT: %[[ZERO2:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: %[[POS2:.+]] = arith.cmpf ogt, %[[ABSMAX]], %[[ZERO2]] : f32
+// CHECK-NEXT: %[[UNDER2:.+]] = arith.andi %[[POS2]], %[[SMALL2]] : i1
+// CHECK-NEXT: %[[EITHER:.+]] = arith.ori %[[OVER]], %[[UNDER2]] : i1
 // CHECK-NEXT: %[[NULL:.+]] = llvm.mlir.zero : !llvm.ptr<1>
 // CHECK-NEXT: %[[GIVEN:.+]] = llvm.icmp "ne" %[[COUNTERS]], %[[NULL]] : !llvm.ptr<1>
-// CHECK-NEXT: %[[COUNT:.+]] = arith.andi %[[OVER]], %[[GIVEN]] : i1
+// CHECK-NEXT: %[[COUNT:.+]] = arith.andi %[[EITHER]], %[[GIVEN]] : i1
 // CHECK-NEXT: scf.if %[[COUNT]] {
 // CHECK-NEXT:   %[[INF:.+]] = arith.constant 0x7F800000 : f32
 // CHECK-NEXT:   %[[FINITE:.+]] = arith.cmpf olt, %[[ABSMAX]], %[[INF]] : f32

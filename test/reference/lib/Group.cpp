@@ -194,6 +194,13 @@ void groupQuantize(const GroupScheme &scheme, const float *x, int64_t n, void *c
         if (counts)
           ++(std::isfinite(am) ? counts->saturated : counts->nonfinite);
         am = largest;
+      } else if (f16 && am > 0.0f && am <= 0x1p-25f) {
+        // A positive absmax that rounds to a zero float16 (at most half of 2^-24, the smallest
+        // subnormal; the tie goes to the even 0) would store a zero scale: the group would
+        // dequantize to zeros. It takes 2^-24, divided by and stored as it is.
+        if (counts)
+          ++counts->saturated;
+        am = 0x1p-24f;
       }
     }
     float sDiv;

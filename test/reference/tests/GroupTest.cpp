@@ -263,6 +263,69 @@ TEST(GroupTest, SaturatedScaleKeepsTheGroupFinite) {
   }
 }
 
+TEST(GroupTest, UnderflowingFloat16ScaleKeepsTheGroupNonzero) {
+  // docs/numerics.md "Overflow": under Saturate a float16 scale whose positive absmax is at most
+  // 2^-25 (it rounds to a zero float16) stores 2^-24 and divides by it; the group is counted. Per
+  // scheme four groups: absmax 1e-9 (far below), exactly 2^-25 (the tie, which goes to 0), just
+  // above 2^-25 (rounds up to 2^-24 by itself: not saturated), and all zeros (stays 0, not
+  // counted). Expected codes from the rule, computed here: r = range * companded(x / 2^-24).
+  for (GroupScheme s : allSchemes()) {
+    if (s.scaleDType != ScaleDType::F16 || s.overflow != Overflow::Saturate)
+      continue;
+    const bool sqrtC = s.companding == Companding::Sqrt;
+    const float tie = 0x1p-25f, above = std::nextafter(0x1p-25f, 1.0f);
+    std::vector<float> x(4 * 32, 0.0f);
+    for (int i = 0; i < 32; ++i) {
+      const float sign = s.isSigned && i % 2 ? -1.0f : 1.0f;
+      const float frac = float(i + 1) / 32.0f;        // the group's last element is its absmax
+      x[i] = sign * frac * 1e-9f;
+      x[32 + i] = sign * frac * tie;
+      x[64 + i] = sign * frac * above;
+    }
+    if (sqrtC)
+      for (int i = 0; i < 96; ++i)
+        x[i] *= x[i];                                   // the scale is the root's absmax
+    for (Overflow policy : {Overflow::Saturate, Overflow::Ieee}) {
+      GroupScheme p = s;
+      p.overflow = policy;
+      NumericsCounts counts;
+      const Quantized q = roundTrip(p, x, &counts);
+      const bool sat = policy == Overflow::Saturate;
+      // The stored scales: 2^-24 where saturated; under Ieee FlashOptim's zero (the stored-scale
+      // divisor then divides by 1, so its codes are 0 too). Just above the tie: 2^-24 either way.
+      EXPECT_EQ(q.scale(p, 0), sat ? 0x1p-24f : 0.0f) << p.str();
+      EXPECT_EQ(q.scale(p, 1), sat ? 0x1p-24f : 0.0f) << p.str();
+      EXPECT_EQ(q.scale(p, 2), 0x1p-24f) << p.str();
+      EXPECT_EQ(q.scale(p, 3), 0.0f) << p.str();
+      EXPECT_EQ(counts.saturated, sat ? 2 : 0) << p.str();
+      EXPECT_EQ(counts.nonfinite, 0) << p.str();
+      if (!sat)
+        continue;
+      for (int g = 0; g < 2; ++g) {
+        const float absmax = g == 0 ? 1e-9f : tie;
+        for (int i = 0; i < 32; ++i) {
+          const size_t at = size_t(32 * g + i);
+          const float t = sqrtC ? std::sqrt(x[at]) : x[at];   // signed for signed schemes
+          const float y = t / 0x1p-24f;
+          const float z =
+              s.companding == Companding::Softsign ? (2.0f * y) / (1.0f + std::fabs(y)) : y;
+          const float r = s.isSigned                          ? 127.0f * z
+                          : s.divisor == ScaleDivisor::Absmax ? (255.0f * t) / 0x1p-24f
+                                                              : (t / 0x1p-24f) * 255.0f;
+          const int code = int(s.rounding == Rounding::HalfUp ? std::floor(r + 0.5f)
+                                                              : std::nearbyint(r));
+          const int got = s.isSigned ? int(static_cast<int8_t>(q.codes[at])) : int(q.codes[at]);
+          EXPECT_EQ(got, code) << p.str() << " group " << g << " element " << i;
+        }
+        // The group's largest element dequantizes to a nonzero value, below 2^-24.
+        const float last = std::fabs(q.back[size_t(32 * g + 31)]);
+        EXPECT_GT(last, 0.0f) << p.str() << " group " << g << " absmax " << absmax;
+        EXPECT_LE(last, sqrtC ? 0x1p-48f : 0x1p-24f) << p.str();
+      }
+    }
+  }
+}
+
 TEST(GroupTest, Float16ScaleRangeBehaviour) {
   // numerics.md §2: a float16 scale cannot hold a group absmax above 65504 or below ~6e-8. Under
   // Overflow::Ieee the reference computes the formulas as written (an infinite scale, FlashOptim's
