@@ -238,8 +238,29 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
     def _kernel_hypers(self, group: Dict[str, Any]) -> Dict[str, Any]:
         raise NotImplementedError
 
+    #: a spec of your own with codebook states: manifest table name (``<state>.qmap``) -> its
+    #: 256 ascending float32 entries, e.g. ``{"m.qmap": qopt.create_dynamic_map(signed=True)}``
+    #: (python/README.md, "Your own spec"); the shipped optimizers give theirs in _host_tables
+    QMAPS: Dict[str, Any] = {}
+
     def _host_tables(self, ks: R.KernelSpec) -> List[List[float]]:
-        return []
+        """The kernel's codebook tables in manifest order, from QMAPS: each 256 finite floats. A
+        table QMAPS lacks, or one of another length, is a ValueError naming it."""
+        cls = type(self).__name__
+        out = []
+        for name, state in ks.tables:
+            if name not in self.QMAPS:
+                raise ValueError(
+                    f"{cls}: kernel {ks.kernel} ({ks.path.name}) has the codebook table "
+                    f"'{name}' (state '{state}'), which {cls}.QMAPS does not give; set "
+                    f"QMAPS = {{'{name}': qopt.create_dynamic_map(signed=True)}} (or signed=False "
+                    f"for a state that is never negative), or any 256 ascending floats")
+            entries = [float(x) for x in self.QMAPS[name]]
+            if len(entries) != 256 or not all(math.isfinite(x) for x in entries):
+                raise ValueError(f"{cls}.QMAPS['{name}']: {len(entries)} entries; a codebook "
+                                 f"table is 256 finite floats")
+            out.append(entries)
+        return out
 
     # ---- state
     def _stream_keys(self, ks: R.KernelSpec) -> Dict[str, str]:
@@ -615,7 +636,7 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
     #: ctypes arrays, the step cache, gradient release's hooks): a copy or an unpickled optimizer
     #: makes its own; torch's step / state_dict hooks are dropped, as torch.optim drops them
     _NOT_COPIED = ("_cache", "_tables_dev", "_tables_host", "_kernels", "_finalizer",
-                   "_table_arrays", "_overrides", "_release")
+                   "_table_arrays", "_overrides", "_release", "_maxabs")
 
     def _copied_state(self) -> Dict[str, Any]:
         """What copy.deepcopy and pickle keep: every attribute the optimizer was given or counted
@@ -694,7 +715,8 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
     @property
     def saturated_groups(self) -> Optional[torch.Tensor]:
         """Quantization groups (and codebook blocks) whose scale did not fit its type and was
-        stored saturated (a float16 scale above 65504: docs/numerics.md, "Overflow"), counted over
+        stored saturated (a float16 scale above 65504, or a positive one that would round to 0:
+        docs/numerics.md, "Overflow"), counted over
         every step since the first, by the kernels on the device: a 0-dim int64 tensor on the
         parameters' device (None before the first step; a view of the counters, which
         ``.zero_()`` resets, where all parameters are on one device). Reading its value syncs."""

@@ -13,6 +13,7 @@ buffer, whose parameter is f32 or f16 (issue 25, defects 2 to 4).
 
 import io
 import json
+import re
 import os
 import shlex
 import subprocess
@@ -276,3 +277,71 @@ def test_a_missing_grad_scaling_variant_names_it_and_the_command_that_makes_it(k
         ref.step()
         torch.testing.assert_close(p.detach().float(), q.detach().to(p.dtype).float(),
                                    rtol=1e-3 if p.dtype is torch.float16 else 1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------- codebook states
+
+class MyLion8bit(qopt.QoptOptimizer):
+    """Lion8bit's spec compiled as one's own: its codebook table from QMAPS."""
+
+    STREAM_KEYS = {"m.codes": "state1", "m.absmax": "absmax1"}
+    TABLE_KEYS = {"m.qmap": "qmap1"}
+    QMAPS = {"m.qmap": qopt.create_dynamic_map(signed=True)}
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay), "my_lion8bit")
+
+    def _kernel_hypers(self, group):
+        b1, b2 = group["betas"]
+        return {"lr": group["lr"], "beta1": b1, "beta2": b2, "weight_decay": group["weight_decay"]}
+
+
+def _compile_lion(directory):
+    from pathlib import Path
+    spec = Path(__file__).resolve().parents[2] / "specs" / "lion8bit.qopt"
+    (directory / "my_lion8bit.qopt").write_text(spec.read_text())
+    subprocess.run([str(qopt_opt()), "my_lion8bit.qopt", "--emit=host-library", "-o",
+                    str(directory / "my_lion8bit.so")], cwd=directory, check=True,
+                   capture_output=True)
+
+
+def test_a_codebook_spec_of_ones_own_steps_as_the_shipped_one(kernels):
+    # The shipped Lion8bit's spec under another name, its qmap from QMAPS: bit for bit
+    # qopt.Lion8bit (min_8bit_size=0: quantized states for every size), state and parameters.
+    _compile_lion(kernels)
+    g = torch.Generator().manual_seed(7)
+    shapes = [(300,), (64, 33)]
+    a = [torch.nn.Parameter(torch.randn(s, generator=g).to(torch.bfloat16)) for s in shapes]
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    mine = MyLion8bit(a, lr=1e-2, weight_decay=0.1)
+    shipped = qopt.Lion8bit(b, lr=1e-2, weight_decay=0.1, min_8bit_size=0)
+    for _ in range(3):
+        for p, q in zip(a, b):
+            p.grad = (1e-2 * torch.randn(p.shape, generator=g)).to(torch.bfloat16)
+            q.grad = p.grad.clone()
+        mine.step()
+        shipped.step()
+    for p, q in zip(a, b):
+        assert torch.equal(p.view(torch.int16), q.view(torch.int16))
+        for key in ("state1", "absmax1", "qmap1"):
+            assert torch.equal(mine.state[p][key], shipped.state[q][key]), key
+
+
+def test_a_codebook_spec_without_its_qmap_is_refused_by_name(kernels):
+    _compile_lion(kernels)
+
+    class NoTable(MyLion8bit):
+        QMAPS = {}
+
+    class Short(MyLion8bit):
+        QMAPS = {"m.qmap": [0.0] * 100}
+
+    for cls, words in ((NoTable, "has the codebook table 'm.qmap' (state 'm'), which "
+                                 "NoTable.QMAPS does not give"),
+                       (Short, "Short.QMAPS['m.qmap']: 100 entries; a codebook table is 256")):
+        p = torch.nn.Parameter(torch.randn(300).to(torch.bfloat16))
+        opt = cls([p])
+        p.grad = torch.zeros_like(p)
+        with pytest.raises(ValueError, match=re.escape(words)):
+            opt.step()
+        assert not opt.state[p]
