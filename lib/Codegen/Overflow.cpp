@@ -42,7 +42,9 @@ constexpr double kF16SmallestPositive = 0x1p-24;
 
 } // namespace
 
-/// Whether a (saturated, so never NaN) f16 absmax underflows: 0 < a <= 2^-25.
+/// Whether an f16 absmax underflows: 0 < a <= 2^-25 (false for NaN). Asked
+/// of the raw absmax by both saturateGroupAbsmax and countSaturation, so
+/// that LLVM computes it once.
 static Value f16Underflows(LaneMath &m, Value absmax) {
   return arith::AndIOp::create(
       m.builder(), m.location(),
@@ -71,7 +73,7 @@ Value mlir::qopt::saturateGroupAbsmax(LaneMath &m, GroupSchemeAttr scheme,
   Value saturated = m.select(fits, absmax, m.constF(absmax, limits.maxFinite));
   if (!scheme.getScale().isF16())
     return saturated;
-  return m.select(f16Underflows(m, saturated),
+  return m.select(f16Underflows(m, absmax),
                   m.constF(absmax, kF16SmallestPositive), saturated);
 }
 

@@ -7,6 +7,7 @@
 #include "qopt/Frontend/Lexer.h"
 
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/ConvertUTF.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -277,6 +278,22 @@ Token Lexer::lex() {
     shown = std::string("'") + c + "'";
   else
     shown = llvm::formatv("0x{0:x-2}", static_cast<unsigned char>(c)).str();
+  // A non-ASCII character is named by its code point (names are ASCII
+  // letters, digits and '_'); a byte that starts no UTF-8 sequence by its
+  // value.
+  auto *seq = reinterpret_cast<const llvm::UTF8 *>(start);
+  llvm::UTF32 codePoint = 0;
+  if (static_cast<unsigned char>(c) >= 0x80 &&
+      llvm::convertUTF8Sequence(
+          &seq, reinterpret_cast<const llvm::UTF8 *>(bufferEnd), &codePoint,
+          llvm::strictConversion) == llvm::conversionOK)
+    return lexError(start,
+                    llvm::formatv("unexpected character U+{0:X-4} '{1}'; names "
+                                  "are ASCII letters, digits and '_'",
+                                  static_cast<unsigned>(codePoint),
+                                  llvm::StringRef(start, seq - reinterpret_cast<
+                                                      const llvm::UTF8 *>(start)))
+                        .str());
   return lexError(start, "unexpected character " + shown);
 }
 

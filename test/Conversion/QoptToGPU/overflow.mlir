@@ -21,9 +21,9 @@
 // An f16 scale's underflow: a positive absmax of at most 2^-25 takes 2^-24.
 // CHECK-NEXT: %[[SMALLEST:.+]] = arith.constant 5.96046448E-8 : f32
 // CHECK-NEXT: %[[HALF:.+]] = arith.constant 2.98023224E-8 : f32
-// CHECK-NEXT: %[[SMALL:.+]] = arith.cmpf ole, %[[SAT]], %[[HALF]] : f32
+// CHECK-NEXT: %[[SMALL:.+]] = arith.cmpf ole, %[[ABSMAX]], %[[HALF]] : f32
 // CHECK-NEXT: %[[ZERO0:.+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT: %[[POS:.+]] = arith.cmpf ogt, %[[SAT]], %[[ZERO0]] : f32
+// CHECK-NEXT: %[[POS:.+]] = arith.cmpf ogt, %[[ABSMAX]], %[[ZERO0]] : f32
 // CHECK-NEXT: %[[UNDER:.+]] = arith.andi %[[POS]], %[[SMALL]] : i1
 // CHECK-NEXT: arith.select %[[UNDER]], %[[SMALLEST]], %[[SAT]] : f32
 // CHECK-NEXT: %[[FLOOR:.+]] = arith.constant 9.99999996E-13 : f32

@@ -35,8 +35,8 @@
 // CHECK: %[[SAT2:.+]] = arith.select %[[FITS2]], %[[ABSMAX]], %[[MAX]] : f32
 // CHECK: %[[SMALLEST:.+]] = arith.constant 5.96046448E-8 : f32
 // CHECK: %[[HALF:.+]] = arith.constant 2.98023224E-8 : f32
-// CHECK: %[[SMALL2:.+]] = arith.cmpf ole, %[[SAT2]], %[[HALF]] : f32
-// CHECK: %[[POS2:.+]] = arith.cmpf ogt, %[[SAT2]], %{{.+}} : f32
+// CHECK: %[[SMALL2:.+]] = arith.cmpf ole, %[[ABSMAX]], %[[HALF]] : f32
+// CHECK: %[[POS2:.+]] = arith.cmpf ogt, %[[ABSMAX]], %{{.+}} : f32
 // CHECK: %[[UNDER2:.+]] = arith.andi %[[POS2]], %[[SMALL2]] : i1
 // CHECK: arith.select %[[UNDER2]], %[[SMALLEST]], %[[SAT2]] : f32
 // The codebook state c (its absmax with the NaN made canonical).
