@@ -64,6 +64,22 @@ def assert_same(a, b):
                 assert sa[k] == sb[k], k
 
 
+def params_of(opt):
+    return [p for g in opt.param_groups for p in g["params"]]
+
+
+def step_in_lockstep(opt, other, steps):
+    """Both optimizers step with the same gradients (their parameters are distinct tensors);
+    parameters and state stay bit for bit equal."""
+    mine, theirs = params_of(opt), params_of(other)
+    for step in steps:
+        set_grads(mine, seed=step)
+        set_grads(theirs, seed=step)
+        opt.step()
+        other.step()
+        assert_same(snapshot(opt), snapshot(other))
+
+
 def pickled(opt):
     buf = io.BytesIO()
     torch.save(opt, buf)
@@ -83,14 +99,9 @@ def test_a_copy_steps_as_the_original(device, cls, kw, how):
     assert other.skip_nonfinite is True
     for k, v in kw.items():
         assert (getattr(other, k) if hasattr(other, k) else other.defaults[k]) == v
-    theirs = [p for g in other.param_groups for p in g["params"]]
+    theirs = params_of(other)
     assert all(q is not p for p, q in zip(params, theirs))
-    for step in range(2, 4):
-        set_grads(params, seed=step)
-        set_grads(theirs, seed=step)
-        opt.step()
-        other.step()
-        assert_same(snapshot(opt), snapshot(other))
+    step_in_lockstep(opt, other, range(2, 4))
     # skip_nonfinite travels with the copy: a NaN gradient moves neither
     before = snapshot(other)
     set_grads(params, seed=9, bad=float("nan"))
@@ -108,7 +119,7 @@ def test_the_copys_steps_leave_the_original_alone(device):
     opt.step()
     before = snapshot(opt)
     other = copy.deepcopy(opt)
-    theirs = [p for g in other.param_groups for p in g["params"]]
+    theirs = params_of(other)
     set_grads(theirs, seed=2)
     other.step()
     assert_same(snapshot(opt), before)
@@ -124,7 +135,7 @@ def test_max_grad_norm_travels_with_the_copy(device):
     other = copy.deepcopy(opt)
     plain = copy.deepcopy(opt)
     plain.max_grad_norm = None
-    copies = [[p for g in o.param_groups for p in g["params"]] for o in (other, plain)]
+    copies = [params_of(o) for o in (other, plain)]
     for ps in [params] + copies:
         set_grads(ps, seed=2, scale=10.0)
     for o in (opt, other, plain):
@@ -149,14 +160,8 @@ def test_per_parameter_overrides_travel_with_the_copy(device, cls, how):
     set_grads(params, seed=1)
     opt.step()
     other = copy.deepcopy(opt) if how == "deepcopy" else pickled(opt)
-    theirs = [p for g in other.param_groups for p in g["params"]]
-    assert not other.uses_8bit_state(theirs[0]) if hasattr(other, "uses_8bit_state") else True
-    for step in range(2, 4):
-        set_grads(params, seed=step)
-        set_grads(theirs, seed=step)
-        opt.step()
-        other.step()
-        assert_same(snapshot(opt), snapshot(other))
+    assert not other.uses_8bit_state(params_of(other)[0])
+    step_in_lockstep(opt, other, range(2, 4))
 
 
 def test_global_overrides_become_the_copys_own(device):
@@ -170,7 +175,7 @@ def test_global_overrides_become_the_copys_own(device):
         other = copy.deepcopy(opt)
     finally:
         qopt.GlobalOptimManager.get_instance().initialize()
-    theirs = [p for g in other.param_groups for p in g["params"]]
+    theirs = params_of(other)
     assert not other.uses_8bit_state(theirs[1]) and other.uses_8bit_state(theirs[0])
     set_grads(params, seed=2)
     set_grads(theirs, seed=2)
