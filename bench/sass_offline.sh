@@ -24,12 +24,14 @@ local_dir=$root/build-bench/nvdisasm
 
 if [ "${1:-}" = --fetch ]; then
   src=/etc/apt/sources.list.d/qopt-nonfree.sources
-  if ! apt-cache show nvidia-cuda-toolkit >/dev/null 2>&1; then
+  tmp=$(mktemp -d)
+  # apt-cache may list the package from stale lists while no source serves it:
+  # the download itself decides whether the non-free source is needed.
+  if ! (cd "$tmp" && apt-get download -qq nvidia-cuda-toolkit 2>/dev/null); then
     printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: contrib non-free\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' > "$src"
     apt-get update -qq
+    (cd "$tmp" && apt-get download -qq nvidia-cuda-toolkit)
   fi
-  tmp=$(mktemp -d)
-  (cd "$tmp" && apt-get download -qq nvidia-cuda-toolkit 2>/dev/null)
   mkdir -p "$local_dir"
   dpkg -x "$tmp"/nvidia-cuda-toolkit_*.deb "$tmp/x"
   cp "$tmp/x/usr/bin/nvdisasm" "$local_dir/"
