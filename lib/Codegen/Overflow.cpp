@@ -42,9 +42,7 @@ constexpr double kF16SmallestPositive = 0x1p-24;
 
 } // namespace
 
-/// Whether an f16 absmax underflows: 0 < a <= 2^-25 (false for NaN). Asked
-/// of the raw absmax by both saturateGroupAbsmax and countSaturation, so
-/// that LLVM computes it once.
+/// Whether an f16 absmax underflows: 0 < a <= 2^-25 (false for NaN).
 static Value f16Underflows(LaneMath &m, Value absmax) {
   return arith::AndIOp::create(
       m.builder(), m.location(),
@@ -96,12 +94,10 @@ void mlir::qopt::countSaturation(LaneMath &m, Attribute scheme, Value absmax,
   if (!counters)
     return;
   double overflowsAt;
-  bool underflows = false;
   if (auto group = dyn_cast<GroupSchemeAttr>(scheme)) {
     if (group.getOverflow() != Overflow::saturate)
       return;
     overflowsAt = scaleLimits(group).overflowsAt;
-    underflows = group.getScale().isF16();
   } else if (auto codebook = dyn_cast<CodebookSchemeAttr>(scheme)) {
     if (codebook.getOverflow() != Overflow::saturate)
       return;
@@ -116,9 +112,6 @@ void mlir::qopt::countSaturation(LaneMath &m, Attribute scheme, Value absmax,
       b, loc,
       m.cmp(arith::CmpFPredicate::OLT, absmax, m.constF(absmax, overflowsAt)),
       arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
-  if (underflows)
-    saturated =
-        arith::OrIOp::create(b, loc, saturated, f16Underflows(m, absmax));
   Value null = LLVM::ZeroOp::create(b, loc, counters.getType());
   Value given = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne,
                                      counters, null);
@@ -132,9 +125,11 @@ void mlir::qopt::countSaturation(LaneMath &m, Attribute scheme, Value absmax,
     return arith::ConstantOp::create(
         b, loc, b.getI64IntegerAttr(static_cast<int64_t>(c)));
   };
-  // A finite absmax that its scale type cannot hold (too large, or an f16
-  // scale's underflow), or a NaN or infinite one (values that were not
-  // finite).
+  // A finite absmax too large for its scale type, or a NaN or infinite one
+  // (values that were not finite). An f16 scale's underflow is not counted:
+  // it rounds small values (common in linear-companded second moments) and
+  // clips none, and one atomic per such group would serialize the launch
+  // (docs/numerics.md "Overflow").
   Value finite = m.cmp(arith::CmpFPredicate::OLT, absmax, m.constF(absmax, inf));
   Value index =
       arith::SelectOp::create(b, loc, finite,

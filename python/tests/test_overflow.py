@@ -125,8 +125,8 @@ def test_tiny_gradients_do_not_zero_the_second_moment(device, scale):
     absmax (sqrt(v) = sqrt(1 - beta2) |g|, about 6e-9 at the first step) below 2^-25, which a
     float16 scale rounds to 0. Stored as 0, v dequantized to 0 under a nonzero m and the update was
     m / eps: parameters moved up to 40 times lr against torch's 5 after five steps. Saturated, v's
-    scale is 2^-24: the displacement stays within twice torch.optim.AdamW's, and the groups are
-    counted."""
+    scale is 2^-24 (stored as float16's smallest subnormal): the displacement stays within twice
+    torch.optim.AdamW's. The underflow is not counted: it rounds, it clips nothing."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4096, generator=g)
     p = torch.nn.Parameter(x.to(torch.bfloat16).to(device))
@@ -145,5 +145,7 @@ def test_tiny_gradients_do_not_zero_the_second_moment(device, scale):
     theirs = (q.detach() - x0).abs().max() / lr
     assert theirs.item() <= 5.0 + 1e-3
     assert ours.item() <= 2.0 * theirs.item(), (ours.item(), theirs.item())
-    assert int(opt.saturated_groups) > 0
+    v_scales = opt.state[p]["exp_avg_sq::scales"]
+    assert (v_scales.view(torch.int16) == 1).any(), "no scale of v took 2^-24"
+    assert int(opt.saturated_groups) == 0
     assert int(opt.nonfinite_groups) == 0

@@ -220,7 +220,7 @@ TEST_P(HostKernelNumerics, TinyGradientsKeepFloat16ScalesNonzero) {
                    st.group.overflow == ref::Overflow::Saturate &&
                    st.group.scaleDType == ref::ScaleDType::F16;
     if (f16Groups && scale <= 1e-8f && spec.grad != ref::DType::F16) {
-      EXPECT_GT(refCounts.saturated, 0) << "no f16 scale underflowed at this gradient scale";
+      EXPECT_GT(refCounts.underflowed, 0) << "no f16 scale underflowed at this gradient scale";
     }
   }
 }

@@ -151,8 +151,9 @@ typedef enum qopt_access {
 #define QOPT_NUMERICS_COUNTERS 2
 typedef enum qopt_numerics_counter {
   /// Groups and blocks whose absmax was finite but did not fit the scale's
-  /// type: a group scale above 65504 for f16, stored as its largest value;
-  /// a positive f16 one of at most 2^-25 (which rounds to 0), stored as 2^-24.
+  /// type: a group scale above 65504 for f16, stored as its largest value.
+  /// (A positive f16 one of at most 2^-25, which rounds to 0, is stored as
+  /// 2^-24 and not counted.)
   QOPT_COUNTER_SATURATED_GROUPS = 0,
   /// Groups and blocks holding a NaN or an infinity: stored saturated (a
   /// codebook block with a NaN restarts from zero).

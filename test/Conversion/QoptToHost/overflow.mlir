@@ -3,10 +3,10 @@
 
 // docs/numerics.md "Overflow": with saturating states the host function takes
 // the numerics counters last (qopt_host_counted_kernel_fn). Per group, where
-// the absmax is not below 65520 (NaN included) or is positive and at most
-// 2^-25 (a zero f16), one atomic add to counter 0 (finite) or 1 (NaN or inf),
-// behind a null check; then the absmax saturates to 65504, or to 2^-24, before
-// the f16 scale. A codebook block's absmax: NaN to 0, +inf to
+// the absmax is not below 65520 (NaN included), one atomic add to counter 0
+// (finite) or 1 (NaN or inf), behind a null check; then the absmax saturates
+// to 65504, or to 2^-24 where it is positive and at most 2^-25 (a zero f16,
+// not counted), before the f16 scale. A codebook block's absmax: NaN to 0, +inf to
 // FLT_MAX. Under ieee: the qopt_host_kernel_fn signature, no counting and no
 // saturation.
 
@@ -17,13 +17,9 @@
 // CHECK: %[[LIMIT:.+]] = arith.constant 6.552000e+04 : f32
 // CHECK: %[[FITS:.+]] = arith.cmpf olt, %[[ABSMAX]], %[[LIMIT]] : f32
 // CHECK: %[[SAT:.+]] = arith.xori %[[FITS]], %{{.+}} : i1
-// CHECK: %[[SMALL:.+]] = arith.cmpf ole, %[[ABSMAX]], %{{.+}} : f32
-// CHECK: %[[POS:.+]] = arith.cmpf ogt, %[[ABSMAX]], %{{.+}} : f32
-// CHECK: %[[UNDER:.+]] = arith.andi %[[POS]], %[[SMALL]] : i1
-// CHECK: %[[EITHER:.+]] = arith.ori %[[SAT]], %[[UNDER]] : i1
-// CHECK: %[[NULL:.+]] = llvm.mlir.zero : !llvm.ptr
-// CHECK: %[[GIVEN:.+]] = llvm.icmp "ne" %[[COUNTERS]], %[[NULL]] : !llvm.ptr
-// CHECK: %[[COUNT:.+]] = arith.andi %[[EITHER]], %[[GIVEN]] : i1
+// CHECK-NEXT: %[[NULL:.+]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[GIVEN:.+]] = llvm.icmp "ne" %[[COUNTERS]], %[[NULL]] : !llvm.ptr
+// CHECK-NEXT: %[[COUNT:.+]] = arith.andi %[[SAT]], %[[GIVEN]] : i1
 // CHECK: scf.if %[[COUNT]] {
 // CHECK:   %[[FINITE:.+]] = arith.cmpf olt, %[[ABSMAX]], %{{.+}} : f32
 // CHECK:   %[[SLOT:.+]] = arith.select %[[FINITE]], %{{.+}}, %{{.+}} : i64

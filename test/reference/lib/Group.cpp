@@ -199,7 +199,7 @@ void groupQuantize(const GroupScheme &scheme, const float *x, int64_t n, void *c
         // subnormal; the tie goes to the even 0) would store a zero scale: the group would
         // dequantize to zeros. It takes 2^-24, divided by and stored as it is.
         if (counts)
-          ++counts->saturated;
+          ++counts->underflowed;
         am = 0x1p-24f;
       }
     }

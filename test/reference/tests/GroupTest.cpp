@@ -265,10 +265,10 @@ TEST(GroupTest, SaturatedScaleKeepsTheGroupFinite) {
 
 TEST(GroupTest, UnderflowingFloat16ScaleKeepsTheGroupNonzero) {
   // docs/numerics.md "Overflow": under Saturate a float16 scale whose positive absmax is at most
-  // 2^-25 (it rounds to a zero float16) stores 2^-24 and divides by it; the group is counted. Per
-  // scheme four groups: absmax 1e-9 (far below), exactly 2^-25 (the tie, which goes to 0), just
-  // above 2^-25 (rounds up to 2^-24 by itself: not saturated), and all zeros (stays 0, not
-  // counted). Expected codes from the rule, computed here: r = range * companded(x / 2^-24).
+  // 2^-25 (it rounds to a zero float16) stores 2^-24 and divides by it; no kernel counts it (the
+  // reference's own `underflowed` does). Per scheme four groups: absmax 1e-9 (far below), exactly
+  // 2^-25 (the tie, which goes to 0), just above 2^-25 (rounds up to 2^-24 by itself: not
+  // replaced), and all zeros (stays 0). Expected codes from the rule, computed here: r = range * companded(x / 2^-24).
   for (GroupScheme s : allSchemes()) {
     if (s.scaleDType != ScaleDType::F16 || s.overflow != Overflow::Saturate)
       continue;
@@ -297,8 +297,9 @@ TEST(GroupTest, UnderflowingFloat16ScaleKeepsTheGroupNonzero) {
       EXPECT_EQ(q.scale(p, 1), sat ? 0x1p-24f : 0.0f) << p.str();
       EXPECT_EQ(q.scale(p, 2), 0x1p-24f) << p.str();
       EXPECT_EQ(q.scale(p, 3), 0.0f) << p.str();
-      EXPECT_EQ(counts.saturated, sat ? 2 : 0) << p.str();
+      EXPECT_EQ(counts.saturated, 0) << p.str();
       EXPECT_EQ(counts.nonfinite, 0) << p.str();
+      EXPECT_EQ(counts.underflowed, sat ? 2 : 0) << p.str();
       if (!sat)
         continue;
       for (int g = 0; g < 2; ++g) {

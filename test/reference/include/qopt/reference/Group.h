@@ -44,8 +44,8 @@ enum class ScaleDivisor { Absmax, StoredScale };
 /// (65504, FLT_MAX, 2^64 (1 - 2^-24)) before the lines above, and a
 /// signed y is clamped to [-1, 1] (a NaN y stays NaN): an infinite value takes the extreme code.
 /// An f16 scale's positive absmax of at most 2^-25 (which rounds to a zero float16) is replaced by
-/// 2^-24, the smallest positive float16, so that the group does not dequantize to zeros; both
-/// count as saturated.
+/// 2^-24, the smallest positive float16, so that the group does not dequantize to zeros; counted
+/// in `underflowed` only (a rounding of small values, not a clip: not saturated).
 /// Overflow::Ieee: the lines above as they are (an absmax above 65504 stores inf; FlashOptim).
 /// Dequantize (the same for both divisors, numerics.md §2 inverse and seed 003 `dequantize`):
 ///   signed:   z = q / 127; y = softsign ? z / (2 - |z|) : z; x = y * s

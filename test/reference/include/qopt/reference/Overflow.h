@@ -19,9 +19,13 @@ enum class Overflow { Saturate, Ieee };
 /// What a quantizer saturated (docs/abi.md "Numerics counters"): groups or
 /// blocks whose absmax was finite but too large for the scale type, and
 /// groups or blocks that held a NaN or an infinity. Adds up over calls.
+/// `underflowed` is the reference's own: groups whose positive f16 absmax
+/// was at most 2^-25 and took 2^-24, which no kernel counts (so that a test
+/// can tell that its inputs reached the rule).
 struct NumericsCounts {
   int64_t saturated = 0;
   int64_t nonfinite = 0;
+  int64_t underflowed = 0;
 };
 
 } // namespace qopt::ref
