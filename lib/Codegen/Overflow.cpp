@@ -3,10 +3,11 @@
 // docs/numerics.md "Overflow": under a state's overflow = saturate policy a
 // group scale that does not fit its storage type stores the type's largest
 // finite value (the codes clamp against it, GroupQuantization.cpp), a
-// positive f16 scale that would round to 0 its smallest positive value, a
 // codebook block's NaN absmax becomes 0 and an infinite one the largest
 // float32, and every such group or block is counted in the kernel's
-// numerics counters (docs/abi.md, "Numerics counters").
+// numerics counters (docs/abi.md, "Numerics counters"). A positive f16
+// scale that would round to 0 stores its smallest positive value,
+// uncounted.
 //
 //===----------------------------------------------------------------------===//
 

@@ -715,8 +715,8 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
     @property
     def saturated_groups(self) -> Optional[torch.Tensor]:
         """Quantization groups (and codebook blocks) whose scale did not fit its type and was
-        stored saturated (a float16 scale above 65504, or a positive one that would round to 0:
-        docs/numerics.md, "Overflow"), counted over
+        stored saturated (a float16 scale above 65504: docs/numerics.md, "Overflow"; a positive one
+        that would round to 0 is stored as 2^-24 and not counted), counted over
         every step since the first, by the kernels on the device: a 0-dim int64 tensor on the
         parameters' device (None before the first step; a view of the counters, which
         ``.zero_()`` resets, where all parameters are on one device). Reading its value syncs."""

@@ -141,16 +141,16 @@ def starts_at_zero(name: str) -> bool:
 
 def bar_failures(got: dict, ref: dict) -> list:
     """What of `got` lies outside DIST.md's bar against `ref`: (name, NMSE, elements outside
-    rtol/atol) per tensor (NMSE only of tensors that do not start at zero), and ("model", cosine)
-    for the cosine of all tensors concatenated."""
+    rtol/atol) per tensor (NMSE held to the bar only where the tensor does not start at zero),
+    and ("model", cosine) for the cosine of all tensors concatenated."""
     out, dot, na, nb = [], 0.0, 0.0, 0.0
     assert got.keys() == ref.keys(), (sorted(got), sorted(ref))
     for n, r in ref.items():
         a, b = got[n].double().reshape(-1), r.double().reshape(-1)
         dot, na, nb = dot + float(a @ b), na + float(a @ a), nb + float(b @ b)
-        nmse = 0.0 if starts_at_zero(n) else float(((a - b) ** 2).sum() / (b ** 2).sum().clamp_min(1e-30))
+        nmse = float(((a - b) ** 2).sum() / (b ** 2).sum().clamp_min(1e-30))
         outside = int((~torch.isclose(got[n].float(), r.float(), rtol=RTOL, atol=ATOL)).sum())
-        if nmse > MAX_NMSE or outside:
+        if (nmse > MAX_NMSE and not starts_at_zero(n)) or outside:
             out.append((n, f"{nmse:.3e}", outside))
     cos = dot / math.sqrt(na * nb)
     if cos < MIN_COS:
@@ -205,7 +205,7 @@ def test_bar_asks_nmse_of_tensors_that_start_nonzero():
     g = torch.Generator().manual_seed(0)
     w = torch.randn(64, 64, generator=g) * 0.02
     b = torch.randn(192, generator=g) * 1e-2
-    noise = torch.randn(192, generator=g) * 5e-4          # NMSE about 2.5e-3, |noise| < 2e-3
+    noise = torch.randn(192, generator=g) * 5e-4          # NMSE about 3e-3, |noise| < 2e-3
     ref = {"blocks.0.qkv.weight": w, "blocks.0.qkv.bias": b}
     assert bar_failures({"blocks.0.qkv.weight": w.clone(), "blocks.0.qkv.bias": b + noise}, ref) == []
     w_off = w.clamp(-0.06, 0.06) * 1.04                  # NMSE about 1.6e-3, every element inside
@@ -217,4 +217,4 @@ def test_bar_asks_nmse_of_tensors_that_start_nonzero():
     far[0] += 1e-2
     fails = bar_failures({"blocks.0.qkv.weight": ref["blocks.0.qkv.weight"].clone(),
                           "blocks.0.qkv.bias": far}, ref)
-    assert fails == [("blocks.0.qkv.bias", "0.000e+00", 1)], fails
+    assert [(f[0], f[2]) for f in fails] == [("blocks.0.qkv.bias", 1)], fails

@@ -190,9 +190,9 @@ TEST_P(HostKernelNumerics, GradientSpikeLeavesStatesAndModelFinite) {
 TEST_P(HostKernelNumerics, TinyGradientsKeepFloat16ScalesNonzero) {
   // docs/numerics.md "Overflow": gradients of 1e-9 to 1e-7 give group absmaxes at or below 2^-25
   // (sqrt(v) after the first step is about 3e-2 |g|), which a float16 scale rounds to 0. Under
-  // saturate they store 2^-24 and are counted (byte for byte the reference, counters its counts:
-  // run()); a spec with a saturating f16 group state must have counted some groups here, where
-  // its gradient type holds them (not f16, which rounds 1e-8 to 0). Weight decay 0: an L2 term
+  // saturate they store 2^-24, uncounted (byte for byte the reference, counters its counts:
+  // run()); for a spec with a saturating f16 group state the reference's own `underflowed` must
+  // have seen some here, where its gradient type holds them (not f16, which rounds 1e-8 to 0). Weight decay 0: an L2 term
   // (FlashSGD's, FlashAdam's d = g + wd p) would make the states as large as the parameters.
   for (size_t i = 0; i < info.num_hypers; ++i) {
     qopt_hyper_info h{};
