@@ -19,6 +19,7 @@
 #include "GpuTestUtil.h"
 #include "qopt/reference/Step.h"
 #include "ShippedSpecCases.h"
+#include "RandomTensors.h"
 #include "qopt/runtime.h"
 
 #include <gtest/gtest.h>
@@ -140,14 +141,7 @@ void CheckedRounding::compareBuilds(bool crowded, std::optional<double> beta2) {
   std::mt19937 rng(77);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-  std::vector<ref::TensorBuffers> tensors;
-  for (int64_t n : sizes) {
-    tensors.push_back(ref::makeTensor(spec, n));
-    std::vector<float> x(n);
-    for (float &v : x)
-      v = 0.5f * normal(rng);
-    ref::setMaster(spec, tensors.back(), x);
-  }
+  std::vector<ref::TensorBuffers> tensors = qopt::test::randomTensors(spec, sizes, rng, normal);
 
   // Two device copies of every stream, in ABI order.
   std::vector<std::vector<DeviceBuffer>> device[2];

@@ -21,6 +21,7 @@
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Step.h"
 #include "ShippedSpecCases.h"
+#include "RandomTensors.h"
 #include "qopt/runtime.h"
 
 #include <gtest/gtest.h>
@@ -177,16 +178,10 @@ protected:
   }
 
   std::vector<ref::TensorBuffers> mainTensors() {
-    std::vector<ref::TensorBuffers> tensors;
-    for (int64_t n : {int64_t(1), int64_t(31), int64_t(4096), int64_t(4097),
-                      int64_t(3 * 4096 + 17), int64_t(70001)}) {
-      tensors.push_back(ref::makeTensor(spec, n));
-      std::vector<float> x(n);
-      for (float &v : x)
-        v = 0.5f * normal(rng);
-      ref::setMaster(spec, tensors.back(), x);
-    }
-    return tensors;
+    return qopt::test::randomTensors(spec,
+                                     {int64_t(1), int64_t(31), int64_t(4096), int64_t(4097),
+                                      int64_t(3 * 4096 + 17), int64_t(70001)},
+                                     rng, normal);
   }
   GradFn mainGradients() {
     return [this](int64_t step, size_t, int64_t n) {

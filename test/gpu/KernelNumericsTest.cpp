@@ -19,6 +19,7 @@
 #include "qopt/reference/Float.h"
 #include "qopt/reference/Step.h"
 #include "ShippedSpecCases.h"
+#include "RandomTensors.h"
 #include "qopt/runtime.h"
 
 #include <gtest/gtest.h>
@@ -141,11 +142,7 @@ void expectStepsMatchReference(
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<ref::TensorBuffers> tensors;
   for (int64_t n : sizes) {
-    tensors.push_back(ref::makeTensor(spec, n));
-    std::vector<float> x(n);
-    for (float &v : x)
-      v = 0.5f * normal(rng);
-    ref::setMaster(spec, tensors.back(), x);
+    tensors.push_back(qopt::test::randomTensor(spec, n, rng, normal));
     if (prepare)
       prepare(tensors.size() - 1, tensors.back());
   }

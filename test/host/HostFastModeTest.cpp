@@ -34,6 +34,7 @@
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Float.h"
 #include "qopt/reference/Step.h"
+#include "HostKernelHandles.h"
 #include "ShippedSpecCases.h"
 #include "qopt/runtime.h"
 
@@ -136,17 +137,10 @@ protected:
         << qopt_last_error();
     ASSERT_EQ(qopt_kernel_create(ctx, registry, info.kernel, &kernel), QOPT_SUCCESS)
         << qopt_last_error();
-    for (const ref::StateScheme &st : spec.states)
-      if (st.kind == ref::StateKind::Codebook)
-        tables.push_back(st.qmap.data());
+    tables = qopt::test::codebookTables(spec);
   }
 
-  void TearDown() override {
-    qopt_kernel_destroy(kernel);
-    qopt_registry_destroy(registry);
-    qopt_manifest_destroy(manifest);
-    qopt_context_destroy(ctx);
-  }
+  void TearDown() override { qopt::test::destroyHostKernel(kernel, registry, manifest, ctx); }
 
   void hostStep(std::vector<ref::TensorBuffers> &tensors, int64_t step) {
     std::vector<int64_t> numels;

@@ -17,7 +17,9 @@
 #include "qopt/reference/Codebook.h"
 #include "qopt/reference/Float.h"
 #include "qopt/reference/Step.h"
+#include "HostKernelHandles.h"
 #include "ShippedSpecCases.h"
+#include "RandomTensors.h"
 #include "qopt/runtime.h"
 
 #include <gtest/gtest.h>
@@ -123,17 +125,10 @@ protected:
     qopt_kernel_info kinfo{};
     ASSERT_EQ(qopt_kernel_get_info(kernel, &kinfo), QOPT_SUCCESS);
     ASSERT_EQ(kinfo.format, QOPT_BINARY_HOST);
-    for (const ref::StateScheme &st : spec.states)
-      if (st.kind == ref::StateKind::Codebook)
-        tables.push_back(st.qmap.data());
+    tables = qopt::test::codebookTables(spec);
   }
 
-  void TearDown() override {
-    qopt_kernel_destroy(kernel);
-    qopt_registry_destroy(registry);
-    qopt_manifest_destroy(manifest);
-    qopt_context_destroy(ctx);
-  }
+  void TearDown() override { qopt::test::destroyHostKernel(kernel, registry, manifest, ctx); }
 
   /// Steps `tensors` with the host kernel `k` (default: the registry's),
   /// adding its saturated and non-finite groups to `counters`.
@@ -259,15 +254,7 @@ protected:
   /// (docs/dsl.md), which the compiler follows.
   /// Tensors of `sizes` with masters 0.5 * N(0, 1).
   std::vector<ref::TensorBuffers> randomTensors(const std::vector<int64_t> &sizes) {
-    std::vector<ref::TensorBuffers> tensors;
-    for (int64_t n : sizes) {
-      tensors.push_back(ref::makeTensor(spec, n));
-      std::vector<float> x(n);
-      for (float &v : x)
-        v = 0.5f * normal(rng);
-      ref::setMaster(spec, tensors.back(), x);
-    }
-    return tensors;
+    return qopt::test::randomTensors(spec, sizes, rng, normal);
   }
 
   ref::StepSpec spec;
