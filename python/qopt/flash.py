@@ -442,6 +442,14 @@ def _matches(name: str, module: torch.nn.Module, specs) -> bool:
                for s in specs)
 
 
+def _cast_key(t: torch.Tensor) -> Any:
+    """What makes two tensors the same tensor: one storage seen at one offset with one size,
+    stride and dtype (a zero-size tensor holds no memory: it is only itself)."""
+    if t.numel() == 0:
+        return ("empty", id(t))
+    return (t.device, t.data_ptr(), tuple(t.shape), t.stride(), t.dtype)
+
+
 def cast_model(model: torch.nn.Module, dtype: torch.dtype = torch.bfloat16,
                selective: bool = True,
                full_precision_layers: Optional[List[Union[str, torch.nn.Module]]] = None,
@@ -461,14 +469,16 @@ def cast_model(model: torch.nn.Module, dtype: torch.dtype = torch.bfloat16,
         if id(m) in kept_modules:
             kept_ids.update(id(t) for t in m.parameters())
             kept_ids.update(id(t) for t in m.buffers())
-    cast: Dict[int, torch.Tensor] = {}
+    cast: Dict[Any, torch.Tensor] = {}
     for m in model.modules():
         if selective and isinstance(m, _RUNNING_STAT_NORMS):
             continue
         for t in list(m.parameters(recurse=False)) + list(m.buffers(recurse=False)):
             if id(t) in kept_ids or not t.is_floating_point():
                 continue
-            key = t.data.data_ptr()
+            # tensors that are the same memory seen the same way (tied parameters) share one
+            # cast; any other view keeps its own shape, stride and values
+            key = _cast_key(t)
             if key not in cast:
                 cast[key] = t.data.to(dtype)
             t.data = cast[key]

@@ -117,6 +117,28 @@ def test_cast_model_as_flashoptim():
     assert model2[0].weight.dtype == torch.bfloat16
 
 
+def test_cast_model_keeps_each_parameters_shape_and_values():
+    """Zero-size parameters (all at data_ptr 0) and views that start at one address used to share
+    the first one's cast tensor: each keeps its own shape and values; only the same tensor seen
+    the same way (a tied parameter, an identical view) shares one."""
+    m = torch.nn.Module()
+    m.a, m.b = torch.nn.Parameter(torch.randn(0, 5)), torch.nn.Parameter(torch.randn(3, 0))
+    qopt.cast_model(m)
+    assert m.a.shape == (0, 5) and m.b.shape == (3, 0)
+    assert m.a.dtype == m.b.dtype == torch.bfloat16
+    base = torch.arange(10, dtype=torch.float32) + 0.25
+    m = torch.nn.Module()
+    m.a, m.b = torch.nn.Parameter(base[:4]), torch.nn.Parameter(base[:8])
+    m.c = torch.nn.Parameter(base.view(2, 5)[:, 0])          # a strided view at the same address
+    m.d = torch.nn.Parameter(base[:4])                        # the same view as a: shares its cast
+    qopt.cast_model(m)
+    assert m.a.shape == (4,) and m.b.shape == (8,) and m.c.shape == (2,)
+    assert m.a.tolist() == [0.25, 1.25, 2.25, 3.25]
+    assert m.b.tolist() == [0.25, 1.25, 2.25, 3.25, 4.25, 5.25, 6.25, 7.25]
+    assert m.c.tolist() == [0.25, 5.25]
+    assert m.d.data_ptr() == m.a.data_ptr() and m.d.shape == (4,)
+
+
 # --------------------------------------------------------------- stepping
 
 @pytest.fixture
