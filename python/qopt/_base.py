@@ -11,6 +11,7 @@ import ctypes
 import itertools
 import math
 import numbers
+import operator
 import weakref
 from ctypes import c_void_p
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -20,7 +21,7 @@ import torch
 from . import _capi as C
 from . import _clip
 from . import _runtime as R
-from ._checkpoint import _INITIAL_LR, _KERNEL_KEY, _Checkpoints
+from ._checkpoint import _INITIAL_LR, _KERNEL_KEY, _Checkpoints, _group_error
 from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _Launch,
                       _backend_of, _destroy_deferred, _destroy_handle_dict, _grad_of, _is_none,
                       _launch_all, _local, _size_error, _TrackedState)
@@ -74,6 +75,17 @@ def _is_stochastic(ks: R.KernelSpec) -> bool:
 
 # ------------------------------------------------------------------------- the base class
 
+#: the smallest magnitude that rounds to infinity in float32 (half an ulp above its largest
+#: finite value, 2^128 - 2^104; the tie rounds to the even 2^128)
+_F32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
+
+#: options every step of the optimizer takes alike (attributes of the same name, False where the
+#: optimizer has none): a param group may repeat them, not change them
+_WHOLE_OPTIMIZER_FLAGS = ("skip_nonfinite", "stochastic_rounding", "kahan_sum",
+                          "bf16_stochastic_round")
+#: the same for options some optimizers have (checked where the optimizer has the attribute)
+_WHOLE_OPTIMIZER_VALUES = ("seed", "block_size")
+
 class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
     """Base class: a torch.optim.Optimizer whose step is one qopt kernel launch per group.
 
@@ -113,8 +125,13 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
     TABLE_KEYS: Dict[str, str] = {}
 
     def __init__(self, params, defaults: Dict[str, Any], spec: str):
+        skip = getattr(self, "skip_nonfinite", False)
+        if not isinstance(skip, bool):
+            raise ValueError(f"{type(self).__name__}: skip_nonfinite={skip!r}; True or False")
         self._spec = spec
         self._generation = 0
+        # param group index -> its values (by identity) when they were last checked at a step
+        self._checked_groups: Dict[int, tuple] = {}
         self._cache: Dict[int, _GroupCache] = {}
         self._tables_host: Optional[List[List[float]]] = None
         self._tables_dev: Dict[Any, List[torch.Tensor]] = {}
@@ -223,11 +240,23 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
         _check_lr(group["lr"])
 
     def _check_group_options(self, group: Dict[str, Any]) -> None:
-        """Refuses, in any param group (also one added later), what the constructor refuses or
-        keeps for the whole optimizer, rather than ignoring it."""
+        """Refuses, in any param group (also one added later or loaded), what the constructor
+        refuses or keeps for the whole optimizer, rather than ignoring it."""
+        cls = type(self).__name__
         if group.get("maximize", False):
-            raise ValueError(f"{type(self).__name__}: maximize=True is not supported")
+            raise ValueError(f"{cls}: maximize=True is not supported")
+        capturable = group.get("capturable", False)
+        if not isinstance(capturable, bool):
+            raise ValueError(f"{cls}: capturable={capturable!r}; True or False")
         self._same_for_all(group, "max_grad_norm", getattr(self, "max_grad_norm", None))
+        # flags of the whole optimizer (off where the optimizer does not have them)
+        for key in _WHOLE_OPTIMIZER_FLAGS:
+            self._same_for_all(group, key, getattr(self, key, False))
+        for key in _WHOLE_OPTIMIZER_VALUES:
+            if hasattr(self, key):
+                self._same_for_all(group, key, getattr(self, key))
+        if "optim_bits" in group and hasattr(self, "quantize"):
+            self._same_for_all(group, "optim_bits", 8 if self.quantize else 32)
 
     def _same_for_all(self, group: Dict[str, Any], key: str, value: Any) -> None:
         if key in group and group[key] != value:
@@ -427,6 +456,7 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
             key = (gi, j, backend, dev, str(ks.path))
             launch = _Launch(self, ks, backend, dev, ps, labels, key)
             launch.spec = spec
+            launch.gi = gi
             # the state_dict index of its first parameter: its stochastic rounding's seed (launch_seed)
             launch.first_index = offset + at[part][0]
             launches.append(launch)
@@ -582,30 +612,65 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
 
     def _checked_hypers(self, gi: int, group: Dict[str, Any]) -> Dict[str, Any]:
         """The group's kernel hyperparameters, refused (before any launch of the step) where a
-        float one is NaN or infinite, or not a number. Tensor values (a tensor lr) are not read:
-        that would be a host sync: a tensor must have one element (shape [] or [1])).
+        float one is NaN or infinite, infinite in float32 (the kernel's precision), or not a
+        number. Tensor values (a tensor lr) are not read: that would be a host sync: a tensor
+        must have one element (shape [] or [1])). A group whose values changed since they were
+        last checked (``param_groups[g][k] = v``) is checked again as add_param_group checks a
+        new one (its options and its hyperparameters' ranges, e.g. beta1 < 1).
 
         The names must be the kernel's (the manifest's "hypers"): one it does not have is refused
         and one missing takes the manifest's default (refused where it gives none)."""
-        hv = self._kernel_hypers(group)
+        try:
+            hv = self._kernel_hypers(group)
+        except (ValueError, TypeError, KeyError):
+            # a value _kernel_hypers cannot read (betas of another length, ...): the group check
+            # names it
+            self._recheck_group(gi, group)
+            raise
         ks = R.kernel_spec(self._spec, _backend_of(_local(group["params"][0]))[0])
         if hv.keys() != ks.hypers.keys():
             hv = self._completed_hypers(gi, hv, ks)
+        self._check_hyper_values(hv, f"{type(self).__name__}: param_groups[{gi}]",
+                                 "nothing was stepped")
+        # identity of the group's values (a float set anew, e.g. by a scheduler, is a new object):
+        # unchanged values were checked already
+        vals = tuple(group.values())
+        seen = self._checked_groups.get(gi)
+        if seen is None or len(seen) != len(vals) or not all(map(operator.is_, seen, vals)):
+            self._recheck_group(gi, group)
+            self._checked_groups[gi] = vals
+        return hv
+
+    def _recheck_group(self, gi: int, group: Dict[str, Any]) -> None:
+        """add_param_group's checks of a group (its options, its hyperparameters' ranges) at a
+        step: a ValueError (or the check's own type) naming the group; nothing is stepped."""
+        try:
+            self._check_group_options(group)
+            self._validate_group(group)
+        except (ValueError, TypeError, NotImplementedError) as e:
+            cls = type(self).__name__
+            raise _group_error(e, cls, f"{cls}: param_groups[{gi}]", "nothing was stepped") \
+                from None
+
+    def _check_hyper_values(self, hv: Dict[str, Any], where: str, after: str) -> None:
+        """Each kernel hyperparameter a number the kernel can take: finite, and finite once
+        rounded to float32 (the kernel's hyperparameters and per-step values are float32); a tensor
+        (not read) of one element. `where` starts each message, `after` ends it."""
         for name, v in hv.items():
             if isinstance(v, torch.Tensor):
                 if v.numel() != 1:
-                    raise ValueError(f"{type(self).__name__}: param_groups[{gi}]: {name} is a "
-                                     f"tensor of shape {list(v.shape)}; a tensor {name} must "
-                                     f"have one element (shape [] or [1]); nothing was stepped")
+                    raise ValueError(f"{where}: {name} is a tensor of shape {list(v.shape)}; a "
+                                     f"tensor {name} must have one element (shape [] or [1]); "
+                                     f"{after}")
                 continue
             if not isinstance(v, numbers.Real):
-                raise TypeError(f"{type(self).__name__}: param_groups[{gi}]: hyperparameter "
-                                f"'{name}' is {v!r}, not a number; nothing was stepped")
+                raise TypeError(f"{where}: hyperparameter '{name}' is {v!r}, not a number; {after}")
             f = float(v)
             if not math.isfinite(f):
-                raise ValueError(f"{type(self).__name__}: param_groups[{gi}]: hyperparameter "
-                                 f"'{name}' is {f}; nothing was stepped")
-        return hv
+                raise ValueError(f"{where}: hyperparameter '{name}' is {f}; {after}")
+            if abs(f) >= _F32_OVERFLOW:
+                raise ValueError(f"{where}: hyperparameter '{name}' is {f!r}, which is infinite "
+                                 f"in float32 (the kernel's precision); {after}")
 
     def _completed_hypers(self, gi: int, hv: Dict[str, Any], ks: R.KernelSpec) -> Dict[str, Any]:
         """`hv` (from _kernel_hypers) checked against the kernel's hyperparameters, as qopt-step
@@ -636,7 +701,7 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
     #: ctypes arrays, the step cache, gradient release's hooks): a copy or an unpickled optimizer
     #: makes its own; torch's step / state_dict hooks are dropped, as torch.optim drops them
     _NOT_COPIED = ("_cache", "_tables_dev", "_tables_host", "_kernels", "_finalizer",
-                   "_table_arrays", "_overrides", "_release", "_maxabs")
+                   "_table_arrays", "_overrides", "_release", "_maxabs", "_checked_groups")
 
     def _copied_state(self) -> Dict[str, Any]:
         """What copy.deepcopy and pickle keep: every attribute the optimizer was given or counted
@@ -681,6 +746,7 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
             self.state = _TrackedState(dict, self.state)
         self._cache = {}
         self._tables_dev = {}
+        self._checked_groups = {}
         if hasattr(self, "min_8bit_size"):
             from ._policy import _Overrides
             self._overrides = _Overrides()
@@ -752,7 +818,13 @@ def _check_lr(lr) -> None:
         raise ValueError(f"Invalid learning rate: {lr}")
 
 
-def _check_betas(betas, upper_inclusive=False) -> None:
+def _check_betas(betas, upper_inclusive=False, n=2) -> None:
+    """PyTorch's beta checks, after the count: `n` values (beta1, beta2[, beta3]); the kernel
+    takes each as a hyperparameter of its own."""
+    if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != n:
+        names = ", ".join(f"beta{i + 1}" for i in range(n))
+        count = {2: "two", 3: "three"}.get(n, str(n))
+        raise ValueError(f"Invalid betas: {betas!r}; expected {count} values ({names})")
     for i, b in enumerate(betas):
         ok = 0.0 <= b <= 1.0 if upper_inclusive else 0.0 <= b < 1.0
         if not ok:

@@ -6,6 +6,7 @@ parameter's state (DCP, FSDP2) is _reshard.py's.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Dict
 
 import torch
@@ -24,6 +25,35 @@ _KERNEL_KEY = "_qopt_kernel"
 
 STATE_FORMAT = "qopt-optimizer-state"
 STATE_FORMAT_VERSION = 1
+
+
+def _group_error(e: BaseException, cls: str, where: str, after: str) -> BaseException:
+    """The error `e` of a param group check (PyTorch's wording, or "<cls>: ..."), of the same type,
+    saying which group (`where`) and what was not done (`after`)."""
+    msg = str(e)
+    if msg.startswith(cls + ": "):
+        msg = msg[len(cls) + 2:]
+    return type(e)(f"{where}: {msg}; {after}")
+
+
+def _check_layout(name: str, state_dict: Any) -> None:
+    """PyTorch's state_dict layout: a dict with 'state' (a dict) and 'param_groups' (a list of
+    dicts, each with 'params'); anything else is refused naming what is missing."""
+    if not isinstance(state_dict, dict):
+        raise TypeError(f"{name}.load_state_dict: a state_dict is a dict with 'state' and "
+                        f"'param_groups', got {type(state_dict).__name__}")
+    for key, kind in (("state", dict), ("param_groups", list)):
+        if key not in state_dict:
+            raise ValueError(f"{name}.load_state_dict: the state_dict has no '{key}' (PyTorch's "
+                             f"layout: 'state' and 'param_groups'); nothing was loaded")
+        if not isinstance(state_dict[key], kind):
+            raise ValueError(f"{name}.load_state_dict: the state_dict's '{key}' is a "
+                             f"{type(state_dict[key]).__name__}, expected a {kind.__name__}; "
+                             f"nothing was loaded")
+    for gi, g in enumerate(state_dict["param_groups"]):
+        if not isinstance(g, dict) or "params" not in g:
+            raise ValueError(f"{name}.load_state_dict: param_groups[{gi}] has no 'params' (the "
+                             f"indices of its parameters in 'state'); nothing was loaded")
 
 
 def _hooks(opt, kind: str):
@@ -93,9 +123,10 @@ class _Checkpoints:
 
     def _qopt_load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         name = type(self).__name__
-        meta = state_dict.get("qopt") if isinstance(state_dict, dict) else None
+        _check_layout(name, state_dict)
+        meta = state_dict.get("qopt")
         ks_host = self._kernel_spec(C.BACKEND_HOST)
-        saved_groups = state_dict.get("param_groups") if isinstance(state_dict, dict) else None
+        saved_groups = state_dict.get("param_groups")
         marked = (isinstance(saved_groups, list) and saved_groups
                   and all(isinstance(g, dict) and _KERNEL_KEY in g for g in saved_groups))
         if meta is None and marked:
@@ -126,6 +157,12 @@ class _Checkpoints:
             if len(g["params"]) != len(sg["params"]):
                 raise ValueError("loaded state dict contains a parameter group that doesn't match "
                                  "the size of optimizer's group")
+        # every loaded group checked as add_param_group checks a new one (its options and
+        # hyperparameters), before anything is loaded
+        for gi, (g, sg) in enumerate(zip(groups, saved_groups)):
+            merged = dict(g)
+            merged.update((k, v) for k, v in sg.items() if k != "params")
+            self._check_loaded_group(gi, merged)
         id_map = {}
         for g, sg in zip(groups, saved_groups):
             for p, i in zip(g["params"], sg["params"]):
@@ -151,6 +188,25 @@ class _Checkpoints:
                 g[_INITIAL_LR] = v.clone() if isinstance(v, torch.Tensor) else v
         self._cache.clear()
         self._generation += 1
+
+    def _check_loaded_group(self, gi: int, group: Dict[str, Any]) -> None:
+        """A loaded param group (the optimizer's group with the saved values) refused where
+        add_param_group would refuse it, or where a hyperparameter is one the kernel cannot take
+        (NaN, infinite, or infinite in float32): the error names the group."""
+        where = f"{type(self).__name__}.load_state_dict: param_groups[{gi}]"
+        try:
+            self._check_group_options(group)
+            self._validate_group(group)
+        except (ValueError, TypeError, NotImplementedError) as e:
+            raise _group_error(e, type(self).__name__, where, "nothing was loaded") from None
+        if group["params"]:
+            try:
+                hv = self._kernel_hypers(group)
+            except (ValueError, TypeError, KeyError) as e:
+                raise ValueError(f"{where}: its values do not give the kernel's "
+                                 f"hyperparameters ({type(e).__name__}: {e}); nothing was "
+                                 f"loaded") from None
+            self._check_hyper_values(hv, where, "nothing was loaded")
 
     def _load_param_state(self, p, group, idx, saved: Dict[str, Any]) -> Dict[str, Any]:
         where = (f"{type(self).__name__}.load_state_dict: parameter {idx} "
@@ -224,9 +280,12 @@ class _Checkpoints:
             out[key] = table
         step = saved["step"]
         try:
-            step_val = int(step.item()) if isinstance(step, torch.Tensor) else int(step)
-            bad = step_val < 0 or (isinstance(step, torch.Tensor) and float(step.item()) != step_val)
-        except (TypeError, ValueError, RuntimeError):
+            value = step.item() if isinstance(step, torch.Tensor) else step
+            step_val = int(value)
+            # an integer count (2.5 is not one: truncating it would resume at another step)
+            bad = (step_val < 0 or isinstance(value, bool)
+                   or not isinstance(value, numbers.Real) or float(value) != step_val)
+        except (TypeError, ValueError, RuntimeError, OverflowError):
             bad = True
         if bad:
             raise ValueError(f"{where}: step {step} is not a non-negative integer")

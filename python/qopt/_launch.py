@@ -10,6 +10,7 @@ import collections
 import ctypes
 import functools
 import itertools
+import math
 import operator
 import struct
 from ctypes import byref, c_char_p, c_int32, c_int64, c_uint64, c_void_p
@@ -111,9 +112,23 @@ class _Slot:
         for i, b in enumerate(self._hyper_bytes):
             self.hypers[i].name = b
         self.uniforms: Optional[torch.Tensor] = None
+        # the runtime's evaluation of the uniforms into one array of this slot (finite())
+        self._evaluate = None
+        self._values = None
         self._static_key = None
         self._static: List[Optional[torch.Tensor]] = []
         self._static_captured = False
+
+    def finite(self, step: int) -> bool:
+        """Whether every uniform qopt_step will evaluate from ``self.hypers`` at `step` is finite
+        in float32 (False also where the runtime refuses them, e.g. a NaN one)."""
+        out = self._values
+        if out is None:
+            self._evaluate = C.lib().qopt_manifest_evaluate_uniforms
+            out = self._values = (ctypes.c_float * max(self.ks.num_uniforms, 1))()
+        return (self._evaluate(self.ks.manifest, self.hypers, len(self.hyper_names), step, out,
+                               self.ks.num_uniforms) == C.SUCCESS
+                and all(map(math.isfinite, out)))
 
 
 class _Prepared:
@@ -138,6 +153,7 @@ class _Launch:
                  params: List[torch.Tensor], labels: List[str], kernel_key):
         self.opt, self.ks, self.backend, self.device = opt, ks, backend, device
         self.params = params
+        self.gi = kernel_key[0] if isinstance(kernel_key, tuple) and kernel_key else 0  # its group
         self.dtype = TORCH_DTYPES[ks.param_dtype]
         self._want = {self.dtype}
         self.slots = {False: _Slot(ks, kernel_key)}
@@ -427,14 +443,46 @@ class _Launch:
                 v = hv[name]
                 hy[i].value = 1.0 if isinstance(v, torch.Tensor) else float(v)
             host = slot.ks.evaluate_uniforms(hy, len(slot.hyper_names), max(step, 1))
+            if not all(map(math.isfinite, host)):
+                # only the host's own values: the others are computed on the device (not read)
+                dynamic = frozenset([n for n, v in hv.items() if isinstance(v, torch.Tensor)]
+                                    + (["step"] if device_counter else []))
+                self._refuse_infinite(slot, host, hv, step,
+                                      [_is_dynamic(e, dynamic) for e in slot.ks.uniform_exprs])
             entry.hypers, entry.num_hypers, entry.step = None, 0, 0
         else:
             for i, name in enumerate(slot.hyper_names):
                 hy[i].value = hv[name]
+            # the runtime refuses a NaN per-step value, not an infinite one (it leaves the range
+            # of hyperparameters to the caller): the values qopt_step will use, checked here
+            if not slot.finite(step):
+                # (the runtime's own refusal, e.g. a NaN uniform, raises here with its message)
+                values = slot.ks.evaluate_uniforms(hy, len(slot.hyper_names), step)
+                self._refuse_infinite(slot, values, hv, step, None)
             entry.hypers, entry.num_hypers, entry.step = hy, len(slot.hyper_names), step
         entry.device_uniforms = None
         self._prep = _Prepared(keep, copy_back, slot, hv, step, use_device_uniforms, host,
                                device_skip, move_counters)
+
+    def _refuse_infinite(self, slot: _Slot, values: List[float], hv: Dict[str, Any], step: int,
+                         dynamic: Optional[List[bool]]) -> None:
+        """A per-step value (uniform) that is infinite in float32 although every hyperparameter is
+        finite (they are checked first): beta1 = 1 makes lr / (1 - beta1^step) infinite, lr *
+        weight_decay can overflow. The kernel's update would turn parameters into inf or NaN,
+        so the step is refused before anything is launched. `dynamic`: which values the device
+        computes instead (those are not judged here), or None."""
+        exprs = slot.ks.uniform_exprs
+        for i, v in enumerate(values):
+            if math.isfinite(v) or (dynamic is not None and i < len(dynamic) and dynamic[i]):
+                continue
+            expr = _render(exprs[i]) if i < len(exprs) else f"uniform {i}"
+            given = ", ".join(f"{n}={x!r}" for n, x in hv.items()
+                              if not isinstance(x, torch.Tensor))
+            raise ValueError(
+                f"{type(self.opt).__name__}: param_groups[{self.gi}]: the per-step value {expr} "
+                f"of kernel {slot.ks.kernel} is {v} in float32 at step {step} ({given}); the "
+                f"kernel cannot step with it (check the group's hyperparameters); nothing was "
+                f"stepped")
 
     def precheck(self) -> None:
         """What the launch of qopt_step_many checks, without launching: for the launches of a
@@ -537,6 +585,20 @@ class _Launch:
                 parts.append(slot._static[i])
         # the step reductions' slots after these are written by the kernel's combine
         slot.uniforms[:len(parts)].copy_(torch.stack(parts))
+
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "^"}
+
+
+def _render(expr) -> str:
+    """A manifest uniform expression (nested lists) as text: ``lr / (1 - beta1 ^ step)``."""
+    if not isinstance(expr, list):
+        return str(expr)
+    op, args = expr[0], [_render(a) if not isinstance(a, list) or a[0] not in _INFIX
+                         else f"({_render(a)})" for a in expr[1:]]
+    if op in _INFIX:
+        return f" {_INFIX[op]} ".join(args)
+    return f"{op}({', '.join(args)})"
 
 
 def _float_bits(x: float) -> bytes:

@@ -254,9 +254,7 @@ class AdEMAMix8bit(_Blockwise):
 
     def _validate_group(self, group):
         _check_lr(group["lr"])
-        if len(group["betas"]) != 3:
-            raise ValueError(f"Invalid betas: {group['betas']!r} (three: beta1, beta2, beta3)")
-        _check_betas(group["betas"])
+        _check_betas(group["betas"], n=3)
         _check_eps(group["eps"])
         _check_wd(group["weight_decay"])
         if not 0.0 <= group["alpha"]:

@@ -15,6 +15,7 @@ import torch
 
 from . import ecc
 from ._base import QoptOptimizer
+from ._checkpoint import _check_layout
 from ._launch import _local
 from ._policy import PolicyMixin
 
@@ -173,7 +174,10 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
         ``exp_avg``, ``exp_avg_sq``; SGD: ``momentum_buffer``; Lion: ``exp_avg``; float tensors):
         the states are quantized into this optimizer's groups (or kept float32 where its policy
         says so), error bits and a Kahan compensation start at 0 (the master is the parameter), and only the group options
-        this optimizer has are taken (``amsgrad=True`` / ``maximize=True`` are refused)."""
+        this optimizer has are taken (``amsgrad=True`` / ``maximize=True`` are refused). A state of
+        None values only (torch's SGD without momentum: ``momentum_buffer=None``) is no state yet:
+        the parameter starts afresh at its next step, as torch's does."""
+        _check_layout(type(self).__name__, state_dict)
         if _is_torch_optim_state(self, state_dict):
             state_dict = _from_torch_optim(self, state_dict)
         super()._qopt_load_state_dict(state_dict)
@@ -355,17 +359,21 @@ def _from_torch_optim(opt, sd: Dict[str, Any]) -> Dict[str, Any]:
     if len(sd["param_groups"]) != len(opt.param_groups):
         groups = sd["param_groups"]     # refused by load_state_dict's group count check
     state = {}
-    for i, st in sd.get("state", {}).items():
-        st = dict(st)
-        step = st.get("step")
-        if step is None:
+    for i, st in sd["state"].items():
+        if not isinstance(st, dict):
+            state[i] = st         # refused by the state check, naming the parameter
+            continue
+        st = {k: v for k, v in st.items() if v is not None}
+        if not any(k != "step" for k in st) and len(st) < len(sd["state"][i]):
+            # torch.optim.SGD with momentum 0 keeps momentum_buffer=None: no state yet. The
+            # parameter starts afresh at its next step, whose first-step rule sets the buffer to
+            # the gradient, as torch's SGD does with a None buffer.
+            continue
+        if "step" not in st:
             # torch.optim.SGD keeps no count: its state is at least one step old, and SGD's update
-            # reads the count only to start the buffer at the first step
+            # reads the count only to start the buffer at the first step (the count itself is
+            # checked by the state check: a non-negative integer)
             st["step"] = torch.tensor(1, dtype=torch.int64)
-        elif isinstance(step, torch.Tensor):
-            st["step"] = torch.tensor(int(step.item()), dtype=torch.int64)
-        elif step is not None:
-            st["step"] = torch.tensor(int(step), dtype=torch.int64)
         state[i] = st
     return {"state": state, "param_groups": groups}
 

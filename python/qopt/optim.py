@@ -330,8 +330,10 @@ class AdamW4bit(FlashAdamW):
     (torchao keeps parameters under 4096 elements, or not a multiple of the block, in float32).
     ``amsgrad=True`` is refused. State keys: FlashAdamW's (``exp_avg::quantized`` holds the packed
     bytes, ``exp_avg::scales`` the float32 scales); ``state[p]["exp_avg"]``,
-    ``compress_state_dict=False`` and a ``torch.optim.AdamW`` checkpoint read and write the moments
-    in float32 as for FlashAdamW (docs/numerics.md, "4-bit codes and tables").
+    ``compress_state_dict=False`` (keyword-only, FlashOptim's option: ``state_dict()`` gives the
+    moments dequantized, as float32 tensors under torch's keys) and a ``torch.optim.AdamW``
+    checkpoint read and write the moments in float32 as for FlashAdamW (docs/numerics.md, "4-bit
+    codes and tables").
     """
 
     _SPECS = {None: "adamw4bit"}
@@ -342,7 +344,7 @@ class AdamW4bit(FlashAdamW):
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
                  block_size: int = 128, bf16_stochastic_round: bool = False, seed: int = 0,
                  capturable: bool = False, skip_nonfinite: bool = False,
-                 max_grad_norm: Optional[float] = None):
+                 max_grad_norm: Optional[float] = None, compress_state_dict: bool = True):
         cls = type(self).__name__
         if amsgrad:
             raise ValueError(f"{cls}: amsgrad=True is not supported")
@@ -350,11 +352,12 @@ class AdamW4bit(FlashAdamW):
             raise ValueError(f"{cls}: block_size={block_size!r}; the 4-bit kernels have groups "
                              f"of 128")
         self.block_size = block_size
+        self.bf16_stochastic_round = bf16_stochastic_round
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          master_weight_bits=None, capturable=capturable,
                          skip_nonfinite=skip_nonfinite, max_grad_norm=max_grad_norm,
-                         stochastic_rounding=bf16_stochastic_round, seed=seed)
-        self.bf16_stochastic_round = bf16_stochastic_round
+                         stochastic_rounding=bf16_stochastic_round, seed=seed,
+                         compress_state_dict=compress_state_dict)
 
 
 class FlashSGD(FlashOptimizer):

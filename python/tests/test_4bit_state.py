@@ -187,6 +187,26 @@ def test_uncompressed_state_dict_round_trip(name, make, schemes, sdt):
             assert torch.equal(other.state[q][f"{key}::scales"].float(), scales.float())
 
 
+def test_adamw4bit_takes_compress_state_dict():
+    """AdamW4bit's docstring named compress_state_dict=False, which its constructor refused
+    (TypeError): accepted, the moments come out in float32 (dequantized here from the codes)."""
+    gen = torch.Generator().manual_seed(4)
+    params = [torch.nn.Parameter((0.5 * torch.randn(s, generator=gen)).to(torch.bfloat16))
+              for s in SHAPES]
+    opt = qopt.AdamW4bit(params, lr=1e-2, compress_state_dict=False)
+    assert opt.compress_state_dict is False
+    _step(opt, params, gen, 2)
+    sd = opt.state_dict()
+    for i, p in enumerate(params):
+        st, n = opt.state[p], p.numel()
+        assert set(sd["state"][i]) == {"exp_avg", "exp_avg_sq", "step"}
+        for key, scheme in (("exp_avg", "dynamic"), ("exp_avg_sq", "nonzero")):
+            want = dequant(st[f"{key}::quantized"], st[f"{key}::scales"], n, scheme)
+            assert torch.equal(sd["state"][i][key].reshape(-1), want), key
+    with pytest.raises(ValueError, match="compress_state_dict='no'; True or False"):
+        qopt.AdamW4bit(params, compress_state_dict="no")
+
+
 @pytest.mark.parametrize("scheme,storage,comp", [
     ("dynamic", "int8", "dynamic"), ("nonzero", "uint8", "nonzero"),
     ("softsign", "int8", "softsign"), ("sqrt", "uint8", "sqrt")])

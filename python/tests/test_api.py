@@ -67,6 +67,31 @@ def test_invalid_betas(cls):
         cls(bf16_params((2,)), betas=(0.9, -0.1))
 
 
+@pytest.mark.parametrize("cls,n", [(qopt.FlashAdamW, 2), (qopt.FlashAdam, 2), (qopt.AdamW8bit, 2),
+                                   (qopt.FlashLion, 2), (qopt.AdamW4bit, 2), (qopt.Lion8bit, 2),
+                                   (qopt.AdEMAMix8bit, 3), (qopt.StableAdamW, 2)])
+def test_betas_of_another_length_are_refused(cls, n):
+    """betas of another length than the kernel's betas used to be accepted (the first step then
+    failed unpacking them, or ignored the extra ones): refused at construction, in a group added
+    later (not kept) and in a loaded group (nothing loaded)."""
+    names = ", ".join(f"beta{i + 1}" for i in range(n))
+    count = {2: "two", 3: "three"}[n]
+    for betas in [(0.9,) * (n + 1), (0.9,) * (n - 1), 0.9]:
+        with pytest.raises(ValueError, match=rf"Invalid betas: .*; expected {count} values \({names}\)"):
+            cls(bf16_params((2,)), betas=betas)
+    a, b = bf16_params((2,), (3,))
+    opt = cls([a])
+    with pytest.raises(ValueError, match=rf"Invalid betas: \(0.9, 0.9, 0.9, 0.9\)"):
+        opt.add_param_group({"params": [b], "betas": (0.9,) * 4})
+    assert len(opt.param_groups) == 1
+    opt.init_state()
+    sd = copy.deepcopy(opt.state_dict())
+    sd["param_groups"][0]["betas"] = (0.9,) * (n + 1)
+    with pytest.raises(ValueError, match=r"load_state_dict: param_groups\[0\]: Invalid betas"):
+        opt.load_state_dict(sd)
+    assert len(opt.param_groups[0]["betas"]) == n
+
+
 @pytest.mark.parametrize("cls", ALL)
 def test_invalid_weight_decay(cls):
     with pytest.raises(ValueError, match="^Invalid weight_decay value: -1$"):
@@ -172,6 +197,13 @@ GROUP_REFUSALS = [
     (qopt.FlashAdamW, dict(decouple_lr=True)), (qopt.FlashAdam, dict(decouple_lr=True)),
     (qopt.FlashSGD, dict(master_weight_bits=None)), (qopt.FlashSGDW, dict(decouple_lr=True)),
     (qopt.FlashLion, dict(quantize=False)), (qopt.FlashLion, dict(maximize=True)),
+    # options of the whole optimizer: a group used to change them silently for nothing
+    (qopt.FlashAdamW, dict(skip_nonfinite=True)), (qopt.AdamW8bit, dict(skip_nonfinite=True)),
+    (qopt.FlashSGD, dict(skip_nonfinite=True)), (qopt.FlashAdamW, dict(stochastic_rounding=True)),
+    (qopt.FlashAdamW, dict(kahan_sum=True)), (qopt.FlashAdamW, dict(seed=5)),
+    (qopt.AdamW4bit, dict(bf16_stochastic_round=True)), (qopt.AdamW4bit, dict(seed=5)),
+    (qopt.AdamW4bit, dict(block_size=64)), (qopt.AdamW8bit, dict(optim_bits=32)),
+    (qopt.Lion8bit, dict(skip_nonfinite=True)),
 ]
 
 
@@ -198,6 +230,28 @@ def test_added_group_with_accepted_values_of_those_options():
     opt = qopt.FlashAdamW([c], master_weight_bits=32, decouple_lr=True)
     opt.add_param_group({"params": [a], "master_weight_bits": 32, "decouple_lr": True, "fused": True})
     assert len(opt.param_groups) == 2
+    # options of the whole optimizer repeated with its own values
+    opt = qopt.FlashAdamW([a], master_weight_bits=None, stochastic_rounding=True, seed=7,
+                          skip_nonfinite=True)
+    opt.add_param_group({"params": [b], "stochastic_rounding": True, "seed": 7,
+                         "skip_nonfinite": True, "kahan_sum": False})
+    opt = qopt.AdamW8bit([c], optim_bits=32)
+    opt.add_param_group({"params": [a], "optim_bits": 32, "skip_nonfinite": False})
+    assert len(opt.param_groups) == 2
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: qopt.FlashAdamW(ps, capturable="no"),
+    lambda ps: qopt.FlashAdamW([{"params": ps, "capturable": 1}]),
+    lambda ps: qopt.FlashAdamW(ps, skip_nonfinite="yes"),
+    lambda ps: qopt.AdamW8bit(ps, skip_nonfinite=1),
+    lambda ps: qopt.FlashSGD(ps, capturable="yes"),
+], ids=["capturable-str", "capturable-group-int", "skip_nonfinite-str", "skip_nonfinite-int",
+        "sgd-capturable"])
+def test_flags_must_be_bools(make):
+    """capturable="no" and skip_nonfinite="yes" used to count as True."""
+    with pytest.raises(ValueError, match=r"(capturable|skip_nonfinite)=.*; True or False"):
+        make(bf16_params((2,)))
 
 
 def test_added_group_with_invalid_hyperparameters_is_not_kept():
@@ -464,6 +518,80 @@ def test_load_refuses_group_mismatch():
     other = qopt.FlashAdamW([torch.nn.Parameter(p.detach().clone()) for p in params])
     with pytest.raises(ValueError, match="different number of parameter groups"):
         other.load_state_dict(opt.state_dict())
+
+
+LOADED_GROUP_REFUSALS = [
+    (dict(maximize=True), "maximize=True is not supported"),
+    (dict(master_weight_bits=32), "master_weight_bits=32 in a param group is not supported"),
+    (dict(eps=-1.0), "Invalid epsilon value: -1.0"),
+    (dict(lr=-1.0), "Invalid learning rate: -1.0"),
+    (dict(betas=(2.0, 0.5)), "Invalid beta parameter at index 0: 2.0"),
+    (dict(amsgrad=True), "amsgrad=True is not supported"),
+    (dict(skip_nonfinite=True), "skip_nonfinite=True in a param group is not supported"),
+    (dict(weight_decay=1e40), "hyperparameter 'weight_decay' is 1e\\+40, which is infinite in "
+                              "float32"),
+    (dict(capturable="no"), "capturable='no'; True or False"),
+]
+
+
+@pytest.mark.parametrize("update,match", LOADED_GROUP_REFUSALS,
+                         ids=[next(iter(u)) for u, _ in LOADED_GROUP_REFUSALS])
+def test_load_refuses_group_values_the_constructor_refuses(update, match):
+    """load_state_dict used to take group values that the constructor and add_param_group refuse
+    (maximize=True then ignored, eps=-1 stepped with): each is refused naming the group, and
+    nothing is loaded (the groups and the state stay as they were)."""
+    params, opt = filled_optimizer()
+    fresh = _fresh_like(params)
+    fresh.init_state()
+    before_groups = copy.deepcopy(fresh.param_groups)
+    before_state = copy.deepcopy(fresh.state_dict()["state"])
+    sd = copy.deepcopy(opt.state_dict())
+    sd["param_groups"][1].update(update)
+    with pytest.raises(ValueError, match=r"FlashAdamW.load_state_dict: param_groups\[1\]: " + match):
+        fresh.load_state_dict(sd)
+    assert [{k: v for k, v in g.items() if k != "params"} for g in fresh.param_groups] == \
+        [{k: v for k, v in g.items() if k != "params"} for g in before_groups]
+    assert_state_equal(fresh.state_dict()["state"], before_state)
+    assert int(fresh.state[fresh.param_groups[0]["params"][0]]["step"]) == 0
+
+
+@pytest.mark.parametrize("step", [2.5, torch.tensor(2.5), -1, True, float("nan"), "3"],
+                         ids=["float", "tensor", "negative", "bool", "nan", "str"])
+def test_load_refuses_a_step_that_is_not_a_count(step):
+    """A float step of 2.5 used to be truncated to 2 (a tensor 2.5 was refused)."""
+    params, opt = filled_optimizer()
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][1]["step"] = step
+    fresh = _fresh_like(params)
+    with pytest.raises(ValueError, match=r"parameter 1 \(shape \[5\]\): step .* is not a "
+                                         r"non-negative integer"):
+        fresh.load_state_dict(sd)
+    assert len(fresh.state) == 0
+    sd["state"][1]["step"] = 3.0         # an integral float is a count
+    fresh.load_state_dict(sd)
+    assert fresh.state[fresh.param_groups[0]["params"][1]]["step"].item() == 3
+
+
+@pytest.mark.parametrize("cls", [qopt.FlashAdamW, qopt.AdamW8bit])
+def test_load_refuses_a_state_dict_without_state_or_params(cls):
+    """A state_dict without 'state' used to be a bare KeyError('state'), and a param group
+    without 'params' another KeyError: each is a ValueError naming the key."""
+    params, opt = filled_optimizer(cls)
+    sd = copy.deepcopy(opt.state_dict())
+    del sd["state"]
+    with pytest.raises(ValueError, match=f"{cls.__name__}.load_state_dict: the state_dict has no "
+                                         f"'state'"):
+        _fresh_like(params, cls).load_state_dict(sd)
+    sd = copy.deepcopy(opt.state_dict())
+    del sd["param_groups"][1]["params"]
+    with pytest.raises(ValueError, match=r"param_groups\[1\] has no 'params'"):
+        _fresh_like(params, cls).load_state_dict(sd)
+    sd = copy.deepcopy(opt.state_dict())
+    del sd["param_groups"]
+    with pytest.raises(ValueError, match="the state_dict has no 'param_groups'"):
+        _fresh_like(params, cls).load_state_dict(sd)
+    with pytest.raises(TypeError, match="a state_dict is a dict"):
+        _fresh_like(params, cls).load_state_dict([("state", {})])
 
 
 def test_load_refuses_another_codebook():

@@ -313,6 +313,34 @@ def test_torch_optim_checkpoint_loads_quantized_and_exports_back(host, name):
     _train(model, opt, steps=2)
 
 
+def test_torch_sgd_checkpoint_without_momentum_loads_and_steps_as_torch(host):
+    """torch.optim.SGD with momentum 0 keeps momentum_buffer=None (no buffer yet): its checkpoint
+    used to be refused ("missing state keys ['momentum_buffer::quantized', ...]"). It loads as no
+    state, and the parameters step on as torch's SGD steps them."""
+    ref_model, model = _fp32_model(), _fp32_model()
+    ref = torch.optim.SGD(ref_model.parameters(), lr=0.1)
+    _train(ref_model, ref, steps=2)
+    tsd = ref.state_dict()
+    if not tsd["state"]:
+        pytest.skip("this torch keeps no SGD state without momentum")
+    assert all(st.get("momentum_buffer", 0) is None for st in tsd["state"].values())
+    model.load_state_dict(ref_model.state_dict())
+    opt = qopt.FlashSGD(model.parameters(), lr=0.5, momentum=0.9)
+    opt.load_state_dict(tsd)
+    assert opt.param_groups[0]["lr"] == 0.1 and opt.param_groups[0]["momentum"] == 0
+    assert len(opt.state) == 0           # no momentum state yet, as in torch
+    g = torch.Generator().manual_seed(21)
+    for _ in range(2):
+        x = torch.randn(8, 16, generator=g)
+        for m, o in ((ref_model, ref), (model, opt)):
+            o.zero_grad(set_to_none=True)
+            m(x).square().mean().backward()
+            o.step()
+    for p, q in zip(ref_model.parameters(), model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-7)
+    assert all(int(opt.state[q]["step"]) == 2 for q in model.parameters())
+
+
 def test_torch_optim_checkpoint_refusals(host):
     model = _fp32_model()
     ref = torch.optim.AdamW(model.parameters(), lr=1e-2, amsgrad=True)

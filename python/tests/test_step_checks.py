@@ -298,6 +298,43 @@ def test_non_finite_hyperparameter_in_a_later_group_steps_no_group(device, cls, 
     assert int(opt.state[a]["step"]) == 1 and int(opt.state[b]["step"]) == 1
 
 
+@pytest.mark.parametrize("update,match", [
+    (dict(betas=(1.0, 0.999)), r"Invalid beta parameter at index 0: 1.0"),
+    (dict(betas=(0.9, 0.999, 0.5)), r"Invalid betas: \(0.9, 0.999, 0.5\); expected two values"),
+    (dict(eps=-1.0), r"Invalid epsilon value: -1.0"),
+    (dict(lr=-1.0), r"Invalid learning rate: -1.0"),
+    (dict(maximize=True), r"maximize=True is not supported"),
+    (dict(skip_nonfinite=True), r"skip_nonfinite=True in a param group is not supported"),
+    (dict(weight_decay=1e40), r"hyperparameter 'weight_decay' is 1e\+40, which is infinite in "
+                              r"float32"),
+    (dict(lr=1e30, weight_decay=1e10), r"the per-step value 1 - \(lr \* weight_decay\) of "
+                                       r"kernel FlashAdamW is -inf in float32 at step 2"),
+    (dict(lr=1e37, betas=(0.9999999, 0.999)), r"the per-step value lr / \(1 - \(beta1 \^ "
+                                               r"step\)\) of kernel FlashAdamW is inf"),
+], ids=["beta1=1", "three-betas", "eps", "lr", "maximize", "skip_nonfinite", "wd-f32",
+        "lr*wd", "lr/bc1"])
+@pytest.mark.parametrize("capturable", [False, True], ids=["host-counter", "capturable"])
+def test_group_value_set_after_construction_is_checked_at_the_step(device, update, match,
+                                                                   capturable):
+    """A group value set after construction (`param_groups[g][k] = v`) is checked at the step as
+    add_param_group checks it, and a per-step value that is infinite in float32 is refused: beta1
+    = 1 used to step every parameter to NaN (lr / (1 - beta1^t) is infinite), weight_decay 1e40
+    to step with an infinite float32 decay. Nothing is stepped, in any group."""
+    a, b = params_on(device, (40,), (50,), seed=34)
+    opt = qopt.FlashAdamW([{"params": [a]}, {"params": [b]}], lr=0.1, capturable=capturable)
+    a.grad, b.grad = grad_like(a, 35), grad_like(b, 36)
+    opt.step()
+    opt.param_groups[1].update(update)
+    before = snapshot(opt, [a, b])
+    if "lr / " in match and capturable:
+        pytest.skip("with the step counter on the device the bias correction is computed there "
+                    "(reading it would be a host sync)")
+    with pytest.raises(ValueError, match=r"FlashAdamW: param_groups\[1\]: " + match):
+        opt.step()
+    assert same(snapshot(opt, [a, b]), before)
+    assert int(opt.state[a]["step"]) == 1 and int(opt.state[b]["step"]) == 1
+
+
 def test_non_number_hyperparameter_is_a_type_error_before_any_launch(device):
     a, b = params_on(device, (40,), (50,), seed=29)
     opt = qopt.FlashAdamW([{"params": [a]}, {"params": [b]}])
@@ -353,6 +390,11 @@ def same_bits(a, b):
     return len(a) == len(b) and all(map(eq, a, b))
 
 
+class _UncheckedAdamW(qopt.FlashAdamW):
+    def _validate_group(self, group):
+        pass
+
+
 def _refused_later_group(device, kind):
     """Group 0 stepped twice; group 1 (no gradients until now) gets gradients that the runtime
     refuses (its validation, or its uniforms): (optimizer, group 0's params, group 1's params,
@@ -373,9 +415,12 @@ def _refused_later_group(device, kind):
         named = r"uniform 7 of kernel 'FlashAdamW' is NaN"
     else:
         raise AssertionError(kind)
+    # FlashAdamW refuses beta1 = 1 itself (its group check, at the step too): the NaN uniform is
+    # made by a subclass that does not check its groups, as a spec of one's own might not
+    cls = _UncheckedAdamW if kind == "nan_uniform" else qopt.FlashAdamW
     with warnings.catch_warnings():   # torch warns about a parameter listed twice in a group
         warnings.simplefilter("ignore")
-        opt = qopt.FlashAdamW([{"params": [a, c]}, {"params": later}], lr=0.1)
+        opt = cls([{"params": [a, c]}, {"params": later}], lr=0.1)
     a.grad, c.grad = grad_like(a, 45), grad_like(c, 46)
     opt.step()
     opt.step()
