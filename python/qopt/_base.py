@@ -24,7 +24,7 @@ from . import _runtime as R
 from ._checkpoint import _INITIAL_LR, _KERNEL_KEY, _Checkpoints, _group_error
 from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _Launch,
                       _backend_of, _destroy_deferred, _destroy_handle_dict, _grad_of, _is_none,
-                      _launch_all, _local, _size_error, _TrackedState)
+                      _launch_all, _local, _size_error, _TrackedState, check_param_memory)
 
 #: torch >= 2.0's GradScaler hands an optimizer with this flag its scale and found_inf as the
 #: attributes ``grad_scale`` and ``found_inf`` (torch 1.x passed itself as a ``grad_scaler``
@@ -132,6 +132,9 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
         self._generation = 0
         # param group index -> its values (by identity) when they were last checked at a step
         self._checked_groups: Dict[int, tuple] = {}
+        # the launches' memory tokens of the steps whose parameters were found not to share
+        # memory (check_param_memory)
+        self._memory_checked: set = set()
         self._cache: Dict[int, _GroupCache] = {}
         self._tables_host: Optional[List[List[float]]] = None
         self._tables_dev: Dict[Any, List[torch.Tensor]] = {}
@@ -188,7 +191,8 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
         lp = _local(p)
         return self._kernel_spec(_backend_of(lp)[0], lp.dtype, spec=self._spec_of(p))
 
-    def _dtype_error(self, p, pdtype, gdtype, ks: Optional[R.KernelSpec]):
+    def _dtype_error(self, p, pdtype, gdtype, ks: Optional[R.KernelSpec],
+                     where: Optional[str] = None):
         shape = tuple(p.shape)
         if pdtype not in PARAM_DTYPES:
             raise TypeError(
@@ -196,8 +200,9 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
                 f"kernels ({self._spec}) step torch.bfloat16, torch.float16 and torch.float32 "
                 f"parameters, each with a gradient of its own dtype. Cast the model (e.g. "
                 f"model.to(torch.bfloat16)); qopt does not cast silently.")
+        what = f"{where} (shape {shape})" if where else f"a parameter of shape {shape}"
         raise TypeError(
-            f"{type(self).__name__}: a parameter of shape {shape} has gradient dtype {gdtype} "
+            f"{type(self).__name__}: {what} has gradient dtype {gdtype} "
             f"(parameter {pdtype}); the {ks.kernel} kernel steps {pdtype} parameters with "
             f"{pdtype} gradients only. qopt does not cast silently.")
 
@@ -441,7 +446,12 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
                     for key, v in checked.items():
                         if st.get(key) is not v:
                             st[key] = v
-            step = int(st["step"].item())
+            value = st["step"].item()
+            step = int(value)
+            if step < 0 or step != value:
+                # a counter edited in place (a replaced one is checked as load_state_dict checks it)
+                raise ValueError(f"{cls}: param_groups[{gi}][{pi}] {list(p.shape)}: step {value} "
+                                 f"is not a non-negative integer; nothing was stepped")
             # counters on the host (int64) and on the device (float32) are not stepped together;
             # one launch per kernel (the parameter's policy: 8-bit or float32 state)
             part = (backend, dev, step, lp.dtype, st["step"].dtype, self._spec_of(p))
@@ -555,6 +565,14 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
                     launch.prepare(group, lhv, scaling if clip is None
                                    else clip.scaling(launch.device_obj, launch.dtype))
                     launches.append(launch)
+            # parameters that share memory, checked over every launch of the step where one
+            # moved since this set of launches was last checked (address arithmetic only)
+            key = tuple(ln.mem_token for ln in launches)
+            if key not in self._memory_checked:
+                check_param_memory(launches)
+                if len(self._memory_checked) >= 64:
+                    self._memory_checked.clear()
+                self._memory_checked.add(key)
             _launch_all(launches)
             for gi, group, cache, hv in work:
                 if len(cache.launches) > 1:
@@ -701,7 +719,8 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
     #: ctypes arrays, the step cache, gradient release's hooks): a copy or an unpickled optimizer
     #: makes its own; torch's step / state_dict hooks are dropped, as torch.optim drops them
     _NOT_COPIED = ("_cache", "_tables_dev", "_tables_host", "_kernels", "_finalizer",
-                   "_table_arrays", "_overrides", "_release", "_maxabs", "_checked_groups")
+                   "_table_arrays", "_overrides", "_release", "_maxabs", "_checked_groups",
+                   "_memory_checked")
 
     def _copied_state(self) -> Dict[str, Any]:
         """What copy.deepcopy and pickle keep: every attribute the optimizer was given or counted
@@ -747,6 +766,7 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
         self._cache = {}
         self._tables_dev = {}
         self._checked_groups = {}
+        self._memory_checked = set()
         if hasattr(self, "min_8bit_size"):
             from ._policy import _Overrides
             self._overrides = _Overrides()

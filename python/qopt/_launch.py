@@ -1,7 +1,8 @@
 """The launch machinery of the optimizers: the tensors of one kernel launch (one group, one device,
 one parameter dtype, one step count) as the ctypes arrays of qopt_tensor_list, built once and
-patched where a pointer changed; the checks of a step over whole lists; one qopt_step_many call per
-stream for every launch of a step; the kernel handles set aside while a CUDA graph is captured.
+patched where a pointer changed; the checks of a step over whole lists (and, where a parameter
+moved, that no two parameters of the step share memory); one qopt_step_many call per stream for
+every launch of a step; the kernel handles set aside while a CUDA graph is captured.
 """
 
 from __future__ import annotations
@@ -168,6 +169,10 @@ class _Launch:
         self.names = (c_char_p * max(n, 1))(*self._names)
         self.pptr = [0] * n
         self.gptr = [0] * n
+        # a token for the parameters' memory as the launch last found it (new whenever a parameter
+        # moved): the step checks that its parameters share no memory once per set of tokens
+        self.mem_token = next(_MEM_TOKENS)
+        self._psig: Optional[List[Any]] = None   # (address, size, stride) of each, slow path
         self.states = [opt.state[p] for p in params]
         # the optimizer.state (and its version) whose entries check() last found to be `states`
         self._book, self._book_version = None, None
@@ -255,6 +260,7 @@ class _Launch:
         if not self.states:
             self.counts = None
             self.step_tensors = []
+            self._counts_version = None
             self._snapshot()
             return
         dtype = dtype or self.states[0]["step"].dtype
@@ -262,6 +268,10 @@ class _Launch:
         for i, st in enumerate(self.states):
             st["step"] = self.counts[i]
         self.step_tensors = [st["step"] for st in self.states]
+        # the counters' version as the launch last wrote them: a counter edited in place since
+        # (``state[p]["step"].copy_(...)``: the views share the version) makes check() rebuild
+        # the launch from the counters' values
+        self._counts_version = self.counts._version
         self._snapshot()
 
     def _counters_to_device(self) -> None:
@@ -278,8 +288,14 @@ class _Launch:
         this launch was built from (a parameter's state dict or one of its values replaced, removed
         or added: ``optimizer.state.pop(p)``, ``optimizer.state.clear()``, ``optimizer.state[p][k] =
         t``): the launch's pointers would be stale, so the group is rebuilt from the current state.
+        Also False where a step counter was edited in place (``state[p]["step"].copy_(t)``: the
+        counters' version moved), so that the step count is read again.
+
         Identity comparisons only (no tensor is read). `grads`: the parameters' gradients, where
         the caller read them already."""
+        counts = self.counts
+        if counts is not None and counts._version != self._counts_version:
+            return False
         states = self.states
         book = self.opt.state
         if not (book is self._book and type(book) is _TrackedState
@@ -317,7 +333,7 @@ class _Launch:
             if n != numels[i]:
                 raise _size_error(f"{cls}: {self.labels[i]} {list(p.shape)}", n, numels[i])
             if g.dtype is not want:
-                self.opt._dtype_error(p, lp.dtype, g.dtype, ks)
+                self.opt._dtype_error(p, lp.dtype, g.dtype, ks, self.labels[i])
             if g.numel() != n:
                 raise RuntimeError(f"qopt: {self._names[i].decode()}: gradient has {g.numel()} "
                                    f"elements, parameter {n}")
@@ -377,8 +393,11 @@ class _Launch:
             if pptrs != self.pptr:
                 data[ps::S] = pptrs
                 self.pptr = pptrs
+                self.mem_token = next(_MEM_TOKENS)
+                self._psig = None
         else:
             gptr, pptr = list(self.gptr), list(self.pptr)
+            sig: List[Any] = []   # where each parameter is (a staged one: its view too)
             for i, (lp, g) in enumerate(cur):
                 if not g.is_contiguous() or g.data_ptr() % 16:
                     g = g.contiguous() if not g.is_contiguous() else g.clone()
@@ -387,17 +406,23 @@ class _Launch:
                 if gp != gptr[i]:
                     data[i * S + gs] = gp
                     gptr[i] = gp
-                if not lp.is_contiguous() or lp.data_ptr() % 16:
+                lptr = lp.data_ptr()
+                if not lp.is_contiguous() or lptr % 16:
                     staged = lp.contiguous() if not lp.is_contiguous() else lp.clone()
                     keep.append(staged)
                     copy_back.append((lp, staged))
+                    sig.append((lptr, lp.size(), lp.stride()))
                     pp = staged.data_ptr()
                 else:
-                    pp = lp.data_ptr()
+                    sig.append(lptr)
+                    pp = lptr
                 if pp != pptr[i]:
                     data[i * S + ps] = pp
                     pptr[i] = pp
             self.gptr, self.pptr = gptr, pptr
+            if sig != self._psig:
+                self.mem_token = next(_MEM_TOKENS)
+                self._psig = sig
 
         step = self.step + 1
         lr = group["lr"]
@@ -516,6 +541,7 @@ class _Launch:
             for st, t in zip(self.states, steps):
                 st["step"] = t
             self.counts, self.step_tensors = counts, steps
+            self._counts_version = counts._version
             self._snapshot()
 
     def finish(self) -> None:
@@ -533,6 +559,7 @@ class _Launch:
             counts.add_((skip == 0).to(counts.dtype))
         else:
             counts.add_(1)
+        self._counts_version = counts._version
 
     def _device_uniforms(self, slot: _Slot, hv: Dict[str, Any], step: int,
                          device_counter: bool, host: List[float]) -> None:
@@ -599,6 +626,145 @@ def _render(expr) -> str:
     if op in _INFIX:
         return f" {_INFIX[op]} ".join(args)
     return f"{op}({', '.join(args)})"
+
+
+# ---------------------------------------------------------------- parameters that share memory
+
+#: tokens of the parameters' memory as each launch found it (_Launch.mem_token): never reused
+_MEM_TOKENS = itertools.count(1)
+
+
+def _reach(t: torch.Tensor) -> int:
+    """Elements from t's first element to one past its last (t non-empty; strides >= 0)."""
+    return 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+
+
+def _distinct_by_strides(t: torch.Tensor) -> Optional[bool]:
+    """Whether t's elements lie at distinct addresses, by its strides alone: True where each
+    stride (of a dimension of more than one element, smallest first) passes the reach of the
+    smaller ones, False where such a stride is 0 (an expanded view), None where the rule cannot
+    tell (the element offsets decide)."""
+    reach = 0
+    for s, n in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n > 1):
+        if s == 0:
+            return False
+        if s <= reach:
+            return None
+        reach += (n - 1) * s
+    return True
+
+
+def _offsets(t: torch.Tensor) -> torch.Tensor:
+    """The element offsets of t from its first element (int64, CPU, row-major order), from its
+    shape and strides only: no element is read."""
+    off = torch.zeros((), dtype=torch.int64)
+    for n, s in zip(t.shape, t.stride()):
+        off = off.unsqueeze(-1) + torch.arange(n, dtype=torch.int64) * s
+    return off.reshape(-1)
+
+
+def _memory_error(message: str) -> C.QoptError:
+    return C.QoptError("step", 11, f"{message}; nothing was stepped")  # QOPT_ERROR_VALIDATION
+
+
+def check_param_memory(launches: List["_Launch"]) -> None:
+    """Refuses, before anything of the step is launched, parameters that share memory: two
+    parameters of the step (in any launch) whose elements overlap, and a parameter with elements
+    at one address (an expanded, stride-0 view), whose copy back after the step would fail with
+    the step half done. Also a non-contiguous inference tensor (its copy back is refused by
+    torch). Address arithmetic from shapes and strides only (no element is read); run when a
+    parameter moved (_Launch.mem_token), not at every step."""
+    spans: Dict[Any, List[Tuple[int, int, int, bool]]] = {}   # device -> (start, end, #, dense)
+    items: List[Tuple[str, torch.Tensor]] = []
+    for ln in launches:
+        for label, p in zip(ln.labels, ln.params):
+            t = _local(p)
+            n = t.numel()
+            if n == 0:
+                continue
+            name = f"{label} {list(p.shape)}"
+            if t.is_contiguous():
+                dense = True
+                reach = n
+            else:
+                distinct = _distinct_by_strides(t)
+                if distinct is None:
+                    distinct = int(_offsets(t).unique().numel()) == n
+                if not distinct:
+                    raise _memory_error(
+                        f"{name} has elements that share one address (strides "
+                        f"{list(t.stride())}: an expanded view, e.g. tensor.expand()); the kernel "
+                        f"would write several updates to one element and the copy back would "
+                        f"fail. Give the parameter memory of its own (p.data = p.data.clone())")
+                if t.is_inference():
+                    raise _memory_error(
+                        f"{name} is a non-contiguous inference tensor: the step writes it "
+                        f"through a contiguous copy, which torch refuses to copy back outside "
+                        f"InferenceMode. Give the parameter memory of its own (p.data = "
+                        f"p.data.clone())")
+                reach = _reach(t)
+                dense = reach == n
+            start = t.data_ptr()
+            spans.setdefault(t.device, []).append(
+                (start, start + reach * t.element_size(), len(items), dense))
+            items.append((name, t))
+    for dev_spans in spans.values():
+        dev_spans.sort()
+        comp = [dev_spans[0]]
+        end = dev_spans[0][1]
+        for sp in dev_spans[1:]:
+            if sp[0] < end:
+                comp.append(sp)
+                end = max(end, sp[1])
+            else:
+                _check_component(comp, items)
+                comp, end = [sp], sp[1]
+        _check_component(comp, items)
+
+
+def _check_component(comp: List[Tuple[int, int, int, bool]],
+                     items: List[Tuple[str, torch.Tensor]]) -> None:
+    """Parameters whose address ranges chain into one range (sorted by start): refused where two
+    of them share an element's memory."""
+    if len(comp) < 2:
+        return
+    if all(sp[3] for sp in comp):
+        # each covers its whole range: the first one that starts inside another's overlaps it
+        far = comp[0]
+        for sp in comp[1:]:
+            if sp[0] < far[1]:
+                _overlap(items[far[2]][0], items[sp[2]][0])
+            if sp[1] > far[1]:
+                far = sp
+        return
+    # interleaved views (e.g. two column blocks of one matrix): every element's address
+    base = comp[0][0]
+    tensors = [items[sp[2]][1] for sp in comp]
+    sizes = {t.element_size() for t in tensors}
+    unit = sizes.pop() if len(sizes) == 1 else 1
+    if any((t.data_ptr() - base) % unit for t in tensors):
+        unit = 1
+    addrs, owner = [], []
+    for k, t in enumerate(tensors):
+        off = _offsets(t) * t.element_size() // unit
+        if unit == 1 and t.element_size() > 1:
+            off = (off.unsqueeze(-1) + torch.arange(t.element_size(), dtype=torch.int64)).reshape(-1)
+        addrs.append(off + (t.data_ptr() - base) // unit)
+        owner.append(torch.full((off.numel(),), k, dtype=torch.int64))
+    a, order = torch.sort(torch.cat(addrs), stable=True)
+    o = torch.cat(owner)[order]
+    same = (a[1:] == a[:-1]) & (o[1:] != o[:-1])
+    if bool(same.any()):
+        i = int(same.nonzero()[0, 0])
+        j, k = sorted((int(o[i]), int(o[i + 1])))
+        _overlap(items[comp[j][2]][0], items[comp[k][2]][0])
+
+
+def _overlap(first: str, second: str) -> None:
+    raise _memory_error(
+        f"{first} and {second} share memory (overlapping views of one storage, or one parameter "
+        f"listed twice): a step would write the shared elements twice. Give each parameter memory "
+        f"of its own (p.data = p.data.clone()), or list it once")
 
 
 def _float_bits(x: float) -> bytes:

@@ -166,7 +166,8 @@ def test_gradient_dtype_mismatch_is_refused_before_any_launch():
     opt = qopt.FlashAdamW([p])
     p.grad = torch.ones(8, dtype=torch.bfloat16)
     p.grad.data = torch.ones(8, dtype=torch.float32)  # torch refuses `p.grad = <float32>` directly
-    with pytest.raises(TypeError, match=r"gradient dtype torch.float32 \(parameter torch.bfloat16\)"):
+    with pytest.raises(TypeError, match=r"param_groups\[0\]\[0\] \(shape \(8,\)\) has "
+                                        r"gradient dtype torch.float32 \(parameter torch.bfloat16\)"):
         opt.step()
     assert torch.equal(p.detach(), before)
     assert int(opt.state[p]["step"]) == 0

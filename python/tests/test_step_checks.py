@@ -227,6 +227,32 @@ def test_replaced_step_counter_is_used(device):
     assert torch.equal(bits(p), bits(q))
 
 
+@pytest.mark.parametrize("capturable", [False, True], ids=["host-counter", "capturable"])
+def test_step_counter_edited_in_place_is_the_count_stepped_with(device, capturable):
+    """`state[p]["step"].copy_(0)` used to change the reported count but not the kernel's: the
+    bias corrections went on from the launch's own count. The edited counter is the count from
+    then on, as torch.optim.AdamW reads it: here one of two parameters of a launch is reset, and
+    both step as torch's do (float32 parameters and states)."""
+    gen = torch.Generator().manual_seed(37)
+    init = [torch.randn(64, generator=gen) for _ in range(2)]
+    grads = [[torch.randn(64, generator=gen) for _ in range(2)] for _ in range(7)]
+    ps = [torch.nn.Parameter(t.clone().to(device)) for t in init]
+    qs = [torch.nn.Parameter(t.clone()) for t in init]
+    opt = qopt.FlashAdamW(ps, lr=0.1, quantize=False, capturable=capturable)
+    ref = torch.optim.AdamW(qs, lr=0.1, foreach=False)
+    for k, gs in enumerate(grads):
+        if k == 5:   # after five steps: the first parameter's counter edited in place
+            opt.state[ps[0]]["step"].copy_(torch.tensor(0))
+            ref.state[qs[0]]["step"].copy_(torch.tensor(0))
+        for p, q, g in zip(ps, qs, gs):
+            p.grad, q.grad = g.to(device), g.clone()
+        opt.step()
+        ref.step()
+    assert [int(opt.state[p]["step"]) for p in ps] == [2, 7]
+    for p, q in zip(ps, qs):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("change,match", [
     (lambda st: st.__setitem__("exp_avg::scales", st["exp_avg::scales"].float()),
      r"'exp_avg::scales' is torch.float32 of shape \[4\], the kernel FlashAdamW needs torch.float16"),
@@ -455,6 +481,90 @@ def test_runtime_refusal_in_a_later_group_steps_no_group(device, kind):
     opt.step()
     assert [int(opt.state[p]["step"]) for p in earlier] == [3, 3]
     assert not torch.equal(bits(earlier[0]), before[0][3])
+
+
+def _expanded(device):
+    return torch.nn.Parameter(torch.zeros(1, device=device).expand(10)), r"strides \[0\]"
+
+
+def _inference(device):
+    with torch.inference_mode():
+        t = torch.zeros(4, 8, device=device)
+    return torch.nn.Parameter(t[:, :4], requires_grad=False), "non-contiguous inference tensor"
+
+
+def _strided_overlap(device):
+    # offsets i + j: elements (0, 1) and (1, 0) at one address (no stride is 0)
+    return (torch.nn.Parameter(torch.zeros(8, device=device).as_strided((2, 3), (1, 1))),
+            r"strides \[1, 1\]")
+
+
+@pytest.mark.parametrize("make", [_expanded, _inference, _strided_overlap],
+                         ids=["expanded", "inference", "strided-overlap"])
+def test_parameter_that_cannot_be_written_back_is_refused_before_any_launch(device, make):
+    """A non-contiguous parameter is stepped through a contiguous copy that is written back after
+    the launch. Where that copy back fails (elements at one address; an inference tensor), the
+    step used to raise after launching: the other parameters updated, their states changed, the
+    step count not advanced. Refused before anything is launched."""
+    (a,) = params_on(device, (16,), seed=70)
+    a = torch.nn.Parameter(a.detach().float())
+    p, match = make(device)
+    a.grad, p.grad = torch.ones_like(a), torch.ones(p.shape, device=device)
+    opt = qopt.FlashAdamW([a, p], lr=0.1, quantize=False)
+    before = [(bits(q).clone(), bits(q.grad).clone()) for q in (a, p)]
+    with pytest.raises(qopt.QoptError, match=r"param_groups\[0\]\[1\] \[\d+(, \d+)?\] .*" + match):
+        opt.step()
+    for q, (pb, gb) in zip((a, p), before):
+        assert torch.equal(bits(q), pb) and torch.equal(bits(q.grad), gb)
+    # the fresh state of a first step, not stepped
+    assert int(opt.state[a]["step"]) == 0 and float(opt.state[a]["exp_avg"].abs().max()) == 0
+
+
+@pytest.mark.parametrize("layout", ["columns", "across-groups", "transposed"])
+def test_parameters_sharing_memory_are_refused_naming_both(device, layout):
+    """Overlapping views that are not contiguous (column blocks of one matrix) and overlapping
+    views in two groups (two launches) used to step the shared elements twice: FlashSGD(lr=1)
+    left -1 in the overlap where torch's SGD leaves -2. Refused before anything is written,
+    naming both parameters."""
+    big = torch.zeros(4, 8, device=device)
+    if layout == "columns":
+        a, b = torch.nn.Parameter(big[:, :6]), torch.nn.Parameter(big[:, 2:])
+        groups, names = [{"params": [a, b]}], (r"param_groups\[0\]\[0\] \[4, 6\]",
+                                               r"param_groups\[0\]\[1\] \[4, 6\]")
+    elif layout == "across-groups":
+        flat = big.view(-1)
+        a, b = torch.nn.Parameter(flat[:20]), torch.nn.Parameter(flat[16:])
+        groups, names = [{"params": [a]}, {"params": [b]}], (r"param_groups\[0\]\[0\] \[20\]",
+                                                             r"param_groups\[1\]\[0\] \[16\]")
+    else:
+        a, b = torch.nn.Parameter(big.t()), torch.nn.Parameter(big[1:3, 3:5])
+        groups, names = [{"params": [a, b]}], (r"param_groups\[0\]\[0\] \[8, 4\]",
+                                               r"param_groups\[0\]\[1\] \[2, 2\]")
+    a.grad, b.grad = torch.ones(a.shape, device=device), torch.ones(b.shape, device=device)
+    opt = qopt.FlashSGD(groups, lr=1.0)
+    with pytest.raises(qopt.QoptError, match=names[0] + " and " + names[1] + " share memory") as e:
+        opt.step()
+    assert e.value.status == "QOPT_ERROR_VALIDATION"
+    assert torch.equal(big, torch.zeros_like(big))
+    assert all(int(opt.state[q]["step"]) == 0 for q in (a, b))
+    # views that interleave without sharing an element still step
+    _disjoint_views_step(device)
+
+
+def _disjoint_views_step(device):
+    """Column blocks of one matrix and views whose strides interleave (offsets 0, 2, 4, 1, 3, 5)
+    share no element: they step, each element by -lr * grad (SGD, lr 1, gradient 1: -1, computed
+    here by hand), as torch's SGD steps them."""
+    big = torch.zeros(4, 8, device=device)
+    flat = torch.zeros(6, device=device)
+    a, b = torch.nn.Parameter(big[:, :3]), torch.nn.Parameter(big[:, 3:])
+    c = torch.nn.Parameter(flat.as_strided((2, 3), (1, 2)))
+    for q in (a, b, c):
+        q.grad = torch.ones(q.shape, device=device)
+    opt = qopt.FlashSGD([a, b, c], lr=1.0)
+    opt.step()
+    assert torch.equal(big, torch.full_like(big, -1.0))
+    assert torch.equal(flat, torch.full_like(flat, -1.0))
 
 
 def test_runtime_refusal_of_the_first_launch_under_a_grad_scaler_keeps_the_counters(device):
