@@ -108,6 +108,8 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
     - ``skip_nonfinite`` (bool): a step whose gradients hold a NaN or an infinity is skipped on the
       device (``nonfinite_steps`` counts such steps). With ``max_grad_norm`` the flag comes from the
       same norm (a non-finite norm; for float16 gradients also a norm above 65504), no extra read.
+      Not with ``enable_gradient_release`` (refused there; RuntimeError at the step where set
+      later): skipping the whole step needs every gradient before any bucket is stepped.
     """
 
     #: the kernel itself clips by max_grad_norm (a whole-step reduction, FlashAdamWClip): no
@@ -516,6 +518,11 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
             # one norm pass gives the clip coefficient and skip_nonfinite's flag (_clip.py)
             clip = _clip.fused_clip(self, grad_scale, found_inf)
         elif found_inf is None and getattr(self, "skip_nonfinite", False):
+            if getattr(self, "_release", None) is not None:
+                # (skip_nonfinite set after enable_gradient_release, which refuses it)
+                raise RuntimeError(f"{type(self).__name__}: skip_nonfinite needs every gradient "
+                                   f"before any step; it does not work with "
+                                   f"enable_gradient_release")
             found_inf = self._nonfinite_flag()
             if found_inf is not None:
                 scaling = (grad_scale, found_inf)

@@ -102,9 +102,9 @@ def enable_gradient_release(model: torch.nn.Module, optimizer, *,
     `bucket_numel` elements (0: every parameter alone, as FlashOptim), and frees its gradient.
     While active, ``optimizer.step()`` and ``optimizer.zero_grad()`` do nothing (with a warning).
     `pre_step(param, group)` returning False skips a parameter's step (its gradient is freed).
-    Refused: a GradScaler (as FlashOptim) and an optimizer with ``max_grad_norm``
-    (NotImplementedError), DistributedDataParallel and FSDP1 models (TypeError); FSDP2
-    (``fully_shard``) models work."""
+    Refused: a GradScaler (as FlashOptim) and an optimizer with ``max_grad_norm`` or
+    ``skip_nonfinite=True`` (NotImplementedError: each needs every gradient before any step),
+    DistributedDataParallel and FSDP1 models (TypeError); FSDP2 (``fully_shard``) models work."""
     from ._base import QoptOptimizer
     if not isinstance(optimizer, QoptOptimizer):
         raise TypeError(f"enable_gradient_release: a qopt optimizer is needed, got "
@@ -117,6 +117,11 @@ def enable_gradient_release(model: torch.nn.Module, optimizer, *,
         raise NotImplementedError("enable_gradient_release: max_grad_norm is not supported (the "
                                   "global norm needs every gradient before any step); clip "
                                   "without gradient release")
+    if getattr(optimizer, "skip_nonfinite", False):
+        raise NotImplementedError("enable_gradient_release: skip_nonfinite=True is not supported "
+                                  "(skipping the whole step needs every gradient before any "
+                                  "bucket is stepped: the buckets stepped before a NaN would stay "
+                                  "stepped); use skip_nonfinite=False, or step normally")
     if isinstance(model, torch.nn.parallel.DistributedDataParallel):
         raise TypeError("enable_gradient_release: DistributedDataParallel is not supported (its "
                         "reducer writes the gradients back after the hooks); use FSDP2 "

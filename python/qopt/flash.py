@@ -211,19 +211,28 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
                                   fp32_state_dict: Dict[str, torch.Tensor]) -> None:
         """The inverse: each parameter named in `fp32_state_dict` (float32) becomes its rounding to
         the parameter's dtype, and its error bits (where it has them) the rest of the value; a
-        Kahan compensation becomes ``bf16(v - float32(p))``, the rest rounded to bf16."""
+        Kahan compensation becomes ``bf16(v - float32(p))``, the rest rounded to bf16. A parameter
+        of this optimizer that requires grad and has no state yet (before its first step) gets
+        its state first, as ``init_state()`` makes it, so that the error bits keep the float32
+        value (FlashOptim creates them when missing)."""
         module = model.module if hasattr(model, "module") else model
-        for name, p in module.named_parameters():
-            if name not in fp32_state_dict:
-                continue
+        groups = {id(p): g for g in self.param_groups for p in g["params"]}
+        named = [(name, p) for name, p in module.named_parameters() if name in fp32_state_dict]
+        for name, _ in named:
             v = fp32_state_dict[name]
-            if v.dtype != torch.float32:
+            if not isinstance(v, torch.Tensor) or v.dtype != torch.float32:
                 raise ValueError(f"{type(self).__name__}.set_fp32_model_state_dict: '{name}' is "
-                                 f"{v.dtype}, expected torch.float32")
+                                 f"{getattr(v, 'dtype', type(v).__name__)}, expected torch.float32")
+        for name, p in named:
+            v = fp32_state_dict[name]
             lp = _local(p)
             v = _local(v).to(lp.device)
+            st = self.state.get(p)
+            if not st and id(p) in groups and p.requires_grad:
+                st = self._init_param_state(p, groups[id(p)])
+                self._generation += 1
+            st = st or {}
             lp.copy_(v.to(lp.dtype))
-            st = self.state.get(p, {})
             if "error_bits" in st:
                 bytes_ = lp.element_size() + st["error_bits"].element_size()
                 st["error_bits"].copy_(compute_ecc_bits(v, lp, master_bytewidth=bytes_))

@@ -43,6 +43,16 @@ def _c_init(x32: torch.Tensor, pdtype, edtype):
     return x16, rho
 
 
+def _c_decode(x16: torch.Tensor, rho: torch.Tensor) -> torch.Tensor:
+    """float32 masters of bf16 values and their error bits, by the runtime's decoder."""
+    out = torch.empty(x16.numel(), dtype=torch.float32)
+    x, r = x16.contiguous(), rho.contiguous()
+    ed = C.DTYPE_INT8 if rho.dtype == torch.int8 else C.DTYPE_INT16
+    C.call("qopt_error_bits_decode", C.DTYPE_BF16, ed, ctypes.c_void_p(x.data_ptr()),
+           ctypes.c_void_p(r.data_ptr()), x16.numel(), ctypes.c_void_p(out.data_ptr()))
+    return out
+
+
 def _floats(n, seed):
     g = torch.Generator().manual_seed(seed)
     bits = torch.randint(-2 ** 31, 2 ** 31, (n,), generator=g, dtype=torch.int64).to(torch.int32)
@@ -234,6 +244,32 @@ def test_fp32_model_state_dict_round_trip(host):
         assert torch.equal(opt.state[p]["error_bits"].reshape(-1), rho)
     with pytest.raises(ValueError, match="expected torch.float32"):
         opt.set_fp32_model_state_dict(model, {"0.weight": new["0.weight"].double()})
+
+
+@pytest.mark.parametrize("bits,edtype", [(24, torch.int8), (32, torch.int16)])
+def test_fp32_model_state_dict_set_before_the_first_step_keeps_the_masters(host, bits, edtype):
+    """set_fp32_model_state_dict before the first step used to write no error bits (the state did
+    not exist yet) and the first step started them at 0, losing what the bf16 rounding dropped.
+    The state is created first: parameters and error bits are the runtime's encoding of the
+    float32 values, and a step with lr 0 keeps the masters (decoded by the runtime) within their
+    precision (bf16's 8 significant bits plus the error bits'), far below bf16's rounding."""
+    model = _model()
+    opt = qopt.FlashAdamW(model.parameters(), lr=0.0, weight_decay=0.0, master_weight_bits=bits)
+    g = torch.Generator().manual_seed(3)
+    new = {k: torch.randn(v.shape, generator=g) for k, v in model.state_dict().items()}
+    opt.set_fp32_model_state_dict(model, new)
+    for name, p in model.named_parameters():
+        x16, rho = _c_init(new[name].reshape(-1), torch.bfloat16, edtype)
+        assert torch.equal(p.detach().reshape(-1).view(torch.int16), x16.view(torch.int16))
+        assert torch.equal(opt.state[p]["error_bits"].reshape(-1), rho)
+        assert int(opt.state[p]["step"]) == 0
+    _train(model, opt, steps=1)
+    rel = 2.0 ** -14 if bits == 24 else 2.0 ** -22
+    for name, p in model.named_parameters():
+        master = _c_decode(p.detach().reshape(-1), opt.state[p]["error_bits"].reshape(-1))
+        want = new[name].reshape(-1)
+        assert bool(((master - want).abs() <= rel * want.abs()).all()), name
+        assert int(opt.state[p]["step"]) == 1
 
 
 # --------------------------------------------------------------- float32 checkpoints

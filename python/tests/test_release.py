@@ -107,3 +107,22 @@ def test_release_refusals():
     qopt.enable_gradient_release(model, opt)
     with pytest.raises(RuntimeError, match="already active"):
         qopt.enable_gradient_release(model, opt)
+
+
+def test_release_refuses_skip_nonfinite():
+    """skip_nonfinite skips the whole step when a gradient holds a NaN; under gradient release
+    the buckets stepped before the NaN's bucket used to stay stepped (a partial step). Refused
+    at enable_gradient_release; set afterwards, the first bucket's step raises before anything
+    is stepped."""
+    model = _model()
+    opt = qopt.FlashAdamW(model.parameters(), skip_nonfinite=True)
+    with pytest.raises(NotImplementedError, match="skip_nonfinite=True is not supported"):
+        qopt.enable_gradient_release(model, opt, bucket_numel=0)
+    opt = qopt.FlashAdamW(model.parameters())
+    handle = qopt.enable_gradient_release(model, opt, bucket_numel=0)
+    opt.skip_nonfinite = True
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(RuntimeError, match="skip_nonfinite needs every gradient"):
+        _loss(model, _batches(1)[0]).backward()
+    handle.remove()
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
