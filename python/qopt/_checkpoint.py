@@ -259,6 +259,13 @@ class _Checkpoints:
                 raise ValueError(f"{where}: '{key}' is {t.dtype} of shape {list(t.shape)}, the "
                                  f"kernel {ks.kernel} needs {dtype} of shape {list(shape)}")
             if not live:
+                if (b.per != C.PER_ELEMENT and t.is_floating_point() and t.numel()
+                        and not bool(torch.isfinite(t).all())):
+                    # a kernel stores a group's scale (absmax) saturated, never inf or NaN: such
+                    # a value would make every code of its group NaN or inf
+                    raise ValueError(f"{where}: '{key}' holds NaN or infinite values; the kernel "
+                                     f"{ks.kernel} keeps every scale finite (a corrupt "
+                                     f"checkpoint?)")
                 out[key] = t.to(device=lp.device, copy=True).contiguous()
                 continue
             if t.device != lp.device:

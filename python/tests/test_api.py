@@ -595,6 +595,31 @@ def test_load_refuses_a_state_dict_without_state_or_params(cls):
         _fresh_like(params, cls).load_state_dict([("state", {})])
 
 
+@pytest.mark.parametrize("cls,key,value", [(qopt.FlashAdamW, "exp_avg::scales", float("nan")),
+                                           (qopt.FlashAdamW, "exp_avg_sq::scales", float("inf")),
+                                           (qopt.AdamW8bit, "absmax1", float("nan")),
+                                           (qopt.AdamW8bit, "absmax2", float("-inf"))])
+def test_load_refuses_non_finite_scales(cls, key, value):
+    """A checkpoint whose group scales (absmax) hold NaN or inf used to load (every code of such a
+    group then decodes to NaN or inf; the kernels store scales saturated, never so): refused,
+    nothing loaded. A float32 state itself may hold NaN (a parameter whose gradient was NaN)."""
+    params, opt = filled_optimizer(cls)
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][0][key].view(-1)[1] = value
+    fresh = _fresh_like(params, cls)
+    with pytest.raises(ValueError, match=rf"parameter 0 \(shape \[17, 23\]\): '{key}' holds NaN "
+                                         rf"or infinite values"):
+        fresh.load_state_dict(sd)
+    assert len(fresh.state) == 0
+    ps = bf16_params((40,))
+    f32 = qopt.FlashAdamW(ps, quantize=False)
+    f32.init_state()
+    sd = copy.deepcopy(f32.state_dict())
+    sd["state"][0]["exp_avg"][0] = float("nan")
+    f32.load_state_dict(sd)
+    assert torch.isnan(f32.state[ps[0]]["exp_avg"][0])
+
+
 def test_load_refuses_another_codebook():
     params, opt = filled_optimizer(qopt.AdamW8bit)
     sd = copy.deepcopy(opt.state_dict())
