@@ -577,7 +577,8 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
             key = tuple(ln.mem_token for ln in launches)
             if key not in self._memory_checked:
                 check_param_memory(launches)
-                if len(self._memory_checked) >= 64:
+                # (a key per bucket under gradient release: room for many before starting over)
+                if len(self._memory_checked) >= 4096:
                     self._memory_checked.clear()
                 self._memory_checked.add(key)
             _launch_all(launches)
