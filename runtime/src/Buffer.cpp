@@ -27,6 +27,15 @@ Buffers::~Buffers() {
   if (live_.empty())
     return;
   if (ctx_->backend() == QOPT_BACKEND_CUDA) {
+    // Kernels outlive this context handle and share its allocation cache:
+    // each freed range is forgotten first, so no later validation accepts a
+    // pointer into it from the cache (as Buffers::release does).
+    try {
+      for (const auto &[start, bytes] : live_)
+        ctx_->allocations().forget(start, start + std::max<uint64_t>(bytes, 1));
+    } catch (...) {
+      ctx_->allocations().clear();
+    }
     try {
       cu::ScopedContext scope(ctx_->cuContext());
       for (const auto &[start, bytes] : live_)

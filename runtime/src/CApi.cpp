@@ -22,6 +22,7 @@
 #include "TileMap.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 using namespace qopt::rt;
@@ -48,6 +49,33 @@ template <typename Fn> qopt_status guard(Fn &&fn) {
   }
 }
 
+/// An enumeration argument as the caller's integer: callers through an FFI
+/// (ctypes) pass any int, and a C++ load of a value outside the enumerators'
+/// range is undefined, so every enum argument is read as its bytes and
+/// range-checked before it is used as the enum.
+template <typename E> int rawEnum(E e) {
+  static_assert(sizeof(E) == sizeof(int), "a C enum of the ABI is an int");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+/// `e` when it lies in [lo, hi]; else INVALID_ARGUMENT naming `what`.
+template <typename E> E checkedEnum(E e, E lo, E hi, const char *what) {
+  int v = rawEnum(e);
+  if (v < rawEnum(lo) || v > rawEnum(hi))
+    fail(QOPT_ERROR_INVALID_ARGUMENT, "unknown ", what, " ", v);
+  return static_cast<E>(v);
+}
+
+qopt_binary_format checkedFormat(qopt_binary_format f) {
+  return checkedEnum(f, QOPT_BINARY_AUTO, QOPT_BINARY_HOST, "binary format");
+}
+
+qopt_dtype checkedDtype(qopt_dtype d) {
+  return checkedEnum(d, QOPT_DTYPE_F32, QOPT_DTYPE_INT16, "dtype");
+}
+
 /// Throws INVALID_ARGUMENT naming `what` when `p` is null.
 template <typename T> T *need(T *p, const char *what) {
   if (!p)
@@ -57,6 +85,8 @@ template <typename T> T *need(T *p, const char *what) {
 
 void checkParamDtypes(qopt_dtype param, qopt_dtype ecc, HalfFormat *f,
                       int32_t *nmax) {
+  param = checkedDtype(param);
+  ecc = checkedDtype(ecc);
   if (param == QOPT_DTYPE_BF16)
     *f = kBf16;
   else if (param == QOPT_DTYPE_F16)
@@ -126,19 +156,14 @@ qopt_status qopt_get_version(int32_t *runtime_version,
 qopt_status qopt_dtype_size(qopt_dtype dtype, size_t *bytes) {
   return guard([&] {
     need(bytes, "bytes");
-    size_t n = dtypeSize(dtype);
-    if (!n)
-      fail(QOPT_ERROR_INVALID_ARGUMENT, "unknown dtype ", int(dtype));
-    *bytes = n;
+    *bytes = dtypeSize(checkedDtype(dtype));
   });
 }
 
 qopt_status qopt_dtype_name(qopt_dtype dtype, const char **name) {
   return guard([&] {
     need(name, "name");
-    if (!dtypeSize(dtype))
-      fail(QOPT_ERROR_INVALID_ARGUMENT, "unknown dtype ", int(dtype));
-    *name = dtypeName(dtype);
+    *name = dtypeName(checkedDtype(dtype));
   });
 }
 
@@ -171,7 +196,9 @@ qopt_status qopt_context_create(qopt_backend backend, int32_t device,
     need(out, "out");
     *out = nullptr;
     auto c = std::make_unique<qopt_context>();
-    c->impl = Context::create(backend, device);
+    c->impl = Context::create(
+        checkedEnum(backend, QOPT_BACKEND_HOST, QOPT_BACKEND_CUDA, "backend"),
+        device);
     c->buffers = std::make_unique<Buffers>(c->impl);
     *out = c.release();
   });
@@ -446,6 +473,7 @@ qopt_status qopt_tile_map_build(const int64_t *numels, size_t num_tensors,
     need(num_tiles, "num_tiles");
     if (num_tensors)
       need(numels, "numels");
+    checkTensorCount(num_tensors);
     std::vector<int64_t> first(num_tensors);
     int64_t total =
         computeFirstTiles(numels, num_tensors, tile_elements, first.data());
@@ -501,8 +529,8 @@ qopt_status qopt_registry_add_manifest(qopt_registry *registry,
                                        const void *image, size_t image_size) {
   return guard([&] {
     need(registry, "registry")
-        ->impl->add(need(manifest, "manifest")->impl, format, image,
-                    image_size);
+        ->impl->add(need(manifest, "manifest")->impl, checkedFormat(format),
+                    image, image_size);
   });
 }
 
@@ -520,7 +548,8 @@ qopt_status qopt_registry_add_embedded(qopt_registry *registry,
     need(registry, "registry")
         ->impl->addEmbedded(need(kernel, "kernel"),
                             std::string_view(manifest_json, manifest_size),
-                            source ? source : "<embedded>", format,
+                            source ? source : "<embedded>",
+                            checkedFormat(format),
                             std::string_view(static_cast<const char *>(image),
                                              image ? image_size : 0));
   });
@@ -582,8 +611,8 @@ qopt_status qopt_kernel_create_from_image(qopt_context *context,
     need(context, "context");
     need(manifest, "manifest");
     auto k = std::make_unique<qopt_kernel>();
-    k->impl = Kernel::createFromImage(context->impl, manifest->impl, format,
-                                      image, image_size);
+    k->impl = Kernel::createFromImage(context->impl, manifest->impl,
+                                      checkedFormat(format), image, image_size);
     *out = k.release();
   });
 }

@@ -41,7 +41,8 @@ template <typename... Args>
   throw Error(status, cat(std::forward<Args>(args)...));
 }
 
-/// Sets the calling thread's last-error message ("" clears it).
+/// Sets the calling thread's last-error message ("" clears it); one longer
+/// than 1024 characters keeps its first 640 and last 384.
 void setLastError(std::string message);
 /// The calling thread's last-error message.
 const char *lastError();

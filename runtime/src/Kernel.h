@@ -142,6 +142,16 @@ public:
   /// element-wise) is accepted again without a second look.
   CheckedListPtr validate(const qopt_tensor_list *t, const void *const *tables,
                           size_t numTables, const StepBuffers &extra) const;
+  /// validate(), then `spans` receives the accepted list's buffers of nonzero
+  /// size in address order (Span::index as bufferLabel() reads it).
+  CheckedListPtr validate(const qopt_tensor_list *t, const void *const *tables,
+                          size_t numTables, const StepBuffers &extra,
+                          std::vector<Span> &spans) const;
+  /// How validate's messages name buffer `index` of `t` ("tensor 'w' (#3),
+  /// stream 'p'", "table 'qmap_m'", "uniforms", "numerics counters").
+  std::string bufferLabel(const qopt_tensor_list *t, uint32_t index) const;
+  /// Whether buffer `index` of `t` is the numerics counters.
+  bool isCounters(const qopt_tensor_list *t, uint32_t index) const;
 
   /// One step; `hostUniforms` null means use `extra.deviceUniforms`.
   void step(const qopt_tensor_list *t, const std::vector<float> *hostUniforms,

@@ -598,6 +598,12 @@ ManifestPtr parseManifest(std::string_view text, const std::string &source) {
   if (!root.is_object())
     fail(QOPT_ERROR_MANIFEST, source,
          ": the manifest must be a JSON object, got ", root.type_name());
+  {
+    DuplicateKeySax dup;
+    json::sax_parse(text.begin(), text.end(), &dup);
+    if (!dup.duplicate.empty())
+      r.error(dup.duplicate, "given twice (a key appears once in an object)");
+  }
 
   auto m = std::make_shared<Manifest>();
   m->source = source;

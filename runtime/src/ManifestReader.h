@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace qopt::rt {
 
@@ -66,6 +67,71 @@ struct ErrorPositionSax : json::json_sax_t {
   }
   size_t start = 0;
   bool failed = false;
+};
+
+/// A SAX handler that builds nothing and finds the first key that appears
+/// twice in one object (nlohmann keeps the last silently; a manifest whose
+/// "version" or "kernel" is given twice is ambiguous): its dotted path
+/// ("launch.tile_elements", "streams[2].dtype") in `duplicate`.
+struct DuplicateKeySax : json::json_sax_t {
+  struct Frame {
+    bool array = false;
+    long index = -1;      ///< an array's element being read
+    std::string key;      ///< an object's member being read
+    std::vector<std::string> keys;
+  };
+  std::vector<Frame> frames;
+  std::string duplicate;
+
+  void value() {
+    if (!frames.empty() && frames.back().array)
+      ++frames.back().index;
+  }
+  std::string path(const std::string &last) const {
+    std::string p;
+    for (const Frame &f : frames) {
+      if (&f == &frames.back())
+        break;
+      p += f.array ? "[" + std::to_string(f.index) + "]"
+                   : (p.empty() ? "" : ".") + f.key;
+    }
+    return p + (p.empty() ? "" : ".") + last;
+  }
+  bool null() override { return value(), true; }
+  bool boolean(bool) override { return value(), true; }
+  bool number_integer(number_integer_t) override { return value(), true; }
+  bool number_unsigned(number_unsigned_t) override { return value(), true; }
+  bool number_float(number_float_t, const string_t &) override {
+    return value(), true;
+  }
+  bool string(string_t &) override { return value(), true; }
+  bool binary(binary_t &) override { return value(), true; }
+  bool start_object(std::size_t) override {
+    value();
+    frames.push_back({});
+    return true;
+  }
+  bool key(string_t &k) override {
+    Frame &f = frames.back();
+    if (std::find(f.keys.begin(), f.keys.end(), k) != f.keys.end()) {
+      duplicate = path(k);
+      return false;
+    }
+    f.keys.push_back(k);
+    f.key = k;
+    return true;
+  }
+  bool end_object() override { return frames.pop_back(), true; }
+  bool start_array(std::size_t) override {
+    value();
+    frames.push_back({true});
+    return true;
+  }
+  bool end_array() override { return frames.pop_back(), true; }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &) override {
+    return false;
+  }
 };
 
 /// Reads typed fields out of JSON objects; every error names the source and

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -91,7 +92,7 @@ void Registry::addEmbedded(const std::string &kernel,
   insert(kernel, std::move(e));
 }
 
-void Registry::addManifestFile(const std::string &path) {
+RegistryEntry Registry::manifestFileEntry(const std::string &path) {
   RegistryEntry e;
   e.manifest = loadManifest(path);
   const Manifest &m = *e.manifest;
@@ -113,6 +114,11 @@ void Registry::addManifestFile(const std::string &path) {
         e.images.push_back({format, m.arch, stem + ext, nullptr});
     }
   }
+  return e;
+}
+
+void Registry::addManifestFile(const std::string &path) {
+  RegistryEntry e = manifestFileEntry(path);
   std::string name = e.manifest->kernel;
   insert(name, std::move(e));
 }
@@ -130,8 +136,29 @@ size_t Registry::addDirectory(const std::string &dir) {
   }
   ::closedir(d);
   std::sort(files.begin(), files.end());
+  // Every file is read and every name checked before the first is added:
+  // a refused directory leaves the registry as it was.
+  std::vector<RegistryEntry> entries;
+  entries.reserve(files.size());
   for (const std::string &f : files)
-    addManifestFile(dir + "/" + f);
+    entries.push_back(manifestFileEntry(dir + "/" + f));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, const RegistryEntry *> batch;
+  for (const RegistryEntry &e : entries) {
+    const std::string &name = e.manifest->kernel;
+    auto it = entries_.find(name);
+    const RegistryEntry *other = it != entries_.end() ? &it->second : nullptr;
+    auto [b, fresh] = batch.emplace(name, &e);
+    if (!fresh)
+      other = b->second;
+    if (other)
+      fail(QOPT_ERROR_INVALID_ARGUMENT, "kernel '", name,
+           "' is defined twice: ", sourceOf(*other), " and ", sourceOf(e));
+  }
+  for (RegistryEntry &e : entries) {
+    std::string name = e.manifest->kernel;
+    entries_.emplace(std::move(name), std::move(e));
+  }
   return files.size();
 }
 

@@ -40,6 +40,8 @@ const char *formatName(qopt_binary_format f);
 class Registry {
 public:
   void addManifestFile(const std::string &path);
+  /// Every `*.manifest.json` of `dir`, all or none: an error (an unreadable
+  /// manifest, a name defined twice) adds nothing.
   size_t addDirectory(const std::string &dir);
   void add(ManifestPtr manifest, qopt_binary_format format, const void *image,
            size_t size);
@@ -55,6 +57,8 @@ public:
   RegistryEntry get(const std::string &kernel) const;
 
 private:
+  /// The entry of a manifest file and its binaries; adds nothing.
+  static RegistryEntry manifestFileEntry(const std::string &path);
   void insert(const std::string &name, RegistryEntry entry);
   mutable std::mutex mu_;
   // Mutable: get() parses an embedded kernel's manifest once.

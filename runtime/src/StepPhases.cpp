@@ -15,8 +15,10 @@
 #include "Handles.h"
 #include "TileMap.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <sstream>
 
 namespace qopt::rt {
 
@@ -217,6 +219,7 @@ void stepPartialsShape(const qopt_launch *launches, size_t numLaunches,
     const qopt_tensor_list *t = launches[i].tensors;
     if (!t)
       fail(QOPT_ERROR_INVALID_ARGUMENT, "launch ", i, ": tensors is NULL");
+    checkTensorCount(t->num_tensors);
     T += static_cast<int64_t>(t->num_tensors);
   }
   *numStepTensors = T;
@@ -231,7 +234,10 @@ public:
   Step(const qopt_launch *launches, size_t n) : l_(launches), n_(n), ready_(n) {}
 
   /// Validates every launch and evaluates its uniforms; launches nothing.
-  void validate() {
+  /// `collect`: keeps each launch's buffers for checkAcrossLaunches.
+  void validate(bool collect) {
+    if (collect)
+      spans_.assign(n_, {});
     try {
       for (i_ = 0; i_ < n_; ++i_) {
         const qopt_launch &l = l_[i_];
@@ -243,13 +249,25 @@ public:
           r.uniforms = evaluateUniforms(*r.kernel->manifest(), l.hypers,
                                         l.num_hypers, l.step);
         r.kernel->requireUniforms(uniformsOf(i_), l.device_uniforms);
-        r.checked = r.kernel->validate(l.tensors, l.tables, l.num_tables,
-                                       extraOf(i_));
+        r.checked = collect ? r.kernel->validate(l.tensors, l.tables,
+                                                 l.num_tables, extraOf(i_),
+                                                 spans_[i_])
+                            : r.kernel->validate(l.tensors, l.tables,
+                                                 l.num_tables, extraOf(i_));
       }
     } catch (const Error &e) {
       throw prefixed(e, ": ");
     }
   }
+
+  /// The checks of one launch's buffers (Validation.cpp) over the whole
+  /// step: no byte that one launch writes is a byte of another launch's
+  /// buffers, and none is in the caller's step_partials rows (`rows`, of
+  /// `rowBytes`; null: none). The numerics counters are the exception: the
+  /// launches of a step may share them (each adds to them), so a counters
+  /// buffer may equal another launch's counters, and overlap nothing else.
+  /// Needs validate(true).
+  void checkAcrossLaunches(const double *rows, uint64_t rowBytes) const;
 
   /// Without step reductions: each launch as one step, in order.
   void launchEach(void *stream) {
@@ -293,8 +311,90 @@ private:
   const qopt_launch *l_;
   size_t n_;
   std::vector<Ready> ready_;
+  std::vector<std::vector<Span>> spans_; ///< per launch, by validate(true)
   size_t i_ = 0; ///< the launch being validated or launched
 };
+
+void Step::checkAcrossLaunches(const double *rows, uint64_t rowBytes) const {
+  // A launch's buffers are tagged with the launch; launch n_ is the rows.
+  struct Tagged {
+    Span s;
+    size_t launch;
+    bool operator<(const Tagged &o) const { return s < o.s; }
+  };
+  std::vector<Tagged> all, counters;
+  size_t total = 0;
+  for (const std::vector<Span> &v : spans_)
+    total += v.size();
+  all.reserve(total + 1);
+  for (size_t k = 0; k < spans_.size(); ++k) {
+    const size_t runStart = all.size();
+    for (const Span &e : spans_[k])
+      (ready_[k].kernel->isCounters(l_[k].tensors, e.index) ? counters : all)
+          .push_back({e, k});
+    // Each launch's spans are sorted: merging the runs keeps `all` sorted.
+    std::inplace_merge(all.begin(), all.begin() + runStart, all.end());
+  }
+  if (rows && rowBytes) {
+    uint64_t b = reinterpret_cast<uintptr_t>(rows);
+    Tagged r{{b, b + rowBytes, 0, true}, n_};
+    all.insert(std::upper_bound(all.begin(), all.end(), r), r);
+  }
+  auto label = [&](const Tagged &t) {
+    std::ostringstream os;
+    os << "0x" << std::hex << t.s.begin;
+    std::string where = cat(" [", os.str(), ", +", t.s.end - t.s.begin,
+                            " bytes)");
+    if (t.launch == n_)
+      return cat("step_partials", where);
+    return cat("launch ", t.launch, "'s ",
+               ready_[t.launch].kernel->bufferLabel(l_[t.launch].tensors,
+                                                    t.s.index),
+               where);
+  };
+  // The later launch (or the rows) is named first, as "launch i: ..." names
+  // the launch a single-launch check refuses.
+  auto refuse = [&](const Tagged &x, const Tagged &y) {
+    const Tagged &a = x.launch >= y.launch ? x : y;
+    const Tagged &b = x.launch >= y.launch ? y : x;
+    fail(QOPT_ERROR_VALIDATION, "overlapping buffers across launches: ",
+         label(a), " overlaps ", label(b),
+         a.s.written && b.s.written ? "; both are written"
+                                    : "; one of them is written");
+  };
+  // As Kernel::checkOverlaps: in address order the span reaching furthest
+  // (and the written one reaching furthest) finds a written overlap if any
+  // exists. Within one launch there is none (each launch was validated), so
+  // any found joins two launches or a launch and the rows.
+  const Tagged *far = nullptr, *farWritten = nullptr;
+  for (const Tagged &e : all) {
+    if (farWritten && farWritten->s.end > e.s.begin)
+      refuse(e, *farWritten);
+    if (e.s.written && far && far->s.end > e.s.begin)
+      refuse(e, *far);
+    if (!far || e.s.end > far->s.end)
+      far = &e;
+    if (e.s.written && (!farWritten || e.s.end > farWritten->s.end))
+      farWritten = &e;
+  }
+  for (size_t i = 0; i < counters.size(); ++i) {
+    const Tagged &c = counters[i];
+    for (size_t j = 0; j < i; ++j) {
+      const Tagged &d = counters[j];
+      bool same = c.s.begin == d.s.begin && c.s.end == d.s.end;
+      if (!same && c.s.begin < d.s.end && d.s.begin < c.s.end)
+        refuse(c, d);
+    }
+    auto it = std::lower_bound(
+        all.begin(), all.end(), c.s.end,
+        [](const Tagged &t, uint64_t end) { return t.s.begin < end; });
+    // Spans starting before the counters' end: any reaching past their
+    // start overlaps them.
+    for (auto k = all.begin(); k != it; ++k)
+      if (k->s.end > c.s.begin)
+        refuse(c, *k);
+  }
+}
 
 void Step::runPhases(size_t S, void *stream, StepMode mode,
                      double *callerRows) {
@@ -399,8 +499,16 @@ void stepMany(const qopt_launch *launches, size_t n, void *stream,
     fail(QOPT_ERROR_INVALID_ARGUMENT, "launches is NULL but num_launches is ",
          n);
   Step step(launches, n);
-  step.validate();
+  const bool rows = mode != StepMode::Whole && callerRows;
+  step.validate(n > 1 || rows);
   const size_t S = stepReductions(launches, n);
+  if (n > 1 || rows) {
+    uint64_t T = 0;
+    for (size_t k = 0; k < n; ++k)
+      T += launches[k].tensors->num_tensors;
+    step.checkAcrossLaunches(rows ? callerRows : nullptr,
+                             T * S * sizeof(double));
+  }
   if (S > 0)
     return step.runPhases(S, stream, mode, callerRows);
   if (mode != StepMode::Whole)

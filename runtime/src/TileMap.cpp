@@ -5,15 +5,19 @@
 
 namespace qopt::rt {
 
+void checkTensorCount(size_t numTensors) {
+  if (numTensors > static_cast<size_t>(INT32_MAX))
+    fail(QOPT_ERROR_INVALID_ARGUMENT, numTensors,
+         " tensors in one launch: at most 2^31 - 1 (tile map entries are "
+         "int32)");
+}
+
 int64_t computeFirstTiles(const int64_t *numels, size_t numTensors,
                           int64_t tileElements, int64_t *firstTile) {
   if (tileElements <= 0)
     fail(QOPT_ERROR_INVALID_ARGUMENT, "tile_elements must be positive, got ",
          tileElements);
-  if (numTensors > static_cast<size_t>(INT32_MAX))
-    fail(QOPT_ERROR_INVALID_ARGUMENT, numTensors,
-         " tensors in one launch: at most 2^31 - 1 (tile map entries are "
-         "int32)");
+  checkTensorCount(numTensors);
   int64_t total = 0;
   for (size_t k = 0; k < numTensors; ++k) {
     if (numels[k] < 0)

@@ -13,6 +13,11 @@ inline int64_t tilesOf(int64_t numel, int64_t tile) {
   return numel / tile + (numel % tile != 0 ? 1 : 0);
 }
 
+/// Throws Error(QOPT_ERROR_INVALID_ARGUMENT) for more than INT32_MAX tensors
+/// in one launch (tile map entries are int32). Checked before any array of
+/// the list is sized or indexed, so no count times the streams wraps.
+void checkTensorCount(size_t numTensors);
+
 /// first_tile of each tensor and the total tile count. Throws
 /// Error(QOPT_ERROR_INVALID_ARGUMENT) for a negative numel, a total past
 /// INT64_MAX or more than INT32_MAX tensors (tile map entries are int32).

@@ -344,6 +344,43 @@ void Kernel::checkDeviceMemory(const ListView &v,
     scope->pop();
 }
 
+std::string Kernel::bufferLabel(const qopt_tensor_list *t,
+                                uint32_t index) const {
+  const Manifest &m = *manifest_;
+  const size_t S = m.streams.size();
+  ListView v{m, t, S, t->num_tensors * S, m.tables.size()};
+  return v.label(index);
+}
+
+bool Kernel::isCounters(const qopt_tensor_list *t, uint32_t index) const {
+  const Manifest &m = *manifest_;
+  return index == t->num_tensors * m.streams.size() + m.tables.size() + 1;
+}
+
+CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
+                                const void *const *tables, size_t numTables,
+                                const StepBuffers &extra,
+                                std::vector<Span> &spans) const {
+  CheckedListPtr c = validate(t, tables, numTables, extra);
+  std::lock_guard<std::mutex> lock(listMu_);
+  // Another thread's list may have replaced this one since: the spans are
+  // this list's only while the signature still matches it.
+  StepBuffers e = extra;
+  if (!takesCounters())
+    e.counters = nullptr;
+  if (lastList_.matches(t, tables, numTables, e,
+                        ctx_->allocations().epoch())) {
+    spans = lastList_.spans;
+    return c;
+  }
+  ListSignature sig;
+  const size_t S = manifest_->streams.size();
+  checkBuffers(ListView{*manifest_, t, S, t->num_tensors * S, numTables},
+               tables, e, sig);
+  spans = std::move(sig.spans);
+  return c;
+}
+
 CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
                                 const void *const *tables, size_t numTables,
                                 const StepBuffers &given) const {
@@ -361,6 +398,7 @@ CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
     fail(QOPT_ERROR_VALIDATION, "wrong stream count: the tensor list has ",
          t->num_streams, " stream pointers per tensor, kernel '", m.kernel,
          "' takes ", S, " (", streamNames(), ")");
+  checkTensorCount(t->num_tensors);
   if (t->num_tensors && (!t->numels || !t->data))
     fail(QOPT_ERROR_INVALID_ARGUMENT, "tensor list of ", t->num_tensors,
          " tensors has NULL ", !t->numels ? "numels" : "data");

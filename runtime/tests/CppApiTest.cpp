@@ -52,6 +52,32 @@ TEST(CppApi, HostStepThroughTheWrapper) {
                            "the step needs 12000 (3000 elements of f32)");
   }
   EXPECT_THROW(list.add("wrong", 1, {p.data()}), qopt::Error);
+  // Sizes and dtypes: one per stream, for every tensor or for none; a list
+  // that would silently go unchecked is refused as it is built, unchanged.
+  auto refused = [](auto &&add, const char *message) {
+    try {
+      add();
+      ADD_FAILURE() << "expected qopt::Error: " << message;
+    } catch (const qopt::Error &e) {
+      EXPECT_EQ(e.status(), QOPT_ERROR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  refused([&] { list.add("c", 5, {p2.data(), g2.data()}, {20, 20, 20}); },
+          "tensor 'c': 3 buffer sizes (bytes), the kernel takes 2 streams");
+  refused([&] { list.add("c", 5, {p2.data(), g2.data()}, {20, 20}, {QOPT_DTYPE_F32}); },
+          "tensor 'c': 1 dtypes, the kernel takes 2 streams");
+  refused([&] { list.add("c", 5, {p2.data(), g2.data()}); },
+          "tensor 'c': no buffer sizes, but the tensors before it have them");
+  refused([&] { list.add("c", 5, {p2.data(), g2.data()}, {20, 20}); },
+          "tensor 'c': no dtypes, but the tensors before it have them");
+  EXPECT_EQ(list.size(), 2u);
+  qopt::TensorList plain(2);
+  plain.add("a", 5, {p2.data(), g2.data()});
+  refused([&] { plain.add("b", 5, {p2.data(), g2.data()}, {20, 20}); },
+          "tensor 'b': buffer sizes given, but not for the tensors before it");
+  EXPECT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain.view()->bytes, nullptr);
 }
 
 TEST(CppApi, ManifestErrorsThrow) {

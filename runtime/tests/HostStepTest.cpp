@@ -223,6 +223,60 @@ TEST_F(Validation, NumericsCountersAreCheckedAsAWrittenBuffer) {
   EXPECT_EQ(gCountedCalls, before) << "a rejected step must launch nothing";
 }
 
+TEST_F(Validation, LaunchesMayShareTheirCountersAndNothingWritten) {
+  // The launches of one step add to one counters buffer; any other byte a
+  // launch writes is a byte of no other launch's buffers.
+  HostKernel counted(countedManifestJson(),
+                     reinterpret_cast<qopt_host_kernel_fn>(countedKernel));
+  FlashList a({500, 4096}), b({33});
+  alignas(16) int64_t counters[QOPT_NUMERICS_COUNTERS] = {};
+  qopt_launch l[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    l[i].kernel = counted.kernel;
+    l[i].tensors = i ? &b.list : &a.list;
+    l[i].step = 1;
+    l[i].tables = tables;
+    l[i].num_tables = 1;
+    l[i].numerics_counters = counters;
+  }
+  int before = gCountedCalls;
+  ASSERT_EQ(qopt_step_many(l, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_GT(gCountedCalls, before);
+  // Launch 1's counters inside launch 0's 'm3' of tensor #1.
+  int64_t *inside = reinterpret_cast<int64_t *>(static_cast<char *>(a.data[1 * 8 + 7]) + 64);
+  l[1].numerics_counters = inside;
+  before = gCountedCalls;
+  EXPECT_EQ(qopt_step_many(l, 2, nullptr), QOPT_ERROR_VALIDATION);
+  std::string msg = qopt_last_error();
+  EXPECT_NE(msg.find("overlapping buffers across launches: launch 1's numerics counters"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("launch 0's tensor 'layer1.w' (#1), stream 'm3'"), std::string::npos)
+      << msg;
+  // Counters that overlap another launch's without being them.
+  l[1].numerics_counters = counters + 1;
+  EXPECT_EQ(qopt_step_many(l, 2, nullptr), QOPT_ERROR_VALIDATION);
+  EXPECT_NE(std::string(qopt_last_error()).find("numerics counters"), std::string::npos)
+      << qopt_last_error();
+  // b's parameter is a's gradient #0 (read by launch 0, written by launch 1).
+  l[1].numerics_counters = counters;
+  b.data[0] = a.data[2];
+  EXPECT_EQ(qopt_step_many(l, 2, nullptr), QOPT_ERROR_VALIDATION);
+  msg = qopt_last_error();
+  EXPECT_NE(msg.find("launch 1's tensor 'a' (#0), stream 'p'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("launch 0's tensor 'a' (#0), stream 'g'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("one of them is written"), std::string::npos) << msg;
+  EXPECT_EQ(gCountedCalls, before) << "a refused step must launch nothing";
+}
+
+TEST_F(Validation, TensorCountPastInt32IsRefusedBeforeItIsUsed) {
+  // SIZE_MAX / 8 + 2 tensors of 8 streams: the product wraps to 8 pointers.
+  FlashList f({500});
+  f.list.num_tensors = SIZE_MAX / 8 + 2;
+  expectRejected(f.list, "tensors in one launch: at most 2^31 - 1",
+                 QOPT_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_F(Validation, WrongStreamCount) {
   FlashList f({500});
   f.list.num_streams = 7;

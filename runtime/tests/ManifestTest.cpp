@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cctype>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 
 using json = nlohmann::json;
@@ -483,9 +485,15 @@ TEST(Manifest, DeepUniformExpressionIsRefused) {
   std::string field = "uniforms[0].expr";
   for (int i = 0; i < 2048; ++i)
     field += "[1]";
+  // The message names the field by its 6000-character path: it keeps its
+  // first 640 and last 384 characters (runtime.h, qopt_last_error).
+  std::string full = "deep.manifest.json: field '" + field +
+                     "': the expression nests deeper than 2048 levels";
+  ASSERT_GT(full.size(), 1024u);
   EXPECT_EQ(std::string(qopt_last_error()),
-            "deep.manifest.json: field '" + field +
-                "': the expression nests deeper than 2048 levels");
+            full.substr(0, 640) + " ... (" + std::to_string(full.size() - 1024) +
+                " characters left out) ... " + full.substr(full.size() - 384));
+  EXPECT_LE(std::strlen(qopt_last_error()), 1100u);
 }
 
 TEST(Manifest, UniformExpressionOf2048LevelsIsAccepted) {
@@ -553,7 +561,116 @@ TEST(Manifest, NullArgumentsAreRejected) {
   EXPECT_EQ(qopt_manifest_destroy(nullptr), QOPT_SUCCESS);
 }
 
+TEST(Manifest, KeyGivenTwiceIsRefused) {
+  // nlohmann keeps the last of two equal keys; a manifest saying two things
+  // is refused, naming the key by its path.
+  std::string base = sgdManifestJson();
+  struct Case {
+    std::string from, to, field;
+  } cases[] = {
+      {"\"version\": 1", "\"version\": 7, \"version\": 1", "version"},
+      {"\"tile_elements\"", "\"tile_elements\": 1, \"tile_elements\"",
+       "launch.tile_elements"},
+      {"\"access\": \"read\"", "\"access\": \"read\", \"access\": \"read\"",
+       "streams[1].access"},
+  };
+  for (const Case &c : cases) {
+    std::string text = base;
+    size_t at = text.find(c.from);
+    ASSERT_NE(at, std::string::npos) << c.from;
+    text.replace(at, c.from.size(), c.to);
+    qopt_manifest *m = nullptr;
+    EXPECT_EQ(qopt_manifest_parse(text.data(), text.size(), "dup.json", &m),
+              QOPT_ERROR_MANIFEST)
+        << c.field;
+    EXPECT_EQ(m, nullptr);
+    EXPECT_EQ(std::string(qopt_last_error()),
+              "dup.json: field '" + c.field +
+                  "': given twice (a key appears once in an object)");
+  }
+}
+
+TEST(Manifest, UnknownEnumValuesAreRefused) {
+  // Callers through an FFI pass plain ints: a value that is none of the
+  // enumerators is refused before it is used.
+  qopt_manifest *m = parseOrDie(sgdManifestJson());
+  qopt_registry *r = nullptr;
+  ASSERT_EQ(qopt_registry_create(&r), QOPT_SUCCESS);
+  const char ptx[] = "// ptx";
+  for (int bad : {-1, 7, 77}) {
+    auto format = static_cast<qopt_binary_format>(bad);
+    EXPECT_EQ(qopt_registry_add_manifest(r, m, format, ptx, sizeof ptx),
+              QOPT_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(std::string(qopt_last_error()),
+              "unknown binary format " + std::to_string(bad));
+    EXPECT_EQ(qopt_registry_add_embedded(r, "k", "{}", 2, nullptr, format, ptx,
+                                         sizeof ptx),
+              QOPT_ERROR_INVALID_ARGUMENT);
+    size_t n = 9;
+    ASSERT_EQ(qopt_registry_count(r, &n), QOPT_SUCCESS);
+    EXPECT_EQ(n, 0u);
+    size_t bytes = 0;
+    EXPECT_EQ(qopt_dtype_size(static_cast<qopt_dtype>(bad), &bytes),
+              QOPT_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(std::string(qopt_last_error()), "unknown dtype " + std::to_string(bad));
+    const char *name = nullptr;
+    EXPECT_EQ(qopt_dtype_name(static_cast<qopt_dtype>(bad), &name),
+              QOPT_ERROR_INVALID_ARGUMENT);
+    qopt_context *ctx = nullptr;
+    EXPECT_EQ(qopt_context_create(static_cast<qopt_backend>(bad), 0, &ctx),
+              QOPT_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(std::string(qopt_last_error()), "unknown backend " + std::to_string(bad));
+    EXPECT_EQ(ctx, nullptr);
+  }
+  qopt_context *host = nullptr;
+  ASSERT_EQ(qopt_context_create(QOPT_BACKEND_HOST, 0, &host), QOPT_SUCCESS);
+  qopt_kernel *k = nullptr;
+  EXPECT_EQ(qopt_kernel_create_from_image(host, m, static_cast<qopt_binary_format>(77),
+                                          ptx, sizeof ptx, &k),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(k, nullptr);
+  qopt_context_destroy(host);
+  qopt_registry_destroy(r);
+  qopt_manifest_destroy(m);
+}
+
 //===--- Registry ---------------------------------------------------------===//
+
+TEST(Registry, RefusedDirectoryAddsNothing) {
+  // Two manifests of one kernel name in a directory, and a directory whose
+  // kernel is already registered: each refused with nothing added.
+  std::string dir = makeTempDir();
+  json a = json::parse(sgdManifestJson());
+  a["kernel"] = "alpha";
+  json dup = json::parse(sgdManifestJson());
+  dup["kernel"] = "twice";
+  writeFile(dir + "/alpha.manifest.json", a.dump());
+  writeFile(dir + "/b.manifest.json", dup.dump());
+  writeFile(dir + "/c.manifest.json", dup.dump());
+  qopt_registry *r = nullptr;
+  ASSERT_EQ(qopt_registry_create(&r), QOPT_SUCCESS);
+  size_t added = 12345, n = 9;
+  EXPECT_EQ(qopt_registry_add_directory(r, dir.c_str(), &added),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(qopt_last_error()).find("kernel 'twice' is defined twice"),
+            std::string::npos)
+      << qopt_last_error();
+  EXPECT_EQ(added, 12345u);
+  ASSERT_EQ(qopt_registry_count(r, &n), QOPT_SUCCESS);
+  EXPECT_EQ(n, 0u);
+
+  std::remove((dir + "/c.manifest.json").c_str());
+  ASSERT_EQ(qopt_registry_add_manifest_file(r, (dir + "/alpha.manifest.json").c_str()),
+            QOPT_SUCCESS);
+  EXPECT_EQ(qopt_registry_add_directory(r, dir.c_str(), &added),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(qopt_last_error()).find("kernel 'alpha' is defined twice"),
+            std::string::npos)
+      << qopt_last_error();
+  ASSERT_EQ(qopt_registry_count(r, &n), QOPT_SUCCESS);
+  EXPECT_EQ(n, 1u); // alpha alone: 'twice' was not added either
+  qopt_registry_destroy(r);
+}
 
 TEST(Registry, AddsADirectoryInNameOrder) {
   std::string dir = makeTempDir();

@@ -367,6 +367,97 @@ TEST_F(SimulatedDevice, StepManyRefusesEveryLaunchWhenOneIsInvalid) {
   qopt_kernel_destroy(second);
 }
 
+TEST_F(SimulatedDevice, StepManyRefusesBuffersSharedAcrossLaunches) {
+  // Within a launch a written buffer may share no byte with another buffer;
+  // the same holds between the launches of one step.
+  qopt_kernel *second = nullptr;
+  const char ptx[] = "// simulated";
+  ASSERT_EQ(qopt_kernel_create_from_image(ctx, manifest, QOPT_BINARY_PTX, ptx,
+                                          sizeof ptx, &second),
+            QOPT_SUCCESS);
+  List a = makeList({1000, 2000});
+  List b = makeList({3000}, 1 << 20);
+  b.data[0] = static_cast<char *>(b.data[0]) + (8 << 20);
+  qopt_hyper h[] = {{"lr", 0.5}, {"beta", 0.5}};
+  qopt_launch launches[2] = {{kernel, &a.view, h, 2, 1, nullptr, nullptr, 0},
+                             {second, &b.view, h, 2, 1, nullptr, nullptr, 0}};
+  ASSERT_EQ(qopt_step_many(launches, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  struct Case {
+    const char *what;
+    qopt_kernel *k1;
+    qopt_tensor_list *t1;
+    int stream;  // b's stream moved (-1: none)
+    void *where; // its new place
+  } cases[] = {
+      {"the same list twice, other kernels", second, &a.view, -1, nullptr},
+      {"the same list twice, one kernel", kernel, &a.view, -1, nullptr},
+      {"b's parameter on a's parameter #1", second, &b.view, 0, a.data[2]},
+      {"b's parameter inside a's gradient #0", second, &b.view, 0,
+       static_cast<char *>(a.data[1]) + 256},
+      {"b's gradient on a's parameter #0", second, &b.view, 1, a.data[0]},
+  };
+  for (const Case &c : cases) {
+    List moved = b;
+    moved.view.data = moved.data.data();
+    moved.view.numels = moved.numels.data();
+    if (c.stream >= 0)
+      moved.data[c.stream] = c.where;
+    qopt_launch l[2] = {launches[0], launches[1]};
+    l[1].kernel = c.k1;
+    l[1].tensors = c.t1 == &b.view ? &moved.view : c.t1;
+    sim().reset();
+    EXPECT_EQ(qopt_step_many(l, 2, nullptr), QOPT_ERROR_VALIDATION) << c.what;
+    std::string msg = qopt_last_error();
+    EXPECT_NE(msg.find("overlapping buffers across launches: launch 1's tensor #0"),
+              std::string::npos)
+        << c.what << ": " << msg;
+    EXPECT_NE(msg.find("launch 0's tensor #"), std::string::npos) << c.what << ": " << msg;
+    EXPECT_EQ(sim().count("cuLaunchKernel"), 0) << c.what;
+  }
+  // Read-only buffers may be shared: b's gradient is a's gradient #1.
+  List shared = b;
+  shared.view.data = shared.data.data();
+  shared.view.numels = shared.numels.data();
+  shared.data[1] = a.data[3];
+  launches[1].tensors = &shared.view;
+  sim().reset();
+  EXPECT_EQ(qopt_step_many(launches, 2, nullptr), QOPT_SUCCESS) << qopt_last_error();
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 2);
+  qopt_kernel_destroy(second);
+}
+
+TEST_F(SimulatedDevice, DestroyedContextsBuffersAreForgotten) {
+  // A kernel outlives its context's handle and shares its allocation cache:
+  // the buffers the context frees on destruction must not stay known.
+  qopt_context *other = nullptr;
+  ASSERT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &other), QOPT_SUCCESS);
+  qopt_kernel *k = nullptr;
+  const char ptx[] = "// simulated";
+  ASSERT_EQ(qopt_kernel_create_from_image(other, manifest, QOPT_BINARY_PTX, ptx,
+                                          sizeof ptx, &k),
+            QOPT_SUCCESS);
+  void *big = nullptr;
+  ASSERT_EQ(qopt_buffer_alloc(other, 1 << 20, &big), QOPT_SUCCESS);
+  std::vector<int64_t> numels = {1000};
+  std::vector<void *> data = {big, static_cast<char *>(big) + (512 << 10)};
+  qopt_tensor_list list{};
+  list.num_tensors = 1;
+  list.num_streams = 2;
+  list.numels = numels.data();
+  list.data = data.data();
+  qopt_hyper h[] = {{"lr", 0.5}, {"beta", 0.5}};
+  ASSERT_EQ(qopt_step(k, &list, h, 2, 1, nullptr, 0, nullptr), QOPT_SUCCESS)
+      << qopt_last_error();
+  ASSERT_EQ(qopt_context_destroy(other), QOPT_SUCCESS);
+  data[0] = static_cast<char *>(big) + 8192; // moved, inside the freed buffer
+  sim().reset();
+  EXPECT_EQ(qopt_step(k, &list, h, 2, 1, nullptr, 0, nullptr), QOPT_ERROR_VALIDATION);
+  EXPECT_NE(std::string(qopt_last_error()).find("is not CUDA memory"), std::string::npos)
+      << qopt_last_error();
+  EXPECT_EQ(sim().count("cuLaunchKernel"), 0);
+  qopt_kernel_destroy(k);
+}
+
 /// A GPU kernel with one step reduction (norm, uniform 1) and no per-tensor
 /// one: reduce, finish and combine phases (docs/abi.md, "Step reductions").
 std::string stepManifest(const std::string &k) {
@@ -498,6 +589,26 @@ TEST_F(SimulatedStepReductions, SplitApiWritesAndReadsTheCallersRows) {
   EXPECT_EQ(sim().loggedArg(0, 1), at(0));
   EXPECT_EQ(sim().loggedArg(2, 1), at(0));
   qopt_buffer_free(ctx, rows);
+}
+
+TEST_F(SimulatedStepReductions, CallersRowsMayNotOverlapTheLaunchesBuffers) {
+  List a = makeList({3000, 10});
+  qopt_launch l[] = {{ka, &a.view, nullptr, 0, 1, nullptr, nullptr, 0, nullptr}};
+  std::vector<unsigned char> before(params, params + 4096);
+  double *onParam = reinterpret_cast<double *>(params + 1024);
+  double *onGrad = reinterpret_cast<double *>(grads);
+  for (double *rows : {onParam, onGrad}) {
+    sim().reset();
+    EXPECT_EQ(qopt_step_many_partials(l, 1, rows, nullptr), QOPT_ERROR_VALIDATION);
+    EXPECT_NE(std::string(qopt_last_error()).find("step_partials ["), std::string::npos)
+        << qopt_last_error();
+    EXPECT_EQ(qopt_step_many_from_partials(l, 1, rows, nullptr), QOPT_ERROR_VALIDATION);
+    EXPECT_NE(std::string(qopt_last_error()).find("overlapping buffers across launches"),
+              std::string::npos)
+        << qopt_last_error();
+    EXPECT_EQ(sim().count("cuLaunchKernel"), 0);
+  }
+  EXPECT_EQ(std::memcmp(before.data(), params, before.size()), 0);
 }
 
 TEST_F(SimulatedStepReductions, CombineWritesTheCallersDeviceUniforms) {

@@ -72,6 +72,12 @@ TEST(TileMap, Errors) {
   EXPECT_EQ(qopt_tile_map_build(huge, 2, 1, nullptr, nullptr, 0, &total),
             QOPT_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(qopt_last_error()).find("overflows int64"), std::string::npos);
+  // A tensor count past INT32_MAX is refused before anything is sized by it.
+  EXPECT_EQ(qopt_tile_map_build(numels, SIZE_MAX, 1024, nullptr, nullptr, 0, &total),
+            QOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(qopt_last_error()).find("tensors in one launch: at most 2^31 - 1"),
+            std::string::npos)
+      << qopt_last_error();
 }
 
 } // namespace

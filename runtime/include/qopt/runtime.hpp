@@ -237,22 +237,38 @@ class TensorList {
 public:
   explicit TensorList(size_t numStreams) : numStreams_(numStreams) {}
   /// Adds a tensor: `data` holds its stream pointers in ABI order; `bytes`
-  /// and `dtypes`, when given for every tensor, are checked by validation.
+  /// (each buffer's size) and `dtypes`, checked by validation, are either
+  /// empty or one per stream, and given for every tensor of the list or for
+  /// none (a list checked for some tensors only would check none). Throws
+  /// Error(QOPT_ERROR_INVALID_ARGUMENT) otherwise, the list unchanged.
   TensorList &add(std::string name, int64_t numel, std::vector<void *> data,
                   std::vector<uint64_t> bytes = {},
                   std::vector<qopt_dtype> dtypes = {}) {
-    if (data.size() != numStreams_)
-      throw Error(QOPT_ERROR_INVALID_ARGUMENT,
-                  "tensor '" + name + "': " + std::to_string(data.size()) +
-                      " stream pointers, the kernel takes " +
-                      std::to_string(numStreams_));
+    auto refuse = [&](const std::string &what) {
+      throw Error(QOPT_ERROR_INVALID_ARGUMENT, "tensor '" + name + "': " + what);
+    };
+    auto count = [&](size_t n, const char *what) {
+      if (n != numStreams_)
+        refuse(std::to_string(n) + " " + what + ", the kernel takes " +
+               std::to_string(numStreams_) + " streams");
+    };
+    count(data.size(), "stream pointers");
+    if (!bytes.empty())
+      count(bytes.size(), "buffer sizes (bytes)");
+    if (!dtypes.empty())
+      count(dtypes.size(), "dtypes");
+    const bool withBytes = !bytes.empty(), withDtypes = !dtypes.empty();
+    if (!numels_.empty() && withBytes != allBytes_)
+      refuse(withBytes ? "buffer sizes given, but not for the tensors before it"
+                       : "no buffer sizes, but the tensors before it have them");
+    if (!numels_.empty() && withDtypes != allDtypes_)
+      refuse(withDtypes ? "dtypes given, but not for the tensors before it"
+                        : "no dtypes, but the tensors before it have them");
     names_.push_back(std::move(name));
     numels_.push_back(numel);
     data_.insert(data_.end(), data.begin(), data.end());
-    bool withBytes = bytes.size() == numStreams_;
-    bool withDtypes = dtypes.size() == numStreams_;
-    allBytes_ = allBytes_ && withBytes;
-    allDtypes_ = allDtypes_ && withDtypes;
+    allBytes_ = withBytes;
+    allDtypes_ = withDtypes;
     for (size_t j = 0; j < numStreams_; ++j) {
       bytes_.push_back(withBytes ? bytes[j] : 0);
       dtypes_.push_back(withDtypes ? static_cast<int32_t>(dtypes[j]) : 0);

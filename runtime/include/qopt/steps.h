@@ -138,7 +138,11 @@ typedef struct qopt_launch {
 /// those of qopt_step, the message prefixed with "launch <i>: " where there
 /// are two launches or more. A driver
 /// failure while launching launch i (after validation) leaves launches
-/// 0..i-1 enqueued; the message says so.
+/// 0..i-1 enqueued; the message says so. The buffers are checked across the
+/// launches as within one: no byte that one launch writes is a byte of
+/// another launch's buffers (QOPT_ERROR_VALIDATION naming both launches'
+/// buffers), except that the launches may share one numerics counters
+/// buffer (each adds to it).
 ///
 /// Step reductions (docs/abi.md, "Step reductions"): where any launch's
 /// kernel has them, every launch's kernel must have the same list of step
@@ -169,7 +173,8 @@ QOPT_RUNTIME_API qopt_status qopt_step_partials_shape(
 /// (tensor (base + k) of launch i, base the tensors of the launches before
 /// it, at step_partials[(base + k) * S + s]). Steps nothing.
 /// `step_partials`: device memory of the context for CUDA (host memory for
-/// the host backend), 8-byte aligned, T * S float64. Kernels without step
+/// the host backend), 8-byte aligned, T * S float64, sharing no byte with
+/// any launch's buffers (QOPT_ERROR_VALIDATION). Kernels without step
 /// reductions are refused (INVALID_ARGUMENT).
 QOPT_RUNTIME_API qopt_status qopt_step_many_partials(
     const qopt_launch *launches, size_t num_launches, double *step_partials,
@@ -180,6 +185,7 @@ QOPT_RUNTIME_API qopt_status qopt_step_many_partials(
 /// reduce and finish of kernels that also have per-tensor reductions (their
 /// finish writes its rows to the runtime's workspace, not the caller's),
 /// then each launch's combine, reading `step_partials`, and its step.
+/// `step_partials` shares no byte with any launch's buffers.
 QOPT_RUNTIME_API qopt_status qopt_step_many_from_partials(
     const qopt_launch *launches, size_t num_launches,
     const double *step_partials, void *stream);
