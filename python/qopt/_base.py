@@ -256,9 +256,12 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
         if not isinstance(capturable, bool):
             raise ValueError(f"{cls}: capturable={capturable!r}; True or False")
         self._same_for_all(group, "max_grad_norm", getattr(self, "max_grad_norm", None))
-        # flags of the whole optimizer (off where the optimizer does not have them)
+        # flags of the whole optimizer (off where the optimizer does not have them; a group's
+        # None is off, as optimi's kahan_sum=None for a float32 model)
         for key in _WHOLE_OPTIMIZER_FLAGS:
-            self._same_for_all(group, key, getattr(self, key, False))
+            if key in group:
+                given = False if group[key] is None else group[key]
+                self._same_for_all({key: given}, key, bool(getattr(self, key, False)))
         for key in _WHOLE_OPTIMIZER_VALUES:
             if hasattr(self, key):
                 self._same_for_all(group, key, getattr(self, key))

@@ -239,6 +239,8 @@ def test_added_group_with_accepted_values_of_those_options():
     opt = qopt.AdamW8bit([c], optim_bits=32)
     opt.add_param_group({"params": [a], "optim_bits": 32, "skip_nonfinite": False})
     assert len(opt.param_groups) == 2
+    # optimi's kahan_sum=None (off for a float32 model) in a group of an optimizer without it
+    qopt.StableAdamW([{"params": [b], "kahan_sum": None}])
 
 
 @pytest.mark.parametrize("make", [
