@@ -142,11 +142,18 @@ public:
   /// element-wise) is accepted again without a second look.
   CheckedListPtr validate(const qopt_tensor_list *t, const void *const *tables,
                           size_t numTables, const StepBuffers &extra) const;
-  /// validate(), then `spans` receives the accepted list's buffers of nonzero
-  /// size in address order (Span::index as bufferLabel() reads it).
+  /// validate(), and `version` receives the accepted list's version: equal
+  /// for two calls only when the second accepted the first's list as it was
+  /// (unique across kernels; a list that changed gets a new one).
   CheckedListPtr validate(const qopt_tensor_list *t, const void *const *tables,
                           size_t numTables, const StepBuffers &extra,
-                          std::vector<Span> &spans) const;
+                          uint64_t &version) const;
+  /// The buffers of nonzero size of a list validate() accepted (`version` its
+  /// version; the same arguments), in address order, Span::index as
+  /// bufferLabel() reads it.
+  void spans(uint64_t version, const qopt_tensor_list *t,
+             const void *const *tables, size_t numTables,
+             const StepBuffers &extra, std::vector<Span> &out) const;
   /// How validate's messages name buffer `index` of `t` ("tensor 'w' (#3),
   /// stream 'p'", "table 'qmap_m'", "uniforms", "numerics counters").
   std::string bufferLabel(const qopt_tensor_list *t, uint32_t index) const;
@@ -286,6 +293,7 @@ private:
   mutable std::mutex listMu_;
   mutable ListSignature lastList_;
   mutable CheckedListPtr lastChecked_;
+  mutable uint64_t listVersion_ = 0; ///< lastList_'s (nextListVersion)
   mutable uint64_t tileGenerations_ = 0;
   std::vector<Slot> slots_;
   uint64_t stepSequence_ = 0;

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 
 namespace qopt::rt {
@@ -237,7 +238,7 @@ public:
   /// `collect`: keeps each launch's buffers for checkAcrossLaunches.
   void validate(bool collect) {
     if (collect)
-      spans_.assign(n_, {});
+      versions_.assign(n_, 0);
     try {
       for (i_ = 0; i_ < n_; ++i_) {
         const qopt_launch &l = l_[i_];
@@ -251,7 +252,7 @@ public:
         r.kernel->requireUniforms(uniformsOf(i_), l.device_uniforms);
         r.checked = collect ? r.kernel->validate(l.tensors, l.tables,
                                                  l.num_tables, extraOf(i_),
-                                                 spans_[i_])
+                                                 versions_[i_])
                             : r.kernel->validate(l.tensors, l.tables,
                                                  l.num_tables, extraOf(i_));
       }
@@ -311,11 +312,34 @@ private:
   const qopt_launch *l_;
   size_t n_;
   std::vector<Ready> ready_;
-  std::vector<std::vector<Span>> spans_; ///< per launch, by validate(true)
+  std::vector<uint64_t> versions_; ///< each launch's list, by validate(true)
   size_t i_ = 0; ///< the launch being validated or launched
 };
 
+namespace {
+/// The last step whose launches checkAcrossLaunches accepted: the versions of
+/// their lists in launch order and the rows. A trainer's steps repeat their
+/// launches, so a step equal to it is accepted without the merge.
+struct AcceptedStep {
+  std::mutex mu;
+  std::vector<uint64_t> versions;
+  const double *rows = nullptr;
+  uint64_t rowBytes = 0;
+};
+AcceptedStep &acceptedStep() {
+  static AcceptedStep a;
+  return a;
+}
+} // namespace
+
 void Step::checkAcrossLaunches(const double *rows, uint64_t rowBytes) const {
+  AcceptedStep &accepted = acceptedStep();
+  {
+    std::lock_guard<std::mutex> lock(accepted.mu);
+    if (accepted.versions == versions_ && accepted.rows == rows &&
+        accepted.rowBytes == rowBytes)
+      return;
+  }
   // A launch's buffers are tagged with the launch; launch n_ is the rows.
   struct Tagged {
     Span s;
@@ -323,13 +347,13 @@ void Step::checkAcrossLaunches(const double *rows, uint64_t rowBytes) const {
     bool operator<(const Tagged &o) const { return s < o.s; }
   };
   std::vector<Tagged> all, counters;
-  size_t total = 0;
-  for (const std::vector<Span> &v : spans_)
-    total += v.size();
-  all.reserve(total + 1);
-  for (size_t k = 0; k < spans_.size(); ++k) {
+  std::vector<Span> spans;
+  for (size_t k = 0; k < n_; ++k) {
+    const qopt_launch &l = l_[k];
+    ready_[k].kernel->spans(versions_[k], l.tensors, l.tables, l.num_tables,
+                            extraOf(k), spans);
     const size_t runStart = all.size();
-    for (const Span &e : spans_[k])
+    for (const Span &e : spans)
       (ready_[k].kernel->isCounters(l_[k].tensors, e.index) ? counters : all)
           .push_back({e, k});
     // Each launch's spans are sorted: merging the runs keeps `all` sorted.
@@ -394,6 +418,10 @@ void Step::checkAcrossLaunches(const double *rows, uint64_t rowBytes) const {
       if (k->s.end > c.s.begin)
         refuse(c, *k);
   }
+  std::lock_guard<std::mutex> lock(accepted.mu);
+  accepted.versions = versions_;
+  accepted.rows = rows;
+  accepted.rowBytes = rowBytes;
 }
 
 void Step::runPhases(size_t S, void *stream, StepMode mode,

@@ -20,6 +20,7 @@
 #include "TileMap.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <sstream>
@@ -357,28 +358,39 @@ bool Kernel::isCounters(const qopt_tensor_list *t, uint32_t index) const {
   return index == t->num_tensors * m.streams.size() + m.tables.size() + 1;
 }
 
+namespace {
+/// Versions of accepted lists, unique across the kernels of the process.
+std::atomic<uint64_t> gListVersions{0};
+} // namespace
+
 CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
                                 const void *const *tables, size_t numTables,
                                 const StepBuffers &extra,
-                                std::vector<Span> &spans) const {
+                                uint64_t &version) const {
   CheckedListPtr c = validate(t, tables, numTables, extra);
   std::lock_guard<std::mutex> lock(listMu_);
-  // Another thread's list may have replaced this one since: the spans are
-  // this list's only while the signature still matches it.
+  version = listVersion_;
+  return c;
+}
+
+void Kernel::spans(uint64_t version, const qopt_tensor_list *t,
+                   const void *const *tables, size_t numTables,
+                   const StepBuffers &extra, std::vector<Span> &out) const {
+  std::lock_guard<std::mutex> lock(listMu_);
+  if (lastList_.valid && listVersion_ == version) {
+    out = lastList_.spans;
+    return;
+  }
+  // Another thread's list replaced this one since: the checks again, on a
+  // signature of their own (they pass: validate accepted the list).
   StepBuffers e = extra;
   if (!takesCounters())
     e.counters = nullptr;
-  if (lastList_.matches(t, tables, numTables, e,
-                        ctx_->allocations().epoch())) {
-    spans = lastList_.spans;
-    return c;
-  }
   ListSignature sig;
   const size_t S = manifest_->streams.size();
   checkBuffers(ListView{*manifest_, t, S, t->num_tensors * S, numTables},
                tables, e, sig);
-  spans = std::move(sig.spans);
-  return c;
+  out = std::move(sig.spans);
 }
 
 CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
@@ -442,6 +454,7 @@ CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
     lastChecked_ = std::move(c);
   }
   lastList_.assign(t, tables, numTables, extra, epoch);
+  listVersion_ = ++gListVersions;
   return lastChecked_;
 }
 
