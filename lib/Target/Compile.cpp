@@ -208,6 +208,42 @@ buildRequestedManifest(ModuleOp module, const CompileRequest &request) {
   return std::optional<llvm::json::Value>();
 }
 
+/// The host code's own manifest (docs/abi.md, "The host library's
+/// manifest"): the one written beside a library, or for an object or LLVM IR
+/// the one --emit=host-library would write for a library of the output's
+/// name. `request.host` gets it, compact, under `<entry>_manifest`.
+static LogicalResult embedHostManifest(
+    ModuleOp module, CompileRequest &request,
+    const std::optional<llvm::json::Value> &written) {
+  std::optional<llvm::json::Value> manifest = written;
+  if (!manifest) {
+    FailureOr<llvm::json::Value> built =
+        buildManifest(module, request.kernel, "host");
+    if (failed(built))
+      return failure();
+    llvm::SmallString<128> library(
+        request.outputFilename == "-"
+            ? llvm::StringRef(built->getAsObject()->getString("kernel")
+                                  .value_or("kernel"))
+            : llvm::sys::path::filename(request.outputFilename));
+    llvm::sys::path::replace_extension(library, "so");
+    makeHostManifest(*built, library);
+    manifest = std::move(*built);
+  }
+  const llvm::json::Object *host =
+      manifest->getAsObject()->getObject("host");
+  std::optional<llvm::StringRef> entry =
+      host ? host->getString("symbol") : std::nullopt;
+  if (!entry)
+    return module.emitError("the host manifest names no entry symbol");
+  request.host.manifestSymbol = getHostManifestSymbol(*entry);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << *manifest;
+  request.host.manifestJson = std::move(text);
+  return success();
+}
+
 /// A fatbin: PTX for the oldest chip (the driver JIT-compiles it for newer
 /// ones) and a cubin per chip, each from PTX generated and planned for that
 /// chip (its L2 prefetch and bulk copies).
@@ -362,7 +398,11 @@ int mlir::qopt::compileSpec(const CompileRequest &request,
       buildRequestedManifest(*module, request);
   if (failed(manifest))
     return 1;
-  FailureOr<std::string> result = compileModule(*module, request);
+  CompileRequest compiled = request;
+  if (isHostEmit(request.emit) &&
+      failed(embedHostManifest(*module, compiled, *manifest)))
+    return 1;
+  FailureOr<std::string> result = compileModule(*module, compiled);
   if (failed(result) || failed(writeOutput(request.outputFilename, *result)))
     return 1;
   if (*manifest && failed(writeManifest(std::move(**manifest), request)))

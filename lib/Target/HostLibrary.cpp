@@ -86,3 +86,7 @@ void mlir::qopt::makeHostManifest(llvm::json::Value &manifest,
   object["host"] = llvm::json::Object{{"library", library.str()},
                                       {"symbol", kernel + "_host"}};
 }
+
+std::string mlir::qopt::getHostManifestSymbol(llvm::StringRef entry) {
+  return (entry + "_manifest").str();
+}

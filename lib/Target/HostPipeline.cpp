@@ -24,6 +24,8 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -129,6 +131,21 @@ lowerToLLVM(ModuleOp module, const HostOptions &options,
     module.emitError("LLVM's optimizer failed: ")
         << llvm::toString(std::move(error));
     return nullptr;
+  }
+  // The library's own manifest, after the optimizer (nothing reads it here):
+  // an exported, NUL-terminated constant the runtime finds with dlsym.
+  if (!options.manifestSymbol.empty()) {
+    if (llvmModule->getNamedValue(options.manifestSymbol)) {
+      module.emitError("the host module already defines '")
+          << options.manifestSymbol << "', the name of its manifest constant";
+      return nullptr;
+    }
+    llvm::Constant *text = llvm::ConstantDataArray::getString(
+        llvmContext, options.manifestJson, /*AddNull=*/true);
+    auto *global = new llvm::GlobalVariable(
+        *llvmModule, text->getType(), /*isConstant=*/true,
+        llvm::GlobalValue::ExternalLinkage, text, options.manifestSymbol);
+    global->setAlignment(llvm::Align(1));
   }
   return llvmModule;
 }

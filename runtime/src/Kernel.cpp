@@ -4,6 +4,7 @@
 #include "DType.h"
 #include "Error.h"
 #include "FileCheck.h"
+#include "HostManifest.h"
 #include "StateLayout.h"
 #include "TileMap.h"
 
@@ -181,6 +182,9 @@ std::shared_ptr<Kernel> Kernel::create(ContextPtr ctx, const RegistryEntry &e) {
     if (!sym)
       fail(QOPT_ERROR_NOT_FOUND, "host library ", m.host->library,
            " has no symbol '", m.host->symbol, "' (kernel '", m.kernel, "')");
+    // The library's own manifest, when it has one, against the one given:
+    // a stale or edited manifest is refused here, before any step.
+    checkHostManifest(m, h);
     k->hostFn_ = reinterpret_cast<qopt_host_kernel_fn>(sym);
     // A host kernel with step reductions: its phase functions, by the
     // manifest's "phases".

@@ -26,6 +26,12 @@ struct HostOptions {
   /// The CPU to generate code for: empty for the triple's baseline (portable
   /// objects; x86-64 is SSE2), "native" for this machine, or an LLVM CPU name.
   std::string cpu;
+  /// The library's own ABI description (docs/abi.md, "The host library's
+  /// manifest"): when `manifestSymbol` is set, the module gets an exported
+  /// constant of that name holding `manifestJson` and a terminating NUL,
+  /// which the runtime compares with the manifest it is given.
+  std::string manifestSymbol;
+  std::string manifestJson;
 };
 
 /// Adds convert-qopt-to-host and the upstream conversions to the LLVM dialect
@@ -52,6 +58,9 @@ FailureOr<std::string> linkHostLibrary(llvm::StringRef object,
 /// field naming `library` (relative to the manifest) and `<kernel>_host`, and
 /// no GPU architecture.
 void makeHostManifest(llvm::json::Value &manifest, llvm::StringRef library);
+/// The name of the constant that holds a host library's manifest: its entry
+/// symbol (`<kernel>_host`) followed by `_manifest`.
+std::string getHostManifestSymbol(llvm::StringRef entry);
 
 } // namespace mlir::qopt
 

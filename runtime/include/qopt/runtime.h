@@ -581,7 +581,10 @@ typedef void (*qopt_host_combine_fn)(int64_t num_step_tensors,
 /// binary for the device's architecture (cubin for the same sm, then a cubin
 /// the device can run, then fatbin, then PTX through the driver JIT, trying
 /// the next on failure; the error lists every attempt with its JIT log).
-/// Host: dlopens the manifest's "host" library and resolves its symbol.
+/// Host: dlopens the manifest's "host" library and resolves its symbol; a
+/// library that carries its own manifest (`<symbol>_manifest`, docs/abi.md)
+/// refuses a manifest that differs from it in its ABI: QOPT_ERROR_MANIFEST
+/// naming the first differing field and both values, no kernel made.
 QOPT_RUNTIME_API qopt_status qopt_kernel_create(qopt_context *context,
                                                 const qopt_registry *registry,
                                                 const char *kernel,
