@@ -94,6 +94,8 @@ typedef enum qopt_status {
 } qopt_status;
 
 /// The calling thread's message for its last failed call, "" after a success.
+/// At most about 1100 characters: a longer one (a field path thousands of
+/// levels deep) keeps its first 640 and last 384, the rest counted.
 QOPT_RUNTIME_API const char *qopt_last_error(void);
 /// A constant name for a status ("QOPT_ERROR_VALIDATION"); never NULL.
 QOPT_RUNTIME_API const char *qopt_status_string(qopt_status status);
@@ -117,7 +119,9 @@ typedef enum qopt_dtype {
 
 /// Size in bytes of one element of `dtype`.
 QOPT_RUNTIME_API qopt_status qopt_dtype_size(qopt_dtype dtype, size_t *bytes);
-/// The manifest's name of `dtype` ("bf16"); "invalid" for an unknown value.
+/// The manifest's name of `dtype` ("bf16"). Every function taking an
+/// enumeration of this header refuses a value that is none of its
+/// enumerators with QOPT_ERROR_INVALID_ARGUMENT.
 QOPT_RUNTIME_API qopt_status qopt_dtype_name(qopt_dtype dtype,
                                              const char **name);
 
@@ -503,7 +507,9 @@ QOPT_RUNTIME_API qopt_status qopt_registry_destroy(qopt_registry *registry);
 QOPT_RUNTIME_API qopt_status
 qopt_registry_add_manifest_file(qopt_registry *registry, const char *path);
 /// Adds every `*.manifest.json` in `directory` (not recursive), in name
-/// order; stops at the first error. `num_added` may be NULL.
+/// order, all or none: on the first error (a manifest refused, a kernel name
+/// defined twice, here or already in the registry) nothing is added and
+/// `num_added` is left as it was. `num_added` may be NULL.
 QOPT_RUNTIME_API qopt_status qopt_registry_add_directory(
     qopt_registry *registry, const char *directory, size_t *num_added);
 /// Adds an already-parsed manifest (the registry keeps a reference) and an
