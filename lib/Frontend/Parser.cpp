@@ -181,6 +181,18 @@ std::unique_ptr<Spec> Parser::parseSpec() {
 /// Converts the spelling of a NUMBER token to the nearest float64. Reports a
 /// literal that overflows, or that underflows to zero, and returns false.
 bool Parser::convertNumber(const Token &numberTok, double &value) {
+  // APFloat's conversion needs stack in proportion to the digits (tens of
+  // thousands overflow it); a float64 is written exactly in at most 767
+  // significant digits, so a literal past this bound says nothing more.
+  constexpr size_t kMaxNumberLength = 1024;
+  if (numberTok.spelling.size() > kMaxNumberLength) {
+    errorAt(numberTok.loc,
+            "number " + quote(numberTok.spelling.substr(0, 24).str() + "...") +
+                " is " + std::to_string(numberTok.spelling.size()) +
+                " characters long (at most " +
+                std::to_string(kMaxNumberLength) + ")");
+    return false;
+  }
   llvm::APFloat f(llvm::APFloat::IEEEdouble());
   auto status = f.convertFromString(numberTok.spelling,
                                     llvm::APFloat::rmNearestTiesToEven);

@@ -70,6 +70,11 @@ void SemaChecker::checkDeclarations() {
   if (spec.name == "_")
     error(spec.loc, "optimizer name '_' cannot name a kernel (PTX needs a "
                     "letter or digit after a leading '_'); choose another name");
+  // PTX predefines the identifier WARP_SZ (PTX ISA, "Identifiers"): ptxas
+  // refuses an entry of that name.
+  if (spec.name == "WARP_SZ")
+    error(spec.loc, "optimizer name 'WARP_SZ' cannot name a kernel (PTX "
+                    "predefines it); choose another name");
   if (!spec.param)
     error(spec.loc, "optimizer '" + spec.name +
                         "' has no 'param' declaration; declare the parameter "

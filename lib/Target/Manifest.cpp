@@ -29,12 +29,32 @@ static std::string dtypeName(Type type) {
   return "unknown";
 }
 
+/// The runtime's bound on a uniform expression's nesting (docs/abi.md,
+/// "Uniforms"); the compiler refuses a deeper one rather than write a
+/// manifest that no runtime loads.
+static constexpr unsigned kMaxUniformLevels = 2048;
+/// The nodes of every uniform of a manifest written out as trees: a value
+/// used twice is written twice, so a chain of squarings doubles the tree at
+/// each step (22 of them were a 862 MB manifest).
+static constexpr uint64_t kMaxUniformNodes = uint64_t(1) << 20;
+
 /// One uniform value as an expression tree: a number, a hyperparameter name
-/// or "step", or [op, operands...].
-static FailureOr<json::Value> expressionOf(Value value) {
+/// or "step", or [op, operands...]. `level` is the value's depth in its tree
+/// (1 at the root); `nodes` counts the nodes written so far.
+static FailureOr<json::Value> expressionOf(Value value, unsigned level,
+                                           uint64_t &nodes) {
   Operation *op = value.getDefiningOp();
   if (!op)
     return failure();
+  if (level > kMaxUniformLevels)
+    return op->emitOpError("is part of a uniform expression that nests deeper "
+                           "than ")
+           << kMaxUniformLevels
+           << " levels, the runtime's limit (docs/abi.md, \"Uniforms\")";
+  if (++nodes > kMaxUniformNodes)
+    return op->emitOpError("is part of uniform expressions that, written out "
+                           "as trees in the manifest, exceed ")
+           << kMaxUniformNodes << " nodes (a value used twice is written twice)";
   if (auto hyper = dyn_cast<HyperValueOp>(op))
     return json::Value(hyper.getHyper().str());
   if (isa<StepCountOp>(op))
@@ -84,10 +104,10 @@ static FailureOr<json::Value> expressionOf(Value value) {
                            "scalar");
   // A bool widened to a number is the bool itself (0.0 / 1.0).
   if (name.empty())
-    return expressionOf(op->getOperand(0));
+    return expressionOf(op->getOperand(0), level, nodes);
   json::Array expr{json::Value(name.str())};
   for (Value operand : op->getOperands()) {
-    FailureOr<json::Value> sub = expressionOf(operand);
+    FailureOr<json::Value> sub = expressionOf(operand, level + 1, nodes);
     if (failed(sub))
       return failure();
     expr.push_back(std::move(*sub));
@@ -268,8 +288,9 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
 
     json::Array uniformArray;
     Operation *yield = uniforms.getBody().front().getTerminator();
+    uint64_t nodes = 0;
     for (auto [i, value] : llvm::enumerate(yield->getOperands())) {
-      FailureOr<json::Value> expr = expressionOf(value);
+      FailureOr<json::Value> expr = expressionOf(value, 1, nodes);
       if (failed(expr))
         return failure();
       uniformArray.push_back(json::Object{{"index", int64_t(i)},

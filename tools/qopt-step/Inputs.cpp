@@ -189,10 +189,13 @@ Inputs readInputs(const Options &o, const KernelInfo &k) {
         char *end = nullptr;
         errno = 0;
         long long step = std::strtoll(stepText.c_str(), &end, 10);
+        // One name per step: the step in decimal without leading zeros
+        // (g@1 and g@01 would both be step 1, the later taking its place).
         if (stepText.empty() || *end || errno == ERANGE || step < 1 ||
-            !std::isdigit(static_cast<unsigned char>(stepText[0])))
+            !std::isdigit(static_cast<unsigned char>(stepText[0])) ||
+            stepText[0] == '0')
           fail(src.where(), ": '", stream, "' is not ", gradPrefix,
-               "<step> with a step >= 1");
+               "<step> with a step >= 1 written without leading zeros");
         g.gradAt[step] = src;
         continue;
       }

@@ -58,6 +58,12 @@ void writeAtomically(const st::File &file, const std::string &given) {
   bool exists = ::stat(path.c_str(), &existing) == 0;
   if (exists && S_ISDIR(existing.st_mode))
     fail("--out ", path, ": is a directory");
+  // The rename below replaces what is at `path`: a device, a FIFO or a
+  // socket would become a regular file (as root, --out /dev/null would
+  // destroy /dev/null). Only a regular file is replaced.
+  if (exists && !S_ISREG(existing.st_mode))
+    fail("--out ", path, ": not a regular file (a device, FIFO or socket "
+         "would be replaced by one)");
   mode_t mode;
   if (exists) {
     mode = existing.st_mode & 07777;
