@@ -12,8 +12,9 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <set>
+#include <optional>
 #include <sstream>
+#include <unordered_set>
 
 namespace qopt::st {
 
@@ -151,6 +152,53 @@ File File::load(const std::string &path) {
   return loadOpenFile(fd.get(), static_cast<uint64_t>(st.st_size), path);
 }
 
+namespace {
+
+/// SAX handler that records the first key given twice in one JSON object:
+/// the keys of each open object, innermost last, in hash sets.
+class RepeatedKeyFinder {
+public:
+  std::optional<std::string> repeated;
+
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(json::number_integer_t) { return true; }
+  bool number_unsigned(json::number_unsigned_t) { return true; }
+  bool number_float(json::number_float_t, const json::string_t &) { return true; }
+  bool string(json::string_t &) { return true; }
+  bool binary(json::binary_t &) { return true; }
+  bool start_object(std::size_t) {
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(json::string_t &k) {
+    if (!keys_.empty() && !keys_.back().insert(k).second && !repeated)
+      repeated = k;
+    return !repeated;
+  }
+  bool end_object() {
+    if (!keys_.empty())
+      keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) { return true; }
+  bool end_array() { return true; }
+  bool parse_error(std::size_t, const std::string &, const json::exception &) { return false; }
+
+private:
+  std::vector<std::unordered_set<std::string>> keys_;
+};
+
+/// The first key that `text` (valid JSON) gives twice in one object, if any
+/// (the empty key included).
+std::optional<std::string> firstRepeatedKey(const std::string &text) {
+  RepeatedKeyFinder finder;
+  json::sax_parse(text.begin(), text.end(), &finder);
+  return finder.repeated;
+}
+
+} // namespace
+
 File File::loadOpenFile(int fd, uint64_t size, const std::string &path) {
   File f;
   f.path_ = path;
@@ -172,28 +220,19 @@ File File::loadOpenFile(int fd, uint64_t size, const std::string &path) {
   std::string headerText(static_cast<size_t>(hlen), '\0');
   readAt(fd, headerText.data(), headerText.size(), 8, size, where);
   json header;
-  // A key given twice in one object (the parser would keep the last one):
-  // the keys seen in each open object, innermost last.
-  std::vector<std::set<std::string>> keys;
-  std::string repeated;
-  auto noRepeatedKeys = [&](int, json::parse_event_t event, json &parsed) {
-    if (event == json::parse_event_t::object_start)
-      keys.emplace_back();
-    else if (event == json::parse_event_t::object_end && !keys.empty())
-      keys.pop_back();
-    else if (event == json::parse_event_t::key && !keys.empty() &&
-             !keys.back().insert(parsed.get<std::string>()).second && repeated.empty())
-      repeated = parsed.get<std::string>();
-    return true;
-  };
   try {
-    header = json::parse(headerText.begin(), headerText.end(), noRepeatedKeys);
+    header = json::parse(headerText.begin(), headerText.end());
   } catch (const json::exception &e) {
     throw Error(where + "header is not valid JSON: " + e.what());
   }
+  // A key given twice in one object (the parser keeps the last one) is
+  // refused. A separate SAX pass finds it in time linear in the header; the
+  // parser callback that did this rescanned the enclosing object at each
+  // object's end, quadratic in the number of tensors.
+  const std::optional<std::string> repeated = firstRepeatedKey(headerText);
   headerText = std::string();
-  if (!repeated.empty())
-    throw Error(where + "header gives the key '" + printableName(repeated) +
+  if (repeated)
+    throw Error(where + "header gives the key '" + printableName(*repeated) +
                 "' twice in one object");
   if (!header.is_object())
     throw Error(where + "header is not a JSON object");
