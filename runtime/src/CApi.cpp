@@ -51,9 +51,10 @@ template <typename Fn> qopt_status guard(Fn &&fn) {
 
 /// An enumeration argument as the caller's integer: callers through an FFI
 /// (ctypes) pass any int, and a C++ load of a value outside the enumerators'
-/// range is undefined, so every enum argument is read as its bytes and
+/// range is undefined. So an enum argument is never copied as the enum: its
+/// bytes are read through a reference to the parameter itself and
 /// range-checked before it is used as the enum.
-template <typename E> int rawEnum(E e) {
+template <typename E> int rawEnum(const E &e) {
   static_assert(sizeof(E) == sizeof(int), "a C enum of the ABI is an int");
   int v;
   std::memcpy(&v, &e, sizeof v);
@@ -61,18 +62,18 @@ template <typename E> int rawEnum(E e) {
 }
 
 /// `e` when it lies in [lo, hi]; else INVALID_ARGUMENT naming `what`.
-template <typename E> E checkedEnum(E e, E lo, E hi, const char *what) {
+template <typename E> E checkedEnum(const E &e, int lo, int hi, const char *what) {
   int v = rawEnum(e);
-  if (v < rawEnum(lo) || v > rawEnum(hi))
+  if (v < lo || v > hi)
     fail(QOPT_ERROR_INVALID_ARGUMENT, "unknown ", what, " ", v);
   return static_cast<E>(v);
 }
 
-qopt_binary_format checkedFormat(qopt_binary_format f) {
+qopt_binary_format checkedFormat(const qopt_binary_format &f) {
   return checkedEnum(f, QOPT_BINARY_AUTO, QOPT_BINARY_HOST, "binary format");
 }
 
-qopt_dtype checkedDtype(qopt_dtype d) {
+qopt_dtype checkedDtype(const qopt_dtype &d) {
   return checkedEnum(d, QOPT_DTYPE_F32, QOPT_DTYPE_INT16, "dtype");
 }
 
@@ -83,10 +84,10 @@ template <typename T> T *need(T *p, const char *what) {
   return p;
 }
 
-void checkParamDtypes(qopt_dtype param, qopt_dtype ecc, HalfFormat *f,
-                      int32_t *nmax) {
-  param = checkedDtype(param);
-  ecc = checkedDtype(ecc);
+void checkParamDtypes(const qopt_dtype &paramArg, const qopt_dtype &eccArg,
+                      HalfFormat *f, int32_t *nmax) {
+  const qopt_dtype param = checkedDtype(paramArg);
+  const qopt_dtype ecc = checkedDtype(eccArg);
   if (param == QOPT_DTYPE_BF16)
     *f = kBf16;
   else if (param == QOPT_DTYPE_F16)

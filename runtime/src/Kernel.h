@@ -141,7 +141,8 @@ public:
   /// A list equal to the last one this kernel accepted (every array
   /// element-wise) is accepted again without a second look.
   CheckedListPtr validate(const qopt_tensor_list *t, const void *const *tables,
-                          size_t numTables, const StepBuffers &extra) const;
+                          size_t numTables, const StepBuffers &extra,
+                          uint64_t *versionOut = nullptr) const;
   /// validate(), and `version` receives the accepted list's version: equal
   /// for two calls only when the second accepted the first's list as it was
   /// (unique across kernels; a list that changed gets a new one).

@@ -381,6 +381,10 @@ void Step::checkAcrossLaunches(const double *rows, uint64_t rowBytes) const {
   auto refuse = [&](const Tagged &x, const Tagged &y) {
     const Tagged &a = x.launch >= y.launch ? x : y;
     const Tagged &b = x.launch >= y.launch ? y : x;
+    if (a.launch == n_)
+      fail(QOPT_ERROR_VALIDATION, "overlapping buffers: ", label(a),
+           " overlaps ", label(b),
+           "; the step's rows share no byte with a launch's buffers");
     fail(QOPT_ERROR_VALIDATION, "overlapping buffers across launches: ",
          label(a), " overlaps ", label(b),
          a.s.written && b.s.written ? "; both are written"
@@ -401,14 +405,19 @@ void Step::checkAcrossLaunches(const double *rows, uint64_t rowBytes) const {
     if (e.s.written && (!farWritten || e.s.end > farWritten->s.end))
       farWritten = &e;
   }
-  for (size_t i = 0; i < counters.size(); ++i) {
-    const Tagged &c = counters[i];
-    for (size_t j = 0; j < i; ++j) {
-      const Tagged &d = counters[j];
-      bool same = c.s.begin == d.s.begin && c.s.end == d.s.end;
-      if (!same && c.s.begin < d.s.end && d.s.begin < c.s.end)
-        refuse(c, d);
-    }
+  // The launches' counters: one buffer shared by all of them (the Python
+  // package's case) is checked once; distinct ones may not overlap.
+  std::sort(counters.begin(), counters.end());
+  counters.erase(std::unique(counters.begin(), counters.end(),
+                             [](const Tagged &x, const Tagged &y) {
+                               return x.s.begin == y.s.begin &&
+                                      x.s.end == y.s.end;
+                             }),
+                 counters.end());
+  for (size_t i = 1; i < counters.size(); ++i)
+    if (counters[i].s.begin < counters[i - 1].s.end)
+      refuse(counters[i], counters[i - 1]);
+  for (const Tagged &c : counters) {
     auto it = std::lower_bound(
         all.begin(), all.end(), c.s.end,
         [](const Tagged &t, uint64_t end) { return t.s.begin < end; });

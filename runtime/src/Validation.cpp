@@ -147,10 +147,15 @@ void Kernel::checkBuffers(const ListView &v, const void *const *tables,
       size_t idx = k * v.S + j;
       const void *p = t->data[idx];
       auto where = [&] { return v.label(static_cast<uint32_t>(idx)); };
-      if (t->dtypes && t->dtypes[idx] != s.dtype)
-        fail(QOPT_ERROR_VALIDATION, where(), ": dtype ",
-             dtypeName(static_cast<qopt_dtype>(t->dtypes[idx])),
+      if (t->dtypes && t->dtypes[idx] != s.dtype) {
+        // The caller's int32 is named only where it is a dtype.
+        int32_t given = t->dtypes[idx];
+        std::string name = given >= QOPT_DTYPE_F32 && given <= QOPT_DTYPE_INT16
+                               ? dtypeName(static_cast<qopt_dtype>(given))
+                               : cat("(unknown dtype ", given, ")");
+        fail(QOPT_ERROR_VALIDATION, where(), ": dtype ", name,
              " given, the kernel expects ", dtypeName(s.dtype));
+      }
       uint64_t count = static_cast<uint64_t>(streamCount(s, numel));
       if (count != 0 && dtypeSize(s.dtype) > UINT64_MAX / count)
         fail(QOPT_ERROR_VALIDATION, where(), ": ", numel, " elements (",
@@ -367,10 +372,7 @@ CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
                                 const void *const *tables, size_t numTables,
                                 const StepBuffers &extra,
                                 uint64_t &version) const {
-  CheckedListPtr c = validate(t, tables, numTables, extra);
-  std::lock_guard<std::mutex> lock(listMu_);
-  version = listVersion_;
-  return c;
+  return validate(t, tables, numTables, extra, &version);
 }
 
 void Kernel::spans(uint64_t version, const qopt_tensor_list *t,
@@ -395,7 +397,8 @@ void Kernel::spans(uint64_t version, const qopt_tensor_list *t,
 
 CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
                                 const void *const *tables, size_t numTables,
-                                const StepBuffers &given) const {
+                                const StepBuffers &given,
+                                uint64_t *versionOut) const {
   const Manifest &m = *manifest_;
   if (!t)
     fail(QOPT_ERROR_INVALID_ARGUMENT, "tensor list is NULL");
@@ -430,8 +433,11 @@ CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
     extra.counters = nullptr;
   const uint64_t epoch = ctx_->allocations().epoch();
   std::lock_guard<std::mutex> lock(listMu_);
-  if (lastList_.matches(t, tables, numTables, extra, epoch))
+  if (lastList_.matches(t, tables, numTables, extra, epoch)) {
+    if (versionOut)
+      *versionOut = listVersion_;
     return lastChecked_;
+  }
   ListView v{m, t, S, t->num_tensors * S, numTables};
   try {
     if (lastList_.sameButPointers(t, tables, numTables, extra, epoch))
@@ -455,6 +461,8 @@ CheckedListPtr Kernel::validate(const qopt_tensor_list *t,
   }
   lastList_.assign(t, tables, numTables, extra, epoch);
   listVersion_ = ++gListVersions;
+  if (versionOut)
+    *versionOut = listVersion_;
   return lastChecked_;
 }
 

@@ -4,8 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 extern "C" void qopt_test_sgd_f32_host(const void *, const int32_t *, int64_t,
@@ -269,6 +271,42 @@ TEST_F(Validation, LaunchesMayShareTheirCountersAndNothingWritten) {
   EXPECT_EQ(gCountedCalls, before) << "a refused step must launch nothing";
 }
 
+TEST_F(Validation, CrossLaunchOverlapIsRefusedWhileAnotherThreadValidates) {
+  // Launch 1's parameter is launch 0's: refused at every step, while another
+  // thread validates other lists with launch 0's kernel (the spans checked
+  // must be this step's lists', not the other thread's). A race found in
+  // review accepted a few in 100k such steps in 5 s; this runs for 1 s.
+  HostKernel k2(flashManifestJson(), countingKernel);
+  FlashList x({500}), z({33}), y1({500}), y2({700});
+  z.data[0] = x.data[0];
+  qopt_launch l[2] = {};
+  l[0].kernel = k.kernel;
+  l[0].tensors = &x.list;
+  l[1].kernel = k2.kernel;
+  l[1].tensors = &z.list;
+  for (qopt_launch &e : l) {
+    e.step = 1;
+    e.tables = tables;
+    e.num_tables = 1;
+  }
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop) {
+      qopt_validate(k.kernel, &y1.list, tables, 1);
+      qopt_validate(k.kernel, &y2.list, tables, 1);
+    }
+  });
+  int accepted = 0, steps = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1)) {
+    ++steps;
+    accepted += qopt_step_many(l, 2, nullptr) == QOPT_SUCCESS;
+  }
+  stop = true;
+  other.join();
+  EXPECT_EQ(accepted, 0) << accepted << " of " << steps << " overlapping steps accepted";
+}
+
 TEST_F(Validation, TensorCountPastInt32IsRefusedBeforeItIsUsed) {
   // SIZE_MAX / 8 + 2 tensors of 8 streams: the product wraps to 8 pointers.
   FlashList f({500});
@@ -297,6 +335,9 @@ TEST_F(Validation, WrongDtype) {
   f.dtypes[2 * 8 + 5] = QOPT_DTYPE_INT8;
   expectRejected(f.list, "tensor 'c' (#2), stream 'm2.codes': dtype int8 given, the "
                          "kernel expects uint8");
+  f.dtypes[2 * 8 + 5] = 77; // the caller's int32, no dtype: printed as given
+  expectRejected(f.list, "tensor 'c' (#2), stream 'm2.codes': dtype (unknown dtype 77) "
+                         "given, the kernel expects uint8");
 }
 
 TEST_F(Validation, ByteCountOverflow) {
