@@ -19,6 +19,7 @@ library in the build; they skip, saying so, where it is missing.
 """
 
 import os
+import sys
 import tempfile
 
 import pytest
@@ -197,6 +198,16 @@ def test_step_checks_a_norm_set_after_the_constructor(bad):
         assert torch.equal(p.detach(), b)
 
 
+def _exit_done():
+    """Ends a rank whose results are saved and whose process group is destroyed, without the
+    interpreter's teardown (the distributed backend's static destructors): about 1 run in 15 on a
+    2-core machine had a rank abort with "terminate called without an active exception"
+    (SIGABRT), a point not located; an error before this raises as before."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _rank(rank, init, out, steps, max_norm):
     """One process of the sharded run: its part of every tensor (rank 0 the first FIRST[k]
     elements, rank 1 the rest), stepped with process_group=WORLD; rank 0 also steps the whole
@@ -226,6 +237,7 @@ def _rank(rank, init, out, steps, max_norm):
                    os.path.join(out, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
+    _exit_done()
 
 
 @needs_kernel
@@ -386,6 +398,7 @@ def _toy_rank(rank, init, out, kernel_dir):
                    os.path.join(out, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
+    _exit_done()
 
 
 def test_toy_split_step_all_reduces_the_rows(toy):

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <system_error>
 #include <thread>
 
 namespace qopt::rt {
@@ -51,15 +52,30 @@ void Kernel::forEachTileRange(
     return std::min(c.numTiles,
                     c.firstTile[k] + (t->numels[k] + tile - 1) / tile);
   };
+  // Every worker started is joined, whatever leaves this function: a
+  // std::thread destroyed unjoined (an exception in between) would call
+  // std::terminate and abort the caller's process.
   std::vector<std::thread> workers;
+  struct JoinAll {
+    std::vector<std::thread> &workers;
+    ~JoinAll() {
+      for (std::thread &worker : workers)
+        if (worker.joinable())
+          worker.join();
+    }
+  } joinAll{workers};
+  workers.reserve(static_cast<size_t>(threads));
   for (int64_t w = 1; w < threads; ++w) {
     int64_t begin = rangeStart(w), end = rangeStart(w + 1);
-    if (begin < end)
+    if (begin >= end)
+      continue;
+    try {
       workers.emplace_back([=, &fn] { fn(begin, end); });
+    } catch (const std::system_error &) {
+      fn(begin, end); // no thread to be had (EAGAIN): this one steps it
+    }
   }
   fn(0, rangeStart(1));
-  for (std::thread &worker : workers)
-    worker.join();
 }
 
 void Kernel::stepHost(const qopt_tensor_list *t, const CheckedList &c,

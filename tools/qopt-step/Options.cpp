@@ -20,9 +20,10 @@ Steps every tensor of the inputs N times with one kernel (one launch per step)
 and writes the new state to FILE. Tensors are named <tensor>/<stream> after the
 kernel's streams (`qopt-step --kernel K --describe` lists them): e.g. wte/p,
 wte/p.ecc, wte/g, wte/m.codes, wte/m.scales. The gradient <tensor>/g is used at
-every step unless <tensor>/g@<step> gives that step's own. Codebook tables are
-tensors named after them (m.qmap) or --table. The output holds every read-write
-stream (parameter, error bits, states) and the tables, not the gradients.
+every step unless <tensor>/g@<step> (the step without leading zeros) gives that
+step's own. Codebook tables are tensors named after them (m.qmap) or --table.
+The output holds every read-write stream (parameter, error bits, states) and
+the tables, not the gradients.
 
 kernel:
   --kernel K            a spec name (flash_adamw), a kernel name (FlashAdamW),
@@ -51,7 +52,8 @@ files:
   --in FILE             a safetensors input (repeatable; a name may be in one
                         file only)
   --out FILE            the safetensors output (may be an input); written only
-                        when everything succeeded
+                        when everything succeeded, replacing a regular file
+                        only (a device or FIFO is refused)
 other:
   --describe            print the kernel's streams, hyperparameters and tables
   --make-example FILE   write an example input for the kernel: a random master
