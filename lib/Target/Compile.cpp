@@ -142,6 +142,35 @@ std::string mlir::qopt::getManifestPath(const CompileRequest &request) {
   return std::string(path);
 }
 
+/// The binary written with -o as the manifest names it: relative to the
+/// manifest's directory, where the runtime resolves it (just the file name
+/// when both are written in one directory; "../lib/x.so" for -o lib/x.so
+/// with --manifest=man/x.manifest.json).
+static std::string getBinaryPathForManifest(const CompileRequest &request) {
+  llvm::StringRef output = request.outputFilename;
+  std::string manifest = getManifestPath(request);
+  if (output == "-" || manifest.empty())
+    return llvm::sys::path::filename(output).str();
+  llvm::SmallString<256> out(output), dir(manifest);
+  if (llvm::sys::fs::make_absolute(out) || llvm::sys::fs::make_absolute(dir))
+    return llvm::sys::path::filename(output).str();
+  llvm::sys::path::remove_dots(out, /*remove_dot_dot=*/true);
+  llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
+  llvm::sys::path::remove_filename(dir);
+  auto o = llvm::sys::path::begin(out), oEnd = llvm::sys::path::end(out);
+  auto d = llvm::sys::path::begin(dir), dEnd = llvm::sys::path::end(dir);
+  while (o != oEnd && d != dEnd && *o == *d) {
+    ++o;
+    ++d;
+  }
+  llvm::SmallString<256> relative;
+  for (; d != dEnd; ++d)
+    llvm::sys::path::append(relative, llvm::sys::path::Style::posix, "..");
+  for (; o != oEnd; ++o)
+    llvm::sys::path::append(relative, llvm::sys::path::Style::posix, *o);
+  return std::string(relative);
+}
+
 static bool isHostEmit(EmitKind emit) {
   return emit == EmitKind::HostLLVM || emit == EmitKind::HostObject ||
          emit == EmitKind::HostLibrary;
@@ -202,7 +231,7 @@ buildRequestedManifest(ModuleOp module, const CompileRequest &request) {
     FailureOr<llvm::json::Value> built = buildManifest(module, options, "host");
     if (failed(built))
       return failure();
-    makeHostManifest(*built, llvm::sys::path::filename(request.outputFilename));
+    makeHostManifest(*built, getBinaryPathForManifest(request));
     return std::optional<llvm::json::Value>(std::move(*built));
   }
   return std::optional<llvm::json::Value>();
@@ -343,7 +372,7 @@ static FailureOr<std::string> compileModule(ModuleOp module,
 }
 
 /// Writes `manifest` where the request says, naming the binary written with
-/// -o relative to it.
+/// -o relative to its directory.
 static LogicalResult writeManifest(llvm::json::Value manifest,
                                    const CompileRequest &request) {
   std::string path = getManifestPath(request);
@@ -357,7 +386,7 @@ static LogicalResult writeManifest(llvm::json::Value manifest,
         {"arch", request.emit == EmitKind::Fatbin
                      ? std::string(kFatbinChips[0])
                      : request.kernel.chip},
-        {"path", llvm::sys::path::filename(request.outputFilename).str()}};
+        {"path", getBinaryPathForManifest(request)}};
     manifest.getAsObject()->insert(
         {"binaries", llvm::json::Array{std::move(binary)}});
   }
