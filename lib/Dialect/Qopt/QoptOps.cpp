@@ -15,6 +15,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
 
@@ -201,7 +202,46 @@ static bool isStreamFloat(Type type) {
   return type.isF32() || type.isBF16() || type.isF16();
 }
 
+/// How a diagnostic names a stream: its role, and the state it belongs to.
+static std::string describeStream(const StreamInfo &stream,
+                                  MutableArrayRef<StateOp> states) {
+  switch (stream.role) {
+  case StreamRole::Param: return "the parameter";
+  case StreamRole::ErrorBits: return "the parameter's error bits";
+  case StreamRole::Grad: return "the gradient";
+  default:
+    break;
+  }
+  std::string what = stream.role == StreamRole::State ? "state" : "the " +
+      stringifyStreamRole(stream.role).str() + " of state";
+  return what + " @" + states[stream.stateIndex].getSymName().str();
+}
+
+/// Every stream the manifest lists has a name, and no two share one (the
+/// runtime binds tensors by these names and refuses a manifest otherwise).
+static LogicalResult verifyStreamNames(OptimizerOp optimizer) {
+  SmallVector<StateOp> states = getStates(optimizer);
+  SmallVector<StreamInfo> streams = getStreams(optimizer);
+  llvm::StringMap<unsigned> seen;
+  for (auto [i, stream] : llvm::enumerate(streams)) {
+    if (stream.name.empty())
+      return optimizer.emitOpError("the name of ")
+             << describeStream(stream, states) << " must not be empty";
+    auto [it, inserted] = seen.try_emplace(stream.name, i);
+    if (!inserted)
+      return optimizer.emitOpError("stream name \"")
+             << stream.name << "\" is given to both "
+             << describeStream(streams[it->second], states) << " and "
+             << describeStream(stream, states);
+  }
+  return success();
+}
+
 LogicalResult OptimizerOp::verify() {
+  if (getSymName().empty())
+    return emitOpError("symbol name must not be empty");
+  if (failed(verifyStreamNames(*this)))
+    return failure();
   if (!isStreamFloat(getParamType()))
     return emitOpError("parameter type must be f32, bf16 or f16, got ")
            << getParamType();
@@ -275,6 +315,15 @@ LogicalResult HyperOp::verify() {
   if (!type.isF64() && !type.isInteger(1))
     return emitOpError("value must be an f64 number or a boolean, got ")
            << type;
+  if (getSymName().empty())
+    return emitOpError("symbol name must not be empty");
+  // The default is written into the manifest as a JSON number.
+  if (auto number = dyn_cast<FloatAttr>(getValue());
+      number && !number.getValue().isFinite())
+    return emitOpError("default value must be a finite number, got ")
+           << (number.getValue().isNaN() ? "NaN"
+               : number.getValue().isNegative() ? "-inf"
+                                                : "inf");
   return success();
 }
 

@@ -217,3 +217,113 @@ qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
     qopt.store_param %p : f32
   }
 }
+
+// -----
+
+// The manifest names the kernel by the optimizer's symbol.
+// expected-error @+1 {{'qopt.optimizer' op symbol name must not be empty}}
+qopt.optimizer @"" param "p" : f32 master none grad "g" : f32 {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'qopt.optimizer' op the name of the parameter must not be empty}}
+qopt.optimizer @O param "" : f32 master none grad "g" : f32 {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'qopt.optimizer' op stream name "p" is given to both the parameter and the gradient}}
+qopt.optimizer @O param "p" : f32 master none grad "p" : f32 {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'qopt.optimizer' op stream name "p.ecc" is given to both the parameter's error bits and the gradient}}
+qopt.optimizer @O param "p" : bf16 master ecc_i8 grad "p.ecc" : bf16 {
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'qopt.optimizer' op stream name "m.codes" is given to both the parameter and the state_codes of state @m}}
+qopt.optimizer @O param "m.codes" : f32 master none grad "g" : f32 {
+  qopt.state @m : #qopt.codebook<block = 2048>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_state @m, %g : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'qopt.optimizer' op stream name "g" is given to both the gradient and state @g}}
+qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
+  qopt.state @g : #qopt.plain<storage = f32>
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_state @g, %g : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
+  // The manifest writes the default as a JSON number, which has no NaN.
+  // expected-error @+1 {{'qopt.hyper' op default value must be a finite number, got NaN}}
+  qopt.hyper @lr = 0x7FF8000000000000 : f64
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
+  // expected-error @+1 {{'qopt.hyper' op default value must be a finite number, got inf}}
+  qopt.hyper @lr = 0x7FF0000000000000 : f64
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
+  // expected-error @+1 {{'qopt.hyper' op default value must be a finite number, got -inf}}
+  qopt.hyper @lr = 0xFFF0000000000000 : f64
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
+
+// -----
+
+qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
+  // expected-error @+1 {{'qopt.hyper' op symbol name must not be empty}}
+  qopt.hyper @"" = 1.0 : f64
+  qopt.update {
+    %g = qopt.load_grad : f32
+    qopt.store_param %g : f32
+  }
+}
