@@ -104,6 +104,14 @@ protected:
     l.view.data = l.data.data();
     return l;
   }
+  /// A second kernel of the fixture's manifest on `context` (null on error).
+  qopt_kernel *anotherKernel(qopt_context *context) {
+    qopt_kernel *k = nullptr;
+    const char ptx[] = "// simulated";
+    qopt_kernel_create_from_image(context, manifest, QOPT_BINARY_PTX, ptx,
+                                  sizeof ptx, &k);
+    return k;
+  }
   qopt_status step(List &l, int64_t step = 1) {
     qopt_hyper h[] = {{"lr", 0.5}, {"beta", 0.5}};
     return qopt_step(kernel, &l.view, h, 2, step, nullptr, 0, nullptr);
@@ -333,11 +341,8 @@ TEST_F(SimulatedDevice, MovedBuffersAreCheckedWhereTheyMoved) {
 }
 
 TEST_F(SimulatedDevice, StepManyRefusesEveryLaunchWhenOneIsInvalid) {
-  qopt_kernel *second = nullptr;
-  const char ptx[] = "// simulated";
-  ASSERT_EQ(qopt_kernel_create_from_image(ctx, manifest, QOPT_BINARY_PTX, ptx,
-                                          sizeof ptx, &second),
-            QOPT_SUCCESS);
+  qopt_kernel *second = anotherKernel(ctx);
+  ASSERT_NE(second, nullptr) << qopt_last_error();
   List a = makeList({1000, 2000});
   List b = makeList({3000}, 1 << 20);
   for (auto &p : b.data) // a second group in other parts of the segments
@@ -370,11 +375,8 @@ TEST_F(SimulatedDevice, StepManyRefusesEveryLaunchWhenOneIsInvalid) {
 TEST_F(SimulatedDevice, StepManyRefusesBuffersSharedAcrossLaunches) {
   // Within a launch a written buffer may share no byte with another buffer;
   // the same holds between the launches of one step.
-  qopt_kernel *second = nullptr;
-  const char ptx[] = "// simulated";
-  ASSERT_EQ(qopt_kernel_create_from_image(ctx, manifest, QOPT_BINARY_PTX, ptx,
-                                          sizeof ptx, &second),
-            QOPT_SUCCESS);
+  qopt_kernel *second = anotherKernel(ctx);
+  ASSERT_NE(second, nullptr) << qopt_last_error();
   List a = makeList({1000, 2000});
   List b = makeList({3000}, 1 << 20);
   b.data[0] = static_cast<char *>(b.data[0]) + (8 << 20);
@@ -431,11 +433,8 @@ TEST_F(SimulatedDevice, DestroyedContextsBuffersAreForgotten) {
   // the buffers the context frees on destruction must not stay known.
   qopt_context *other = nullptr;
   ASSERT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &other), QOPT_SUCCESS);
-  qopt_kernel *k = nullptr;
-  const char ptx[] = "// simulated";
-  ASSERT_EQ(qopt_kernel_create_from_image(other, manifest, QOPT_BINARY_PTX, ptx,
-                                          sizeof ptx, &k),
-            QOPT_SUCCESS);
+  qopt_kernel *k = anotherKernel(other);
+  ASSERT_NE(k, nullptr) << qopt_last_error();
   void *big = nullptr;
   ASSERT_EQ(qopt_buffer_alloc(other, 1 << 20, &big), QOPT_SUCCESS);
   std::vector<int64_t> numels = {1000};
