@@ -29,6 +29,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <sys/stat.h>
 
 using namespace qopt::bench;
 namespace ref = qopt::ref;
@@ -797,13 +798,16 @@ void usage() {
 
 int main(int argc, char **argv) {
   std::string kernels;
+  bool kernelsGiven = false;
 #ifdef QOPT_MAIN_DEFAULT_KERNELS
   kernels = QOPT_MAIN_DEFAULT_KERNELS;
 #endif
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--kernels" && i + 1 < argc)
+    if (a == "--kernels" && i + 1 < argc) {
       kernels = argv[++i];
+      kernelsGiven = true;
+    }
     else if (a == "-h" || a == "--help") {
       usage();
       return 0;
@@ -812,6 +816,13 @@ int main(int argc, char **argv) {
       usage();
       return 2;
     }
+  }
+  // A folder given that is not there is a mistake, not a build without
+  // host kernels: stepping nothing and passing would hide it.
+  struct stat st;
+  if (kernelsGiven && (::stat(kernels.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+    std::fprintf(stderr, "qopt-main: error: --kernels %s: not a directory\n", kernels.c_str());
+    return 2;
   }
   try {
     std::string why = gpuUnavailableReason();
