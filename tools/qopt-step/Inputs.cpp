@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -395,7 +396,9 @@ std::vector<qopt_hyper> resolveHypers(const Options &o, const KernelInfo &k,
                  text.find("0X") != std::string::npos;
       errno = 0;
       v = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end || hex)
+      // strtod skips leading white space: " 1e-3" is refused as "1e-3 " is.
+      if (text.empty() || *end || hex ||
+          std::isspace(static_cast<unsigned char>(text[0])))
         usage("--hyper ", name, "=", text, ": '", text,
               "' is not a decimal number");
       // As the DSL refuses such literals: a number that overflows float64

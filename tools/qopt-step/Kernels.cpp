@@ -27,11 +27,6 @@ std::string exeDir() {
   return slash == std::string::npos ? "." : p.substr(0, slash);
 }
 
-bool isDirectory(const std::string &path) {
-  struct stat s;
-  return ::stat(path.c_str(), &s) == 0 && S_ISDIR(s.st_mode);
-}
-
 bool hasManifests(const std::string &dir) {
   // A directory holds kernels when some *.manifest.json is in it.
   DIR *d = ::opendir(dir.c_str());
@@ -184,8 +179,11 @@ ResolvedKernel resolveKernel(const Options &o) {
     }
     std::vector<std::string> kdirs;
     for (const std::string &d : dirs) {
-      if (!isDirectory(d))
+      struct stat st;
+      if (::stat(d.c_str(), &st) != 0)
         fail("kernel directory '", d, "' (", origin, ") does not exist");
+      if (!S_ISDIR(st.st_mode))
+        fail("kernel directory '", d, "' (", origin, ") is not a directory");
       std::string kdir = kernelDirFor(d, o.backend);
       if (kdir.empty())
         fail("kernel directory '", d, "' (", origin, "): no *.manifest.json in it or in ",
