@@ -6,7 +6,6 @@ state dicts are _checkpoint.py's); the subclasses in optim.py name the spec and 
 
 from __future__ import annotations
 
-import copy
 import ctypes
 import itertools
 import math
@@ -22,9 +21,13 @@ from . import _capi as C
 from . import _clip
 from . import _runtime as R
 from ._checkpoint import _INITIAL_LR, _KERNEL_KEY, _Checkpoints, _group_error
+from ._checks import _check_lr
+from ._copy import _Copies
 from ._launch import (PARAM_DTYPES, TORCH_DTYPES, _DTYPE_SUFFIX, _GroupCache, _Launch,
                       _backend_of, _destroy_deferred, _destroy_handle_dict, _grad_of, _is_none,
-                      _launch_all, _local, _size_error, _TrackedState, check_param_memory)
+                      _launch_all, _local, _size_error)
+from ._memory import check_param_memory
+from ._state import _TrackedState
 
 #: torch >= 2.0's GradScaler hands an optimizer with this flag its scale and found_inf as the
 #: attributes ``grad_scale`` and ``found_inf`` (torch 1.x passed itself as a ``grad_scaler``
@@ -86,7 +89,7 @@ _WHOLE_OPTIMIZER_FLAGS = ("skip_nonfinite", "stochastic_rounding", "kahan_sum",
 #: the same for options some optimizers have (checked where the optimizer has the attribute)
 _WHOLE_OPTIMIZER_VALUES = ("seed", "block_size")
 
-class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
+class QoptOptimizer(_Checkpoints, _Copies, torch.optim.Optimizer):
     """Base class: a torch.optim.Optimizer whose step is one qopt kernel launch per group.
 
     Subclasses set the kernel (a spec stem, e.g. ``flash_adamw``), the names of the state keys and
@@ -733,60 +736,6 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
                    "_table_arrays", "_overrides", "_release", "_maxabs", "_checked_groups",
                    "_memory_checked")
 
-    def _copied_state(self) -> Dict[str, Any]:
-        """What copy.deepcopy and pickle keep: every attribute the optimizer was given or counted
-        (its options such as ``max_grad_norm``, ``skip_nonfinite``, ``state_dtype``, its counters,
-        ``process_group``), torch's ``defaults`` / ``state`` / ``param_groups``, and each
-        parameter's effective per-parameter config (override_config, GlobalOptimManager) by its
-        position (group, index), as bitsandbytes keeps overrides: the copy's parameters are new
-        objects, so overrides by identity would not reach them while the state keeps its
-        layout."""
-        d = {k: v for k, v in self.__dict__.items()
-             if k not in self._NOT_COPIED and not k.startswith("_optimizer_")}
-        d.update(super().__getstate__() or {})
-        if hasattr(self, "_config_of"):
-            d["_override_positions"] = [
-                (gi, pi, cfg) for gi, g in enumerate(self.param_groups)
-                for pi, p in enumerate(g["params"]) if (cfg := self._config_of(p))]
-        return d
-
-    def __getstate__(self):
-        if self.__dict__.get("process_group") is not None:
-            raise TypeError(f"{type(self).__name__}: an optimizer with a process_group cannot be "
-                            f"pickled (a process group belongs to its processes); save "
-                            f"state_dict() instead, or copy.deepcopy it (the copy shares the "
-                            f"group)")
-        return self._copied_state()
-
-    def __deepcopy__(self, memo):
-        # The copy shares the process group (a communicator, not data) and copies the rest.
-        pg = self.__dict__.get("process_group")
-        if pg is not None:
-            memo.setdefault(id(pg), pg)
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        new.__setstate__(copy.deepcopy(self._copied_state(), memo))
-        return new
-
-    def __setstate__(self, state):
-        state = dict(state)
-        positions = state.pop("_override_positions", [])
-        super().__setstate__(state)
-        if type(self.state) is not _TrackedState:
-            self.state = _TrackedState(dict, self.state)
-        self._cache = {}
-        self._tables_dev = {}
-        self._checked_groups = {}
-        self._memory_checked = set()
-        if hasattr(self, "min_8bit_size"):
-            from ._policy import _Overrides
-            self._overrides = _Overrides()
-            for gi, pi, cfg in positions:
-                self._overrides.set(self.param_groups[gi]["params"][pi], dict(cfg))
-        self._init_kernels()
-        self._generation = getattr(self, "_generation", 0) + 1
-        self._tables_host = None
-
     # ---- numerics counters (docs/abi.md, "Numerics counters")
     def _numerics_counters(self, device) -> torch.Tensor:
         """The int64 counters (C.NUMERICS_COUNTERS) on `device` that this optimizer's kernels add
@@ -836,39 +785,3 @@ class QoptOptimizer(_Checkpoints, torch.optim.Optimizer):
                     seen.add(v.data_ptr())
                     total += v.numel() * v.element_size()
         return total
-
-
-# ------------------------------------------------------------------------ validation
-
-def _check_lr(lr) -> None:
-    if isinstance(lr, torch.Tensor):
-        if lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        return
-    if not 0.0 <= lr:
-        raise ValueError(f"Invalid learning rate: {lr}")
-
-
-def _check_betas(betas, upper_inclusive=False, n=2) -> None:
-    """PyTorch's beta checks, after the count: `n` values (beta1, beta2[, beta3]); the kernel
-    takes each as a hyperparameter of its own."""
-    if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != n:
-        names = ", ".join(f"beta{i + 1}" for i in range(n))
-        count = {2: "two", 3: "three"}.get(n, str(n))
-        raise ValueError(f"Invalid betas: {betas!r}; expected {count} values ({names})")
-    for i, b in enumerate(betas):
-        ok = 0.0 <= b <= 1.0 if upper_inclusive else 0.0 <= b < 1.0
-        if not ok:
-            raise ValueError(f"Invalid beta parameter at index {i}: {b}")
-
-
-def _check_eps(eps) -> None:
-    if not 0.0 <= eps:
-        raise ValueError(f"Invalid epsilon value: {eps}")
-
-
-def _check_wd(wd) -> None:
-    if not 0.0 <= wd:
-        raise ValueError(f"Invalid weight_decay value: {wd}")
-
-

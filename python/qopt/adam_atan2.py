@@ -15,7 +15,8 @@ from typing import Iterable, Optional, Tuple
 
 import torch
 
-from ._base import QoptOptimizer, _check_betas, _check_lr, _check_wd
+from ._base import QoptOptimizer
+from ._checks import _check_betas, _check_lr, _check_wd
 from ._clip import check_max_grad_norm
 from ._launch import _local
 from .optim import _wd_for_kernel

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Tuple
 
-from ._base import QoptOptimizer, _check_betas, _check_eps, _check_lr, _check_wd
+from ._base import QoptOptimizer
+from ._checks import _check_betas, _check_eps, _check_lr, _check_wd
 from ._clip import check_max_grad_norm
 from ._policy import PolicyMixin
 from .optim import _init_state_policy, _reject_bnb_options, dynamic_map

@@ -13,7 +13,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
-from ._base import _INITIAL_LR, QoptOptimizer, _check_betas, _check_eps, _check_lr, _check_wd
+from ._base import _INITIAL_LR, QoptOptimizer
+from ._checks import _check_betas, _check_eps, _check_lr, _check_wd
 # Re-exported: the checkpoint format's name and version, as qopt.optim has always given them.
 from ._checkpoint import STATE_FORMAT, STATE_FORMAT_VERSION  # noqa: F401
 # Re-exported: the names of the launch machinery tests and tools reach through qopt.optim.

@@ -72,3 +72,13 @@ def pytest_report_header(config):
         lines.append(f"qopt {dev} backend: " + ("available" if backend_available(dev)
                                                  else "missing (" + skip_reason(dev) + ")"))
     return lines
+
+
+# PyTorch 1.13's weights-only unpickler has no float opcode (any optimizer state_dict holds an lr)
+WEIGHTS_ONLY = int(torch.__version__.split(".")[0]) >= 2
+
+
+def bf16_params(*shapes, seed=0):
+    """Parameters of the given shapes, N(0, 1) rounded to bf16 (a seeded generator)."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(s, generator=g).to(torch.bfloat16)) for s in shapes]
