@@ -94,15 +94,6 @@ std::string exprText(const Expr &e, const Manifest &m) {
   return "?";
 }
 
-const char *perName(qopt_stream_per per) {
-  switch (per) {
-  case QOPT_PER_ELEMENT: return "element";
-  case QOPT_PER_GROUP: return "group";
-  case QOPT_PER_BLOCK: return "block";
-  }
-  return "invalid";
-}
-
 const char *schemeName(StateDesc::Scheme s) {
   switch (s) {
   case StateDesc::Scheme::Plain: return "plain";

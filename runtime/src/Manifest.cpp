@@ -286,11 +286,10 @@ void checkStreams(const Reader &r, Manifest &m) {
       return p == QOPT_PER_ELEMENT ? 0 : 1; // group and block count alike
     };
     if (perClass(got.per) != perClass(w.per) || got.perSize != w.perSize) {
-      const char *perName[] = {"", "element", "group", "block"};
       r.error(Reader::join(path, "per"),
-              cat("\"", perName[got.per], "\"",
+              cat("\"", perName(got.per), "\"",
                   got.per == QOPT_PER_ELEMENT ? "" : cat(" ", got.perSize),
-                  " but its declaration gives \"", perName[w.per], "\"",
+                  " but its declaration gives \"", perName(w.per), "\"",
                   w.per == QOPT_PER_ELEMENT ? "" : cat(" ", w.perSize)));
     }
     if (got.access != w.access)

@@ -180,6 +180,19 @@ struct Manifest {
 
 using ManifestPtr = std::shared_ptr<const Manifest>;
 
+/// The manifest's name of a stream's "per" ("element", "group", "block").
+inline const char *perName(qopt_stream_per per) {
+  switch (per) {
+  case QOPT_PER_ELEMENT:
+    return "element";
+  case QOPT_PER_GROUP:
+    return "group";
+  case QOPT_PER_BLOCK:
+    return "block";
+  }
+  return "invalid";
+}
+
 /// Parses and checks a manifest. `source` names it in messages; its
 /// directory resolves relative binary paths. Throws Error(QOPT_ERROR_MANIFEST)
 /// naming the field.
