@@ -371,6 +371,24 @@ static FailureOr<std::string> compileModule(ModuleOp module,
   llvm_unreachable("unknown emit kind");
 }
 
+/// The GPU module's own manifest (docs/abi.md, "The GPU module's
+/// manifest"): the one written beside the PTX, cubin or fatbin, before
+/// writeManifest names the binary in it (where the files are is no part of
+/// the ABI, and a binary does not depend on its file's name).
+/// `request.kernel` gets it, compact, under `<entry>_manifest`, for every
+/// PTX the binary is made of.
+static void embedGpuManifest(const llvm::json::Value &manifest,
+                             CompileRequest &request) {
+  const llvm::json::Object &object = *manifest.getAsObject();
+  llvm::StringRef entry = object.getString("entry").value_or(
+      object.getString("kernel").value_or(""));
+  request.kernel.manifestSymbol = getGpuManifestSymbol(entry);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << manifest;
+  request.kernel.manifestJson = std::move(text);
+}
+
 /// Writes `manifest` where the request says, naming the binary written with
 /// -o relative to its directory.
 static LogicalResult writeManifest(llvm::json::Value manifest,
@@ -427,10 +445,13 @@ int mlir::qopt::compileSpec(const CompileRequest &request,
       buildRequestedManifest(*module, request);
   if (failed(manifest))
     return 1;
+  // One manifest, built once: the binary embeds it and it is written beside.
   CompileRequest compiled = request;
   if (isHostEmit(request.emit) &&
       failed(embedHostManifest(*module, compiled, *manifest)))
     return 1;
+  if (!isHostEmit(request.emit) && *manifest)
+    embedGpuManifest(**manifest, compiled);
   FailureOr<std::string> result = compileModule(*module, compiled);
   if (failed(result) || failed(writeOutput(request.outputFilename, *result)))
     return 1;

@@ -383,3 +383,7 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
            << kernels.size();
   return std::move(kernels.front());
 }
+
+std::string mlir::qopt::getGpuManifestSymbol(StringRef entry) {
+  return (entry + "_manifest").str();
+}

@@ -17,6 +17,7 @@
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -94,10 +95,41 @@ void mlir::qopt::buildQoptToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
+/// The module's own manifest (KernelOptions::manifestSymbol): a read-only
+/// byte array in global memory (.global; the constant bank is the tables'
+/// and is 64 KiB) with external linkage, so that cuModuleGetGlobal finds it
+/// in the PTX, cubin and fatbin alike. Added last to each gpu.module, after
+/// the kernels were lowered, so that no pass sees it and the kernels' code
+/// is unchanged.
+static LogicalResult addManifestGlobal(ModuleOp module,
+                                       const KernelOptions &options) {
+  if (options.manifestSymbol.empty())
+    return success();
+  for (auto gpuModule : module.getOps<gpu::GPUModuleOp>()) {
+    if (SymbolTable::lookupSymbolIn(gpuModule, options.manifestSymbol))
+      return gpuModule.emitError("the GPU module already defines '")
+             << options.manifestSymbol << "', the name of its manifest global";
+    OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
+    std::string text = options.manifestJson;
+    text.push_back('\0');
+    auto type = LLVM::LLVMArrayType::get(b.getI8Type(), text.size());
+    LLVM::GlobalOp::create(b, gpuModule.getLoc(), type, /*isConstant=*/true,
+                           LLVM::Linkage::External, options.manifestSymbol,
+                           b.getStringAttr(text), /*alignment=*/1,
+                           /*addrSpace=*/1);
+  }
+  return success();
+}
+
 FailureOr<std::string>
 mlir::qopt::translateToPTX(ModuleOp module, const KernelOptions &options) {
+  {
+    PassManager pm(module.getContext());
+    buildQoptToNVVMPipeline(pm, options);
+    if (failed(pm.run(module)) || failed(addManifestGlobal(module, options)))
+      return failure();
+  }
   PassManager pm(module.getContext());
-  buildQoptToNVVMPipeline(pm, options);
   GpuModuleToBinaryPassOptions toBinary;
   toBinary.compilationTarget = "isa";
   pm.addPass(createGpuModuleToBinaryPass(toBinary));

@@ -40,6 +40,13 @@ struct KernelOptions {
   /// correct rounding (qopt-exact-uniform-division, exact).
   /// docs/tuning.md#exact-uniform-division
   bool exactUniformDivision = false;
+  /// The module's own ABI description (docs/abi.md, "The GPU module's
+  /// manifest"): when `manifestSymbol` is set, translateToPTX adds to each
+  /// gpu.module a read-only global of that name holding `manifestJson` and a
+  /// terminating NUL, which the runtime compares with the manifest it is
+  /// given. It is data only: the kernels' code is the same without it.
+  std::string manifestSymbol;
+  std::string manifestJson;
 };
 
 /// The PTX ISA feature of nvvm-attach-target for `chip` (e.g. "+ptx80" for
@@ -85,6 +92,11 @@ FailureOr<std::string>
 createFatbin(llvm::StringRef ptx, llvm::StringRef ptxChip,
              llvm::ArrayRef<std::pair<std::string, std::string>> cubins,
              std::string &error);
+
+/// The name of the global that holds a GPU module's manifest: its entry
+/// point (the manifest's "entry", which is its "kernel") followed by
+/// `_manifest`, as a host library's is `<host.symbol>_manifest`.
+std::string getGpuManifestSymbol(llvm::StringRef entry);
 
 /// The manifest of the kernels in `module` (qopt dialect, uniforms outlined,
 /// plans attached), one object per optimizer; `format` is ptx, cubin, fatbin
