@@ -74,6 +74,7 @@ LoadResult load() {
   need(d.cuModuleLoadDataEx, {"cuModuleLoadDataEx"});
   need(d.cuModuleGetFunction, {"cuModuleGetFunction"});
   need(d.cuModuleUnload, {"cuModuleUnload"});
+  need(d.cuModuleGetGlobal, {"cuModuleGetGlobal_v2"});
   need(d.cuFuncSetAttribute, {"cuFuncSetAttribute"});
   need(d.cuMemAlloc, {"cuMemAlloc_v2"});
   need(d.cuMemFree, {"cuMemFree_v2"});

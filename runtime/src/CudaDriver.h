@@ -30,6 +30,7 @@ using CUgraphExec = struct CUgraphExec_st *;
 // Values from cuda.h (stable across driver versions).
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
 constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 41;
@@ -85,6 +86,10 @@ struct Driver {
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule,
                                   const char *) = nullptr;
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;
+  /// A module's global by name (its manifest, docs/abi.md); a name the
+  /// module lacks is CUDA_ERROR_NOT_FOUND.
+  CUresult (*cuModuleGetGlobal)(CUdeviceptr *, size_t *, CUmodule,
+                                const char *) = nullptr;
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;

@@ -5,34 +5,22 @@
 // "The host library's manifest"). The runtime compares it with the manifest
 // it was given before any step, so that a stale or edited manifest is refused
 // instead of stepping the library with another ABI (a wrong group size or
-// stream dtype is out-of-bounds memory access in the kernel).
+// stream dtype is out-of-bounds memory access in the kernel). The
+// comparison is ManifestCompare.h's, shared with the GPU modules.
 //
 //===----------------------------------------------------------------------===//
 #ifndef QOPT_RUNTIME_SRC_HOSTMANIFEST_H
 #define QOPT_RUNTIME_SRC_HOSTMANIFEST_H
 
 #include "Manifest.h"
+#include "ManifestCompare.h"
 
-#include <optional>
 #include <string>
 
 namespace qopt::rt {
 
 /// The symbol of the host library's own manifest: `<entry>_manifest`.
 std::string hostManifestSymbol(const std::string &entry);
-
-/// The first ABI field where `given` and `embedded` differ: its dotted path
-/// (as the manifest reader names fields) and both values; none when they
-/// agree. Not compared, because they may differ legitimately: where the
-/// files are (source, host.library, binaries), hyperparameter defaults
-/// (read by the runtime only, never by the library) and the GPU's launch
-/// scheduling (launch.shared_bytes, suggested_blocks_per_sm, waves,
-/// min_tiles_per_block), which the host backend does not read.
-struct ManifestDifference {
-  std::string field, given, embedded;
-};
-std::optional<ManifestDifference> firstAbiDifference(const Manifest &given,
-                                                     const Manifest &embedded);
 
 /// Checks the manifest `m` of the host library opened as `handle` (with
 /// dlopen) against the library's own manifest, if the library has one (a

@@ -4,6 +4,7 @@
 #include "DType.h"
 #include "Error.h"
 #include "FileCheck.h"
+#include "GpuManifest.h"
 #include "HostManifest.h"
 #include "StateLayout.h"
 #include "TileMap.h"
@@ -116,6 +117,10 @@ void Kernel::loadImage(const ImageSource &src, std::string *jitLog) {
   origin_ = src.origin();
   if (format == QOPT_BINARY_PTX && jitLog)
     *jitLog = info;
+  // The module's own manifest, when it has one, against the one given: a
+  // stale or edited manifest is refused here, before any launch (the caller
+  // unloads module_).
+  checkGpuManifest(*manifest_, module_, format_, origin_);
 }
 
 void Kernel::finishCudaLoad() {
@@ -265,15 +270,18 @@ std::shared_ptr<Kernel> Kernel::create(ContextPtr ctx, const RegistryEntry &e) {
       scope.pop();
       return k;
     } catch (const Error &err) {
-      if (err.status() == QOPT_ERROR_NO_DRIVER)
-        throw;
-      lastStatus = err.status();
-      attempts += cat("\n- ", err.what());
       if (k->module_) {
         (void)cu::driver().cuModuleUnload(k->module_);
         k->module_ = nullptr;
         k->function_ = nullptr;
       }
+      // A binary compiled with another manifest refuses the manifest, not
+      // just itself: no other binary beside it is tried in its place.
+      if (err.status() == QOPT_ERROR_NO_DRIVER ||
+          err.status() == QOPT_ERROR_MANIFEST)
+        throw;
+      lastStatus = err.status();
+      attempts += cat("\n- ", err.what());
     }
   }
   fail(cands.size() == 1 ? lastStatus : QOPT_ERROR_MODULE_LOAD,

@@ -1,5 +1,6 @@
 //===- Manifest.cpp - Parse and check kernel manifests --------------------===//
 #include "Manifest.h"
+#include "ManifestLaunch.h"
 #include "ManifestPhases.h"
 #include "ManifestReader.h"
 
@@ -113,38 +114,6 @@ bool validArch(const std::string &arch) {
   if (i == arch.size())
     return true;
   return i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f');
-}
-
-void parseLaunch(const Reader &r, const json &root, Manifest &m) {
-  const json *j = r.member(root, "", "launch", true);
-  r.expectObject(*j, "launch");
-  qopt_launch_info &l = m.launch;
-  l.threads_per_block = static_cast<int32_t>(
-      r.integer(*j, "launch", "threads_per_block", true, 0, 1, 1024));
-  l.elements_per_thread = static_cast<int32_t>(
-      r.integer(*j, "launch", "elements_per_thread", true, 0, 1, 1 << 16));
-  int64_t tile = int64_t(l.threads_per_block) * l.elements_per_thread;
-  l.tile_elements =
-      r.integer(*j, "launch", "tile_elements", false, tile, 1, INT64_MAX);
-  if (l.tile_elements != tile)
-    r.error("launch.tile_elements",
-            cat(l.tile_elements, " != threads_per_block * elements_per_thread = ",
-                l.threads_per_block, " * ", l.elements_per_thread, " = ", tile));
-  int64_t descBytes = 16 + 8 * static_cast<int64_t>(m.streams.size());
-  l.descriptor_bytes =
-      r.integer(*j, "launch", "descriptor_bytes", false, descBytes, 1, INT64_MAX);
-  if (l.descriptor_bytes != descBytes)
-    r.error("launch.descriptor_bytes",
-            cat(l.descriptor_bytes, " != 16 + 8 * num_streams = ", descBytes,
-                " (", m.streams.size(), " streams)"));
-  l.shared_bytes = r.integer(*j, "launch", "shared_bytes", false, 0, 0,
-                             int64_t(1) << 31);
-  l.suggested_blocks_per_sm = static_cast<int32_t>(r.integer(
-      *j, "launch", "suggested_blocks_per_sm", false, 1, 1, 1024));
-  l.waves = static_cast<int32_t>(r.integer(*j, "launch", "waves", false, 1, 1, 1024));
-  l.min_tiles_per_block = static_cast<int32_t>(
-      r.integer(*j, "launch", "min_tiles_per_block", false,
-                QOPT_MIN_TILES_PER_BLOCK, 1, int64_t(1) << 30));
 }
 
 /// The streams that param, grad and states imply, in ABI order.

@@ -165,6 +165,12 @@ struct Manifest {
   /// ranges hold whole tensors.
   bool reductions = false;
   qopt_launch_info launch{};
+  /// launch.tile_claims (docs/abi.md, "Tile claims"): 0 and 0 without.
+  /// Compared with a GPU module's own manifest; the launch does not read
+  /// them (the work counters are an argument).
+  struct TileClaims {
+    int64_t tiles = 0, staticEighths = 0;
+  } tileClaims;
   bool binariesListed = false; ///< "binaries" present (else use defaults)
   std::vector<BinaryDesc> binaries;
   std::optional<HostDesc> host;

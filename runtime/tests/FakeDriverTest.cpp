@@ -21,6 +21,8 @@ TEST(FakeDriver, MissingSymbolsAreNamed) {
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find("cuLaunchKernel"), std::string::npos) << msg;
+  // The lookup of a GPU module's own manifest (docs/abi.md) is required.
+  EXPECT_NE(msg.find("cuModuleGetGlobal"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("cuInit,"), std::string::npos) << msg;
   qopt_context *ctx = nullptr;
   EXPECT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx), QOPT_ERROR_NO_DRIVER);

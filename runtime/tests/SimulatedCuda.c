@@ -10,9 +10,11 @@
  * pointers it passed (sim_set_arg_count says how many; a log of every launch
  * by its entry point's name keeps them too). sim_count(name) returns how often an entry point was
  * called since sim_reset(). Events complete at once unless
- * sim_set_events_pending(1) holds them in flight. Not thread-safe: the tests call it from one
+ * sim_set_events_pending(1) holds them in flight. A module's globals are
+ * the byte arrays its PTX declares (cuModuleGetGlobal_v2). Not thread-safe: the tests call it from one
  * thread. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +34,7 @@ static struct Alloc allocs[kMaxAllocs];
 static int numAllocs;
 static struct {
   long pointerQueries, launches, copies, copiedBytes, allocsMade, eventQueries,
-      eventWaits;
+      eventWaits, globalLookups;
 } counts;
 static int eventsPending; /* cuEventQuery answers CUDA_ERROR_NOT_READY */
 static unsigned lastGrid;
@@ -60,6 +62,7 @@ API long sim_count(const char *name) {
   if (!strcmp(name, "cuMemAlloc")) return counts.allocsMade;
   if (!strcmp(name, "cuEventQuery")) return counts.eventQueries;
   if (!strcmp(name, "cuEventSynchronize")) return counts.eventWaits;
+  if (!strcmp(name, "cuModuleGetGlobal")) return counts.globalLookups;
   return -1;
 }
 
@@ -155,10 +158,79 @@ API uint64_t sim_logged_arg(int i, int j) {
   return i >= 0 && i < numLogged && j >= 0 && j < kMaxArgs ? launchLog[i].args[j] : 0;
 }
 
-static int module;
+/* Modules: each keeps its image's text (a PTX image; a cubin or fatbin is
+ * kept up to its first NUL, which holds no declaration) and the globals
+ * cuModuleGetGlobal_v2 read from it: a PTX byte array
+ * `.b8 <name>[<n>] = {b0, b1, ...};` as NVPTX writes it (zeros without an
+ * initializer), in "device memory". */
+enum { kMaxGlobals = 8 };
+struct Module {
+  char *image;
+  int numGlobals;
+  struct Global {
+    char name[kNameBytes];
+    void *data;
+    size_t bytes;
+  } globals[kMaxGlobals];
+};
+
 API int cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *o, void **v) {
-  (void)image; (void)n; (void)o; (void)v;
-  *m = &module;
+  (void)n; (void)o; (void)v;
+  struct Module *mod = (struct Module *)calloc(1, sizeof *mod);
+  if (!mod) return 2;
+  mod->image = strdup((const char *)image);
+  *m = mod;
+  return 0;
+}
+
+/* The initializer of byte array `name` in `text` into a new allocation;
+ * 500 (CUDA_ERROR_NOT_FOUND) where the text declares none, 218
+ * (CUDA_ERROR_INVALID_PTX) where its initializer is malformed. */
+static int readGlobal(const char *text, const char *name, void **data, size_t *bytes) {
+  char needle[kNameBytes + 8];
+  snprintf(needle, sizeof needle, ".b8 %s[", name);
+  const char *at = text ? strstr(text, needle) : NULL;
+  if (!at) return 500;
+  char *end = NULL;
+  unsigned long long n = strtoull(at + strlen(needle), &end, 10);
+  if (end == at + strlen(needle) || *end != ']') return 218;
+  void *b = NULL;
+  if (posix_memalign(&b, 256, n ? n : 1)) return 2;
+  memset(b, 0, n ? n : 1);
+  const char *p = end + 1;
+  while (*p == ' ') ++p;
+  if (*p == '=') {
+    /* At most n values; NVPTX leaves trailing zeros out. */
+    p = strchr(p, '{');
+    for (unsigned long long i = 0; p && *p != '}'; ++i) {
+      unsigned long v = strtoul(p + 1, &end, 10);
+      if (i == n || end == p + 1 || v > 255 || (*end != ',' && *end != '}')) { p = NULL; break; }
+      ((unsigned char *)b)[i] = (unsigned char)v;
+      p = end;
+    }
+    if (!p) { free(b); return 218; }
+  }
+  *data = b;
+  *bytes = (size_t)n;
+  return addAlloc(b, (size_t)n, 0);
+}
+
+API int cuModuleGetGlobal_v2(devptr *dptr, size_t *bytes, void *m, const char *name) {
+  struct Module *mod = (struct Module *)m;
+  ++counts.globalLookups;
+  struct Global *g = NULL;
+  for (int i = 0; i < mod->numGlobals && !g; ++i)
+    if (!strcmp(mod->globals[i].name, name)) g = &mod->globals[i];
+  if (!g) {
+    if (mod->numGlobals == kMaxGlobals || strlen(name) >= kNameBytes) return 2;
+    g = &mod->globals[mod->numGlobals];
+    int r = readGlobal(mod->image, name, &g->data, &g->bytes);
+    if (r) return r;
+    strcpy(g->name, name);
+    ++mod->numGlobals;
+  }
+  if (dptr) *dptr = (devptr)(uintptr_t)g->data;
+  if (bytes) *bytes = g->bytes;
   return 0;
 }
 API int cuModuleGetFunction(void **f, void *m, const char *name) {
@@ -168,7 +240,13 @@ API int cuModuleGetFunction(void **f, void *m, const char *name) {
   *f = &functions[i];
   return 0;
 }
-API int cuModuleUnload(void *m) { (void)m; return 0; }
+API int cuModuleUnload(void *m) {
+  struct Module *mod = (struct Module *)m;
+  for (int i = 0; i < mod->numGlobals; ++i) removeAlloc(mod->globals[i].data);
+  free(mod->image);
+  free(mod);
+  return 0;
+}
 API int cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
 API int cuMemAlloc_v2(devptr *p, size_t bytes) {
   void *b = NULL;
