@@ -8,6 +8,7 @@
 #include "qopt/Schedule/TuningPolicy.h"
 
 #include <algorithm>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::qopt;
@@ -92,6 +93,44 @@ int64_t mlir::qopt::chooseElementsPerThread(OptimizerOp optimizer,
   return lanes;
 }
 
+/// Whether the launch lowering takes `threads` x `lanes`: whole groups and
+/// blocks per tile (fitsTileShape) and, for reductions, whole chunks.
+static bool takesTileShape(OptimizerOp optimizer, int64_t threads,
+                           int64_t lanes) {
+  return fitsTileShape(optimizer, threads, lanes) &&
+         fitsReductionChunks(optimizer, threads, lanes);
+}
+
+/// The shape nearest the measured default `threads` x `lanes` that the
+/// lowering takes, where the default is not such a shape: the default's
+/// lanes first (at more threads, then fewer), then fewer lanes, then more
+/// (at most 16); a dimension the caller fixed stays. Unmeasured: a shape
+/// that compiles where the policy's does not. docs/tuning.md#fallback-shape
+static std::optional<TileShape> findTileShape(OptimizerOp optimizer,
+                                              int64_t threads, int64_t lanes,
+                                              bool threadsFixed,
+                                              bool lanesFixed) {
+  SmallVector<int64_t> laneChoices = {lanes};
+  if (!lanesFixed) {
+    for (int64_t l = lanes / 2; l >= 1; l /= 2)
+      laneChoices.push_back(l);
+    for (int64_t l = lanes * 2; l <= 16; l *= 2)
+      laneChoices.push_back(l);
+  }
+  SmallVector<int64_t> threadChoices = {threads};
+  if (!threadsFixed) {
+    for (int64_t t = threads + 32; t <= 1024; t += 32)
+      threadChoices.push_back(t);
+    for (int64_t t = threads - 32; t >= 32; t -= 32)
+      threadChoices.push_back(t);
+  }
+  for (int64_t l : laneChoices)
+    for (int64_t t : threadChoices)
+      if (takesTileShape(optimizer, t, l))
+        return TileShape{t, l};
+  return std::nullopt;
+}
+
 FailureOr<TileShape> mlir::qopt::chooseTileShape(OptimizerOp optimizer,
                                                  int64_t requestedThreads,
                                                  int64_t requestedLanes) {
@@ -101,8 +140,16 @@ FailureOr<TileShape> mlir::qopt::chooseTileShape(OptimizerOp optimizer,
     return optimizer.emitError("threads-per-block must be a multiple of 32 in "
                                "[32, 1024], got ")
            << threads;
+  if (takesTileShape(optimizer, threads, lanes))
+    return TileShape{threads, lanes};
+  if (std::optional<TileShape> found =
+          findTileShape(optimizer, threads, lanes, requestedThreads > 0,
+                        requestedLanes > 0))
+    return *found;
   if (failed(verifyTileShape(optimizer, threads, lanes)))
     return failure();
+  // Only the reductions' chunks do not fit: the host lowering takes the
+  // shape, the GPU lowering names the rule (checkReductionShape).
   return TileShape{threads, lanes};
 }
 

@@ -99,7 +99,12 @@ int64_t chooseElementsPerThread(OptimizerOp optimizer, int64_t threads,
 
 /// The launch shape for the requested threads and lanes (chosen where
 /// <= 0), checked: threads a multiple of 32 in [32, 1024], and
-/// verifyTileShape. Emits an error on failure.
+/// verifyTileShape. Where the chosen shape does not hold whole groups and
+/// blocks (fitsTileShape) or, for reductions, whole chunks
+/// (fitsReductionChunks), the nearest shape that does, varying only the
+/// dimensions not requested (docs/tuning.md#fallback-shape). Emits an error
+/// where none does; a shape that fails only the reductions' rule is
+/// returned, for the host lowering, which takes it.
 FailureOr<TileShape> chooseTileShape(OptimizerOp optimizer,
                                      int64_t requestedThreads,
                                      int64_t requestedLanes);

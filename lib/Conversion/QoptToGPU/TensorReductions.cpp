@@ -39,10 +39,7 @@ static constexpr int64_t kFinishStackDepth = 64;
 
 LogicalResult KernelEmitter::checkReductionShape(OptimizerOp optimizer,
                                                  KernelPlanAttr plan) {
-  int64_t warpElements = 32 * plan.getLanes();
-  if (plan.getTile() % kReductionChunk != 0 ||
-      kReductionChunk % warpElements != 0 ||
-      plan.getThreads() % 32 != 0)
+  if (!fitsReductionChunks(optimizer, plan.getThreads(), plan.getLanes()))
     return optimizer.emitOpError("reads per-tensor reductions, whose GPU "
                                  "lowering needs tiles of whole ")
            << kReductionChunk << "-element chunks and warps of at most "

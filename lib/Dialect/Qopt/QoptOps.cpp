@@ -167,23 +167,51 @@ bool mlir::qopt::countsNumerics(OptimizerOp optimizer) {
   });
 }
 
-LogicalResult mlir::qopt::verifyTileShape(OptimizerOp optimizer,
-                                          int64_t threads, int64_t lanes) {
+/// The first state whose groups or blocks a tile of `threads` x `lanes`
+/// does not hold whole, in whole `lanes`-element vectors and whole bytes of
+/// packed codes; null where every state fits.
+static StateOp findMisfitState(OptimizerOp optimizer, int64_t threads,
+                               int64_t lanes) {
   int64_t tile = threads * lanes;
   for (StateOp state : getStates(optimizer)) {
     int64_t size = getReductionSize(state);
     if (size && (tile % size != 0 || size % lanes != 0))
-      return state.emitError("group or block of ")
-             << size << " elements does not divide the tile of " << tile
-             << " elements into vectors of " << lanes;
-    // A thread's lanes are whole bytes of packed codes.
+      return state;
     auto group = dyn_cast<GroupSchemeAttr>(state.getScheme());
     if (group && isPacked(group) && lanes % 2 != 0)
-      return state.emitError("4-bit codes need an even number of lanes, "
-                             "found ")
-             << lanes;
+      return state;
   }
-  return success();
+  return nullptr;
+}
+
+bool mlir::qopt::fitsTileShape(OptimizerOp optimizer, int64_t threads,
+                               int64_t lanes) {
+  return lanes > 0 && !findMisfitState(optimizer, threads, lanes);
+}
+
+LogicalResult mlir::qopt::verifyTileShape(OptimizerOp optimizer,
+                                          int64_t threads, int64_t lanes) {
+  StateOp state = findMisfitState(optimizer, threads, lanes);
+  if (!state)
+    return success();
+  int64_t tile = threads * lanes;
+  int64_t size = getReductionSize(state);
+  if (size && (tile % size != 0 || size % lanes != 0))
+    return state.emitError("group or block of ")
+           << size << " elements does not divide the tile of " << tile
+           << " elements into vectors of " << lanes;
+  // A thread's lanes are whole bytes of packed codes.
+  return state.emitError("4-bit codes need an even number of lanes, found ")
+         << lanes;
+}
+
+bool mlir::qopt::fitsReductionChunks(OptimizerOp optimizer, int64_t threads,
+                                     int64_t lanes) {
+  if (getReductions(optimizer).empty())
+    return true;
+  int64_t warpElements = 32 * lanes;
+  return threads % 32 == 0 && (threads * lanes) % kReductionChunk == 0 &&
+         kReductionChunk % warpElements == 0;
 }
 
 int64_t mlir::qopt::getMinGroupSize(OptimizerOp optimizer) {

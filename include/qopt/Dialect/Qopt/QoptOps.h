@@ -85,6 +85,10 @@ int64_t getReductionSize(StateOp state);
 LogicalResult verifyTileShape(OptimizerOp optimizer, int64_t threads,
                               int64_t lanes);
 
+/// Whether verifyTileShape accepts `threads` x `lanes` (`lanes` positive),
+/// without emitting.
+bool fitsTileShape(OptimizerOp optimizer, int64_t threads, int64_t lanes);
+
 /// The overflow policy of a quantized state (group or codebook), or
 /// std::nullopt for a plain state.
 std::optional<Overflow> getOverflow(StateOp state);
@@ -125,6 +129,13 @@ unsigned getNumHostUniforms(OptimizerOp optimizer);
 /// The elements of a reduction's chunk: each chunk's partial is a pairwise
 /// tree over this many elements (docs/numerics.md, "Reductions").
 inline constexpr int64_t kReductionChunk = 2048;
+
+/// Whether the GPU lowering of the optimizer's per-tensor reductions takes
+/// `threads` x `lanes`: a tile of whole kReductionChunk-element chunks and
+/// warps of a divisor of a chunk (docs/abi.md, "Reductions"). True for an
+/// update without per-tensor or whole-step reductions.
+bool fitsReductionChunks(OptimizerOp optimizer, int64_t threads,
+                         int64_t lanes);
 
 /// The threads of a block of the GPU's finish kernel, which reduces one
 /// tensor's chunk partials (docs/abi.md, "Reductions"): a power of two, at
