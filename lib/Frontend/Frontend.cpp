@@ -9,6 +9,8 @@
 #include "qopt/Frontend/Parser.h"
 #include "qopt/Frontend/Sema.h"
 
+#include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -24,16 +26,54 @@ mlir::qopt::frontend::parseSpec(llvm::SourceMgr &sourceMgr, unsigned bufferId) {
   return spec;
 }
 
-std::unique_ptr<Spec> mlir::qopt::frontend::parseSpecFile(
-    llvm::SourceMgr &sourceMgr, llvm::StringRef path, llvm::raw_ostream &errs) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
-  if (std::error_code ec = buffer.getError()) {
-    errs << "error: cannot read '" << path << "': " << ec.message() << "\n";
+std::unique_ptr<llvm::MemoryBuffer>
+mlir::qopt::frontend::readInputFile(llvm::StringRef path, std::string &error) {
+  llvm::Expected<llvm::sys::fs::file_t> file =
+      path == "-" ? llvm::sys::fs::getStdinHandle()
+                  : llvm::sys::fs::openNativeFileForRead(path);
+  if (!file) {
+    error = "cannot read '" + path.str() +
+            "': " + llvm::toString(file.takeError());
     return nullptr;
   }
-  unsigned bufferId =
-      sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  // Read in blocks to one past the limit: a stream (pipe, device) has no
+  // size to ask for first.
+  std::string text;
+  char block[1 << 16];
+  while (text.size() <= kMaxInputFileBytes) {
+    llvm::Expected<size_t> got =
+        llvm::sys::fs::readNativeFile(*file, llvm::MutableArrayRef(block));
+    if (!got) {
+      error = "cannot read '" + path.str() +
+              "': " + llvm::toString(got.takeError());
+      break;
+    }
+    if (*got == 0)
+      break;
+    text.append(block, *got);
+  }
+  if (path != "-")
+    llvm::sys::fs::closeFile(*file);
+  if (!error.empty())
+    return nullptr;
+  if (text.size() > kMaxInputFileBytes) {
+    error = "'" + path.str() + "' is larger than " +
+            std::to_string(kMaxInputFileBytes >> 20) + " MiB";
+    return nullptr;
+  }
+  return llvm::MemoryBuffer::getMemBufferCopy(text,
+                                              path == "-" ? "<stdin>" : path);
+}
+
+std::unique_ptr<Spec> mlir::qopt::frontend::parseSpecFile(
+    llvm::SourceMgr &sourceMgr, llvm::StringRef path, llvm::raw_ostream &errs) {
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buffer = readInputFile(path, error);
+  if (!buffer) {
+    errs << "error: " << error << "\n";
+    return nullptr;
+  }
+  unsigned bufferId = sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   return parseSpec(sourceMgr, bufferId);
 }
 

@@ -168,7 +168,9 @@ void Lexer::skipWhitespaceAndComments() {
     } else if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
       ++curPtr;
     } else if (c == '/' && curPtr + 1 != bufferEnd && curPtr[1] == '/') {
-      while (curPtr != bufferEnd && *curPtr != '\n')
+      // A comment ends at the line's end, written \n, \r\n or a lone \r
+      // (old Mac files), so that it never takes the lines after it.
+      while (curPtr != bufferEnd && *curPtr != '\n' && *curPtr != '\r')
         ++curPtr;
     } else {
       return;

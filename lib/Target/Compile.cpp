@@ -102,7 +102,8 @@ static OwningOpRef<ModuleOp> loadInput(llvm::StringRef name,
                                        MLIRContext &context,
                                        llvm::SourceMgr &sourceMgr) {
   std::string error;
-  auto file = openInputFile(name, &error);
+  std::unique_ptr<llvm::MemoryBuffer> file =
+      frontend::readInputFile(name, error);
   if (!file) {
     llvm::errs() << "qopt-opt: error: " << error << "\n";
     return nullptr;

@@ -3,6 +3,10 @@
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --arch=sm_80a 2>&1 | FileCheck %s --check-prefix=ARCH80A
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=host-library --host-cpu=bogus -o %t.so 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --mode=loose 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx -O7 2>&1 | FileCheck %s --check-prefix=OLEVEL
+// RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=host-llvm -O=4 2>&1 | FileCheck %s --check-prefix=OLEVEL4
+// OLEVEL: qopt-opt: error: -O must be 0 to 3, got 7
+// OLEVEL4: qopt-opt: error: -O must be 0 to 3, got 4
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --threads-per-block=-1 2>&1 | FileCheck %s --check-prefix=SHAPE
 // SHAPE: qopt-opt: error: --threads-per-block and --elements-per-thread take 0 (chosen) or a positive number, got -1 and 0
 // RUN: not qopt-opt %S/Inputs/flash-adamw.mlir --emit=ptx --tile-claims-static-eighths=9 2>&1 | FileCheck %s --check-prefix=EIGHTHS

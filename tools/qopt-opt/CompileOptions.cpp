@@ -361,9 +361,6 @@ static LogicalResult checkFlags(const CompileOptions &opts,
                  << opts.arch << "'\n";
     return failure();
   }
-  bool host = opts.emitKind == EmitKind::HostLLVM ||
-              opts.emitKind == EmitKind::HostObject ||
-              opts.emitKind == EmitKind::HostLibrary;
   if ((opts.emitKind == EmitKind::Cubin || opts.emitKind == EmitKind::Fatbin) &&
       opts.outputFilename == "-") {
     llvm::errs() << "qopt-opt: error: --emit=cubin and --emit=fatbin write "
@@ -378,7 +375,9 @@ static LogicalResult checkFlags(const CompileOptions &opts,
                     "file with -o\n";
     return failure();
   }
-  if (host && opts.hostOptLevel > 3) {
+  // Every output, not only host code: a level a PTX compile ignores is
+  // still a mistake in the command.
+  if (opts.hostOptLevel > 3) {
     llvm::errs() << "qopt-opt: error: -O must be 0 to 3, got "
                  << opts.hostOptLevel << "\n";
     return failure();

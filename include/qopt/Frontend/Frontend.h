@@ -28,8 +28,19 @@ namespace mlir::qopt::frontend {
 /// keeps `sourceMgr` alive while it uses them.
 std::unique_ptr<Spec> parseSpec(llvm::SourceMgr &sourceMgr, unsigned bufferId);
 
-/// Reads the file at `path` into `sourceMgr` and parses and checks it as
-/// parseSpec does; a file that cannot be read is reported to `errs`.
+/// The most bytes readInputFile reads: far above any spec or its MLIR, far
+/// below what would exhaust memory (`/dev/zero` as input).
+inline constexpr size_t kMaxInputFileBytes = size_t(64) << 20;
+
+/// The contents of `path` ("-": stdin), read up to kMaxInputFileBytes from
+/// any kind of file (a regular file, a pipe, a device), named `path`; null
+/// with `error` set where it cannot be opened or read, or is larger.
+std::unique_ptr<llvm::MemoryBuffer> readInputFile(llvm::StringRef path,
+                                                  std::string &error);
+
+/// Reads the file at `path` into `sourceMgr` (readInputFile) and parses and
+/// checks it as parseSpec does; a file that cannot be read is reported to
+/// `errs`.
 std::unique_ptr<Spec> parseSpecFile(llvm::SourceMgr &sourceMgr,
                                     llvm::StringRef path,
                                     llvm::raw_ostream &errs);
