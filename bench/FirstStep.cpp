@@ -21,6 +21,7 @@
 #include "qopt/kernels.h"
 #include "qopt/runtime.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -78,9 +79,18 @@ int main(int argc, char **argv) {
       start = std::strtod(argv[++i], nullptr) / 1e6;
     else if (!std::strcmp(argv[i], "--kernel") && i + 1 < argc)
       kernelName = argv[++i];
-    else if (!std::strcmp(argv[i], "--numel") && i + 1 < argc)
-      numel = std::strtoll(argv[++i], nullptr, 10);
-    else {
+    else if (!std::strcmp(argv[i], "--numel") && i + 1 < argc) {
+      // A whole number of elements, at least one: a tensor to step.
+      char *end = nullptr;
+      errno = 0;
+      const char *text = argv[++i];
+      numel = std::strtoll(text, &end, 10);
+      if (end == text || *end || errno || numel < 1) {
+        std::fprintf(stderr, "qopt-first-step: --numel takes a positive whole "
+                             "number, got '%s'\n", text);
+        return 2;
+      }
+    } else {
       std::fprintf(stderr,
                    "usage: qopt-first-step [--start-ns NS] [--kernel NAME] "
                    "[--numel N]\n");
