@@ -4,7 +4,7 @@
 #   bin/            qopt-bench and the four GPU suites, stripped
 #   s.tar.xz        s/head/ptx (build/kernels/ptx), s/ieee (the IEEE-rounding
 #                   builds), s/fast (the fast-mode builds)
-#   build.tar.xz    what pytest and the main job read: build/bin/qopt-main,
+#   build.tar.xz    what pytest and the main job read: build/bin/{qopt-main,qopt-step},
 #                   build/kernels/{host,host-fast,ptx}, libqopt_kernels.so,
 #                   the runtime library, qopt-shipped-kernels-tests
 # Usage: bash bench/make_verify_carry.sh .carry/NAME [BUILD_DIR]
@@ -25,7 +25,7 @@ cp -r "$build/test/gpu/kernels-fast" "$stage/s/fast"
 tar -C "$stage" -cJf "$out/s.tar.xz" s
 rm -rf "$stage"
 (cd "$build/.." && tar -cJf "$out/build.tar.xz" --transform "s,^$(basename "$build"),build," \
-  "$(basename "$build")/bin/qopt-main" "$(basename "$build")/kernels/host" \
+  "$(basename "$build")/bin/qopt-main" "$(basename "$build")/bin/qopt-step" "$(basename "$build")/kernels/host" \
   "$(basename "$build")/kernels/host-fast" "$(basename "$build")/kernels/ptx" \
   "$(basename "$build")/lib/libqopt_kernels.so" "$(basename "$build")"/runtime/libqopt_runtime.so* \
   "$(basename "$build")/test/gpu/qopt-shipped-kernels-tests")
