@@ -599,18 +599,31 @@ std::string readFile(const std::string &path) {
   return text;
 }
 
-/// Loads `stem`'s kernel (its PTX, or its fatbin where the kernel directory
-/// holds fatbins) on a CUDA context from its manifest with
-/// launch.shared_bytes replaced by `sharedBytes`: the load must be refused
-/// with QOPT_ERROR_UNSUPPORTED and no kernel handed out. `original` gets the
-/// manifest's own shared_bytes, `error` the message.
+/// Loads `stem`'s kernel (its PTX) on a CUDA context from its manifest
+/// with launch.shared_bytes replaced by `sharedBytes`: the load must be
+/// refused with QOPT_ERROR_UNSUPPORTED and no kernel handed out. The PTX's
+/// own copy of the manifest (`<kernel>_manifest`, docs/abi.md "The GPU
+/// module's manifest") is taken out, as in a module built before qopt-opt
+/// embedded it: with it the edit is refused as a mismatch before the
+/// device's limit is asked. `original` gets the manifest's own
+/// shared_bytes, `error` the message.
 void expectLoadRefused(const std::string &stem, int64_t sharedBytes, int64_t &original,
-                       std::string &error) {
+                       std::string &error, bool keepEmbedded = false,
+                       qopt_status expected = QOPT_ERROR_UNSUPPORTED) {
   std::string json = readFile(kernelDir() + "/" + stem + ".manifest.json");
   std::string image = readFile(kernelDir() + "/" + stem + ".ptx");
   if (image.empty())
-    image = readFile(kernelDir() + "/" + stem + ".fatbin");
-  ASSERT_FALSE(json.empty() || image.empty()) << "no " << stem << " in " << kernelDir();
+    GTEST_SKIP() << "no " << stem << ".ptx in " << kernelDir()
+                 << ": a fatbin's embedded manifest cannot be taken out";
+  ASSERT_FALSE(json.empty()) << "no " << stem << " manifest in " << kernelDir();
+  size_t global = image.find("_manifest[");
+  if (keepEmbedded)
+    ASSERT_NE(global, std::string::npos) << stem << ".ptx embeds no manifest";
+  else if (global != std::string::npos) {
+    size_t lineStart = image.rfind('\n', global) + 1;
+    image.erase(lineStart, image.find('\n', global) + 1 - lineStart);
+  }
+  ASSERT_EQ(image.find("_manifest[") != std::string::npos, keepEmbedded);
   const std::string key = "\"shared_bytes\": ";
   size_t at = json.find(key);
   ASSERT_NE(at, std::string::npos);
@@ -628,7 +641,7 @@ void expectLoadRefused(const std::string &stem, int64_t sharedBytes, int64_t &or
   qopt_kernel *kernel = nullptr;
   EXPECT_EQ(qopt_kernel_create_from_image(ctx, manifest, QOPT_BINARY_AUTO, image.data(),
                                           image.size(), &kernel),
-            QOPT_ERROR_UNSUPPORTED);
+            expected);
   error = qopt_last_error();
   EXPECT_EQ(kernel, nullptr);
   if (kernel)
@@ -648,13 +661,31 @@ TEST(KernelLoad, MoreSharedMemoryThanTheDeviceAllowsIsRefused) {
   int64_t original = 0;
   std::string error;
   expectLoadRefused("flash_adamw", 1048576, original, error);
-  if (HasFatalFailure())
+  if (HasFatalFailure() || IsSkipped())
     return;
   EXPECT_GT(original, 0) << "FlashAdamW is staged: it has dynamic shared memory";
   EXPECT_NE(error.find("needs 1048576 bytes of dynamic shared memory per block"),
             std::string::npos)
       << error;
   EXPECT_NE(error.find("allows"), std::string::npos) << error;
+}
+
+// With the module's own manifest in place (the real driver's
+// cuModuleGetGlobal finds `FlashAdamW_manifest`), the same edit is refused
+// as a mismatch, naming the field and both values, before any launch.
+TEST(KernelLoad, ManifestEditedAgainstTheModulesOwnIsRefused) {
+  std::string why;
+  if (!haveGpu(why))
+    GTEST_SKIP() << "GPU test skipped: " << why;
+  int64_t original = 0;
+  std::string error;
+  expectLoadRefused("flash_adamw", 65536, original, error, /*keepEmbedded=*/true,
+                    QOPT_ERROR_MANIFEST);
+  if (HasFatalFailure() || IsSkipped())
+    return;
+  EXPECT_NE(error.find("field 'launch.shared_bytes' is 65536"), std::string::npos) << error;
+  EXPECT_NE(error.find("but " + std::to_string(original) + " in the module"), std::string::npos)
+      << error;
 }
 
 // The limit holds for dynamic and static shared memory together: the
@@ -675,7 +706,7 @@ TEST(KernelLoad, StaticAndDynamicSharedMemoryTogetherAreChecked) {
   int64_t original = 0;
   std::string error;
   expectLoadRefused("adamw8bit_block2048", optin - 1024, original, error);
-  if (HasFatalFailure())
+  if (HasFatalFailure() || IsSkipped())
     return;
   EXPECT_NE(error.find("needs " + std::to_string(optin - 1024) +
                        " bytes of dynamic shared memory per block and "),
