@@ -14,6 +14,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+
 using namespace mlir::qopt::frontend;
 
 std::unique_ptr<Spec>
@@ -57,10 +59,15 @@ mlir::qopt::frontend::readInputFile(llvm::StringRef path, std::string &error) {
   if (!error.empty())
     return nullptr;
   if (text.size() > kMaxInputFileBytes) {
-    error = "'" + path.str() + "' is larger than " +
+    error = "'" + (path == "-" ? std::string("<stdin>") : path.str()) +
+            "' is larger than " +
             std::to_string(kMaxInputFileBytes >> 20) + " MiB";
     return nullptr;
   }
+  // Lone-CR line ends (old Mac files) as \n: the diagnostics' line numbers
+  // count \n.
+  if (text.find('\n') == std::string::npos)
+    std::replace(text.begin(), text.end(), '\r', '\n');
   return llvm::MemoryBuffer::getMemBufferCopy(text,
                                               path == "-" ? "<stdin>" : path);
 }

@@ -75,6 +75,12 @@ void SemaChecker::checkDeclarations() {
   if (spec.name == "WARP_SZ")
     error(spec.loc, "optimizer name 'WARP_SZ' cannot name a kernel (PTX "
                     "predefines it); choose another name");
+  // ptxas 13.0 refuses an entry named A7 ("Inconsistent redefinition of
+  // variable 'A7'", then a segmentation fault); of every name of one or two
+  // characters it is the only one (2026-12-05).
+  if (spec.name == "A7")
+    error(spec.loc, "optimizer name 'A7' cannot name a kernel (ptxas refuses "
+                    "an entry of that name); choose another name");
   if (!spec.param)
     error(spec.loc, "optimizer '" + spec.name +
                         "' has no 'param' declaration; declare the parameter "
