@@ -423,10 +423,14 @@ int64_t mlir::qopt::chooseMinBlocksPerSM(OptimizerOp optimizer,
   return 0;
 }
 
-int64_t mlir::qopt::chooseSuggestedBlocksPerSM(int64_t sharedBytes) {
-  return sharedBytes
-             ? std::clamp<int64_t>(228 * 1024 / (sharedBytes + 1024), 1, 4)
-             : 4;
+int64_t mlir::qopt::chooseSuggestedBlocksPerSM(int64_t sharedBytes,
+                                               int64_t threads) {
+  int64_t byThreads =
+      std::max<int64_t>(1, PlanRequest::kMaxThreadsPerSM / threads);
+  int64_t byShared =
+      sharedBytes ? std::clamp<int64_t>(228 * 1024 / (sharedBytes + 1024), 1, 4)
+                  : 4;
+  return std::min(byShared, byThreads);
 }
 
 FailureOr<KernelPlanAttr>
@@ -451,7 +455,7 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
         /*zero_shortcut_lane_divisors=*/false,
         /*scaled_range_checks=*/false, /*early_saturation_counts=*/false,
         /*split_absmax_barrier=*/false, waves, minTiles,
-        chooseSuggestedBlocksPerSM(0));
+        chooseSuggestedBlocksPerSM(0, shape->threads));
 
   TileStaging staging = chooseAsyncCopy(optimizer, request.asyncCopy)
                             ? chooseTileStaging(optimizer, *shape)
@@ -540,5 +544,5 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
       chooseSplitAbsmaxBarrier(optimizer, shape->lanes,
                                request.splitAbsmaxBarrier),
       waves, minTiles,
-      chooseSuggestedBlocksPerSM(sharedBytes));
+      chooseSuggestedBlocksPerSM(sharedBytes, shape->threads));
 }

@@ -250,8 +250,9 @@ int64_t chooseMinBlocksPerSM(OptimizerOp optimizer, int64_t threads,
 
 /// The blocks per multiprocessor a launch suggests where the runtime cannot
 /// ask the driver: 4, or as many as `sharedBytes` lets fit in the 228 KiB of
-/// an H100/H200 multiprocessor (1 KiB of it reserved per block).
-int64_t chooseSuggestedBlocksPerSM(int64_t sharedBytes);
+/// an H100/H200 multiprocessor (1 KiB of it reserved per block), and no more
+/// blocks of `threads` than a multiprocessor's 2048 threads hold.
+int64_t chooseSuggestedBlocksPerSM(int64_t sharedBytes, int64_t threads);
 
 /// The whole plan for `request`: the one call qopt-plan-kernel makes.
 /// Emits an error (or, for async copies asked for that cannot be, a

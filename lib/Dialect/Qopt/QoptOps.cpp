@@ -196,10 +196,14 @@ LogicalResult mlir::qopt::verifyTileShape(OptimizerOp optimizer,
     return success();
   int64_t tile = threads * lanes;
   int64_t size = getReductionSize(state);
-  if (size && (tile % size != 0 || size % lanes != 0))
+  if (size && size % lanes != 0)
+    return state.emitError("group or block of ")
+           << size << " elements is not a whole number of " << lanes
+           << "-element vectors (a thread's lanes lie in one group)";
+  if (size && tile % size != 0)
     return state.emitError("group or block of ")
            << size << " elements does not divide the tile of " << tile
-           << " elements into vectors of " << lanes;
+           << " elements (" << threads << " threads of " << lanes << ")";
   // A thread's lanes are whole bytes of packed codes.
   return state.emitError("4-bit codes need an even number of lanes, found ")
          << lanes;

@@ -5,7 +5,7 @@
 
 // Chunks of 12 lanes would straddle two groups of 32.
 qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
-  // expected-error @+1 {{group or block of 32 elements does not divide the tile of 3072 elements into vectors of 12}}
+  // expected-error @+1 {{group or block of 32 elements is not a whole number of 12-element vectors (a thread's lanes lie in one group)}}
   qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = linear, scale = f32, rounding = half_even, divisor = absmax>
   qopt.update {
     %g = qopt.load_grad : f32

@@ -231,6 +231,13 @@ TEST(TileShapeTest, HandWorkedFallbacks) {
     ASSERT_TRUE(succeeded(shape));
     EXPECT_EQ(shape->threads, 1024);
     EXPECT_EQ(shape->lanes, 2);
+    // The manifest's suggestion holds at most a multiprocessor's 2048
+    // threads: two blocks of 1024.
+    FailureOr<KernelPlanAttr> plan =
+        chooseKernelPlan(spec.optimizer(), PlanRequest());
+    ASSERT_TRUE(succeeded(plan));
+    EXPECT_EQ(plan->getThreads(), 1024);
+    EXPECT_LE(plan->getSuggestedBlocksPerSm(), 2);
   }
 }
 
