@@ -97,8 +97,12 @@ std::string dirName(const std::string &path) {
 }
 
 std::string resolvePath(const std::string &base, const std::string &path) {
-  if (path.empty() || path[0] == '/' || base.empty())
+  if (path.empty() || path[0] == '/')
     return path;
+  // A manifest in the current directory: "./" keeps dlopen from searching
+  // the library path for a bare name.
+  if (base.empty())
+    return path.find('/') == std::string::npos ? "./" + path : path;
   return base + "/" + path;
 }
 

@@ -15,6 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -197,6 +200,41 @@ TEST(HostManifest, WhatMayDifferIsAccepted) {
   Load l = load(doc);
   EXPECT_EQ(l.status, QOPT_SUCCESS) << l.message;
   EXPECT_TRUE(l.kernelMade);
+}
+
+// A manifest named without a directory ("flash_adamw.manifest.json" from the
+// folder it is in) finds its library beside it: a bare "flash_adamw.so"
+// given to dlopen was searched for on the library path instead.
+TEST(HostManifest, AManifestInTheCurrentDirectoryFindsItsLibrary) {
+  char *cwd = ::getcwd(nullptr, 0);
+  ASSERT_NE(cwd, nullptr);
+  ASSERT_EQ(::chdir(kernelDir().c_str()), 0) << kernelDir();
+  qopt_manifest *m = nullptr;
+  qopt_status parsed = qopt_manifest_load("flash_adamw.manifest.json", &m);
+  std::string message = parsed == QOPT_SUCCESS ? "" : qopt_last_error();
+  qopt_registry *r = nullptr;
+  qopt_context *ctx = nullptr;
+  qopt_kernel *kernel = nullptr;
+  qopt_status made = QOPT_ERROR_INVALID_ARGUMENT;
+  if (parsed == QOPT_SUCCESS && qopt_registry_create(&r) == QOPT_SUCCESS &&
+      qopt_registry_add_manifest(r, m, QOPT_BINARY_HOST, nullptr, 0) == QOPT_SUCCESS &&
+      qopt_context_create(QOPT_BACKEND_HOST, 0, &ctx) == QOPT_SUCCESS) {
+    made = qopt_kernel_create(ctx, r, "FlashAdamW", &kernel);
+    if (made != QOPT_SUCCESS)
+      message = qopt_last_error();
+  }
+  EXPECT_EQ(::chdir(cwd), 0);
+  std::free(cwd);
+  EXPECT_EQ(parsed, QOPT_SUCCESS) << message;
+  EXPECT_EQ(made, QOPT_SUCCESS) << message;
+  if (kernel)
+    qopt_kernel_destroy(kernel);
+  if (ctx)
+    qopt_context_destroy(ctx);
+  if (r)
+    qopt_registry_destroy(r);
+  if (m)
+    qopt_manifest_destroy(m);
 }
 
 TEST(HostManifest, ALibraryWithoutItsManifestIsAcceptedUnchecked) {
