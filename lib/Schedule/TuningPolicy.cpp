@@ -146,8 +146,20 @@ FailureOr<TileShape> mlir::qopt::chooseTileShape(OptimizerOp optimizer,
           findTileShape(optimizer, threads, lanes, requestedThreads > 0,
                         requestedLanes > 0))
     return *found;
-  if (failed(verifyTileShape(optimizer, threads, lanes)))
-    return failure();
+  if (!fitsTileShape(optimizer, threads, lanes)) {
+    // Where the search ran, say so before the measured shape's own error.
+    if (requestedThreads <= 0 || requestedLanes <= 0)
+      optimizer.emitError("no launch shape of 32 to 1024 threads")
+          << (requestedThreads > 0 ? " (" + std::to_string(threads) + " asked)"
+                                   : std::string())
+          << " and 1 to 16 lanes"
+          << (requestedLanes > 0 ? " (" + std::to_string(lanes) + " asked)"
+                                 : std::string())
+          << " holds every group and block of this optimizer whole; the "
+             "measured shape is "
+          << threads << " x " << lanes;
+    return verifyTileShape(optimizer, threads, lanes), failure();
+  }
   // Only the reductions' chunks do not fit: the host lowering takes the
   // shape, the GPU lowering names the rule (checkReductionShape).
   return TileShape{threads, lanes};

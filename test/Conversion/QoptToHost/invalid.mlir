@@ -3,7 +3,8 @@
 
 // MODE: for the --mode option: Cannot find option named 'loose'!
 
-// Chunks of 12 lanes would straddle two groups of 32.
+// Chunks of 12 lanes would straddle two groups of 32, at any thread count.
+// expected-error @+1 {{no launch shape of 32 to 1024 threads and 1 to 16 lanes (12 asked) holds every group and block of this optimizer whole; the measured shape is 256 x 12}}
 qopt.optimizer @O param "p" : f32 master none grad "g" : f32 {
   // expected-error @+1 {{group or block of 32 elements is not a whole number of 12-element vectors (a thread's lanes lie in one group)}}
   qopt.state @m : #qopt.group<storage = si8, group_size = 32, companding = linear, scale = f32, rounding = half_even, divisor = absmax>
