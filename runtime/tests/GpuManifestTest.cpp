@@ -66,22 +66,16 @@ Load load(const json &given, const std::string &ptx) {
       {{{"format", "ptx"}, {"arch", "sm_90"}, {"path", "k.ptx"}}});
   writeFile(out.dir + "/edited.manifest.json", doc.dump(2));
   qopt_registry *r = nullptr;
-  qopt_context *ctx = nullptr;
   EXPECT_EQ(qopt_registry_create(&r), QOPT_SUCCESS);
   EXPECT_EQ(qopt_registry_add_manifest_file(
                 r, (out.dir + "/edited.manifest.json").c_str()),
             QOPT_SUCCESS)
       << qopt_last_error();
-  EXPECT_EQ(qopt_context_create(QOPT_BACKEND_CUDA, 0, &ctx), QOPT_SUCCESS)
-      << qopt_last_error();
-  qopt_kernel *kernel = nullptr;
-  out.status = qopt_kernel_create(
-      ctx, r, given["kernel"].get<std::string>().c_str(), &kernel);
-  out.message = out.status == QOPT_SUCCESS ? "" : qopt_last_error();
-  out.kernelMade = kernel != nullptr;
-  if (kernel)
-    qopt_kernel_destroy(kernel);
-  qopt_context_destroy(ctx);
+  KernelCreation made = createKernel(QOPT_BACKEND_CUDA, r,
+                                     given["kernel"].get<std::string>());
+  out.status = made.status;
+  out.message = made.message;
+  out.kernelMade = made.kernelMade;
   qopt_registry_destroy(r);
   return out;
 }
@@ -278,13 +272,9 @@ TEST(GpuManifest, QoptOptsPtxCarriesTheManifestItWrote) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string lib = exeDir() + "/libqopt_sim_cuda.so";
-  ::setenv("QOPT_CUDA_LIBRARY", lib.c_str(), 1);
-  void *h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    std::fprintf(stderr, "cannot load %s: %s\n", lib.c_str(), ::dlerror());
+  void *h = openSimulatedDriver();
+  if (!h)
     return 1;
-  }
   simCount = reinterpret_cast<long (*)(const char *)>(::dlsym(h, "sim_count"));
   simReset = reinterpret_cast<void (*)()>(::dlsym(h, "sim_reset"));
   ::testing::InitGoogleTest(&argc, argv);

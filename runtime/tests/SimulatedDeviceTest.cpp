@@ -679,13 +679,9 @@ TEST_F(SimulatedStepReductions, CaptureUsesTheWorkspaceAWarmUpReserved) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string lib = exeDir() + "/libqopt_sim_cuda.so";
-  ::setenv("QOPT_CUDA_LIBRARY", lib.c_str(), 1);
-  void *h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    std::fprintf(stderr, "cannot load %s: %s\n", lib.c_str(), ::dlerror());
+  void *h = openSimulatedDriver();
+  if (!h)
     return 1;
-  }
   Sim &s = sim();
   s.reset = reinterpret_cast<void (*)()>(::dlsym(h, "sim_reset"));
   s.count = reinterpret_cast<long (*)(const char *)>(::dlsym(h, "sim_count"));

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -121,6 +123,46 @@ inline qopt_manifest *parseOrDie(const std::string &json,
   qopt_status s = qopt_manifest_parse(json.data(), json.size(), source, &m);
   EXPECT_EQ(s, QOPT_SUCCESS) << qopt_last_error();
   return m;
+}
+
+/// Makes the runtime's CUDA backend use the simulated driver beside the test
+/// executable (libqopt_sim_cuda.so, through QOPT_CUDA_LIBRARY) and opens it
+/// for the test's own calls into it (sim_reset, sim_count, ...); null, with
+/// the reason on stderr, where it cannot be opened.
+inline void *openSimulatedDriver() {
+  std::string lib = exeDir() + "/libqopt_sim_cuda.so";
+  ::setenv("QOPT_CUDA_LIBRARY", lib.c_str(), 1);
+  void *h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    std::fprintf(stderr, "cannot load %s: %s\n", lib.c_str(), ::dlerror());
+  return h;
+}
+
+/// What qopt_kernel_create said for one kernel of a registry.
+struct KernelCreation {
+  qopt_status status = QOPT_SUCCESS;
+  std::string message; ///< qopt_last_error() where it failed, else ""
+  bool kernelMade = false;
+};
+
+/// Creates `kernel` from `registry` on a fresh context of `backend` and
+/// destroys what was made (kernel, context); the registry stays the
+/// caller's. A context that cannot be created fails the test.
+inline KernelCreation createKernel(qopt_backend backend,
+                                   qopt_registry *registry,
+                                   const std::string &kernel) {
+  KernelCreation out;
+  qopt_context *ctx = nullptr;
+  EXPECT_EQ(qopt_context_create(backend, 0, &ctx), QOPT_SUCCESS)
+      << qopt_last_error();
+  qopt_kernel *made = nullptr;
+  out.status = qopt_kernel_create(ctx, registry, kernel.c_str(), &made);
+  out.message = out.status == QOPT_SUCCESS ? "" : qopt_last_error();
+  out.kernelMade = made != nullptr;
+  if (made)
+    qopt_kernel_destroy(made);
+  qopt_context_destroy(ctx);
+  return out;
 }
 
 /// True when a CUDA device is usable; otherwise `why` says what is missing.
