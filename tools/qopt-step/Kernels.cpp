@@ -109,12 +109,25 @@ bool addShipped(qopt::Registry &registry, std::string *why) {
 }
 
 /// The registry key of kernel `k` (a kernel name or a spec stem) in
-/// `registry`, or "" where it has none.
+/// `registry`, or "" where it has none. Kernel names and spec stems are two
+/// namespaces: where `k` is one kernel's name and another's stem, it names
+/// neither, and the error lists each kernel's manifest to give instead.
 std::string findKernel(const qopt::Registry &registry, const std::string &k) {
+  std::vector<std::string> hits;
   for (const std::string &n : registry.kernelNames())
     if (n == k || specStem(registry.manifest(n).info().source) == k)
-      return n;
-  return "";
+      hits.push_back(n);
+  if (hits.size() > 1) {
+    std::vector<std::string> which;
+    for (const std::string &n : hits) {
+      const std::string &src = registry.manifest(n).info().source;
+      which.push_back(cat("kernel ", n, " (", src, ", ",
+                          n == k ? "its kernel name" : "its spec stem", ")"));
+    }
+    fail("--kernel '", k, "' names ", hits.size(), " kernels: ", join(which),
+         "; give the manifest's path instead");
+  }
+  return hits.empty() ? "" : hits.front();
 }
 
 } // namespace
