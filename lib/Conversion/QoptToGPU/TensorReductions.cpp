@@ -39,14 +39,16 @@ static constexpr int64_t kFinishStackDepth = 64;
 
 LogicalResult KernelEmitter::checkReductionShape(OptimizerOp optimizer,
                                                  KernelPlanAttr plan) {
-  if (!fitsReductionChunks(optimizer, plan.getThreads(), plan.getLanes()))
-    return optimizer.emitOpError("reads per-tensor reductions, whose GPU "
-                                 "lowering needs tiles of whole ")
-           << kReductionChunk << "-element chunks and warps of at most "
-           << kReductionChunk << " elements (a divisor); the plan has "
-           << plan.getThreads() << " threads of " << plan.getLanes()
-           << " elements";
-  return success();
+  if (fitsReductionChunks(optimizer, plan.getThreads(), plan.getLanes()))
+    return success();
+  // The diagnostic points at the reduction, as a group's points at its state.
+  ReduceOp first = getReductions(optimizer).front();
+  return first.emitError("a per-tensor reduction's GPU lowering needs tiles "
+                         "of whole ")
+         << kReductionChunk << "-element chunks and warps of at most "
+         << kReductionChunk << " elements (a divisor); the plan has "
+         << plan.getThreads() << " threads of " << plan.getLanes()
+         << " elements";
 }
 
 Value KernelEmitter::treeOf(ReductionKind kind, ArrayRef<Value> values) {

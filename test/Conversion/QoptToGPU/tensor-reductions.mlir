@@ -68,7 +68,7 @@
 // CHECK: arith.maximumf %{{.+}}, %{{.+}} : f64
 // CHECK: gpu.return
 
-// SHAPE: error: 'qopt.optimizer' op reads per-tensor reductions, whose GPU lowering needs tiles of whole 2048-element chunks
+// SHAPE: tensor-reductions.mlir:[[@LINE+6]]:10: error: a per-tensor reduction's GPU lowering needs tiles of whole 2048-element chunks and warps of at most 2048 elements (a divisor); the plan has 32 threads of 4 elements
 
 qopt.optimizer @Norm param "p" : f32 master none grad "g" : f32 {
   qopt.update {
