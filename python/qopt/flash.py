@@ -178,9 +178,14 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
         None values only (torch's SGD without momentum: ``momentum_buffer=None``) is no state yet:
         the parameter starts afresh at its next step, as torch's does."""
         _check_layout(type(self).__name__, state_dict)
-        if _is_torch_optim_state(self, state_dict):
+        from_torch = _is_torch_optim_state(self, state_dict)
+        if from_torch:
             state_dict = _from_torch_optim(self, state_dict)
-        super()._qopt_load_state_dict(state_dict)
+        self._loading_torch_optim = from_torch
+        try:
+            super()._qopt_load_state_dict(state_dict)
+        finally:
+            self._loading_torch_optim = False
         for p, st in self.state.items():
             self._stamp(p, st)
         if getattr(self, "check_numerics", False):
@@ -189,6 +194,8 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
     def _load_param_state(self, p, group, idx, saved):
         if isinstance(saved, dict):
             saved = _quantized_on_load(self, p, saved)
+            if getattr(self, "_loading_torch_optim", False):
+                saved = _torch_state_on_load(self, p, saved)
         return super()._load_param_state(p, group, idx, saved)
 
     # ---- fp32 model state
@@ -335,6 +342,27 @@ def _quantized_on_load(opt, p, saved: Dict[str, Any]) -> Dict[str, Any]:
             out[key] = torch.zeros(shape, dtype=dtype, device=lp.device)
     # the rest of a DTensor state as its local shard (the quantized states are this shard's now)
     return {k: (v.to_local() if is_dtensor(v) else v) for k, v in out.items()}
+
+
+def _torch_state_on_load(opt, p, saved: Dict[str, Any]) -> Dict[str, Any]:
+    """A torch.optim checkpoint's state of p as p's kernel keeps it, also where the kernel keeps
+    float32 states (``quantize=False``, ``min_8bit_size``, overrides), which _quantized_on_load
+    leaves as they are: torch keeps its states in the parameter's dtype (bf16, fp16), the kernel in
+    float32, so they are widened (exactly); missing error bits and a missing Kahan compensation
+    start at 0 (the master is the parameter)."""
+    expected = opt._expected_state(p, opt._param_kernel_spec(p))
+    out = dict(saved)
+    for key, v in saved.items():
+        want = expected.get(key)
+        if (want is not None and isinstance(v, torch.Tensor) and v.is_floating_point()
+                and want[1].is_floating_point and v.dtype != want[1]):
+            out[key] = v.to(want[1])
+    lp = _local(p)
+    for key in ("error_bits", "kahan_comp"):
+        if key in expected and key not in out:
+            shape, dtype, _ = expected[key]
+            out[key] = torch.zeros(shape, dtype=dtype, device=lp.device)
+    return out
 
 
 _TORCH_KEYS = {"exp_avg", "exp_avg_sq", "momentum_buffer", "step"}

@@ -377,6 +377,78 @@ def test_torch_sgd_checkpoint_without_momentum_loads_and_steps_as_torch(host):
     assert all(int(opt.state[q]["step"]) == 2 for q in model.parameters())
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("master_weight_bits", [None, 24, 32])
+@pytest.mark.parametrize("name", ["adamw", "sgd"])
+def test_torch_optim_checkpoint_of_16bit_params_loads_with_float32_states(host, name, dtype,
+                                                                          master_weight_bits):
+    """quantize=False (float32 states) with bf16/fp16 parameters: torch.optim keeps its states in
+    the parameter's dtype and has no error bits, and such a checkpoint used to be refused ("'exp_avg'
+    is torch.bfloat16 ..., the kernel ... needs torch.float32", "missing state keys ['error_bits']")
+    where quantize=True loaded it (FlashOptim's test_vanilla_checkpoint_interop loads both). The
+    states are widened exactly, the error bits start at 0, and the next step is torch's update of
+    the float32 values, rounded to the parameter's dtype."""
+    if name == "adamw" and dtype == torch.float16:
+        try:
+            torch.zeros(2, dtype=dtype).addcmul_(torch.ones(2, dtype=dtype), torch.ones(2, dtype=dtype))
+        except RuntimeError:
+            pytest.skip("this torch has no float16 AdamW on the CPU (the reference)")
+    ref_model, model = _fp32_model().to(dtype), _fp32_model().to(dtype)
+    if name == "adamw":
+        ref = torch.optim.AdamW(ref_model.parameters(), lr=1e-2, foreach=False)
+        opt = qopt.FlashAdamW(model.parameters(), lr=1e-2, quantize=False,
+                              master_weight_bits=master_weight_bits)
+        keys = ["exp_avg", "exp_avg_sq"]
+    else:
+        ref = torch.optim.SGD(ref_model.parameters(), lr=1e-1, momentum=0.9, foreach=False)
+        opt = qopt.FlashSGD(model.parameters(), lr=1e-1, momentum=0.9, quantize=False,
+                            master_weight_bits=master_weight_bits)
+        keys = ["momentum_buffer"]
+    g = torch.Generator().manual_seed(4)
+    for _ in range(3):      # gradients set directly: this torch may have no fp16 matmul on the CPU
+        for p in ref_model.parameters():
+            p.grad = torch.randn(p.shape, generator=g).to(dtype)
+        ref.step()
+    model.load_state_dict(ref_model.state_dict())
+    tsd = ref.state_dict()
+    assert tsd["state"][0][keys[0]].dtype == dtype          # torch's states: the parameter's dtype
+    opt.load_state_dict(tsd)
+    params = list(model.parameters())
+    for i, p in enumerate(params):
+        st = opt.state[p]
+        for k in keys:
+            assert st[k].dtype == torch.float32
+            assert torch.equal(st[k], tsd["state"][i][k].float()), k
+        if master_weight_bits is None:
+            assert "error_bits" not in st
+        else:
+            want = torch.int8 if master_weight_bits == 24 else torch.int16
+            assert st["error_bits"].dtype == want and not st["error_bits"].any()
+    # one more step from the loaded state, against torch's update of the same float32 values
+    g = torch.Generator().manual_seed(5)
+    grads = [torch.randn(p.shape, generator=g).to(dtype) for p in params]
+    expect = []
+    for i, (p, gr) in enumerate(zip(params, grads)):
+        st = {k: tsd["state"][i][k].double() for k in keys}
+        x, gd = p.detach().double(), gr.double()
+        if name == "adamw":
+            t = int(tsd["state"][i]["step"]) + 1
+            m = 0.9 * st["exp_avg"] + 0.1 * gd
+            v = 0.999 * st["exp_avg_sq"] + 0.001 * gd * gd
+            x = x * (1 - 1e-2 * 1e-2) - 1e-2 / (1 - 0.9 ** t) * m / (
+                (v / (1 - 0.999 ** t)).sqrt() + 1e-8)
+        else:
+            x = x - 1e-1 * (0.9 * st["momentum_buffer"] + gd)
+        expect.append(x)
+    for p, gr in zip(params, grads):
+        p.grad = gr
+    opt.step()
+    for p, x in zip(params, expect):
+        # within one rounding to the parameter's dtype of the float64 value (and float32's error)
+        ulp = torch.finfo(dtype).eps * x.abs().clamp_min(torch.finfo(dtype).tiny)
+        assert bool(((p.double() - x).abs() <= ulp + 1e-6).all())
+
+
 def test_torch_optim_checkpoint_refusals(host):
     model = _fp32_model()
     ref = torch.optim.AdamW(model.parameters(), lr=1e-2, amsgrad=True)
