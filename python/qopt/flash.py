@@ -504,8 +504,8 @@ def cast_model(model: torch.nn.Module, dtype: torch.dtype = torch.bfloat16,
     ``cast_model``): with `selective`, norms with running statistics (BatchNorm, InstanceNorm) stay
     float32; modules matched by `full_precision_layers` (fnmatch patterns on module names, or the
     modules) stay float32 and get their inputs cast to float32, those of
-    `full_precision_recast_layers` also their outputs cast back to `dtype`. Tied parameters stay
-    tied."""
+    `full_precision_recast_layers` also their outputs cast back to `dtype` (either kind is marked,
+    as by FlashOptim, with ``module._has_fp32_input_hook = True``). Tied parameters stay tied."""
     keep = list(full_precision_layers or [])
     recast = list(full_precision_recast_layers or [])
     kept_modules = {id(m) for n, m in model.named_modules() if _matches(n, m, keep + recast)}
@@ -546,3 +546,4 @@ def cast_model(model: torch.nn.Module, dtype: torch.dtype = torch.bfloat16,
             if _matches(n, m, recast):
                 m.register_forward_hook(back)
             m._qopt_fp32_hooks = True
+            m._has_fp32_input_hook = True       # FlashOptim's marker of such a module

@@ -116,6 +116,9 @@ def test_cast_model_as_flashoptim():
     x = torch.randn(5, 8).to(torch.bfloat16)
     assert head(x).dtype == torch.bfloat16          # input cast to fp32, output back
     assert model[4](x[:, :4]).dtype == torch.float32   # input cast, fp32 output kept
+    # FlashOptim's marker on the modules whose inputs are cast (its test_cast_model reads it)
+    assert head._has_fp32_input_hook is True and model[4]._has_fp32_input_hook is True
+    assert not any(getattr(model[i], "_has_fp32_input_hook", False) for i in (0, 1, 2))
     # tied parameters stay tied
     lin = torch.nn.Linear(4, 4)
     tied = torch.nn.Sequential(lin, torch.nn.Linear(4, 4))
