@@ -31,6 +31,8 @@
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -390,13 +392,69 @@ static void embedGpuManifest(const llvm::json::Value &manifest,
   request.kernel.manifestJson = std::move(text);
 }
 
+/// The binaries that the manifest already at `path` names (PTX, cubin,
+/// fatbin or host library; relative to its directory) and that still exist;
+/// none where there is no readable manifest.
+static std::vector<std::string> existingDescribedBinaries(llvm::StringRef path) {
+  uint64_t size = 0;
+  if (llvm::sys::fs::file_size(path, size) || size > (16u << 20))
+    return {};
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return {};
+  llvm::Expected<llvm::json::Value> parsed =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return {};
+  }
+  const llvm::json::Object *root = parsed->getAsObject();
+  if (!root)
+    return {};
+  std::vector<std::string> names;
+  if (const llvm::json::Array *binaries = root->getArray("binaries"))
+    for (const llvm::json::Value &b : *binaries)
+      if (const llvm::json::Object *o = b.getAsObject())
+        if (std::optional<llvm::StringRef> p = o->getString("path"))
+          names.push_back(p->str());
+  if (const llvm::json::Object *host = root->getObject("host"))
+    if (std::optional<llvm::StringRef> lib = host->getString("library"))
+      names.push_back(lib->str());
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  std::vector<std::string> existing;
+  for (const std::string &n : names) {
+    llvm::SmallString<256> full(dir);
+    llvm::sys::path::append(full, n);
+    if (llvm::sys::fs::exists(full))
+      existing.push_back(n);
+  }
+  return existing;
+}
+
 /// Writes `manifest` where the request says, naming the binary written with
-/// -o relative to its directory.
+/// -o relative to its directory. Where that overwrites the manifest of
+/// another binary that stays beside it (`-o x.ptx`, then `-o x.so` in one
+/// folder), a warning names it: that binary no longer loads through the
+/// manifest.
 static LogicalResult writeManifest(llvm::json::Value manifest,
                                    const CompileRequest &request) {
   std::string path = getManifestPath(request);
   if (path.empty())
     return success();
+  std::string written = request.outputFilename == "-"
+                            ? std::string()
+                            : getBinaryPathForManifest(request);
+  for (const std::string &old : existingDescribedBinaries(path))
+    if (old != written)
+      llvm::errs() << "qopt-opt: warning: " << path << " described " << old
+                   << ", which stays beside it; the manifest written now "
+                      "describes "
+                   << (written.empty() ? std::string("no file") : written)
+                   << " only, so " << old
+                   << " no longer loads through it (write the outputs under "
+                      "different names, or this manifest elsewhere with "
+                      "--manifest=PATH)\n";
   if (request.outputFilename != "-" && !isHostEmit(request.emit)) {
     llvm::json::Object binary{
         {"format", request.emit == EmitKind::PTX     ? "ptx"
