@@ -38,6 +38,61 @@ static bool isUniformOp(Operation *op, const llvm::DenseSet<Value> &uniform) {
                       [&](Value v) { return uniform.contains(v); });
 }
 
+/// A condition under which a value of the update is needed: a uniform i1 and
+/// the branch of a select that it picks (true: the select's true value).
+using Guard = std::pair<Value, bool>;
+using Guards = SmallVector<Guard, 2>;
+
+/// The guards common to `a` and `b`: a value needed under either is needed
+/// under those only.
+static Guards intersect(const Guards &a, const Guards &b) {
+  Guards common;
+  for (const Guard &g : a)
+    if (llvm::is_contained(b, g))
+      common.push_back(g);
+  return common;
+}
+
+/// For each value of `body`, the guards under which it is needed: every use
+/// of it lies in the branch of a select whose uniform condition picks that
+/// branch, through pure operations only. The operands of an operation with
+/// effects (a store) or without results are needed always: no guard.
+static llvm::DenseMap<Value, Guards>
+neededUnder(Block &body, const llvm::DenseSet<Value> &uniform) {
+  llvm::DenseMap<Value, Guards> needed;
+  auto meet = [&](Value v, const Guards &g) {
+    auto [it, inserted] = needed.try_emplace(v, g);
+    if (!inserted)
+      it->second = intersect(it->second, g);
+  };
+  // Users follow their operands in the block: walk it backwards.
+  for (Operation &op : llvm::reverse(body)) {
+    Guards own;
+    bool known = false;
+    if (op.getNumResults() != 0 && isPure(&op)) {
+      for (Value r : op.getResults()) {
+        auto it = needed.find(r);
+        if (it == needed.end())
+          continue; // unused
+        own = known ? intersect(own, it->second) : it->second;
+        known = true;
+      }
+    }
+    auto select = dyn_cast<arith::SelectOp>(op);
+    bool branches = select && uniform.contains(select.getCondition());
+    for (OpOperand &use : op.getOpOperands()) {
+      Guards g = known ? own : Guards();
+      if (branches && use.getOperandNumber() != 0) {
+        Guard taken{select.getCondition(), use.getOperandNumber() == 1};
+        if (!llvm::is_contained(g, taken))
+          g.push_back(taken);
+      }
+      meet(use.get(), g);
+    }
+  }
+  return needed;
+}
+
 namespace {
 struct OutlineUniformsPass
     : public qopt::impl::OutlineUniformsBase<OutlineUniformsPass> {
@@ -66,6 +121,18 @@ struct OutlineUniformsPass
         uniformOps.insert(&op);
       }
 
+    // A uniform needed only in one branch of selects with uniform conditions
+    // is yielded as 0 where its branch is not taken, so that a value the
+    // step does not use (RAdam's rectification, NaN while rho_t <= 4) is not
+    // refused as a NaN uniform (docs/dsl.md, "Uniform values in a branch").
+    llvm::DenseMap<Value, Guards> needed = neededUnder(body, uniform);
+    llvm::DenseMap<Value, Guards> slotGuards;
+    auto guardSlot = [&](Value v, const Guards &g) {
+      auto [it, inserted] = slotGuards.try_emplace(v, g);
+      if (!inserted)
+        it->second = intersect(it->second, g);
+    };
+
     // The boundary: uniform values used by per-element operations. An
     // `arith.truncf` from a uniform f64 to f32 is the boundary itself.
     llvm::MapVector<Value, unsigned> yielded;
@@ -78,6 +145,8 @@ struct OutlineUniformsPass
         if (uniform.contains(trunc.getIn())) {
           yielded.insert({trunc.getIn(), yielded.size()});
           truncs.push_back({&op, trunc.getIn()});
+          auto it = needed.find(trunc.getResult());
+          guardSlot(trunc.getIn(), it == needed.end() ? Guards() : it->second);
           continue;
         }
       }
@@ -90,6 +159,7 @@ struct OutlineUniformsPass
                  << v << " without rounding it to float32 first";
         yielded.insert({v, yielded.size()});
         boolUses.push_back(&use);
+        guardSlot(v, Guards());
       }
     }
 
@@ -104,8 +174,21 @@ struct OutlineUniformsPass
     for (Operation *op : uniformOps)
       builder.clone(*op, mapping);
     SmallVector<Value> values;
-    for (auto &entry : yielded)
-      values.push_back(mapping.lookup(entry.first));
+    for (auto &entry : yielded) {
+      Value value = mapping.lookup(entry.first);
+      const Guards &guards = slotGuards.lookup(entry.first);
+      if (!guards.empty() && value.getType().isF64()) {
+        Location loc = value.getLoc();
+        Value zero = arith::ConstantOp::create(builder, loc,
+                                               builder.getF64FloatAttr(0.0));
+        for (auto [condition, branch] : guards) {
+          Value c = mapping.lookup(condition);
+          value = branch ? arith::SelectOp::create(builder, loc, c, value, zero)
+                         : arith::SelectOp::create(builder, loc, c, zero, value);
+        }
+      }
+      values.push_back(value);
+    }
     YieldOp::create(builder, update.getLoc(), values);
 
     // Replace the boundary with reads of the uniforms table.

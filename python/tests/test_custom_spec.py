@@ -345,3 +345,109 @@ def test_a_codebook_spec_without_its_qmap_is_refused_by_name(kernels):
         with pytest.raises(ValueError, match=re.escape(words)):
             opt.step()
         assert not opt.state[p]
+
+
+# ------------------------------------------- a uniform needed in one branch only
+
+RADAM = """// torch.optim.RAdam as torch writes it: the rectification is computed
+// whatever rho_t is, and used only where rho_t > 5 (NaN at step 3 with beta2 0.999).
+optimizer MyRAdam {
+  hyper lr = 1e-3;
+  hyper beta1 = 0.9;
+  hyper beta2 = 0.999;
+  hyper eps = 1e-8;
+  param p : f32;
+  grad g : f32;
+  state m : f32;
+  state v : f32;
+  update {
+    let bc1 = 1 - beta1 ** step;
+    let bc2 = 1 - beta2 ** step;
+    m = beta1 * m + (1 - beta1) * g;
+    v = beta2 * v + (1 - beta2) * g * g;
+    let bcm = m / bc1;
+    let rho_inf = 2 / (1 - beta2) - 1;
+    let rho_t = rho_inf - 2 * step * (beta2 ** step) / bc2;
+    let rect = sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t));
+    let alr = sqrt(bc2) / (sqrt(v) + eps);
+    p = rho_t > 5 ? p - bcm * lr * alr * rect : p - bcm * lr;
+  }
+}
+"""
+
+
+class MyRAdam(qopt.QoptOptimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps), "my_radam")
+
+    def _kernel_hypers(self, group):
+        b1, b2 = group["betas"]
+        return {"lr": group["lr"], "beta1": b1, "beta2": b2, "eps": group["eps"]}
+
+
+def _compile_radam(directory):
+    (directory / "my_radam.qopt").write_text(RADAM)
+    subprocess.run([str(qopt_opt()), "my_radam.qopt", "--emit=host-library", "-o",
+                    str(directory / "my_radam.so")], cwd=directory, check=True, capture_output=True)
+
+
+def test_a_uniform_used_only_in_an_untaken_branch_may_be_nan(kernels):
+    # RAdam's rectification is NaN at step 3 (rho_t about 3) but used only where rho_t > 5
+    # (step 6 on): the step runs (it was refused as a NaN uniform) and follows torch.optim.RAdam
+    # across the switch, within float32 rounding (torch fuses some operations).
+    _compile_radam(kernels)
+    g = torch.Generator().manual_seed(3)
+    shapes = [(300,), (17, 5)]
+    a = [torch.nn.Parameter(torch.randn(s, generator=g)) for s in shapes]
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    mine = MyRAdam(a, lr=1e-2)
+    ref = torch.optim.RAdam(b, lr=1e-2)
+    for _ in range(8):
+        for p, q in zip(a, b):
+            p.grad = 0.1 * torch.randn(p.shape, generator=g)
+            q.grad = p.grad.clone()
+        mine.step()
+        ref.step()
+        for p, q in zip(a, b):
+            torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+
+
+SHRINK = """// From step 3 on the step is scaled by sqrt(3.5 - step): NaN at step 4, in the branch taken.
+optimizer MyShrink {
+  hyper lr = 0.1;
+  param p : f32;
+  grad g : f32;
+  update {
+    p = step < 3 ? p - lr * g : p - lr * sqrt(3.5 - step) * g;
+  }
+}
+"""
+
+
+class MyShrink(qopt.QoptOptimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr), "my_shrink")
+
+    def _kernel_hypers(self, group):
+        return {"lr": group["lr"]}
+
+
+def test_a_nan_uniform_is_refused_where_its_branch_is_taken(kernels):
+    # The branch guard leaves the NaN check where the value is used: steps 1 to 3 run,
+    # step 4 (sqrt(-0.5)) is refused before anything changes.
+    (kernels / "my_shrink.qopt").write_text(SHRINK)
+    subprocess.run([str(qopt_opt()), "my_shrink.qopt", "--emit=host-library", "-o",
+                    str(kernels / "my_shrink.so")], cwd=kernels, check=True, capture_output=True)
+    p = torch.nn.Parameter(torch.ones(64))
+    opt = MyShrink([p])
+    for _ in range(3):
+        p.grad = torch.full_like(p, 0.5)
+        opt.step()
+    expected = 1 - 0.1 * 0.5 * 2 - torch.tensor(0.1, dtype=torch.float32) * torch.tensor(
+        0.5 ** 0.5, dtype=torch.float32) * 0.5
+    torch.testing.assert_close(p.detach(), torch.full_like(p, float(expected)), rtol=1e-6, atol=1e-7)
+    before = p.detach().clone()
+    p.grad = torch.full_like(p, 0.5)
+    with pytest.raises(Exception, match="NaN"):
+        opt.step()
+    assert torch.equal(p.detach(), before)
