@@ -23,7 +23,7 @@ from ._base import QoptOptimizer
 from ._checks import _check_betas, _check_eps, _check_lr, _check_wd
 from ._clip import check_max_grad_norm
 from ._policy import PolicyMixin
-from .optim import _init_state_policy, _reject_bnb_options, dynamic_map
+from .optim import BnbArgsMixin, _init_state_policy, _reject_bnb_options, dynamic_map
 
 __all__ = ["RMSprop8bit", "RMSprop32bit", "Adagrad8bit", "Adagrad32bit", "Lion8bit", "Lion32bit",
            "AdEMAMix8bit", "AdEMAMix32bit"]
@@ -31,7 +31,7 @@ __all__ = ["RMSprop8bit", "RMSprop32bit", "Adagrad8bit", "Adagrad32bit", "Lion8b
 
 
 
-class _Blockwise(PolicyMixin, QoptOptimizer):
+class _Blockwise(BnbArgsMixin, PolicyMixin, QoptOptimizer):
     """The shared part: the kernel choice by ``optim_bits`` and ``min_8bit_size``, the codebook
     tables (bitsandbytes' dynamic maps) and the options a group may not change."""
 

@@ -9,6 +9,7 @@ lazily from ``qopt_manifest_state_layout`` and kept as it is in ``state_dict``.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import torch
@@ -514,13 +515,30 @@ def _reject_bnb_options(cls: str, percentile_clipping, block_wise, is_paged, *, 
         raise ValueError(f"{cls}: is_paged=True is not supported")
 
 
+class BnbArgsMixin:
+    """bitsandbytes' ``opt.args`` (the options its ``Optimizer8bit`` keeps beside the groups), for
+    the optimizers with bitsandbytes' names: read-only, a new namespace on each access.
+    ``optim_bits`` 8 or 32 and ``min_8bit_size`` as constructed; ``percentile_clipping`` 100 and
+    ``skip_zeros`` False (the only values qopt takes); ``block_wise`` True (qopt's 8-bit states are
+    always blockwise, LAMB's and LARS's included); ``max_unorm`` the group default's (LAMB, LARS),
+    0.0 elsewhere, as bitsandbytes."""
+
+    @property
+    def args(self) -> SimpleNamespace:
+        return SimpleNamespace(optim_bits=8 if self.quantize else 32,
+                               min_8bit_size=self.min_8bit_size, percentile_clipping=100,
+                               block_wise=True,
+                               max_unorm=float(self.defaults.get("max_unorm", 0.0)),
+                               skip_zeros=False)
+
+
 def dynamic_map(signed: bool) -> List[float]:
     if signed not in _DYNAMIC_MAPS:
         _DYNAMIC_MAPS[signed] = create_dynamic_map(signed)
     return _DYNAMIC_MAPS[signed]
 
 
-class AdamW8bit(PolicyMixin, QoptOptimizer):
+class AdamW8bit(BnbArgsMixin, PolicyMixin, QoptOptimizer):
     """bitsandbytes-style blockwise 8-bit AdamW (seed 000's step): uint8 codes into the dynamic
     maps (signed for the first moment, unsigned for the second), one float32 absmax per block of
     ``block_size`` (256, bitsandbytes since 0.44, or 2048, the seed) elements; a plain bf16, fp16

@@ -632,3 +632,25 @@ def test_missing_kernel_lists_the_directories_searched(fresh_kernels):
     for d in qopt.default_kernel_dirs():
         assert str(d) in msg
     assert "QOPT_KERNEL_DIR" in msg and "replaces this search path" in msg
+
+
+@pytest.mark.parametrize("cls, kwargs, optim_bits, max_unorm", [
+    (qopt.AdamW8bit, {}, 8, 0.0),
+    (qopt.AdamW8bit, {"optim_bits": 32, "min_8bit_size": 0}, 32, 0.0),
+    (qopt.Lion32bit, {}, 32, 0.0),
+    (qopt.Adagrad8bit, {"min_8bit_size": 100}, 8, 0.0),
+    (qopt.LAMB8bit, {}, 8, 1.0),
+    (qopt.LAMB, {"max_unorm": 0.5}, 32, 0.5),
+    (qopt.LARS8bit, {"lr": 0.1, "momentum": 0.9}, 8, 0.02),
+])
+def test_bitsandbytes_args_mirror_the_options(cls, kwargs, optim_bits, max_unorm):
+    # bitsandbytes' Optimizer8bit keeps its options in opt.args (its tests read args.max_unorm);
+    # the values here are the constructor's and bitsandbytes' documented defaults.
+    opt = cls(bf16_params((64, 8)), **kwargs)
+    a = opt.args
+    assert (a.optim_bits, a.max_unorm) == (optim_bits, max_unorm)
+    assert a.min_8bit_size == kwargs.get("min_8bit_size", 4096)
+    assert (a.percentile_clipping, a.block_wise, a.skip_zeros) == (100, True, False)
+    a.max_unorm = 7.0                       # a fresh namespace each time: nothing changes
+    assert opt.args.max_unorm == max_unorm
+    assert not hasattr(qopt.FlashAdamW(bf16_params((64, 8))), "args")   # FlashOptim has no args
