@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sixteenth session, one call on whatever GPU is lent, kernels and runtime
-# built at 8ef80e2 (bash bench/make_verify_carry.sh .carry/c9, plus
+# built at 4fb9c60 (bash bench/make_verify_carry.sh .carry/c9, plus
 # .carry/c9/radam/{host,ptx}: python/tests/test_custom_spec.py's RAdam spec):
 # 1. the 55 default kernels at 64 Mi against the copy roof, two rounds, and
 #    torch fused AdamW in the same call;
