@@ -61,6 +61,18 @@ gpu_suites() {
     shards checked 12 200 "$B/qopt-gpu-checked-rounding-tests"
 }
 
+# SET IEEE_DIR FAST_DIR: every GPU suite a verification call runs: strict and
+# checked rounding (gpu_suites), guarded IEEE, and fast mode on FAST_DIR's
+# PTX. The call scripts before it wrote these lines out; they stay as they ran.
+all_gpu_suites() {
+  gpu_suites "$1" "$2"
+  stamp guarded
+  timeout 60 "$B/qopt-gpu-guarded-ieee-tests" --gtest_brief=1 > "$R/guarded.log" 2>&1
+  echo "guarded rc=$?"; tail -2 "$R/guarded.log"
+  stamp fast
+  QOPT_TEST_FAST_PTX_DIR=$3 shards fast 8 100 "$B/qopt-gpu-fast-tests"
+}
+
 # PREFIX SPECS SIZES SET...: two rounds of qopt-bench, the sets alternating
 # within each ($R/PREFIX-<set>-<round>.{log,csv}); a SET written set=specs
 # runs those specs instead. Prints the second round's tables.
