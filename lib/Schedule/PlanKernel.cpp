@@ -45,6 +45,7 @@ struct PlanKernelPass : public qopt::impl::PlanKernelBase<PlanKernelPass> {
     request.tileClaimsStaticEighths = tileClaimsStaticEighths;
     request.codebookBuckets = codebookBuckets;
     request.bulkCopy = bulkCopy;
+    request.producerWarp = producerWarp;
     request.l2Prefetch = l2Prefetch;
     request.l2PrefetchTiles = l2PrefetchTiles;
     request.l2PrefetchKind = l2PrefetchKind;

@@ -326,7 +326,7 @@ KernelPlanAttr mlir::qopt::chooseReducePassPlan(OptimizerOp optimizer,
       step.getZeroShortcutLaneDivisors(),
       step.getScaledRangeChecks(), /*early_saturation_counts=*/false,
       /*split_absmax_barrier=*/false, /*waves=*/1, step.getMinTilesPerBlock(),
-      step.getSuggestedBlocksPerSm());
+      step.getSuggestedBlocksPerSm(), /*producer_warp=*/false);
 }
 
 int64_t mlir::qopt::chooseGridWaves(OptimizerOp optimizer) {
@@ -405,6 +405,16 @@ int64_t mlir::qopt::getCodebookRegisterBound(OptimizerOp optimizer) {
   return 64;
 }
 
+bool mlir::qopt::canUseProducerWarp(OptimizerOp optimizer, int64_t threads,
+                                    int64_t lanes) {
+  if (threads + 32 > 1024 || hasStateOf<CodebookSchemeAttr>(optimizer) ||
+      !getReductions(optimizer).empty())
+    return false;
+  return llvm::all_of(getStates(optimizer), [&](StateOp state) {
+    return getReductionSize(state) / lanes <= 32;
+  });
+}
+
 bool mlir::qopt::chooseSplitAbsmaxBarrier(OptimizerOp optimizer,
                                           int64_t lanes, bool requested) {
   // docs/tuning.md#split-absmax: at the 64-register bound the split was
@@ -455,6 +465,26 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
   MLIRContext *ctx = optimizer.getContext();
   int64_t waves = chooseGridWaves(optimizer);
   int64_t minTiles = chooseGridMinTilesPerBlock(optimizer);
+  // A producer warp takes one of the block's warps where the shape is the
+  // policy's: the tile is 32 threads' lanes smaller and the block keeps its
+  // size, a multiple of four warps, whose registers per thread ptxas bounds
+  // as for the next such multiple (544 threads: 96, against 128 at 512).
+  // The host plan takes the same shape: both walk the same tiles. Where the
+  // smaller tile cannot be bulk-copied, the policy's shape keeps no
+  // producer. docs/tuning.md#producer-warp
+  bool producerShape = request.threadsPerBlock > 0;
+  if (request.bulkCopy && request.producerWarp &&
+      request.threadsPerBlock <= 0 && shape->threads > 32 &&
+      chooseAsyncCopy(optimizer, request.asyncCopy)) {
+    TileShape computing{shape->threads - 32, shape->lanes};
+    TileStaging trial = chooseTileStaging(optimizer, computing);
+    if (!trial.streams.empty() &&
+        isBulkStageable(optimizer, trial, computing) &&
+        canUseProducerWarp(optimizer, computing.threads, computing.lanes)) {
+      *shape = computing;
+      producerShape = true;
+    }
+  }
   // The host functions step their tiles statically, from registers.
   if (request.target == PlanTarget::Host)
     return KernelPlanAttr::get(
@@ -467,7 +497,8 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
         /*zero_shortcut_lane_divisors=*/false,
         /*scaled_range_checks=*/false, /*early_saturation_counts=*/false,
         /*split_absmax_barrier=*/false, waves, minTiles,
-        chooseSuggestedBlocksPerSM(0, shape->threads));
+        chooseSuggestedBlocksPerSM(0, shape->threads),
+        /*producer_warp=*/false);
 
   TileStaging staging = chooseAsyncCopy(optimizer, request.asyncCopy)
                             ? chooseTileStaging(optimizer, *shape)
@@ -527,6 +558,9 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
       getDynamicSharedBytes(optimizer, staging, codebookBuckets);
   bool bulkCopy =
       request.bulkCopy && staged && isBulkStageable(optimizer, staging, *shape);
+  bool producerWarp =
+      bulkCopy && request.producerWarp && producerShape &&
+      canUseProducerWarp(optimizer, shape->threads, shape->lanes);
   // A staged kernel prefetches only where asked, past the tiles its copies
   // run ahead, by lines (its stages are filled per thread).
   int64_t l2Prefetch = 0;
@@ -556,5 +590,5 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
       chooseSplitAbsmaxBarrier(optimizer, shape->lanes,
                                request.splitAbsmaxBarrier),
       waves, minTiles,
-      chooseSuggestedBlocksPerSM(sharedBytes, shape->threads));
+      chooseSuggestedBlocksPerSM(sharedBytes, shape->threads), producerWarp);
 }

@@ -320,9 +320,13 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
     for (const std::string &a : args)
       argArray.push_back(a);
     json::Object param = paramObject(optimizer);
+    // A GPU kernel with a producer warp is launched with one warp more than
+    // its tile's threads (launch.producer_warps); version 2 keeps a runtime
+    // that does not know the field from launching it short of that warp.
+    bool producerWarp = plan.getProducerWarp() && format != "host";
     json::Object kernel{
         {"format", "qopt-manifest"},
-        {"version", 1},
+        {"version", producerWarp ? 2 : 1},
         {"optimizer", optimizer.getSymName().str()},
         {"kernel", optimizer.getSymName().str()},
         {"mode", stringifyArithMode(options.lowering.mode).str()},
@@ -347,6 +351,8 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                        plan.getSuggestedBlocksPerSm()},
                       {"waves", plan.getWaves()},
                       {"min_tiles_per_block", plan.getMinTilesPerBlock()}}}};
+    if (producerWarp)
+      (*kernel["launch"].getAsObject())["producer_warps"] = 1;
     if (plan.getClaimTiles() > 0)
       (*kernel["launch"].getAsObject())["tile_claims"] =
           json::Object{{"tiles", plan.getClaimTiles()},

@@ -152,6 +152,15 @@ struct CompileOptions {
                "shared memory; off by default, docs/tuning.md \"Bulk "
                "copies\")"),
       cl::init(false), cl::cat(compileCategory)};
+  cl::opt<bool> bulkCopyProducer{
+      "bulk-copy-producer",
+      cl::desc("With --bulk-copy: one warp more per block issues every bulk "
+               "copy, the other warps wait for a stage and count themselves "
+               "done with it on its mbarrier (same results; kernels without "
+               "codebook states, reductions or groups across warps; the "
+               "manifest's launch.producer_warps; docs/dsl.md, Bulk "
+               "copies)"),
+      cl::init(false), cl::cat(compileCategory)};
   cl::opt<bool> splitAbsmaxBarrier{
       "split-absmax-barrier",
       cl::desc("Codebook blocks that span warps, on sm_90 and newer: the "
@@ -249,6 +258,7 @@ static CompileRequest makeRequest(const CompileOptions &opts) {
   kernel.plan.tileClaimsStaticEighths = opts.tileClaimsStaticEighths;
   kernel.plan.codebookBuckets = opts.codebookBuckets;
   kernel.plan.bulkCopy = opts.bulkCopy;
+  kernel.plan.producerWarp = opts.bulkCopyProducer;
   kernel.plan.splitAbsmaxBarrier = opts.splitAbsmaxBarrier;
   kernel.plan.l2PrefetchTiles = opts.l2PrefetchTiles;
   kernel.plan.l2PrefetchKind = opts.l2PrefetchKind;

@@ -44,6 +44,9 @@ struct PlanRequest {
   int64_t tileClaimsStaticEighths = 0;
   bool codebookBuckets = true;
   bool bulkCopy = false;   ///< asked for, and the chip has cp.async.bulk
+  /// With bulkCopy: one warp more per block issues the copies
+  /// (canUseProducerWarp says where it may).
+  bool producerWarp = false;
   /// L2 prefetch of either kind: asked for, and the chip is sm_90 or newer,
   /// where the policy holds (docs/tuning.md#l2-prefetch).
   bool l2Prefetch = true;
@@ -236,6 +239,15 @@ int64_t getCodebookRegisterBound(OptimizerOp optimizer);
 /// threads' `lanes`) goes through a split arrive / wait: where `requested`,
 /// such a block exists and the kernel is held to more than 64 registers.
 /// docs/tuning.md#split-absmax
+/// Whether a bulk-copy kernel of `threads` threads of `lanes` lanes may
+/// take a producer warp: the block is then threads + 32 threads, and its
+/// other warps synchronize only through the stages' barriers and warp
+/// shuffles after the producer's branch, so the update may hold no
+/// codebook state (tables and block absmax), no reduction (the pre-pass's
+/// values and block trees), and no group that spans warps.
+bool canUseProducerWarp(OptimizerOp optimizer, int64_t threads,
+                        int64_t lanes);
+
 bool chooseSplitAbsmaxBarrier(OptimizerOp optimizer, int64_t lanes,
                               bool requested);
 

@@ -80,8 +80,9 @@ struct KernelContext {
 
   /// Dynamic shared memory's tile stages (null: not staged); with bulk
   /// copies per stage an mbarrier (S x i64) and a count of the warps done
-  /// reading it (S x i32).
-  Value stagingBase, stageBarriers, stageReaders;
+  /// reading it (S x i32), or with a producer warp a second mbarrier (S x
+  /// i64) at which each of the other warps arrives once done with it.
+  Value stagingBase, stageBarriers, stageReaders, stageEmpty;
   /// Per codebook state its qmap and midpoints (+inf padded) in shared
   /// memory, and whether no qmap entry is below zero (i1, the same in every
   /// thread of the block).
@@ -209,6 +210,7 @@ public:
         checkedRounding(checkedRounding),
         codebookBuckets(plan.getCodebookBuckets()),
         bulkCopy(plan.getBulkCopy()),
+        producerWarp(plan.getBulkCopy() && plan.getProducerWarp()),
         splitAbsmaxBarrier(plan.getSplitAbsmaxBarrier()),
         claims{plan.getClaimTiles(), plan.getClaimStaticEighths()},
         threads(plan.getThreads()), lanes(plan.getLanes()),
@@ -329,16 +331,22 @@ private:
   // Bulk copies (cp.async.bulk): per stage an mbarrier that the copies
   // complete and a count of the warps that finished reading the stage.
   Value stageBarrier(const KernelContext &kernel, Value stageIndex);
+  /// The address (i64) of stage `stageIndex`'s mbarrier in `barriers`.
+  Value stageBarrier(Value barriers, Value stageIndex);
   /// Issues the copies of the run's full tile `k` (i32, from the run's
   /// first) into stage `stageIndex` and has them complete the stage's
   /// barrier. The sources come from the run's descriptor where they are
   /// issued: no pointer of them lives across the tile loop
   /// (docs/tuning.md#bulk-copy).
   void bulkCopyTile(const RunContext &run, Value k, Value stageIndex);
-  /// Waits until stage `stageIndex`'s barrier completes its phase of parity
-  /// `parity` (i32): the tile's copies have landed.
-  void waitForStage(const KernelContext &kernel, Value stageIndex,
-                    Value parity);
+  /// Waits until stage `stageIndex`'s barrier in `barriers` (the kernel's
+  /// stageBarriers or stageEmpty) completes its phase of parity `parity`
+  /// (i32): the tile's copies have landed, or every warp is done with it.
+  void waitForStage(Value barriers, Value stageIndex, Value parity);
+  /// The producer warp's branch (its lane 0): every full tile of the
+  /// block's runs in [claim.start, claim.stop), in the consumers' order,
+  /// each copied into its stage once the stage's previous use is released.
+  void emitProducer(KernelContext &kernel, const ClaimContext &claim);
   /// The end of a full tile's use of its stage: each warp counts itself a
   /// reader done with it, and the last of the tile's warps refills the
   /// stage with the run's tile k + stages (when it is a full one, before
@@ -572,6 +580,9 @@ private:
   /// Stages filled by bulk copies (cp.async.bulk, sm_90+): the plan says so
   /// only for an sm_90 or newer target and a staging that allows them.
   bool bulkCopy;
+  /// The plan's producer_warp (with bulkCopy): warp `threads / 32` issues
+  /// the copies and the block is threads + 32 threads.
+  bool producerWarp;
   /// The plan's split_absmax_barrier: codebook blocks that span warps
   /// exchange their maxima through an mbarrier's arrive and wait.
   bool splitAbsmaxBarrier;

@@ -24,6 +24,18 @@ LogicalResult KernelEmitter::emit(gpu::GPUModuleOp module) {
         int64_t(getReductions(optimizer).size()) * (threads / 32),
         b.getF64Type());
   ClaimContext claim = emitTileRanges(kernel);
+  if (producerWarp) {
+    // Warp threads / 32 issues the copies, the others compute (a staged
+    // kernel never claims: claim is the block's static range).
+    auto split = scf::IfOp::create(
+        b, loc, TypeRange{},
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, kernel.tid,
+                              constI64(threads)),
+        /*withElseRegion=*/true);
+    b.setInsertionPointToStart(&split.getThenRegion().front());
+    emitProducer(kernel, claim);
+    b.setInsertionPointToStart(&split.getElseRegion().front());
+  }
   FailureOr<scf::WhileOp> runs = emitRuns(kernel, claim);
   if (failed(runs))
     return failure();
@@ -69,8 +81,10 @@ KernelEmitter::createKernelFunction(gpu::GPUModuleOp module) {
   auto func = gpu::GPUFuncOp::create(b, loc, name,
                                      b.getFunctionType(args, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  func.setKnownBlockSizeAttr(
-      b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
+  // With a producer warp the block holds one warp more than the tile's
+  // threads (the manifest's launch.producer_warps).
+  func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
+      {static_cast<int32_t>(threads + (producerWarp ? 32 : 0)), 1, 1}));
   // The register bound of the plan (docs/tuning.md#registers).
   if (int64_t blocks = plan.getMinBlocksPerSm())
     func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(blocks));
@@ -188,17 +202,30 @@ void KernelEmitter::emitSharedMemory(KernelContext &kernel) {
     kernel.stageBarriers =
         sharedArray(kernel.module, kernel.prefix + "_stage_full",
                     staging.stages, i64());
-    kernel.stageReaders =
-        sharedArray(kernel.module, kernel.prefix + "_stage_readers",
-                    staging.stages, i32());
+    // With a producer warp, per stage a second barrier of one arrival per
+    // computing warp, which the producer waits on before a refill.
+    if (producerWarp)
+      kernel.stageEmpty =
+          sharedArray(kernel.module, kernel.prefix + "_stage_empty",
+                      staging.stages, i64());
+    else
+      kernel.stageReaders =
+          sharedArray(kernel.module, kernel.prefix + "_stage_readers",
+                      staging.stages, i32());
     auto first = ifZero(kernel.tid);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&first.getThenRegion().front());
     for (int64_t s = 0; s < staging.stages; ++s) {
       syncPtx(b, loc, Type(), stageBarrier(kernel, constI64(s)),
               "mbarrier.init.shared.b64 [$0], 1;", "l");
-      LLVM::StoreOp::create(b, loc, constI32(0),
-                            gep(kernel.stageReaders, i32(), constI64(s)), 4);
+      if (producerWarp)
+        syncPtx(b, loc, Type(), stageBarrier(kernel.stageEmpty, constI64(s)),
+                "mbarrier.init.shared.b64 [$0], " +
+                    std::to_string(threads / 32) + ";",
+                "l");
+      else
+        LLVM::StoreOp::create(b, loc, constI32(0),
+                              gep(kernel.stageReaders, i32(), constI64(s)), 4);
     }
     syncPtx(b, loc, Type(), ValueRange{}, "fence.mbarrier_init.release.cluster;",
             "");

@@ -74,8 +74,22 @@ struct ConvertQoptToGPUPass
                               "stages");
         return signalPassFailure();
       }
+      // A producer warp issues bulk copies, and the other warps meet at no
+      // block barrier after its branch (canUseProducerWarp).
+      if (plan.getProducerWarp() &&
+          (!plan.getBulkCopy() ||
+           !canUseProducerWarp(optimizer, plan.getThreads(),
+                               plan.getLanes()))) {
+        optimizer.emitOpError("has a launch plan with producer_warp that ")
+            << (plan.getBulkCopy()
+                    ? "its update does not allow (a codebook state, a "
+                      "reduction, a group across warps, or over 992 threads)"
+                    : "has no bulk_copy");
+        return signalPassFailure();
+      }
       int64_t minBlocks = plan.getMinBlocksPerSm();
-      int64_t threads = std::max<int64_t>(plan.getThreads(), 1);
+      int64_t threads = std::max<int64_t>(
+          plan.getThreads() + (plan.getProducerWarp() ? 32 : 0), 1);
       if (minBlocks < 0 || minBlocks > PlanRequest::kMaxThreadsPerSM / threads) {
         optimizer.emitOpError("has a launch plan with min_blocks_per_sm = ")
             << minBlocks << ", outside 0 to "

@@ -51,8 +51,12 @@ void KernelEmitter::copyTileToStage(const KernelContext &kernel,
 
 Value KernelEmitter::stageBarrier(const KernelContext &kernel,
                                   Value stageIndex) {
-  return LLVM::PtrToIntOp::create(
-      b, loc, i64(), gep(kernel.stageBarriers, i64(), stageIndex));
+  return stageBarrier(kernel.stageBarriers, stageIndex);
+}
+
+Value KernelEmitter::stageBarrier(Value barriers, Value stageIndex) {
+  return LLVM::PtrToIntOp::create(b, loc, i64(),
+                                  gep(barriers, i64(), stageIndex));
 }
 
 void KernelEmitter::bulkCopyTile(const RunContext &run, Value k,
@@ -87,11 +91,11 @@ void KernelEmitter::bulkCopyTile(const RunContext &run, Value k,
   }
 }
 
-void KernelEmitter::waitForStage(const KernelContext &kernel,
-                                 Value stageIndex, Value parity) {
+void KernelEmitter::waitForStage(Value barriers, Value stageIndex,
+                                 Value parity) {
   // try_wait suspends the thread for a while before it reports the phase
   // still open; the loop asks again.
-  Value barrier = stageBarrier(kernel, stageIndex);
+  Value barrier = stageBarrier(barriers, stageIndex);
   auto wait = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
   OpBuilder::InsertionGuard guard(b);
   b.createBlock(&wait.getBefore());
@@ -119,6 +123,16 @@ void KernelEmitter::releaseStage(const TileContext &tile, Value k,
   auto leader = ifZero(lane);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&leader.getThenRegion().front());
+  if (producerWarp) {
+    // The stage's second barrier completes once every warp has arrived
+    // (its count is the warps): the producer waits for that phase before
+    // it refills the stage. The arrival has release semantics.
+    syncPtx(b, loc, Type(),
+            stageBarrier(tile.kernel.stageEmpty, tile.stage),
+            "{ .reg .b64 state; mbarrier.arrive.shared.b64 state, [$0]; }",
+            "l");
+    return;
+  }
   Value readers = LLVM::PtrToIntOp::create(
       b, loc, i64(), gep(tile.kernel.stageReaders, i32(), tile.stage));
   Value before = syncPtx(b, loc, i32(), readers,

@@ -106,8 +106,10 @@ FailureOr<scf::WhileOp> KernelEmitter::emitRuns(KernelContext &kernel,
   if (bulkCopy) {
     // Every thread is done with the run's stages before thread 0 fills them
     // with the next run's tiles (each issued tile was waited for, so no copy
-    // is in flight either).
-    gpu::BarrierOp::create(b, loc);
+    // is in flight either). A producer warp instead waits for each stage's
+    // release, across runs.
+    if (!producerWarp)
+      gpu::BarrierOp::create(b, loc);
     Value staged = arith::MaxSIOp::create(b, loc, run.fullLimit, constI32(0));
     scf::YieldOp::create(
         b, loc,
@@ -210,7 +212,73 @@ void KernelEmitter::beginRun(RunContext &run, Value stop) {
   run.fullLimit = run.relative ? runRelative(copyEnd) : copyEnd;
 }
 
+void KernelEmitter::emitProducer(KernelContext &kernel,
+                                 const ClaimContext &claim) {
+  // Lane 0 issues every copy; the warp's other lanes have none to issue.
+  auto issuer = scf::IfOp::create(
+      b, loc, TypeRange{},
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, kernel.tid,
+                            constI64(threads)),
+      /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&issuer.getThenRegion().front());
+  // The runs as the other warps walk them (emitRuns), carrying the staged
+  // tiles before each: the block's g-th staged tile uses stage g % stages
+  // for the (g / stages)-th time.
+  SmallVector<Type> runTypes = {i64(), i32()};
+  SmallVector<Location> runLocs(runTypes.size(), loc);
+  auto runs = scf::WhileOp::create(b, loc, runTypes,
+                                   ValueRange{claim.start, constI32(0)});
+  {
+    Block *before = b.createBlock(&runs.getBefore(), {}, runTypes, runLocs);
+    scf::ConditionOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                              before->getArgument(0), claim.stop),
+        before->getArguments());
+  }
+  Block *after = b.createBlock(&runs.getAfter(), {}, runTypes, runLocs);
+  RunContext run(kernel);
+  run.start = after->getArgument(0);
+  run.stagedBefore = after->getArgument(1);
+  beginRun(run, claim.stop);
+  Value count = arith::MaxSIOp::create(b, loc, run.fullLimit, constI32(0));
+  auto fill = scf::ForOp::create(b, loc, constI32(0), count, constI32(1));
+  {
+    OpBuilder::InsertionGuard inFill(b);
+    b.setInsertionPoint(fill.getBody()->getTerminator());
+    Value j = fill.getInductionVar();
+    Value g = arith::AddIOp::create(b, loc, run.stagedBefore, j);
+    Value stage = bulkStageOf(g);
+    Value use = arith::DivUIOp::create(b, loc, g, constI32(staging.stages));
+    // A stage's use u > 0 waits for phase u - 1 of its release barrier:
+    // every warp has read use u - 1. Then the generic proxy's reads before
+    // the async proxy's writes.
+    auto reused = scf::IfOp::create(
+        b, loc, TypeRange{},
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, use,
+                              constI32(0)),
+        /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard inReused(b);
+      b.setInsertionPointToStart(&reused.getThenRegion().front());
+      waitForStage(kernel.stageEmpty, stage,
+                   arith::AndIOp::create(
+                       b, loc, arith::SubIOp::create(b, loc, use, constI32(1)),
+                       constI32(1)));
+      syncPtx(b, loc, Type(), ValueRange{}, "fence.proxy.async.shared::cta;",
+              "");
+    }
+    bulkCopyTile(run, j, stage);
+  }
+  scf::YieldOp::create(
+      b, loc,
+      ValueRange{run.end, arith::AddIOp::create(b, loc, run.stagedBefore, count)});
+}
+
 void KernelEmitter::emitCopyPrologue(const RunContext &run) {
+  if (bulkCopy && producerWarp)
+    return; // the producer warp's (emitProducer)
   if (bulkCopy) {
     // Thread 0 fills every stage with the run's first full tiles, in a loop
     // (docs/tuning.md#bulk-copy); later tiles are issued by the last warp to
@@ -459,7 +527,7 @@ LogicalResult KernelEmitter::emitFullTile(TileContext &tile, scf::IfOp split,
         Value g = arith::AddIOp::create(b, loc, run.stagedBefore, k);
         tile.stage = bulkStageOf(g);
         Value use = arith::DivUIOp::create(b, loc, g, constI32(staging.stages));
-        waitForStage(tile.kernel, tile.stage,
+        waitForStage(tile.kernel.stageBarriers, tile.stage,
                      arith::AndIOp::create(b, loc, use, constI32(1)));
       } else {
         NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(run.ahead));

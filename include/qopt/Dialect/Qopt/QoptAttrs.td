@@ -187,7 +187,11 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     the saturated absmax as finite. With `split_absmax_barrier` the codebook
     blocks that span warps exchange their warps' maxima through an mbarrier
     (sm_90): each thread arrives once the tile's stored states are computed
-    and waits before their codes, not at one bar.sync. `waves`,
+    and waits before their codes, not at one bar.sync. With `producer_warp`
+    (with `bulk_copy`) the block holds one warp more than `threads`, which
+    issues every bulk copy of the stages; the `threads` threads wait for a
+    stage's copies and count themselves done with it on a second mbarrier
+    per stage (the manifest's `launch.producer_warps`). `waves`,
     `min_tiles_per_block` and `suggested_blocks_per_sm` are the manifest's
     launch fields.
   }];
@@ -212,7 +216,8 @@ def Qopt_KernelPlanAttr : Qopt_Attr<"KernelPlan", "kernel_plan"> {
     "bool":$split_absmax_barrier,
     "int64_t":$waves,
     "int64_t":$min_tiles_per_block,
-    "int64_t":$suggested_blocks_per_sm);
+    "int64_t":$suggested_blocks_per_sm,
+    DefaultValuedParameter<"bool", "false">:$producer_warp);
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{
     /// Elements per tile.
