@@ -27,6 +27,13 @@
 
 namespace qopt::bench {
 
+/// The threads of the step kernel's block, as the runtime launches it: the
+/// threads_per_block that compute the tile and the producer warps after them
+/// (docs/abi.md, "Kernel arguments").
+inline int blockThreads(const qopt_launch_info &l) {
+  return l.threads_per_block + 32 * l.producer_warps;
+}
+
 /// A kernel module the bench loads itself.
 struct DirectKernel {
   cu::CUmodule module = nullptr;
@@ -34,7 +41,7 @@ struct DirectKernel {
   std::vector<cu::CUfunction> phaseFns; ///< spec.phases' entries
   std::vector<int> phaseOccupancy;       ///< their resident blocks per SM
   int regs = 0, localBytes = 0, staticSmem = 0, maxThreads = 0, binaryVersion = 0;
-  int occupancyBlocks = 0; ///< resident blocks per SM at the manifest's block size
+  int occupancyBlocks = 0; ///< resident blocks per SM at the manifest's block (blockThreads)
   /// `imagePath` overrides the manifest's binary (e.g. its PTX); `maxRegs`
   /// > 0 JIT-compiles that PTX with CU_JIT_MAX_REGISTERS (an experiment: what
   /// occupancy would buy; the kernels themselves are not changed).
@@ -69,7 +76,7 @@ struct DirectKernel {
     if (dyn > 0) // static + dynamic may pass 48 KiB (the runtime does the same)
       BCU(d.cuFuncSetAttribute(fn, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(dyn)));
     BCU(x.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-        &occupancyBlocks, fn, spec.info.launch.threads_per_block, size_t(dyn)));
+        &occupancyBlocks, fn, blockThreads(spec.info.launch), size_t(dyn)));
   }
   ~DirectKernel() {
     if (module)
@@ -303,7 +310,7 @@ struct Launcher {
       return;
     std::vector<void *> params = paramsOf(spec.args);
     const qopt_launch_info &l = spec.info.launch;
-    BCU(cu::driver().cuLaunchKernel(k.fn, grid, 1, 1, unsigned(l.threads_per_block), 1, 1,
+    BCU(cu::driver().cuLaunchKernel(k.fn, grid, 1, 1, unsigned(blockThreads(l)), 1, 1,
                                     unsigned(l.shared_bytes), stream, params.data(), nullptr));
   }
 

@@ -243,18 +243,20 @@ int main(int argc, char **argv) {
         continue;
       DirectKernel k(spec);
       const qopt_launch_info &L = spec.info.launch;
-      int warpsPerSM = k.occupancyBlocks * L.threads_per_block / 32;
+      int warpsPerSM = k.occupancyBlocks * blockThreads(L) / 32; // producer warps too
       double occ = double(warpsPerSM) / double(dev.maxThreadsPerSM / 32);
       // The runtime's wave: the resident blocks (the manifest's suggestion
       // where the driver cannot say); a case's grid is qopt_launch_grid's.
       int64_t waveBlocks =
           dev.sms * (k.occupancyBlocks > 0 ? k.occupancyBlocks : L.suggested_blocks_per_sm);
+      std::string producers =
+          L.producer_warps > 0 ? " + " + std::to_string(L.producer_warps) + " producer warps" : "";
       std::printf("\n== %s (%s, %s) %s\n   %d regs, %d B local, %d B static smem, %d threads x "
-                  "%d elems; %d resident blocks/SM (%d warps, %.0f%% occupancy) vs %d suggested\n",
+                  "%d elems%s; %d resident blocks/SM (%d warps, %.0f%% occupancy) vs %d suggested\n",
                   spec.stem.c_str(), spec.info.kernel, spec.binaryFormat.c_str(),
                   spec.streamSummary().c_str(), k.regs, k.localBytes, k.staticSmem,
-                  L.threads_per_block, L.elements_per_thread, k.occupancyBlocks, warpsPerSM,
-                  100 * occ, L.suggested_blocks_per_sm);
+                  L.threads_per_block, L.elements_per_thread, producers.c_str(), k.occupancyBlocks,
+                  warpsPerSM, 100 * occ, L.suggested_blocks_per_sm);
       std::fflush(stdout);
 
       std::vector<std::vector<float>> hostTablesData = codebookTables(spec);
@@ -291,6 +293,7 @@ int main(int argc, char **argv) {
       kj["static_smem"] = k.staticSmem;
       kj["binary_version"] = k.binaryVersion;
       kj["threads_per_block"] = L.threads_per_block;
+      kj["producer_warps"] = L.producer_warps;
       kj["elements_per_thread"] = L.elements_per_thread;
       kj["suggested_blocks_per_sm"] = L.suggested_blocks_per_sm;
       kj["resident_blocks_per_sm"] = k.occupancyBlocks;

@@ -66,7 +66,7 @@ class LaunchInfo(Structure):
     _fields_ = [("threads_per_block", c_int32), ("elements_per_thread", c_int32),
                 ("tile_elements", c_int64), ("descriptor_bytes", c_int64),
                 ("shared_bytes", c_int64), ("suggested_blocks_per_sm", c_int32), ("waves", c_int32),
-                ("min_tiles_per_block", c_int32)]
+                ("min_tiles_per_block", c_int32), ("producer_warps", c_int32)]
 
 
 class ManifestInfo(Structure):
@@ -209,8 +209,8 @@ _lib_path: Optional[Path] = None
 
 # The runtime release whose structs the classes above mirror (QOPT_RUNTIME_VERSION / 100: while the
 # major version is 0 each minor release may change them; 0.3 added min_tiles_per_block, 0.4 qopt_launch,
-# 0.5 the numerics counters, 0.6 step reductions and the split step API).
-RUNTIME_ABI = 6
+# 0.5 the numerics counters, 0.6 step reductions and the split step API, 0.7 launch.producer_warps).
+RUNTIME_ABI = 7
 
 
 def library_path() -> Path:

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_import_and_runtime_version():
     rt, manifest = qopt.runtime_version()
-    assert rt >= 100 and manifest == 1
+    assert rt >= 100 and manifest == 2
     assert qopt.__version__
 
 
@@ -481,6 +481,51 @@ def test_launch_info_mirror_reads_what_the_runtime_writes(tmp_path):
                 info.launch.min_tiles_per_block) == (3, 5, 77)
     finally:
         C.call("qopt_registry_destroy", reg)
+
+
+def test_launch_info_mirrors_producer_warps(tmp_path):
+    """qopt_launch_info.producer_warps (0.7) fills the struct's trailing padding: the ctypes mirror keeps
+    every other field's offset and 48 bytes, and reads the producer warps a version 2 manifest gives (a
+    version 1 manifest may not give them). Needs no kernels: the manifest is written here."""
+    assert {name: getattr(C.LaunchInfo, name).offset for name, _ in C.LaunchInfo._fields_} == {
+        "threads_per_block": 0, "elements_per_thread": 4, "tile_elements": 8, "descriptor_bytes": 16,
+        "shared_bytes": 24, "suggested_blocks_per_sm": 32, "waves": 36, "min_tiles_per_block": 40,
+        "producer_warps": 44}
+    assert ctypes.sizeof(C.LaunchInfo) == 48
+    manifest = {
+        "format": "qopt-manifest", "version": 2, "kernel": "ToyProducer",
+        "param": {"name": "p", "dtype": "f32"}, "grad": {"name": "g", "dtype": "f32"},
+        "streams": [{"name": "p", "role": "param", "dtype": "f32", "per": "element",
+                     "access": "read_write"},
+                    {"name": "g", "role": "grad", "dtype": "f32", "per": "element", "access": "read"}],
+        "launch": {"threads_per_block": 256, "elements_per_thread": 8, "producer_warps": 1,
+                   "min_tiles_per_block": 77},
+    }
+
+    def launch_of(doc):
+        path = tmp_path / "toy_producer.manifest.json"
+        path.write_text(json.dumps(doc))
+        reg, m = ctypes.c_void_p(), ctypes.c_void_p()
+        C.call("qopt_registry_create", ctypes.byref(reg))
+        try:
+            C.call("qopt_registry_add_manifest_file", reg, str(path).encode())
+            C.call("qopt_registry_get_manifest", reg, doc["kernel"].encode(), ctypes.byref(m))
+            info = C.ManifestInfo()
+            C.call("qopt_manifest_get_info", m, ctypes.byref(info))
+            return info.launch
+        finally:
+            C.call("qopt_registry_destroy", reg)
+
+    launch = launch_of(manifest)
+    assert (launch.threads_per_block, launch.tile_elements, launch.min_tiles_per_block,
+            launch.producer_warps) == (256, 2048, 77, 1)
+    del manifest["launch"]["producer_warps"]
+    assert launch_of(manifest).producer_warps == 0
+    manifest["version"] = 1
+    manifest["launch"]["producer_warps"] = 1
+    with pytest.raises(C.QoptError, match=r"field 'launch.producer_warps': 1 producer warp needs "
+                                          r"manifest version 2 \(this manifest is version 1\)"):
+        launch_of(manifest)
 
 
 def test_runtime_of_another_abi_is_refused(monkeypatch):

@@ -22,10 +22,28 @@
 #include "TileMap.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <new>
 
 using namespace qopt::rt;
+
+// The layout of qopt_launch_info that callers compiled against 0.3 to 0.6
+// allocate: producer_warps (0.7) fills the trailing padding, so every other
+// field keeps its offset and the struct its size (qopt._capi.LaunchInfo
+// mirrors it).
+static_assert(offsetof(qopt_launch_info, threads_per_block) == 0 &&
+                  offsetof(qopt_launch_info, elements_per_thread) == 4 &&
+                  offsetof(qopt_launch_info, tile_elements) == 8 &&
+                  offsetof(qopt_launch_info, descriptor_bytes) == 16 &&
+                  offsetof(qopt_launch_info, shared_bytes) == 24 &&
+                  offsetof(qopt_launch_info, suggested_blocks_per_sm) == 32 &&
+                  offsetof(qopt_launch_info, waves) == 36 &&
+                  offsetof(qopt_launch_info, min_tiles_per_block) == 40 &&
+                  offsetof(qopt_launch_info, producer_warps) == 44,
+              "qopt_launch_info's fields keep their offsets");
+static_assert(sizeof(qopt_launch_info) == 48,
+              "qopt_launch_info keeps its size of 0.3 to 0.6");
 
 namespace {
 

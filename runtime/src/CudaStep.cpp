@@ -333,15 +333,22 @@ void Kernel::launchStep(LaunchRun &r) {
   const qopt_launch_info &l = m.launch;
   unsigned grid =
       static_cast<unsigned>(qopt_launch_grid(&l, maxBlocks_, numTiles));
+  // The block holds the producer warps besides the threads that compute the
+  // tile: a kernel launched without them waits for copies nobody issues.
+  int64_t threads = blockThreads(l);
   cu::check(cu::driver().cuLaunchKernel(
-                function_, grid, 1, 1,
-                static_cast<unsigned>(l.threads_per_block), 1, 1,
+                function_, grid, 1, 1, static_cast<unsigned>(threads), 1, 1,
                 static_cast<unsigned>(l.shared_bytes),
                 static_cast<cu::CUstream>(r.stream), params.data(), nullptr),
             "cuLaunchKernel",
-            cat("for kernel '", m.kernel, "' (", grid, " blocks of ",
-                l.threads_per_block, " threads, ", l.shared_bytes,
-                " bytes of shared memory, ", numTiles, " tiles)"));
+            cat("for kernel '", m.kernel, "' (", grid, " blocks of ", threads,
+                " threads",
+                l.producer_warps > 0
+                    ? cat(" (", l.producer_warps, " producer warp",
+                          l.producer_warps == 1 ? "" : "s", ")")
+                    : std::string(),
+                ", ", l.shared_bytes, " bytes of shared memory, ", numTiles,
+                " tiles)"));
 }
 
 void Kernel::endCuda(LaunchRun &r, bool failed) {

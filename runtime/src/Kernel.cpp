@@ -149,11 +149,12 @@ void Kernel::finishCudaLoad() {
   // tiles: whole waves of exactly the blocks that fit (the driver's
   // occupancy) keep every multiprocessor busy to the end; a grid of 4 per SM
   // where 3 fit would run a second wave at a third of the machine. The
-  // manifest's suggestion stands in where the driver cannot say.
+  // manifest's suggestion stands in where the driver cannot say. The block
+  // is the one launchStep launches, producer warps included.
   int64_t perSM = l.suggested_blocks_per_sm;
   if (auto occupancy = cu::driver().cuOccupancyMaxActiveBlocksPerMultiprocessor) {
     int resident = 0;
-    if (occupancy(&resident, function_, static_cast<int>(l.threads_per_block),
+    if (occupancy(&resident, function_, static_cast<int>(blockThreads(l)),
                   static_cast<size_t>(l.shared_bytes)) == cu::CUDA_SUCCESS &&
         resident > 0)
       perSM = resident;

@@ -584,11 +584,15 @@ ManifestPtr parseManifest(std::string_view text, const std::string &source) {
   std::string format = r.string(root, "", "format", true);
   if (format != "qopt-manifest")
     r.error("format", cat("\"", format, "\" (expected \"qopt-manifest\")"));
+  // Version 2 adds launch.producer_warps, which a version 1 reader would
+  // ignore and so launch a block without its producer warps (a hang); a
+  // manifest that needs none of it may stay version 1.
   int64_t version = r.integer(root, "", "version", true, 0, 0, INT64_MAX);
-  if (version != QOPT_MANIFEST_VERSION)
+  if (version < 1 || version > QOPT_MANIFEST_VERSION)
     r.error("version", cat("unsupported version ", version,
-                           " (this runtime reads version ",
+                           " (this runtime reads versions 1 to ",
                            QOPT_MANIFEST_VERSION, ")"));
+  m->version = version;
   m->kernel = r.string(root, "", "kernel", true);
   m->entry = r.string(root, "", "entry", false, m->kernel);
   m->optimizer = r.string(root, "", "optimizer", false, "", true);

@@ -128,9 +128,20 @@ struct ReductionDesc {
   size_t index = 0;     ///< among the reductions of its scope
 };
 
+/// The threads of a step kernel's block: the threads_per_block that compute
+/// the tile and the producer warps after them (docs/abi.md, "Kernel
+/// arguments"). Every launch and occupancy query of the step kernel uses it;
+/// the phases have their own threads_per_block and no producer warps.
+inline int64_t blockThreads(const qopt_launch_info &l) {
+  return int64_t(l.threads_per_block) + 32 * int64_t(l.producer_warps);
+}
+
 struct Manifest {
   std::string source;  ///< file name or caller-given name, for messages
   std::string baseDir; ///< directory of `source` ("" = current directory)
+  /// "version": 1, or 2 where the manifest may use the fields a version 1
+  /// reader would ignore to its harm (launch.producer_warps).
+  int64_t version = 1;
   std::string kernel, entry, optimizer, mode, arch;
   std::string paramName, gradName;
   qopt_dtype paramDtype = QOPT_DTYPE_INVALID;

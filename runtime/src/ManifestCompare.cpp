@@ -255,12 +255,17 @@ Flat flatten(const Manifest &m, AbiBackend backend) {
     // launch with fewer bytes is out of bounds) and claims tiles by the
     // plan's claims (the work counters are an argument, compared above).
     f.add("launch.shared_bytes", l.shared_bytes);
+    // The kernel's warps split into the tile's threads and the producer
+    // warps by threadIdx: a block without its producer warps hangs.
+    f.add("launch.producer_warps", int64_t(l.producer_warps));
     f.add("launch.tile_claims.tiles", m.tileClaims.tiles);
     f.add("launch.tile_claims.static_eighths", m.tileClaims.staticEighths);
   }
   // Not the grid's size (suggested_blocks_per_sm, waves,
   // min_tiles_per_block): the kernels step any grid, the runtime alone
-  // reads them. The host backend reads no shared memory or claims.
+  // reads them. The host backend reads no shared memory, producer warps or
+  // claims (qopt-opt writes a host manifest's launch as the GPU kernel's,
+  // less its producer warps).
   return f;
 }
 

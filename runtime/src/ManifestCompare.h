@@ -23,7 +23,8 @@ namespace qopt::rt {
 /// Whose code a manifest describes, which decides the launch fields and the
 /// symbol compared: the host backend's library (host.symbol; launch's
 /// threads_per_block, elements_per_thread, tile_elements, descriptor_bytes)
-/// or a GPU module (entry; those and shared_bytes and tile_claims).
+/// or a GPU module (entry; those and shared_bytes, producer_warps and
+/// tile_claims).
 enum class AbiBackend { Host, Gpu };
 
 /// The first ABI field where `given` and `embedded` differ: its dotted path

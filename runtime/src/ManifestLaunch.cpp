@@ -23,6 +23,31 @@ void parseTileClaims(const Reader &r, const json &launch, Manifest &m) {
       r.integer(*j, "launch.tile_claims", "static_eighths", true, 0, 1, 8);
 }
 
+/// launch.producer_warps: the warps after the threads_per_block that issue
+/// the tile's bulk copies (docs/abi.md, "Kernel arguments"). The block of
+/// threads_per_block + 32 * producer_warps threads fits the device's 1024,
+/// and a manifest with producer warps is version 2: a runtime that reads
+/// only version 1 refuses it instead of launching the block without them.
+void parseProducerWarps(const Reader &r, const json &launch, Manifest &m) {
+  qopt_launch_info &l = m.launch;
+  int64_t warps =
+      r.integer(launch, "launch", "producer_warps", false, 0, 0, INT32_MAX);
+  int64_t threads = int64_t(l.threads_per_block) + 32 * warps;
+  if (threads > 1024)
+    r.error("launch.producer_warps",
+            cat("threads_per_block + 32 * producer_warps = ",
+                l.threads_per_block, " + 32 * ", warps, " = ", threads,
+                " threads, more than a block's 1024 (at most ",
+                (1024 - l.threads_per_block) / 32, " producer warps with ",
+                l.threads_per_block, " threads_per_block)"));
+  if (warps > 0 && m.version < 2)
+    r.error(
+        "launch.producer_warps",
+        cat(warps, warps == 1 ? " producer warp needs" : " producer warps need",
+            " manifest version 2 (this manifest is version ", m.version, ")"));
+  l.producer_warps = static_cast<int32_t>(warps);
+}
+
 } // namespace
 
 void parseLaunch(const Reader &r, const json &root, Manifest &m) {
@@ -55,6 +80,7 @@ void parseLaunch(const Reader &r, const json &root, Manifest &m) {
   l.min_tiles_per_block = static_cast<int32_t>(
       r.integer(*j, "launch", "min_tiles_per_block", false,
                 QOPT_MIN_TILES_PER_BLOCK, 1, int64_t(1) << 30));
+  parseProducerWarps(r, *j, m);
   parseTileClaims(r, *j, m);
 }
 

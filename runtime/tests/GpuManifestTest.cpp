@@ -155,6 +155,13 @@ TEST(GpuManifest, TheSharedBytesAndTileClaimsAreCompared) {
   expectRefused(fewer, claims, "launch.tile_claims.static_eighths", "6", "5");
   // Without claims, the kernel takes no work counters.
   expectRefused(sgd(), claims, "args", "4 entries", "5 entries");
+
+  // A kernel with a producer warp hangs in a block without it.
+  json producer = sgd();
+  producer["version"] = 2;
+  producer["launch"]["producer_warps"] = 1;
+  expectRefused(sgd(), producer, "launch.producer_warps", "0", "1");
+  expectRefused(producer, sgd(), "launch.producer_warps", "1", "0");
 }
 
 TEST(GpuManifest, AnEntryPointOfAnotherKernelIsRefused) {
@@ -182,6 +189,7 @@ TEST(GpuManifest, WhatMayDifferIsAccepted) {
   doc["launch"]["suggested_blocks_per_sm"] = 2;
   doc["launch"]["min_tiles_per_block"] = 8;
   doc["comment"] = "moved and retuned by hand";
+  doc["version"] = 2; // what version 2 adds is compared field by field
   json compiled = flash();
   compiled["binaries"] = json::array(
       {{{"format", "cubin"}, {"arch", "sm_90"}, {"path", "/elsewhere/k.cubin"}}});

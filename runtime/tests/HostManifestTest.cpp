@@ -189,6 +189,8 @@ TEST(HostManifest, WhatMayDifferIsAccepted) {
   doc["hypers"][3].erase("default");
   doc["launch"]["waves"] = 1; // the GPU's scheduling
   doc["launch"]["suggested_blocks_per_sm"] = 2;
+  doc["version"] = 2;
+  doc["launch"]["producer_warps"] = 1; // how the GPU's block is made up
   doc["comment"] = "moved and retuned by hand";
   Load l = load(doc);
   EXPECT_EQ(l.status, QOPT_SUCCESS) << l.message;

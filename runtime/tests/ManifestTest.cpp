@@ -172,10 +172,48 @@ TEST(Manifest, OptionalFieldsTakeTheirDefaults) {
   EXPECT_EQ(info.launch.suggested_blocks_per_sm, 1);
   EXPECT_EQ(info.launch.waves, 1);
   EXPECT_EQ(info.launch.min_tiles_per_block, QOPT_MIN_TILES_PER_BLOCK);
+  EXPECT_EQ(info.launch.producer_warps, 0);
   EXPECT_STREQ(info.mode, "");
   qopt_table_info t;
   ASSERT_EQ(qopt_manifest_get_table(m, 0, &t), QOPT_SUCCESS);
   EXPECT_STREQ(t.name, "m2.qmap");
+  qopt_manifest_destroy(m);
+}
+
+TEST(Manifest, ProducerWarpsNeedVersion2) {
+  // A version 2 manifest gives the block's producer warps; one without them
+  // reads as version 1 does, and so does a version 1 manifest that says 0.
+  struct Case {
+    int version;
+    const char *producerWarps; ///< the field's JSON, or null to leave it out
+    int32_t want;
+  };
+  const Case cases[] = {{2, "1", 1}, {2, "24", 24}, {2, nullptr, 0},
+                        {2, "0", 0}, {1, "0", 0},   {1, nullptr, 0}};
+  for (const Case &c : cases) {
+    json j = json::parse(flashManifestJson());
+    j["version"] = c.version;
+    if (c.producerWarps)
+      j["launch"]["producer_warps"] = json::parse(c.producerWarps);
+    qopt_manifest *m = parseOrDie(j.dump());
+    ASSERT_NE(m, nullptr) << c.version << " " << (c.producerWarps ? c.producerWarps : "-");
+    qopt_manifest_info info;
+    ASSERT_EQ(qopt_manifest_get_info(m, &info), QOPT_SUCCESS);
+    EXPECT_EQ(info.launch.producer_warps, c.want) << c.version;
+    EXPECT_EQ(info.launch.threads_per_block, 256) << c.version;
+    EXPECT_EQ(info.launch.tile_elements, 4096) << c.version; // the tile is the consumers'
+    qopt_manifest_destroy(m);
+  }
+  // 992 threads leave room for one warp (1024 for none: MalformedManifest).
+  json j = json::parse(sgdManifestJson());
+  j["version"] = 2;
+  j["launch"] = {{"threads_per_block", 992}, {"elements_per_thread", 8},
+                 {"producer_warps", 1}};
+  qopt_manifest *m = parseOrDie(j.dump());
+  ASSERT_NE(m, nullptr);
+  qopt_manifest_info info;
+  ASSERT_EQ(qopt_manifest_get_info(m, &info), QOPT_SUCCESS);
+  EXPECT_EQ(info.launch.producer_warps, 1);
   qopt_manifest_destroy(m);
 }
 
@@ -311,8 +349,10 @@ const Malformed kMalformed[] = {
      "unknown argument \"reduction_values\""},
     {"wrong format", [](json &j) { j["format"] = "onnx"; }, "format",
      "expected \"qopt-manifest\""},
-    {"newer version", [](json &j) { j["version"] = 2; }, "version",
-     "unsupported version 2"},
+    {"newer version", [](json &j) { j["version"] = 3; }, "version",
+     "unsupported version 3 (this runtime reads versions 1 to 2)"},
+    {"version 0", [](json &j) { j["version"] = 0; }, "version",
+     "unsupported version 0"},
     {"version as text", [](json &j) { j["version"] = "1"; }, "version",
      "expected an integer, got string"},
     {"no kernel", [](json &j) { j.erase("kernel"); }, "kernel", "missing"},
@@ -419,6 +459,36 @@ const Malformed kMalformed[] = {
      "launch.tile_elements", "!= threads_per_block * elements_per_thread"},
     {"descriptor bytes", [](json &j) { j["launch"]["descriptor_bytes"] = 56; },
      "launch.descriptor_bytes", "56 != 16 + 8 * num_streams = 80"},
+    {"producer warps in version 1",
+     [](json &j) { j["launch"]["producer_warps"] = 1; }, "launch.producer_warps",
+     "1 producer warp needs manifest version 2 (this manifest is version 1)"},
+    {"producer warps past 1024 threads",
+     [](json &j) {
+       j["version"] = 2;
+       j["launch"] = {{"threads_per_block", 1024}, {"elements_per_thread", 4},
+                      {"producer_warps", 1}};
+     },
+     "launch.producer_warps",
+     "threads_per_block + 32 * producer_warps = 1024 + 32 * 1 = 1056 threads, "
+     "more than a block's 1024 (at most 0 producer warps"},
+    {"producer warps past 1024 threads at 256",
+     [](json &j) {
+       j["version"] = 2;
+       j["launch"]["producer_warps"] = 25;
+     },
+     "launch.producer_warps", "256 + 32 * 25 = 1056 threads"},
+    {"negative producer warps",
+     [](json &j) {
+       j["version"] = 2;
+       j["launch"]["producer_warps"] = -1;
+     },
+     "launch.producer_warps", "-1 is out of range [0, "},
+    {"producer warps as text",
+     [](json &j) {
+       j["version"] = 2;
+       j["launch"]["producer_warps"] = "1";
+     },
+     "launch.producer_warps", "expected an integer, got string"},
     {"no waves", [](json &j) { j["launch"]["waves"] = 0; }, "launch.waves",
      "0 is out of range [1, 1024]"},
     {"no tiles per block", [](json &j) { j["launch"]["min_tiles_per_block"] = 0; },

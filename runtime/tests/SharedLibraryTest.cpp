@@ -34,7 +34,7 @@ TEST(SharedLibrary, ExportsTheCApiOnly) {
   std::string bad = "{\"format\": \"qopt-manifest\", \"version\": 7}";
   EXPECT_EQ(parse(bad.data(), bad.size(), "py.json", &m), QOPT_ERROR_MANIFEST);
   EXPECT_STREQ(lastError(), "py.json: field 'version': unsupported version 7 (this "
-                            "runtime reads version 1)");
+                            "runtime reads versions 1 to 2)");
   EXPECT_STREQ(statusString(QOPT_ERROR_MANIFEST), "QOPT_ERROR_MANIFEST");
   // Internal C++ symbols stay hidden.
   EXPECT_EQ(dlsym(h, "_ZN4qopt2rt13parseManifestESt17basic_string_viewIcSt11char_traitsIcEERKNSt7__cxx1112basic_stringIcS3_SaIcEEE"),

@@ -11,8 +11,11 @@
  * by its entry point's name keeps them too). sim_count(name) returns how often an entry point was
  * called since sim_reset(). Events complete at once unless
  * sim_set_events_pending(1) holds them in flight. A module's globals are
- * the byte arrays its PTX declares (cuModuleGetGlobal_v2). Not thread-safe: the tests call it from one
- * thread. */
+ * the byte arrays its PTX declares (cuModuleGetGlobal_v2). The occupancy
+ * query answers sim_set_occupancy's blocks (0 by default: the driver cannot
+ * say, and the runtime takes the manifest's suggestion) and keeps the block
+ * size it was asked about (sim_last_occupancy_block). Not thread-safe: the
+ * tests call it from one thread. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +241,17 @@ API int cuModuleGetFunction(void **f, void *m, const char *name) {
   int i = functionIndex(name);
   if (i < 0) return 500; /* CUDA_ERROR_NOT_FOUND */
   *f = &functions[i];
+  return 0;
+}
+static int occupancyBlocks;
+static int lastOccupancyBlock;
+API void sim_set_occupancy(int blocks) { occupancyBlocks = blocks; }
+API int sim_last_occupancy_block(void) { return lastOccupancyBlock; }
+API int cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *f, int blockSize,
+                                                    size_t dynamicShared) {
+  (void)f; (void)dynamicShared;
+  lastOccupancyBlock = blockSize;
+  *blocks = occupancyBlocks;
   return 0;
 }
 API int cuModuleUnload(void *m) {

@@ -35,6 +35,8 @@ struct Sim {
   unsigned (*loggedBlock)(int) = nullptr;
   uint64_t (*loggedArg)(int, int) = nullptr;
   void (*setCapturing)(int) = nullptr;
+  void (*setOccupancy)(int) = nullptr;
+  int (*lastOccupancyBlock)() = nullptr;
 };
 
 Sim &sim() {
@@ -72,6 +74,7 @@ protected:
     grads = static_cast<char *>(g);
     sim().setArgCount(4); // descriptors, tile_map, num_tiles, uniforms
     sim().setEventsPending(0);
+    sim().setOccupancy(0);
     sim().reset();
   }
   void TearDown() override {
@@ -428,6 +431,50 @@ TEST_F(SimulatedDevice, StepManyRefusesBuffersSharedAcrossLaunches) {
   qopt_kernel_destroy(second);
 }
 
+/// `text` with its first `from` replaced by `to` (which must be there).
+std::string replaced(std::string text, const std::string &from, const std::string &to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+TEST_F(SimulatedDevice, ProducerWarpsJoinTheBlock) {
+  // A kernel whose block holds one producer warp after the 128 threads that
+  // compute its tile (docs/abi.md, "Kernel arguments"): the occupancy query
+  // and the launch are of 160 threads; the tile stays 128 * 8 elements.
+  std::string text = replaced(sgdManifestJson(), "\"version\": 1", "\"version\": 2");
+  text = replaced(text, "\"suggested_blocks_per_sm\": 2}",
+                  "\"suggested_blocks_per_sm\": 2, \"producer_warps\": 1}");
+  qopt_manifest *m = parseOrDie(text);
+  ASSERT_NE(m, nullptr);
+  sim().setOccupancy(3);
+  qopt_kernel *k = nullptr;
+  const char ptx[] = "// simulated";
+  ASSERT_EQ(qopt_kernel_create_from_image(ctx, m, QOPT_BINARY_PTX, ptx, sizeof ptx, &k),
+            QOPT_SUCCESS)
+      << qopt_last_error();
+  EXPECT_EQ(sim().lastOccupancyBlock(), 160);
+  qopt_kernel_info info;
+  ASSERT_EQ(qopt_kernel_get_info(k, &info), QOPT_SUCCESS);
+  EXPECT_EQ(info.max_blocks, 132 * 3); // the driver's answer for 160 threads
+  sim().setOccupancy(0);
+
+  List l = makeList({5000, 10}); // 5 + 1 tiles of 1024
+  qopt_hyper h[] = {{"lr", 0.5}, {"beta", 0.5}};
+  ASSERT_EQ(qopt_step(k, &l.view, h, 2, 1, nullptr, 0, nullptr), QOPT_SUCCESS)
+      << qopt_last_error();
+  ASSERT_EQ(sim().logged(), 1);
+  EXPECT_EQ(sim().loggedBlock(0), 160u);
+  EXPECT_EQ(sim().loggedGrid(0), 6u);
+  EXPECT_EQ(sim().loggedArg(0, 2), 6u); // num_tiles: tiles of the consumers' 1024
+  // The fixture's kernel, without producer warps, launches its 128.
+  ASSERT_EQ(step(l), QOPT_SUCCESS) << qopt_last_error();
+  ASSERT_EQ(sim().logged(), 2);
+  EXPECT_EQ(sim().loggedBlock(1), 128u);
+  qopt_kernel_destroy(k);
+  qopt_manifest_destroy(m);
+}
+
 TEST_F(SimulatedDevice, DestroyedContextsBuffersAreForgotten) {
   // A kernel outlives its context's handle and shares its allocation cache:
   // the buffers the context frees on destruction must not stay known.
@@ -697,6 +744,8 @@ int main(int argc, char **argv) {
   s.loggedBlock = reinterpret_cast<unsigned (*)(int)>(::dlsym(h, "sim_logged_block"));
   s.loggedArg = reinterpret_cast<uint64_t (*)(int, int)>(::dlsym(h, "sim_logged_arg"));
   s.setCapturing = reinterpret_cast<void (*)(int)>(::dlsym(h, "sim_set_capturing"));
+  s.setOccupancy = reinterpret_cast<void (*)(int)>(::dlsym(h, "sim_set_occupancy"));
+  s.lastOccupancyBlock = reinterpret_cast<int (*)()>(::dlsym(h, "sim_last_occupancy_block"));
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -51,9 +51,10 @@ extern "C" {
 #endif
 
 /// Version of this library (major * 10000 + minor * 100 + patch).
-#define QOPT_RUNTIME_VERSION 600
-/// The manifest "version" this library reads.
-#define QOPT_MANIFEST_VERSION 1
+#define QOPT_RUNTIME_VERSION 700
+/// The newest manifest "version" this library reads (it reads 1 to this; a
+/// manifest with launch.producer_warps needs 2).
+#define QOPT_MANIFEST_VERSION 2
 
 /*===------------------------------------------------------------------===*
  * Status and errors
@@ -278,6 +279,10 @@ typedef struct qopt_launch_info {
   /// the fewest tiles per block a launch of more than one wave keeps (<= 0:
   /// QOPT_MIN_TILES_PER_BLOCK)
   int32_t min_tiles_per_block;
+  /// extra warps of the block after the threads_per_block that compute the
+  /// tile (a bulk-copy producer); the block is threads_per_block + 32 *
+  /// producer_warps threads
+  int32_t producer_warps;
 } qopt_launch_info;
 
 typedef struct qopt_manifest_info {
