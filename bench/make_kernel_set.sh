@@ -7,6 +7,8 @@
 # spills, and its SASS size in instructions, go to <folder>/ptxas.txt.
 #   bash bench/make_kernel_set.sh build-bench/devrun/kernels-head/ptx
 #   bash bench/make_kernel_set.sh build-bench/devrun/kernels-bulk/ptx --bulk-copy
+# With SPECS="a b" only those specs' kernels (into a folder that may hold the
+# rest already).
 set -euo pipefail
 out=${1:?usage: make_kernel_set.sh OUTDIR [qopt-opt options...]}
 shift
@@ -19,6 +21,7 @@ ptxas=$(command -v ptxas || true)
 [ -n "$ptxas" ] && : > "$out/ptxas.txt"
 for spec in "$root"/specs/*.qopt; do
   stem=$(basename "$spec" .qopt)
+  [ -n "${SPECS:-}" ] && [[ " $SPECS " != *" $stem "* ]] && continue
   for variant in "" f16 f32 scaled f16.scaled f32.scaled; do
     flags=()
     case $variant in f16*) flags+=(--param-type=f16) ;; f32*) flags+=(--param-type=f32) ;; esac

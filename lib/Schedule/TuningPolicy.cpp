@@ -415,6 +415,14 @@ bool mlir::qopt::canUseProducerWarp(OptimizerOp optimizer, int64_t threads,
   });
 }
 
+bool mlir::qopt::chooseProducerWarp(OptimizerOp optimizer) {
+  // docs/tuning.md#producer-warp: the Adam family (two group states) gains,
+  // one group state is even, two plain 16-bit states lose.
+  return llvm::count_if(getStates(optimizer), [](StateOp state) {
+           return isa<GroupSchemeAttr>(state.getScheme());
+         }) >= 2;
+}
+
 bool mlir::qopt::chooseSplitAbsmaxBarrier(OptimizerOp optimizer,
                                           int64_t lanes, bool requested) {
   // docs/tuning.md#split-absmax: at the 64-register bound the split was
@@ -473,7 +481,7 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
   // smaller tile cannot be bulk-copied, the policy's shape keeps no
   // producer. docs/tuning.md#producer-warp
   bool producerShape = request.threadsPerBlock > 0;
-  if (request.bulkCopy && request.producerWarp &&
+  if (request.producerWarp && chooseProducerWarp(optimizer) &&
       request.threadsPerBlock <= 0 && shape->threads > 32 &&
       chooseAsyncCopy(optimizer, request.asyncCopy)) {
     TileShape computing{shape->threads - 32, shape->lanes};
@@ -556,11 +564,15 @@ mlir::qopt::chooseKernelPlan(OptimizerOp optimizer,
            StagingLimits::kPortableSharedBytes);
   int64_t sharedBytes =
       getDynamicSharedBytes(optimizer, staging, codebookBuckets);
-  bool bulkCopy =
-      request.bulkCopy && staged && isBulkStageable(optimizer, staging, *shape);
+  // Bulk copies where asked, or where a producer warp issues them
+  // (docs/tuning.md#producer-warp); the last warp done with a stage refills
+  // it only where bulk copies alone were asked (docs/tuning.md#bulk-copy).
+  bool bulkStageable = staged && isBulkStageable(optimizer, staging, *shape);
   bool producerWarp =
-      bulkCopy && request.producerWarp && producerShape &&
+      bulkStageable && request.producerWarp && producerShape &&
+      chooseProducerWarp(optimizer) &&
       canUseProducerWarp(optimizer, shape->threads, shape->lanes);
+  bool bulkCopy = bulkStageable && (request.bulkCopy || producerWarp);
   // A staged kernel prefetches only where asked, past the tiles its copies
   // run ahead, by lines (its stages are filled per thread).
   int64_t l2Prefetch = 0;

@@ -69,7 +69,7 @@ PlanKernelOptions mlir::qopt::getPlanKernelOptions(const KernelOptions &options,
   bool bulk = getChipNumber(options.chip) >= 90;
   plan.l2Prefetch = plan.l2Prefetch && bulk;
   plan.bulkCopy = plan.bulkCopy && bulk;
-  plan.producerWarp = plan.producerWarp && plan.bulkCopy;
+  plan.producerWarp = plan.producerWarp && bulk;
   // mbarrier.try_wait is sm_90's too.
   plan.splitAbsmaxBarrier = plan.splitAbsmaxBarrier && bulk;
   return plan;

@@ -457,6 +457,21 @@ def test_device_uniform_evaluation_equals_runtime(spec):
         assert [struct.pack("<f", x) for x in got] == [struct.pack("<f", x) for x in want], step
 
 
+def _launch_info_of(path, doc):
+    """qopt_launch_info of manifest `doc`, written to `path` and read back through the runtime's registry."""
+    path.write_text(json.dumps(doc))
+    reg, m = ctypes.c_void_p(), ctypes.c_void_p()
+    C.call("qopt_registry_create", ctypes.byref(reg))
+    try:
+        C.call("qopt_registry_add_manifest_file", reg, str(path).encode())
+        C.call("qopt_registry_get_manifest", reg, doc["kernel"].encode(), ctypes.byref(m))
+        info = C.ManifestInfo()
+        C.call("qopt_manifest_get_info", m, ctypes.byref(info))
+        return info.launch
+    finally:
+        C.call("qopt_registry_destroy", reg)
+
+
 def test_launch_info_mirror_reads_what_the_runtime_writes(tmp_path):
     """The ctypes mirror of qopt_launch_info against the library: a shipped manifest with distinct launch
     values, parsed by the runtime and read back through qopt_manifest_get_info."""
@@ -464,23 +479,12 @@ def test_launch_info_mirror_reads_what_the_runtime_writes(tmp_path):
     src = _runtime.find_manifest("flash_adamw", C.BACKEND_HOST)
     manifest = json.loads(src.read_text())
     manifest["launch"].update({"suggested_blocks_per_sm": 3, "waves": 5, "min_tiles_per_block": 77})
-    path = tmp_path / "flash_adamw.manifest.json"
-    path.write_text(json.dumps(manifest))
-    reg, m = ctypes.c_void_p(), ctypes.c_void_p()
-    C.call("qopt_registry_create", ctypes.byref(reg))
-    try:
-        C.call("qopt_registry_add_manifest_file", reg, str(path).encode())
-        C.call("qopt_registry_get_manifest", reg, manifest["kernel"].encode(), ctypes.byref(m))
-        info = C.ManifestInfo()
-        C.call("qopt_manifest_get_info", m, ctypes.byref(info))
-        launch = manifest["launch"]
-        assert info.launch.threads_per_block == launch["threads_per_block"]
-        assert info.launch.tile_elements == launch["tile_elements"]
-        assert info.launch.shared_bytes == launch["shared_bytes"]
-        assert (info.launch.suggested_blocks_per_sm, info.launch.waves,
-                info.launch.min_tiles_per_block) == (3, 5, 77)
-    finally:
-        C.call("qopt_registry_destroy", reg)
+    info = _launch_info_of(tmp_path / "flash_adamw.manifest.json", manifest)
+    launch = manifest["launch"]
+    assert info.threads_per_block == launch["threads_per_block"]
+    assert info.tile_elements == launch["tile_elements"]
+    assert info.shared_bytes == launch["shared_bytes"]
+    assert (info.suggested_blocks_per_sm, info.waves, info.min_tiles_per_block) == (3, 5, 77)
 
 
 def test_launch_info_mirrors_producer_warps(tmp_path):
@@ -503,18 +507,7 @@ def test_launch_info_mirrors_producer_warps(tmp_path):
     }
 
     def launch_of(doc):
-        path = tmp_path / "toy_producer.manifest.json"
-        path.write_text(json.dumps(doc))
-        reg, m = ctypes.c_void_p(), ctypes.c_void_p()
-        C.call("qopt_registry_create", ctypes.byref(reg))
-        try:
-            C.call("qopt_registry_add_manifest_file", reg, str(path).encode())
-            C.call("qopt_registry_get_manifest", reg, doc["kernel"].encode(), ctypes.byref(m))
-            info = C.ManifestInfo()
-            C.call("qopt_manifest_get_info", m, ctypes.byref(info))
-            return info.launch
-        finally:
-            C.call("qopt_registry_destroy", reg)
+        return _launch_info_of(tmp_path / "toy_producer.manifest.json", doc)
 
     launch = launch_of(manifest)
     assert (launch.threads_per_block, launch.tile_elements, launch.min_tiles_per_block,

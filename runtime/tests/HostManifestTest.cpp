@@ -162,8 +162,9 @@ TEST(HostManifest, AUniformExpressionIsRefused) {
 
 TEST(HostManifest, ALaunchShapeIsRefused) {
   json doc = shippedManifest();
+  int64_t threads = doc["launch"]["threads_per_block"].get<int64_t>();
   doc["launch"]["elements_per_thread"] = 16;
-  doc["launch"]["tile_elements"] = 8192;
+  doc["launch"]["tile_elements"] = threads * 16;
   expectRefused(doc, "launch.elements_per_thread", "16", "8");
 }
 

@@ -132,6 +132,8 @@ protected:
         << qopt_last_error();
     ASSERT_EQ(qopt_manifest_get_info(manifest, &info), QOPT_SUCCESS);
     ASSERT_STREQ(info.mode, "fast") << manifestPath << " is not a fast-mode kernel";
+    // A launch's tensors lie at their first tiles (stochastic rounding's index).
+    spec.tileElements = info.launch.tile_elements;
     ASSERT_EQ(qopt_registry_create(&registry), QOPT_SUCCESS);
     ASSERT_EQ(qopt_registry_add_manifest_file(registry, manifestPath.c_str()), QOPT_SUCCESS)
         << qopt_last_error();

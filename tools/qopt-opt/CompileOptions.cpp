@@ -154,13 +154,13 @@ struct CompileOptions {
       cl::init(false), cl::cat(compileCategory)};
   cl::opt<bool> bulkCopyProducer{
       "bulk-copy-producer",
-      cl::desc("With --bulk-copy: one warp more per block issues every bulk "
-               "copy, the other warps wait for a stage and count themselves "
-               "done with it on its mbarrier (same results; kernels without "
-               "codebook states, reductions or groups across warps; the "
-               "manifest's launch.producer_warps; docs/dsl.md, Bulk "
-               "copies)"),
-      cl::init(false), cl::cat(compileCategory)};
+      cl::desc("Staged kernels on sm_90 and newer without codebook states, "
+               "reductions or groups across warps: bulk copies issued by one "
+               "warp more per block, the other warps waiting for a stage and "
+               "counting themselves done with it on its mbarrier (same "
+               "results; the manifest's launch.producer_warps; on by "
+               "default, docs/dsl.md, Bulk copies)"),
+      cl::init(true), cl::cat(compileCategory)};
   cl::opt<bool> splitAbsmaxBarrier{
       "split-absmax-barrier",
       cl::desc("Codebook blocks that span warps, on sm_90 and newer: the "

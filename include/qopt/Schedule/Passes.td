@@ -72,12 +72,13 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
            "barrier per stage, instead of each thread's cp.async of its own "
            "bytes (same results, the same shared memory; "
            "docs/tuning.md#bulk-copy)">,
-    Option<"producerWarp", "bulk-copy-producer", "bool", /*default=*/"false",
-           "With bulk-copy: one warp more per block issues every bulk copy "
-           "and the other warps count themselves done with a stage on its "
-           "mbarrier, instead of the last warp to finish a stage refilling "
-           "it (same results; only where canUseProducerWarp allows: no "
-           "codebook state, no reduction, no group across warps)">,
+    Option<"producerWarp", "bulk-copy-producer", "bool", /*default=*/"true",
+           "Staged kernels (sm_90 and newer) where canUseProducerWarp allows "
+           "(no codebook state, no reduction, no group across warps): bulk "
+           "copies issued by one warp more per block, the other warps "
+           "counting themselves done with a stage on its mbarrier (same "
+           "results; with bulk-copy elsewhere the last warp done with a "
+           "stage refills it; docs/tuning.md#producer-warp)">,
     Option<"splitAbsmaxBarrier", "split-absmax-barrier", "bool",
            /*default=*/"true",
            "Codebook blocks that span warps (sm_90 and newer): each warp "

@@ -44,9 +44,10 @@ struct PlanRequest {
   int64_t tileClaimsStaticEighths = 0;
   bool codebookBuckets = true;
   bool bulkCopy = false;   ///< asked for, and the chip has cp.async.bulk
-  /// With bulkCopy: one warp more per block issues the copies
-  /// (canUseProducerWarp says where it may).
-  bool producerWarp = false;
+  /// Bulk copies issued by one warp more per block where the policy takes it
+  /// (chooseProducerWarp) and canUseProducerWarp allows (and the chip has
+  /// cp.async.bulk), with bulkCopy or without.
+  bool producerWarp = true;
   /// L2 prefetch of either kind: asked for, and the chip is sm_90 or newer,
   /// where the policy holds (docs/tuning.md#l2-prefetch).
   bool l2Prefetch = true;
@@ -247,6 +248,10 @@ int64_t getCodebookRegisterBound(OptimizerOp optimizer);
 /// values and block trees), and no group that spans warps.
 bool canUseProducerWarp(OptimizerOp optimizer, int64_t threads,
                         int64_t lanes);
+
+/// Whether the policy gives a kernel that may take a producer warp one:
+/// two or more group states (docs/tuning.md#producer-warp).
+bool chooseProducerWarp(OptimizerOp optimizer);
 
 bool chooseSplitAbsmaxBarrier(OptimizerOp optimizer, int64_t lanes,
                               bool requested);

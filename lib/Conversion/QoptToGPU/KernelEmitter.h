@@ -454,7 +454,9 @@ private:
   FailureOr<scf::WhileOp> emitRuns(KernelContext &kernel,
                                    const ClaimContext &claim);
   /// The run's descriptor, bounds and thread pointers (`stop`: the range's).
-  void beginRun(RunContext &run, Value stop);
+  /// With `copiesOnly` (the producer warp's) only what the run's bulk
+  /// copies need: no reduction values, invariants or thread pointers.
+  void beginRun(RunContext &run, Value stop, bool copiesOnly = false);
   /// The copies of the run's first tiles, before its tile loop.
   void emitCopyPrologue(const RunContext &run);
   LogicalResult emitTileLoopBody(const RunContext &run, scf::ForOp loop);

@@ -124,7 +124,7 @@ FailureOr<scf::WhileOp> KernelEmitter::emitRuns(KernelContext &kernel,
   return runs;
 }
 
-void KernelEmitter::beginRun(RunContext &run, Value stop) {
+void KernelEmitter::beginRun(RunContext &run, Value stop, bool copiesOnly) {
   const KernelContext &kernel = run.kernel;
   Value tensor = arith::ExtSIOp::create(
       b, loc, i64(), load(i32(), gep(kernel.tileMap, i32(), run.start), 4));
@@ -134,7 +134,7 @@ void KernelEmitter::beginRun(RunContext &run, Value stop) {
                  arith::MulIOp::create(b, loc, tensor, constI64(descBytes)));
   // The step reads the tensor's per-tensor reductions once per run: value
   // r of tensor k at k * R + r.
-  if (kernel.reductionValues) {
+  if (kernel.reductionValues && !copiesOnly) {
     int64_t count = getReductions(optimizer, /*global=*/false).size();
     Value first = arith::MulIOp::create(b, loc, tensor, constI64(count));
     for (int64_t r = 0; r < count; ++r)
@@ -151,7 +151,7 @@ void KernelEmitter::beginRun(RunContext &run, Value stop) {
     if (scoped < run.reductionValues.size())
       run.invariants[reduce.getResult()] = run.reductionValues[scoped];
   }
-  if (phase == KernelPhase::Step)
+  if (phase == KernelPhase::Step && !copiesOnly)
     lowerInvariants(math, optimizer, kernel.invariantScopes,
                     UpdateScope::Tensor, run.invariants);
   run.numel = load(i64(), run.desc, 8);
@@ -181,7 +181,7 @@ void KernelEmitter::beginRun(RunContext &run, Value stop) {
       b, loc, arith::MulIOp::create(b, loc, run.firstInTensor, constI64(tile)),
       threadBase(kernel));
   for (auto [i, info] : llvm::enumerate(streams)) {
-    if (!runThreadPointers())
+    if (!runThreadPointers() || copiesOnly)
       break;
     Value index = info.perElements == 1
                       ? firstBase
@@ -241,7 +241,7 @@ void KernelEmitter::emitProducer(KernelContext &kernel,
   RunContext run(kernel);
   run.start = after->getArgument(0);
   run.stagedBefore = after->getArgument(1);
-  beginRun(run, claim.stop);
+  beginRun(run, claim.stop, /*copiesOnly=*/true);
   Value count = arith::MaxSIOp::create(b, loc, run.fullLimit, constI32(0));
   auto fill = scf::ForOp::create(b, loc, constI32(0), count, constI32(1));
   {

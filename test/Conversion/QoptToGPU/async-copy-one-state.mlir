@@ -1,6 +1,6 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel --convert-qopt-to-gpu | FileCheck %s --check-prefix=AUTO
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=bulk-copy-producer=false --convert-qopt-to-gpu | FileCheck %s --check-prefix=AUTO
 // RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=async-copy=off --convert-qopt-to-gpu | FileCheck %s --check-prefix=OFF
-// RUN: qopt-opt %s --emit=ptx -o %t.ptx
+// RUN: qopt-opt %s --emit=ptx --bulk-copy-producer=false -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 // RUN: qopt-opt %s --emit=ptx --async-copy=off -o %t.off.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST-OFF --input-file=%t.off.manifest.json

@@ -1,8 +1,8 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=bulk-copy=true --convert-qopt-to-gpu | FileCheck %s
-// RUN: qopt-opt %s --emit=ptx --bulk-copy -o %t.ptx
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="bulk-copy=true bulk-copy-producer=false" --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --emit=ptx --bulk-copy --bulk-copy-producer=false -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
-// RUN: qopt-opt %s --emit=ptx -o %t.default.ptx
+// RUN: qopt-opt %s --emit=ptx --bulk-copy-producer=false -o %t.default.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.default.manifest.json
 // RUN: FileCheck %s --check-prefix=DEFAULT --input-file=%t.default.ptx
 // RUN: qopt-opt %s --emit=ptx --bulk-copy --arch=sm_80 -o %t.sm80.ptx
@@ -10,9 +10,11 @@
 // RUN: qopt-opt %s --emit=ptx --bulk-copy --async-copy=on --param-type=f32 -o %t.f32.ptx
 // RUN: FileCheck %s --check-prefix=F32 --input-file=%t.f32.ptx
 
-// Bulk copies (bulk-copy, sm_90 and newer): the stages of a staged kernel
-// filled by cp.async.bulk of each stream's whole tile instead of each
-// thread's cp.async of its own bytes. The stage layout is the async copies'
+// Bulk copies (bulk-copy, sm_90 and newer) without a producer warp
+// (bulk-copy-producer=false; bulk-copy-producer.mlir has it): the stages of a
+// staged kernel filled by cp.async.bulk of each stream's whole tile instead
+// of each thread's cp.async of its own bytes, the last warp done with a
+// stage refilling it. The stage layout is the async copies'
 // (async-copy.mlir), so the manifest's shared memory is the same: per stage
 // (512 threads x 8 lanes, bf16 parameter)
 //   p bf16      0      g bf16        8192   m.codes 16384

@@ -1,5 +1,5 @@
-// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel=tile-claims=2 --convert-qopt-to-gpu | FileCheck %s
-// RUN: qopt-opt %s --emit=ptx --tile-claims=2 -o %t.ptx
+// RUN: qopt-opt %s --qopt-outline-uniforms --qopt-plan-kernel="tile-claims=2 bulk-copy-producer=false" --convert-qopt-to-gpu | FileCheck %s
+// RUN: qopt-opt %s --emit=ptx --tile-claims=2 --bulk-copy-producer=false -o %t.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t.manifest.json
 
 // A staged kernel (async copies: group states, a 16-bit parameter) never

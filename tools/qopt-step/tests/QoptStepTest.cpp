@@ -140,6 +140,15 @@ class QoptStep : public ::testing::TestWithParam<Case> {
 protected:
   void SetUp() override {
     spec = GetParam().make();
+    // A launch's tensors lie at their first tiles (stochastic rounding's
+    // index): the tile of the host kernel qopt-step runs.
+    std::string manifestPath = kernelDir() + "/" + GetParam().spec + ".manifest.json";
+    qopt_manifest *manifest = nullptr;
+    ASSERT_EQ(qopt_manifest_load(manifestPath.c_str(), &manifest), QOPT_SUCCESS) << qopt_last_error();
+    qopt_manifest_info info{};
+    ASSERT_EQ(qopt_manifest_get_info(manifest, &info), QOPT_SUCCESS);
+    spec.tileElements = info.launch.tile_elements;
+    qopt_manifest_destroy(manifest);
     dir = makeTempDir();
     for (const Shape &s : kShapes) {
       tensors.push_back(ref::makeTensor(spec, s.numel()));
