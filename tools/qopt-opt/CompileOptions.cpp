@@ -154,12 +154,13 @@ struct CompileOptions {
       cl::init(false), cl::cat(compileCategory)};
   cl::opt<bool> bulkCopyProducer{
       "bulk-copy-producer",
-      cl::desc("Staged kernels on sm_90 and newer without codebook states, "
-               "reductions or groups across warps: bulk copies issued by one "
-               "warp more per block, the other warps waiting for a stage and "
-               "counting themselves done with it on its mbarrier (same "
-               "results; the manifest's launch.producer_warps; on by "
-               "default, docs/dsl.md, Bulk copies)"),
+      cl::desc("Staged kernels on sm_90 and newer with two or more group "
+               "states (the policy's choice) and no codebook state, reduction "
+               "or group across warps: bulk copies issued by one warp more per "
+               "block, the other warps waiting for a stage and counting "
+               "themselves done with it on its mbarrier (same results; the "
+               "manifest's launch.producer_warps; on by default, "
+               "docs/tuning.md#producer-warp)"),
       cl::init(true), cl::cat(compileCategory)};
   cl::opt<bool> splitAbsmaxBarrier{
       "split-absmax-barrier",

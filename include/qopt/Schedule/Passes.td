@@ -73,8 +73,10 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
            "bytes (same results, the same shared memory; "
            "docs/tuning.md#bulk-copy)">,
     Option<"producerWarp", "bulk-copy-producer", "bool", /*default=*/"true",
-           "Staged kernels (sm_90 and newer) where canUseProducerWarp allows "
-           "(no codebook state, no reduction, no group across warps): bulk "
+           "Staged kernels (sm_90 and newer) that the policy gives one "
+           "(chooseProducerWarp: two or more group states) and "
+           "canUseProducerWarp allows (no codebook state, no reduction, no "
+           "group across warps): bulk "
            "copies issued by one warp more per block, the other warps "
            "counting themselves done with a stage on its mbarrier (same "
            "results; with bulk-copy elsewhere the last warp done with a "
