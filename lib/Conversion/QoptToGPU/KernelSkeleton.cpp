@@ -203,7 +203,7 @@ void KernelEmitter::emitSharedMemory(KernelContext &kernel) {
         sharedArray(kernel.module, kernel.prefix + "_stage_full",
                     staging.stages, i64());
     // With a producer warp, per stage a second barrier of one arrival per
-    // computing warp, which the producer waits on before a refill.
+    // computing thread, which the producer waits on before a refill.
     if (producerWarp)
       kernel.stageEmpty =
           sharedArray(kernel.module, kernel.prefix + "_stage_empty",
@@ -220,8 +220,8 @@ void KernelEmitter::emitSharedMemory(KernelContext &kernel) {
               "mbarrier.init.shared.b64 [$0], 1;", "l");
       if (producerWarp)
         syncPtx(b, loc, Type(), stageBarrier(kernel.stageEmpty, constI64(s)),
-                "mbarrier.init.shared.b64 [$0], " +
-                    std::to_string(threads / 32) + ";",
+                "mbarrier.init.shared.b64 [$0], " + std::to_string(threads) +
+                    ";",
                 "l");
       else
         LLVM::StoreOp::create(b, loc, constI32(0),

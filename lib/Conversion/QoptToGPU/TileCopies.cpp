@@ -114,6 +114,19 @@ void KernelEmitter::waitForStage(Value barriers, Value stageIndex,
 
 void KernelEmitter::releaseStage(const TileContext &tile, Value k,
                                  Value fullLimit) {
+  if (producerWarp) {
+    // Every computing thread arrives at the stage's second barrier (its
+    // count is the threads), each arrival releasing that thread's own
+    // shared loads of the stage; the producer's wait acquires them all
+    // before it refills the stage. With one arrival per warp after
+    // bar.warp.sync, racecheck reported the other lanes' loads against the
+    // refill (docs/tuning.md#producer-warp).
+    syncPtx(b, loc, Type(),
+            stageBarrier(tile.kernel.stageEmpty, tile.stage),
+            "{ .reg .b64 state; mbarrier.arrive.shared.b64 state, [$0]; }",
+            "l");
+    return;
+  }
   // bar.warp.sync orders the warp's shared loads of the stage (their values
   // are all used by now: the tile's stores take them) before lane 0's
   // arrival; its release and the last arrival's acquire order every warp's
@@ -123,16 +136,6 @@ void KernelEmitter::releaseStage(const TileContext &tile, Value k,
   auto leader = ifZero(lane);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&leader.getThenRegion().front());
-  if (producerWarp) {
-    // The stage's second barrier completes once every warp has arrived
-    // (its count is the warps): the producer waits for that phase before
-    // it refills the stage. The arrival has release semantics.
-    syncPtx(b, loc, Type(),
-            stageBarrier(tile.kernel.stageEmpty, tile.stage),
-            "{ .reg .b64 state; mbarrier.arrive.shared.b64 state, [$0]; }",
-            "l");
-    return;
-  }
   Value readers = LLVM::PtrToIntOp::create(
       b, loc, i64(), gep(tile.kernel.stageReaders, i32(), tile.stage));
   Value before = syncPtx(b, loc, i32(), readers,

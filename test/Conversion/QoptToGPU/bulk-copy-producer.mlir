@@ -23,7 +23,8 @@
 // bounds the registers at 128 a thread (at 17 warps, 96). A tile is 3840
 // elements: 7680 + 7680 + 3840 + 240 + 3840 + 240 = 23520 bytes of copies.
 // The 15 computing warps wait for a stage's copies on its first mbarrier
-// and, after the tile's stores, arrive at its second (15 arrivals), which
+// and, after the tile's stores, each of their threads arrives at its second
+// (480 arrivals, each releasing its thread's loads of the stage), which
 // the producer waits on before it refills the stage: no warp of theirs
 // issues a copy, and no block barrier ends a run.
 
@@ -34,7 +35,7 @@
 // Thread 0 sets up both barriers of each stage before the kernel's barrier.
 // CHECK: scf.if
 // CHECK: "mbarrier.init.shared.b64 [$0], 1;"
-// CHECK-COUNT-4: "mbarrier.init.shared.b64 [$0], 15;"
+// CHECK-COUNT-4: "mbarrier.init.shared.b64 [$0], 480;"
 // CHECK: llvm.inline_asm has_side_effects "fence.mbarrier_init.release.cluster;"
 // CHECK: gpu.barrier
 // Threads 480 and on produce; thread 480 alone issues.
@@ -60,7 +61,7 @@
 // CHECK: scf.for %[[K:.+]] = %c0_i32{{.*}} to %{{.+}} step %c1_i32{{.*}} : i32 {
 // CHECK: mbarrier.try_wait.parity.shared.b64
 // CHECK: llvm.store %{{.+}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
-// CHECK-NEXT: llvm.inline_asm has_side_effects "bar.warp.sync -1;"
+// CHECK-NOT: bar.warp.sync
 // CHECK: "{ .reg .b64 state; mbarrier.arrive.shared.b64 state, [$0]; }"
 // CHECK-NOT: cp.async.bulk.shared
 // CHECK-NOT: atom.acq_rel.cta.shared
