@@ -234,6 +234,28 @@ static json::Object paramObject(OptimizerOp optimizer) {
   return param;
 }
 
+/// The manifest's `launch`: the plan's tile, shared memory and grid fields,
+/// with tile claims their counts, with a producer warp its count.
+static json::Object launchObject(KernelPlanAttr plan, size_t numStreams,
+                                 bool producerWarp) {
+  json::Object launch{
+      {"threads_per_block", plan.getThreads()},
+      {"elements_per_thread", plan.getLanes()},
+      {"tile_elements", plan.getTile()},
+      {"descriptor_bytes", int64_t(16 + 8 * numStreams)},
+      {"shared_bytes", plan.getSharedBytes()},
+      {"suggested_blocks_per_sm", plan.getSuggestedBlocksPerSm()},
+      {"waves", plan.getWaves()},
+      {"min_tiles_per_block", plan.getMinTilesPerBlock()}};
+  if (producerWarp)
+    launch["producer_warps"] = 1;
+  if (plan.getClaimTiles() > 0)
+    launch["tile_claims"] =
+        json::Object{{"tiles", plan.getClaimTiles()},
+                     {"static_eighths", plan.getClaimStaticEighths()}};
+  return launch;
+}
+
 FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
                                                  const KernelOptions &options,
                                                  StringRef format) {
@@ -341,22 +363,7 @@ FailureOr<json::Value> mlir::qopt::buildManifest(ModuleOp module,
         {"uniforms", std::move(uniformArray)},
         {"tables", std::move(tables)},
         {"args", std::move(argArray)},
-        {"launch",
-         json::Object{{"threads_per_block", plan.getThreads()},
-                      {"elements_per_thread", plan.getLanes()},
-                      {"tile_elements", plan.getTile()},
-                      {"descriptor_bytes", int64_t(16 + 8 * streams.size())},
-                      {"shared_bytes", plan.getSharedBytes()},
-                      {"suggested_blocks_per_sm",
-                       plan.getSuggestedBlocksPerSm()},
-                      {"waves", plan.getWaves()},
-                      {"min_tiles_per_block", plan.getMinTilesPerBlock()}}}};
-    if (producerWarp)
-      (*kernel["launch"].getAsObject())["producer_warps"] = 1;
-    if (plan.getClaimTiles() > 0)
-      (*kernel["launch"].getAsObject())["tile_claims"] =
-          json::Object{{"tiles", plan.getClaimTiles()},
-                       {"static_eighths", plan.getClaimStaticEighths()}};
+        {"launch", launchObject(plan, streams.size(), producerWarp)}};
     // Per-tensor reductions (docs/abi.md, "Reductions"): the kernel computes
     // them itself, so a tile range it is called on must hold whole tensors.
     // A whole-step reduction's value is uniform slot `uniform`, after the
