@@ -151,6 +151,25 @@ ncu_source() {
   gzip -f "$R/$4.csv"
 }
 
+# TIMEOUT PARALLEL TOOL...: each test named in $R/tests.txt (one per line) of
+# $B/qopt-gpu-tests under each compute-sanitizer TOOL, PARALLEL processes at
+# a time, each log $R/logs/TOOL-TEST.log; one line per run in
+# $R/sanitizers.txt, then the counts of exit codes and the failing runs.
+sanitize_tests() {
+  local limit=$1 parallel=$2 tool
+  shift 2
+  mkdir -p "$R/logs"
+  run1() { local tool=$1 t=$2 f; f=$R/logs/$tool-$(echo "$t" | tr '/' '_').log
+    timeout "$SANITIZE_LIMIT" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+      "$B/qopt-gpu-tests" --gtest_filter="$t" --gtest_brief=1 > "$f" 2>&1
+    echo "$tool $t rc=$? $(grep -o 'ERROR SUMMARY.*\|RACECHECK SUMMARY.*' "$f" | tr '\n' ' ')"; }
+  export -f run1; export R B SANITIZE_LIMIT=$limit
+  for tool in "$@"; do sed "s/^/$tool /" "$R/tests.txt"; done |
+    xargs -P "$parallel" -L 1 bash -c 'run1 "$0" "$1"' > "$R/sanitizers.txt"
+  awk '{print $1, $3}' "$R/sanitizers.txt" | sort | uniq -c
+  grep -v 'rc=0' "$R/sanitizers.txt" | head
+}
+
 # $R as $OUT/TAG.tar.gz (the device returns few files).
 device_call_end() {
   (cd "$OUT" && tar czf "$DC_TAG.tar.gz" "$DC_TAG" && rm -rf "$DC_TAG")

@@ -13,16 +13,7 @@ stamp sanitizers
 export QOPT_TEST_KERNEL_DIR=$S/head/ptx
 "$B/qopt-gpu-tests" --gtest_list_tests | awk '/^[^ ]/{s=$1} /^  /{print s $1}' |
   grep -E 'flash_adam(w)?(_bf16|_ecc16|_linear|_kahan|_sr)?$' > "$R/tests.txt"
-mkdir -p "$R/logs"
-run1() { tool=$1 t=$2; f=$R/logs/$tool-$(echo "$t" | tr '/' '_').log
-  timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 "$B/qopt-gpu-tests" \
-    --gtest_filter="$t" --gtest_brief=1 > "$f" 2>&1
-  echo "$tool $t rc=$? $(grep -o 'ERROR SUMMARY.*\|RACECHECK SUMMARY.*' "$f" | tr '\n' ' ')"; }
-export -f run1; export R B
-for tool in racecheck synccheck; do sed "s/^/$tool /" "$R/tests.txt"; done |
-  xargs -P 7 -L 1 bash -c 'run1 "$0" "$1"' > "$R/sanitizers.txt"
-awk '{print $1, $3}' "$R/sanitizers.txt" | sort | uniq -c
-grep -v 'rc=0' "$R/sanitizers.txt" | head
+sanitize_tests 200 7 racecheck synccheck
 unset QOPT_TEST_KERNEL_DIR
 gpu_suites head "$S/ieee"
 stamp fast
