@@ -3,18 +3,27 @@
 // RUN: qopt-opt %s --qopt-plan-kernel="async-copy=off tile-claims=3 l2-prefetch=false split-absmax-barrier=false" -split-input-file | FileCheck %s --check-prefix=ASKED
 // RUN: qopt-opt %s --qopt-plan-kernel="l2-prefetch-tiles=4" -split-input-file | FileCheck %s --check-prefix=AHEAD4
 // RUN: qopt-opt %s --qopt-plan-kernel="l2-prefetch-tiles=3" -split-input-file | FileCheck %s --check-prefix=AHEAD3
+// RUN: qopt-opt %s --qopt-plan-kernel="bulk-copy-producer=true" -split-input-file | FileCheck %s --check-prefix=PRODUCER
+// RUN: qopt-opt %s --qopt-plan-kernel="target=host bulk-copy-producer=true" -split-input-file | FileCheck %s --check-prefix=PRODUCER-HOST
 
 // qopt-plan-kernel writes the tuning policy's launch plan (lib/Schedule) into
 // the IR; convert-qopt-to-gpu, convert-qopt-to-host and the manifest read it.
 
-// Two group states and a bf16 parameter: staged by a producer warp's bulk
-// copies, the block's 512 threads 480 x 8 and the producer, four stages of
-// 26880 bytes (the async copies' layout of a 3840-element tile), run thread
-// pointers (with the guards'
-// choices that cost registers), no claims, 4 waves. The host plan keeps the
-// tile and steps it statically.
+// Two group states and a bf16 parameter: staged at 512 x 8, four stages of
+// 28 KiB (per thread p 16 B, g 16 B, each state's codes 8 B and its f16
+// scale's 4-byte word), run thread pointers (with the guards' choices that
+// cost registers), no claims, 4 waves. The host plan keeps the tile and
+// steps it statically. Where a producer warp is asked for, the policy gives
+// it one: the block's 512 threads become 480 x 8 and the producer, four
+// stages of 26880 bytes (the same layout of a 3840-element tile), filled by
+// its bulk copies (docs/tuning.md#producer-warp), and the host plan walks the
+// same tiles.
 // CHECK-LABEL: qopt.optimizer @Group
-// CHECK-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 480, lanes = 8, stages = 4, shared_bytes = 107520, codebook_buckets = true, bulk_copy = true, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = true, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2, producer_warp = true>
+// CHECK-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 512, lanes = 8, stages = 4, shared_bytes = 114688, codebook_buckets = true, bulk_copy = false, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = true, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2>
+// PRODUCER-LABEL: qopt.optimizer @Group
+// PRODUCER-SAME: qopt.kernel_plan = #qopt.kernel_plan<threads = 480, lanes = 8, stages = 4, shared_bytes = 107520, codebook_buckets = true, bulk_copy = true, run_pointers = true, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = true, scaled_range_checks = true, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 2, producer_warp = true>
+// PRODUCER-HOST-LABEL: qopt.optimizer @Group
+// PRODUCER-HOST-SAME: #qopt.kernel_plan<threads = 480, lanes = 8, stages = 0,
 // HOST-LABEL: qopt.optimizer @Group
 // A staged kernel prefetches only where asked and past its copies (three
 // tiles ahead with four stages), by lines.
@@ -23,7 +32,7 @@
 // AHEAD4-SAME: l2_prefetch_tiles = 4, l2_prefetch_lines = true,
 // AHEAD3-LABEL: qopt.optimizer @Group
 // AHEAD3-SAME: l2_prefetch_tiles = 0, l2_prefetch_lines = false,
-// HOST-SAME: #qopt.kernel_plan<threads = 480, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
+// HOST-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = 0, shared_bytes = 0, codebook_buckets = false, bulk_copy = false, run_pointers = false, invariant_descriptors = false, l2_prefetch_tiles = 0, l2_prefetch_lines = false, register_prefetch = false, claim_tiles = 0, claim_static_eighths = 0, min_blocks_per_sm = 0, zero_shortcut_lane_divisors = false, scaled_range_checks = false, early_saturation_counts = false, split_absmax_barrier = false, waves = 4, min_tiles_per_block = 128, suggested_blocks_per_sm = 4>
 // Unstaged when asked: 512 x 8 still (two states), claims of 3 tiles past
 // 5/8 as asked, no dynamic shared memory; without run thread pointers the
 // two states' descriptor loads are invariant.
@@ -126,10 +135,14 @@ qopt.optimizer @Replanned param "p" : bf16 master none grad "g" : bf16 attribute
 
 // Two 16-bit plain states and a bf16 parameter: staged like group states
 // (docs/tuning.md#async-copy), at 512 x 8, each thread copying its own
-// bytes (no producer warp: docs/tuning.md#producer-warp).
+// bytes (no producer warp, even where asked: docs/tuning.md#producer-warp).
 // CHECK-LABEL: qopt.optimizer @PlainBf16
 // CHECK-SAME: #qopt.kernel_plan<threads = 512, lanes = 8, stages = {{[2-4]}},
 // CHECK-SAME: run_pointers = true,
+// PRODUCER-LABEL: qopt.optimizer @PlainBf16
+// PRODUCER-SAME: #qopt.kernel_plan<threads = 512, lanes = 8,
+// PRODUCER-SAME: bulk_copy = false,
+// PRODUCER-SAME: suggested_blocks_per_sm = {{[0-9]+}}>
 qopt.optimizer @PlainBf16 param "p" : bf16 master none grad "g" : bf16 {
   qopt.state @m : #qopt.plain<storage = bf16>
   qopt.state @v : #qopt.plain<storage = bf16>

@@ -15,7 +15,7 @@
 // compact JSON and a NUL (NVPTX leaves the trailing zero to the array's
 // size); the kernel does not refer to it.
 // CHECK: .visible .global .align 1 .b8 FlashAdamW_manifest[{{[0-9]+}}] = {123, 34, 97, 114, 99, 104, 34, 58,
-// CHECK-SAME: , 50, 125};
+// CHECK-SAME: , 49, 125};
 // CHECK: .visible .entry FlashAdamW(
 // CHECK-NOT: FlashAdamW_manifest
 
@@ -23,7 +23,7 @@
 // EMBEDDED: FlashAdamW_manifest: {"arch":"sm_90","args":["descriptors","tile_map","num_tiles","uniforms","numerics_counters"],"binary_format":"ptx"
 // EMBEDDED-SAME: "kernel":"FlashAdamW"
 // EMBEDDED-SAME: "launch":{"descriptor_bytes":72,"elements_per_thread":8,
-// EMBEDDED-SAME: "producer_warps":1,"shared_bytes":{{[0-9]+}},"suggested_blocks_per_sm":{{[0-9]+}},"threads_per_block":480,"tile_elements":3840
+// EMBEDDED-SAME: "threads_per_block":512,"tile_elements":4096
 // EMBEDDED-NOT: binaries
 // WRITTEN: "binaries": [
 // WRITTEN: "path": "flash.ptx"

@@ -135,6 +135,11 @@ void CheckedRounding::compareBuilds(bool crowded, std::optional<double> beta2) {
     loadKernel(ctx, dirs[i] + "/" + c.spec + ".manifest.json", builds[i]);
     ASSERT_FALSE(HasFatalFailure());
   }
+  // Stochastic rounding keys its bits by each element's place in the tile
+  // walk, so two builds compare only on the same tiles.
+  ASSERT_EQ(builds[0].info.launch.tile_elements, builds[1].info.launch.tile_elements)
+      << c.spec << ": the default build (" << dirs[0] << ") and the IEEE-rounding build ("
+      << dirs[1] << ") walk different tiles: build both with the same plan options";
 
   // A 16 Mi-element tensor with a partial last tile, and a small one.
   const std::vector<int64_t> sizes = {(int64_t(1) << 24) + 77, 4097};

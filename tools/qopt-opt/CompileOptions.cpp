@@ -159,9 +159,9 @@ struct CompileOptions {
                "or group across warps: bulk copies issued by one warp more per "
                "block, the other warps waiting for a stage and counting "
                "themselves done with it on its mbarrier (same results; the "
-               "manifest's launch.producer_warps; on by default, "
-               "docs/tuning.md#producer-warp)"),
-      cl::init(true), cl::cat(compileCategory)};
+               "manifest's launch.producer_warps; off by default: slower on "
+               "the H200, docs/tuning.md#producer-warp)"),
+      cl::init(false), cl::cat(compileCategory)};
   cl::opt<bool> splitAbsmaxBarrier{
       "split-absmax-barrier",
       cl::desc("Codebook blocks that span warps, on sm_90 and newer: the "

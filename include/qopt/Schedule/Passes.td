@@ -72,7 +72,7 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
            "barrier per stage, instead of each thread's cp.async of its own "
            "bytes (same results, the same shared memory; "
            "docs/tuning.md#bulk-copy)">,
-    Option<"producerWarp", "bulk-copy-producer", "bool", /*default=*/"true",
+    Option<"producerWarp", "bulk-copy-producer", "bool", /*default=*/"false",
            "Staged kernels (sm_90 and newer) that the policy gives one "
            "(chooseProducerWarp: two or more group states) and "
            "canUseProducerWarp allows (no codebook state, no reduction, no "
@@ -80,7 +80,8 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
            "copies issued by one warp more per block, the other warps "
            "counting themselves done with a stage on its mbarrier (same "
            "results; with bulk-copy elsewhere the last warp done with a "
-           "stage refills it; docs/tuning.md#producer-warp)">,
+           "stage refills it; off by default: slower on the H200, "
+           "docs/tuning.md#producer-warp)">,
     Option<"splitAbsmaxBarrier", "split-absmax-barrier", "bool",
            /*default=*/"true",
            "Codebook blocks that span warps (sm_90 and newer): each warp "

@@ -44,10 +44,11 @@ struct PlanRequest {
   int64_t tileClaimsStaticEighths = 0;
   bool codebookBuckets = true;
   bool bulkCopy = false;   ///< asked for, and the chip has cp.async.bulk
-  /// Bulk copies issued by one warp more per block where the policy takes it
+  /// Bulk copies issued by one warp more per block, asked for (off by
+  /// default: docs/tuning.md#producer-warp), where the policy takes it
   /// (chooseProducerWarp) and canUseProducerWarp allows (and the chip has
   /// cp.async.bulk), with bulkCopy or without.
-  bool producerWarp = true;
+  bool producerWarp = false;
   /// L2 prefetch of either kind: asked for, and the chip is sm_90 or newer,
   /// where the policy holds (docs/tuning.md#l2-prefetch).
   bool l2Prefetch = true;
