@@ -416,9 +416,9 @@ bool mlir::qopt::canUseProducerWarp(OptimizerOp optimizer, int64_t threads,
 }
 
 bool mlir::qopt::chooseProducerWarp(OptimizerOp optimizer) {
-  // docs/tuning.md#producer-warp: where asked, the Adam family (two group
-  // states) takes it (on the H100 it gains, on the H200 it loses); one group
-  // state is even, two plain 16-bit states lose.
+  // Where a producer is asked for, two or more group states take it: the
+  // rule, and why the option is off by default, are in
+  // docs/tuning.md#producer-warp.
   return llvm::count_if(getStates(optimizer), [](StateOp state) {
            return isa<GroupSchemeAttr>(state.getScheme());
          }) >= 2;

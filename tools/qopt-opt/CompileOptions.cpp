@@ -159,8 +159,8 @@ struct CompileOptions {
                "or group across warps: bulk copies issued by one warp more per "
                "block, the other warps waiting for a stage and counting "
                "themselves done with it on its mbarrier (same results; the "
-               "manifest's launch.producer_warps; off by default: slower on "
-               "the H200, docs/tuning.md#producer-warp)"),
+               "manifest's launch.producer_warps; off by default, "
+               "docs/tuning.md#producer-warp)"),
       cl::init(false), cl::cat(compileCategory)};
   cl::opt<bool> splitAbsmaxBarrier{
       "split-absmax-barrier",

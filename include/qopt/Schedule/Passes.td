@@ -80,8 +80,7 @@ def PlanKernel : Pass<"qopt-plan-kernel", "::mlir::ModuleOp"> {
            "copies issued by one warp more per block, the other warps "
            "counting themselves done with a stage on its mbarrier (same "
            "results; with bulk-copy elsewhere the last warp done with a "
-           "stage refills it; off by default: slower on the H200, "
-           "docs/tuning.md#producer-warp)">,
+           "stage refills it; off by default, docs/tuning.md#producer-warp)">,
     Option<"splitAbsmaxBarrier", "split-absmax-barrier", "bool",
            /*default=*/"true",
            "Codebook blocks that span warps (sm_90 and newer): each warp "

@@ -16,9 +16,9 @@
 // RUN: FileCheck %s --check-prefix=GIVEN --input-file=%t.given.ptx
 // RUN: FileCheck %s --check-prefix=GIVEN-MANIFEST --input-file=%t.given.manifest.json
 
-// A producer warp (bulk-copy-producer, asked for: off by default, it loses on
-// the H200; sm_90 and newer, with or without bulk-copy, which adds bulk copies
-// where it does not apply):
+// A producer warp (bulk-copy-producer, asked for: off by default,
+// docs/tuning.md#producer-warp; sm_90 and newer, with or without bulk-copy,
+// which adds bulk copies where it does not apply):
 // the block holds the
 // tile's threads and one warp more, whose lane 0 issues every stage's bulk
 // copies (bulk-copy.mlir has the stage layout). The policy's 512 threads
