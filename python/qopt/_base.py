@@ -520,18 +520,6 @@ class QoptOptimizer(_Checkpoints, _Copies, torch.optim.Optimizer):
                                     f"tensor (as torch.amp.GradScaler sets it), got {v!r}")
             scaling = (grad_scale, found_inf)
         clip = None
-        if getattr(self, "max_grad_norm", None) is not None and not self._KERNEL_CLIPS:
-            # one norm pass gives the clip coefficient and skip_nonfinite's flag (_clip.py)
-            clip = _clip.fused_clip(self, grad_scale, found_inf)
-        elif found_inf is None and getattr(self, "skip_nonfinite", False):
-            if getattr(self, "_release", None) is not None:
-                # (skip_nonfinite set after enable_gradient_release, which refuses it)
-                raise RuntimeError(f"{type(self).__name__}: skip_nonfinite needs every gradient "
-                                   f"before any step; it does not work with "
-                                   f"enable_gradient_release")
-            found_inf = self._nonfinite_flag()
-            if found_inf is not None:
-                scaling = (grad_scale, found_inf)
         # The check phase: every group's hyperparameters, every parameter's state and size, every
         # gradient of every group, before anything is launched (a refused step steps no group).
         work = []
@@ -566,6 +554,20 @@ class QoptOptimizer(_Checkpoints, _Copies, torch.optim.Optimizer):
                 if getattr(self, "stochastic_rounding", False):
                     self._check_stochastic_steps(gi, cache.launches)
                 work.append((gi, group, cache, hv))
+            # The gradients' norms after the check phase, so that a gradient it refuses (sparse,
+            # of another dtype or size) gets its error rather than one of the norm's.
+            if getattr(self, "max_grad_norm", None) is not None and not self._KERNEL_CLIPS:
+                # one norm pass gives the clip coefficient and skip_nonfinite's flag (_clip.py)
+                clip = _clip.fused_clip(self, grad_scale, found_inf)
+            elif found_inf is None and getattr(self, "skip_nonfinite", False):
+                if getattr(self, "_release", None) is not None:
+                    # (skip_nonfinite set after enable_gradient_release, which refuses it)
+                    raise RuntimeError(f"{type(self).__name__}: skip_nonfinite needs every "
+                                       f"gradient before any step; it does not work with "
+                                       f"enable_gradient_release")
+                found_inf = self._nonfinite_flag()
+                if found_inf is not None:
+                    scaling = (grad_scale, found_inf)
             # Every launch takes its pointers, kernel and uniforms; then the runtime validates
             # every launch of the step and launches them (qopt_step_many), so a step it would
             # refuse in a later group refuses the whole step.
@@ -633,6 +635,10 @@ class QoptOptimizer(_Checkpoints, _Copies, torch.optim.Optimizer):
         first = next(iter(by_device))
         flag = torch.zeros(1, dtype=torch.float32, device=first)
         for dev, grads in by_device.items():
+            # an empty gradient has no element to be non-finite (and no inf norm in torch)
+            grads = [g for g in grads if g.numel() != 0]
+            if not grads:
+                continue
             peaks = torch._foreach_norm(grads, float("inf"))
             bad = torch.logical_not(torch.isfinite(torch.stack(peaks).float()).all())
             flag = torch.maximum(flag, bad.reshape(1).to(device=first, dtype=torch.float32))

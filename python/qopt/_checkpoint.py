@@ -141,7 +141,9 @@ class _Checkpoints:
             if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
                 raise ValueError(f"{name}.load_state_dict: not a qopt optimizer state (no 'qopt' "
                                  f"record with format '{STATE_FORMAT}', nor param groups with "
-                                 f"'{_KERNEL_KEY}'); qopt loads only its own checkpoints")
+                                 f"'{_KERNEL_KEY}'); qopt loads its own checkpoints, and a Flash "
+                                 f"optimizer a torch.optim checkpoint of its own algorithm "
+                                 f"(python/README.md, \"FlashOptim's API\")")
             if meta.get("version") != STATE_FORMAT_VERSION:
                 raise ValueError(f"{name}.load_state_dict: state format version "
                                  f"{meta.get('version')} is not supported (this qopt reads version "

@@ -19,7 +19,7 @@ from ._base import QoptOptimizer
 from ._checks import _check_betas, _check_lr, _check_wd
 from ._clip import check_max_grad_norm
 from ._launch import _local
-from .optim import _wd_for_kernel
+from .optim import _check_decoupled_reference, _wd_for_kernel
 
 __all__ = ["AdamAtan2"]
 
@@ -68,6 +68,7 @@ class AdamAtan2(QoptOptimizer):
     def _check_group_options(self, group):
         super()._check_group_options(group)
         self._same_for_all(group, "state_dtype", self.state_dtype)
+        _check_decoupled_reference(type(self).__name__, group, self._decouple_lr)
 
     def _kernel_hypers(self, group):
         b1, b2 = group["betas"]

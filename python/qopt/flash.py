@@ -221,15 +221,30 @@ class FlashOptimizer(PolicyMixin, QoptOptimizer):
         Kahan compensation becomes ``bf16(v - float32(p))``, the rest rounded to bf16. A parameter
         of this optimizer that requires grad and has no state yet (before its first step) gets
         its state first, as ``init_state()`` makes it, so that the error bits keep the float32
-        value (FlashOptim creates them when missing)."""
+        value (FlashOptim creates them when missing).
+
+        Refused before anything is written (ValueError): a key that is not in the model's
+        state_dict, a parameter's value that is not float32 or not of the parameter's shape (the
+        local shard's under FSDP2). Buffers' keys are accepted and left alone."""
         module = model.module if hasattr(model, "module") else model
         groups = {id(p): g for g in self.param_groups for p in g["params"]}
         named = [(name, p) for name, p in module.named_parameters() if name in fp32_state_dict]
-        for name, _ in named:
+        # Every entry checked before any is written, as Module.load_state_dict checks: a refused
+        # dict leaves the model and the error bits as they were.
+        where = f"{type(self).__name__}.set_fp32_model_state_dict"
+        unknown = sorted(set(fp32_state_dict) - set(module.state_dict()))
+        if unknown:
+            raise ValueError(f"{where}: {unknown[:8]} {'is' if len(unknown) == 1 else 'are'} not in "
+                           f"the model's state_dict (get_fp32_model_state_dict's keys); nothing was "
+                           f"written")
+        for name, p in named:
             v = fp32_state_dict[name]
             if not isinstance(v, torch.Tensor) or v.dtype != torch.float32:
-                raise ValueError(f"{type(self).__name__}.set_fp32_model_state_dict: '{name}' is "
+                raise ValueError(f"{where}: '{name}' is "
                                  f"{getattr(v, 'dtype', type(v).__name__)}, expected torch.float32")
+            if _local(v).shape != _local(p).shape:
+                raise ValueError(f"{where}: '{name}' has shape {list(_local(v).shape)}, the "
+                                 f"parameter {list(_local(p).shape)}; nothing was written")
         for name, p in named:
             v = fp32_state_dict[name]
             lp = _local(p)

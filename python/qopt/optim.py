@@ -63,17 +63,37 @@ def _check_flash_group(opt: "QoptOptimizer", group) -> None:
     opt._same_for_all(group, "min_8bit_size", opt.min_8bit_size)
     if "decouple_lr" in group and bool(group["decouple_lr"]) != bool(opt._decouple_lr):
         opt._same_for_all(group, "decouple_lr", opt._decouple_lr)
+    if getattr(opt, "_DECOUPLED", False):
+        _check_decoupled_reference(type(opt).__name__, group, opt._decouple_lr)
+
+
+def _decoupled_reference_lr(group) -> float:
+    """decouple_lr's reference: the group's lr when it was added (_INITIAL_LR; a group's own
+    "initial_lr" then, else its "lr"), not a scheduler's "initial_lr"."""
+    init = group.get(_INITIAL_LR, group.get("initial_lr", group["lr"]))
+    return float(init) if isinstance(init, torch.Tensor) else init
+
+
+def _check_decoupled_reference(cls: str, group, decouple_lr: bool) -> None:
+    """A ValueError where decouple_lr would divide the weight decay by a reference lr of 0 (a
+    group created at lr 0 to warm up from): the decay would be undefined."""
+    if decouple_lr and group["weight_decay"] != 0 and _decoupled_reference_lr(group) == 0:
+        raise ValueError(
+            f"{cls}: decouple_lr=True scales weight_decay by lr / the group's initial lr, and this "
+            f"group's initial lr is 0; create the optimizer with the peak lr (a scheduler's warm-up "
+            f"then sets the lr of each step) or use decouple_lr=False")
 
 
 def _wd_for_kernel(group, decouple_lr: bool):
-    """With decouple_lr the decay is wd * lr / initial_lr; the kernel multiplies lr * wd, so it
-    gets wd / initial_lr. initial_lr: the group's lr when it was added (_INITIAL_LR; a group's
-    own "initial_lr" then, else its "lr"), not a scheduler's "initial_lr"."""
+    """With decouple_lr the decay is wd * lr / initial_lr (_decoupled_reference_lr); the kernel
+    multiplies lr * wd, so it gets wd / initial_lr. A reference of 0 is refused by the group's
+    checks (_check_decoupled_reference) before it gets here."""
     wd = group["weight_decay"]
     if decouple_lr and wd != 0:
-        init = group.get(_INITIAL_LR, group.get("initial_lr", group["lr"]))
-        init = float(init) if isinstance(init, torch.Tensor) else init
-        return wd / init if init != 0 else 0.0
+        init = _decoupled_reference_lr(group)
+        if init == 0:
+            _check_decoupled_reference("qopt", group, decouple_lr)
+        return wd / init
     return wd
 
 
@@ -457,6 +477,7 @@ class FlashLion(FlashOptimizer):
                    "m.scales": "exp_avg::scales"}
     STREAM_KEYS32 = {"p.ecc": "error_bits", "m": "exp_avg"}
     _SPECS = {24: "flash_lion", 32: "flash_lion_ecc16", None: "flash_lion_bf16"}
+    _DECOUPLED = True
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.99),
                  weight_decay: float = 0.0, decouple_lr: bool = False, quantize: bool = True,

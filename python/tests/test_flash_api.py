@@ -249,6 +249,40 @@ def test_fp32_model_state_dict_round_trip(host):
         opt.set_fp32_model_state_dict(model, {"0.weight": new["0.weight"].double()})
 
 
+def test_fp32_model_state_dict_refusals_write_nothing(host):
+    """set_fp32_model_state_dict checks every entry before it writes any, as
+    Module.load_state_dict: a key the model's state_dict lacks, a value of another shape (also a
+    broadcastable one) are ValueErrors naming the key, and the parameters and their error bits
+    stay as they were. Buffers' keys (a BatchNorm's running stats) are accepted and left alone."""
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8)).to(torch.bfloat16)
+    opt = qopt.FlashAdamW(model.parameters(), lr=1e-2)
+    x = torch.randn(16, 8).to(torch.bfloat16)
+    model(x).float().square().mean().backward()
+    opt.step()
+    sd = opt.get_fp32_model_state_dict(model)
+
+    def snapshot():
+        return ([p.detach().clone() for p in model.parameters()]
+                + [opt.state[p]["error_bits"].clone() for p in model.parameters()]
+                + [b.detach().clone() for b in model.buffers()])
+
+    before = snapshot()
+    cases = {"unknown key": ({**sd, "typo.weight": sd["0.weight"]}, r"\['typo.weight'\]"),
+             "wrong shape": ({**sd, "0.weight": sd["0.bias"] + 1}, r"'0.weight' has shape \[8\]"),
+             "broadcastable": ({**sd, "0.bias": torch.tensor([3.0])}, r"'0.bias' has shape \[1\]")}
+    for name, (bad, match) in cases.items():
+        with pytest.raises(ValueError, match=match):
+            opt.set_fp32_model_state_dict(model, bad)
+        after = snapshot()
+        assert all(torch.equal(u, v) for u, v in zip(before, after)), name
+    new = {k: v + 1e-3 if k.endswith(("weight", "bias")) else v for k, v in sd.items()}
+    opt.set_fp32_model_state_dict(model, new)
+    for name, p in model.named_parameters():
+        x16, _ = _c_init(new[name].reshape(-1), torch.bfloat16, torch.int8)
+        assert torch.equal(p.detach().reshape(-1).view(torch.int16), x16.view(torch.int16)), name
+    assert torch.equal(model[1].running_mean, before[-3])
+
+
 @pytest.mark.parametrize("bits,edtype", [(24, torch.int8), (32, torch.int16)])
 def test_fp32_model_state_dict_set_before_the_first_step_keeps_the_masters(host, bits, edtype):
     """set_fp32_model_state_dict before the first step used to write no error bits (the state did

@@ -81,6 +81,29 @@ def test_decouple_lr_keeps_the_lr_the_group_was_added_with():
     assert other._kernel_hypers(other.param_groups[0])["weight_decay"] == pytest.approx(0.1 / 0.02)
 
 
+@pytest.mark.parametrize("cls", [qopt.FlashAdamW, qopt.FlashSGDW, qopt.FlashLion, qopt.AdamAtan2])
+def test_decouple_lr_with_a_reference_lr_of_zero_is_refused(cls):
+    """decouple_lr scales the decay by lr / the group's initial lr: a group added at lr 0 (to
+    warm up from it by hand) would divide by zero. It is refused where the group is added, and
+    at the step where its weight decay is set nonzero later (nothing stepped); without weight
+    decay the reference is never used."""
+    (a,) = bf16_params((8,), seed=5)
+    kw = {} if cls is qopt.AdamAtan2 else {"decouple_lr": True}
+    with pytest.raises(ValueError, match="initial lr is 0"):
+        cls([a], lr=0.0, weight_decay=0.1, **kw)
+    opt = cls([a], lr=0.0, weight_decay=0.0, **kw)
+    opt.param_groups[0]["lr"] = 1e-2
+    opt.param_groups[0]["weight_decay"] = 0.1
+    a.grad = torch.full_like(a, 0.5)
+    a0 = a.detach().clone()
+    with pytest.raises(ValueError, match="initial lr is 0"):
+        opt.step()
+    assert torch.equal(a.detach(), a0) and int(opt.state.get(a, {}).get("step", 0)) == 0
+    opt.param_groups[0]["weight_decay"] = 0.0
+    opt.step()
+    assert not torch.equal(a.detach(), a0)
+
+
 def _every_bit(opt, params):
     out = [p.detach().clone() for p in params]
     for p in params:

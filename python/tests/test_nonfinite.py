@@ -87,3 +87,30 @@ def test_with_a_grad_scaler_its_found_inf_decides(device):
     assert getattr(opt, "nonfinite_steps", None) is None
     fused_step(opt, None, torch.zeros(1, device=device))
     assert not all(torch.equal(bits(p), b) for p, b in zip(a, before))
+
+
+@pytest.mark.parametrize("cls", [qopt.FlashAdamW, qopt.AdamW8bit, qopt.FlashSGD, qopt.StableAdamW])
+def test_an_empty_gradient_takes_no_part_in_the_flag(device, cls):
+    """A parameter of no element (an FSDP2 rank's empty shard, a 0-size layer) has no element to
+    be non-finite: beside it the step is the one without skip_nonfinite, and a NaN elsewhere
+    still skips the whole step."""
+    shapes = [(300,), (0,), (4, 0)]
+    g = torch.Generator().manual_seed(6)
+    a = [torch.nn.Parameter(torch.randn(s, generator=g).to(torch.bfloat16).to(device))
+         for s in shapes]
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    oa = cls(a, lr=1e-2, skip_nonfinite=True)
+    ob = cls(b, lr=1e-2)
+    for p, q in zip(a, b):
+        p.grad = (1e-2 * torch.randn(p.shape, generator=g)).to(p.dtype).to(device)
+        q.grad = p.grad.clone()
+    oa.step()
+    ob.step()
+    for p, q in zip(a, b):
+        assert torch.equal(p.detach(), q.detach())
+    assert float(oa.nonfinite_steps) == 0
+    a[0].grad[7] = float("nan")
+    before = [p.detach().clone() for p in a]
+    oa.step()
+    assert all(torch.equal(p.detach(), u) for p, u in zip(a, before))
+    assert float(oa.nonfinite_steps) == 1

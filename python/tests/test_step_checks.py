@@ -387,6 +387,35 @@ def test_sparse_gradient_is_refused_before_any_launch(device):
     assert torch.equal(a.detach(), a0)
 
 
+@pytest.mark.parametrize("option", [{"max_grad_norm": 1.0}, {"skip_nonfinite": True}],
+                         ids=["max_grad_norm", "skip_nonfinite"])
+def test_gradient_refusals_come_before_the_norm_options(device, option):
+    """With max_grad_norm or skip_nonfinite the gradients' norms are taken before the launches;
+    a gradient the step refuses still gets the step's own error (not one of torch's norm
+    kernels), and nothing is stepped: no parameter, step count or counter moves."""
+    (a,) = params_on(device, (40,), seed=34)
+    e = torch.nn.Parameter(torch.randn(10, 4).to(device))
+    opt = qopt.FlashAdamW([{"params": [a]}, {"params": [e]}], **option)
+    bad = {"sparse": (RuntimeError, "FlashAdamW does not support sparse gradients",
+                      torch.sparse_coo_tensor(torch.tensor([[1]]), torch.ones(1, 4), (10, 4))),
+           "int32": (TypeError, "gradient dtype torch.int32",
+                     torch.ones(10, 4, dtype=torch.int32))}
+    for kind, (error, match, grad) in bad.items():
+        a.grad = grad_like(a, 35)
+        if grad.is_sparse:
+            e.grad = grad.to(device)
+        else:   # (torch refuses such a .grad; its .data takes any)
+            e.grad = torch.zeros_like(e)
+            e.grad.data = grad.to(device)
+        a0, e0 = a.detach().clone(), e.detach().clone()
+        with pytest.raises(error, match=match):
+            opt.step()
+        assert torch.equal(a.detach(), a0) and torch.equal(e.detach(), e0), kind
+        assert all(int(opt.state.get(p, {}).get("step", 0)) == 0 for p in (a, e)), kind
+        assert getattr(opt, "last_grad_norm", None) is None, kind
+        assert getattr(opt, "nonfinite_steps", None) is None, kind
+
+
 # ---------------------------------------------------------- what the runtime refuses
 
 def every_bit(opt, tensors):
