@@ -291,7 +291,10 @@ File File::loadOpenFile(int fd, uint64_t size, const std::string &path) {
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       throw Error(what + ": data_offsets must be non-negative integers");
     const uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
-    if (b > en || en > dataSize)
+    if (b > en)
+      throw Error(what + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(en) +
+                  "] end before they begin");
+    if (en > dataSize)
       throw Error(what + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(en) +
                   "] lie outside the " + std::to_string(dataSize) + " data bytes");
     const uint64_t bytes = byteSize(t.dtype, t.shape, what);

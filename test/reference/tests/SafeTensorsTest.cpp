@@ -94,6 +94,8 @@ TEST(SafeTensorsTest, ClearErrors) {
   EXPECT_NE(loadError(p).find("not a JSON object"), std::string::npos);
   writeRaw(p, R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(4, '\0'));
   EXPECT_NE(loadError(p).find("outside the 4 data bytes"), std::string::npos);
+  writeRaw(p, R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}})", std::string(8, '\0'));
+  EXPECT_NE(loadError(p).find("data_offsets [8, 4] end before they begin"), std::string::npos);
   writeRaw(p, R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0'));
   EXPECT_NE(loadError(p).find("do not match dtype F32 and shape [3]"), std::string::npos);
   writeRaw(p, R"({"x":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})", std::string(1, '\0'));
