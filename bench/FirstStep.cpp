@@ -75,9 +75,19 @@ int main(int argc, char **argv) {
   const char *kernelName = "FlashAdamW";
   int64_t numel = int64_t(1) << 20;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--start-ns") && i + 1 < argc)
-      start = std::strtod(argv[++i], nullptr) / 1e6;
-    else if (!std::strcmp(argv[i], "--kernel") && i + 1 < argc)
+    if (!std::strcmp(argv[i], "--start-ns") && i + 1 < argc) {
+      // The launcher's clock reading: nanoseconds, a whole number.
+      char *end = nullptr;
+      errno = 0;
+      const char *text = argv[++i];
+      long long ns = std::strtoll(text, &end, 10);
+      if (end == text || *end || errno || ns < 0) {
+        std::fprintf(stderr, "qopt-first-step: --start-ns takes CLOCK_REALTIME "
+                             "nanoseconds (a whole number), got '%s'\n", text);
+        return 2;
+      }
+      start = double(ns) / 1e6;
+    } else if (!std::strcmp(argv[i], "--kernel") && i + 1 < argc)
       kernelName = argv[++i];
     else if (!std::strcmp(argv[i], "--numel") && i + 1 < argc) {
       // A whole number of elements, at least one: a tensor to step.

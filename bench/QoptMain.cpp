@@ -648,11 +648,15 @@ int main(int argc, char **argv) {
 #endif
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--kernels" && i + 1 < argc) {
+    if (a == "--kernels") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "qopt-main: --kernels needs a folder\n");
+        usage();
+        return 2;
+      }
       kernels = argv[++i];
       kernelsGiven = true;
-    }
-    else if (a == "-h" || a == "--help") {
+    } else if (a == "-h" || a == "--help") {
       usage();
       return 0;
     } else {
