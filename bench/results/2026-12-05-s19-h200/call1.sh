@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two parts. (1) The default of c00e5c0 (.carry/c13) under compute-sanitizer:
 # racecheck and synccheck on the strict tests of the Adam family's kernels and
-# of block2048 and block256 (the eighteenth session's call5.sh, not run then).
+# of block2048 and block256 (prepared in the eighteenth session, not run then).
 # (2) The one-group-state Flash kernels (SGD, SGDW, Lion and their bf16 and
 # ecc16 forms), at 0.877 to 0.889 of the roof on the H200, in two shapes
 # beside the default 512 x 8 staged (.carry/c14, bench/make_kernel_set.sh):
